@@ -1,0 +1,251 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SinkFamily groups sink kinds by what they receive.
+// +kubebuilder:validation:Enum=snapshot;database;event
+type SinkFamily string
+
+// Sink families.
+const (
+	SinkFamilySnapshot SinkFamily = "snapshot"
+	SinkFamilyDatabase SinkFamily = "database"
+	SinkFamilyEvent    SinkFamily = "event"
+)
+
+// SinkReferences lists the sinks of an inventory, one list per family, in the inventory's
+// namespace.
+type SinkReferences struct {
+	// Snapshot names KollectSnapshotSinks (git, gitlab, s3, gcs).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Snapshot []LocalObjectReference `json:"snapshot,omitempty"`
+	// Database names KollectDatabaseSinks (postgres, mongodb, bigquery).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Database []LocalObjectReference `json:"database,omitempty"`
+	// Event names KollectEventSinks (kafka, nats).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Event []LocalObjectReference `json:"event,omitempty"`
+}
+
+// ClusterSinkReferences lists the sinks of a cluster inventory, one list per family.
+type ClusterSinkReferences struct {
+	// Snapshot names KollectSnapshotSinks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Snapshot []NamespacedObjectReference `json:"snapshot,omitempty"`
+	// Database names KollectDatabaseSinks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Database []NamespacedObjectReference `json:"database,omitempty"`
+	// Event names KollectEventSinks.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Event []NamespacedObjectReference `json:"event,omitempty"`
+}
+
+// ExportTiming controls when an inventory exports. A change starts a trailing debounce: the
+// export runs once no change arrived for debounce, or at the latest maxDelay after the first
+// unexported change, so data is never staler than maxDelay under constant churn.
+type ExportTiming struct {
+	// Debounce is the quiet period after the last change before exporting.
+	// +optional
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	Debounce metav1.Duration `json:"debounce,omitempty"`
+	// MaxDelay bounds how long a change may wait for export.
+	// +optional
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MaxDelay metav1.Duration `json:"maxDelay,omitempty"`
+	// ResyncInterval, when set, re-sends the full snapshot to every sink at this interval even
+	// if nothing changed (for sinks that may be edited by others). Off by default.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+}
+
+// KollectInventorySpec aggregates targets into one canonical snapshot and exports it.
+// +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
+// +kubebuilder:validation:XValidation:rule="duration(self.debounce) <= duration(self.maxDelay)",message="debounce must not exceed maxDelay"
+type KollectInventorySpec struct {
+	// Targets names KollectTargets in this namespace.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Targets []LocalObjectReference `json:"targets,omitempty"`
+	// TargetSelector selects KollectTargets in this namespace by label, in addition to targets.
+	// +optional
+	TargetSelector *metav1.LabelSelector `json:"targetSelector,omitempty"`
+	// Sinks receive the exports.
+	// +optional
+	Sinks        SinkReferences `json:"sinks,omitempty"`
+	ExportTiming `json:",inline"`
+	// Suspend stops exports; collection continues so a resume is immediate.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// TargetKind names the kind of a target reference.
+// +kubebuilder:validation:Enum=KollectTarget;KollectClusterTarget
+type TargetKind string
+
+// Target kinds.
+const (
+	TargetKindNamespaced TargetKind = "KollectTarget"
+	TargetKindCluster    TargetKind = "KollectClusterTarget"
+)
+
+// ClusterTargetReference names a KollectClusterTarget or a KollectTarget in any namespace.
+// +kubebuilder:validation:XValidation:rule="self.kind == 'KollectClusterTarget' ? !has(self.namespace) : has(self.namespace)",message="namespace is required for KollectTarget and forbidden for KollectClusterTarget"
+type ClusterTargetReference struct {
+	// Kind of the target.
+	// +optional
+	// +kubebuilder:default=KollectClusterTarget
+	Kind TargetKind `json:"kind,omitempty"`
+	// Name of the target.
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+	// Namespace of a KollectTarget.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// KollectClusterInventorySpec aggregates targets from the whole cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
+// +kubebuilder:validation:XValidation:rule="duration(self.debounce) <= duration(self.maxDelay)",message="debounce must not exceed maxDelay"
+type KollectClusterInventorySpec struct {
+	// Targets names cluster targets and namespaced targets.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	Targets []ClusterTargetReference `json:"targets,omitempty"`
+	// TargetSelector selects KollectClusterTargets by label, in addition to targets.
+	// +optional
+	TargetSelector *metav1.LabelSelector `json:"targetSelector,omitempty"`
+	// Sinks receive the exports.
+	// +optional
+	Sinks        ClusterSinkReferences `json:"sinks,omitempty"`
+	ExportTiming `json:",inline"`
+	// Suspend stops exports; collection continues so a resume is immediate.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// SinkExportStatus is the state of one sink of an inventory.
+type SinkExportStatus struct {
+	// Family of the sink.
+	Family SinkFamily `json:"family"`
+	// Name of the sink.
+	Name string `json:"name"`
+	// Namespace of the sink (cluster inventories).
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Checksum of the last snapshot this sink accepted; an export is skipped while the
+	// inventory's checksum equals it, also across agent restarts.
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// Rows is the item count of the last accepted export.
+	// +optional
+	Rows int64 `json:"rows,omitempty"`
+	// LastExportTime is when the sink last accepted an export.
+	// +optional
+	LastExportTime *metav1.Time `json:"lastExportTime,omitempty"`
+	// LastError is the error of the last failed attempt; cleared on success.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// ErrorClass is transient or terminal for the last error.
+	// +optional
+	ErrorClass string `json:"errorClass,omitempty"`
+}
+
+// KollectInventoryStatus reports the snapshot and each sink's export state.
+type KollectInventoryStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Synced (every sink holds the current checksum), Degraded.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// ItemCount is the number of rows in the current snapshot.
+	// +optional
+	ItemCount int64 `json:"itemCount,omitempty"`
+	// Checksum is the SHA-256 of the canonical snapshot.
+	// +optional
+	Checksum string `json:"checksum,omitempty"`
+	// Targets is the number of targets the inventory aggregates.
+	// +optional
+	Targets int32 `json:"targets,omitempty"`
+	// Sinks is the export state per sink.
+	// +optional
+	Sinks []SinkExportStatus `json:"sinks,omitempty"`
+}
+
+// KollectInventory aggregates targets of one namespace and exports their rows.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kinv,categories=kollect
+// +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.itemCount`
+// +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.status.checksum`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KollectInventory struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KollectInventorySpec   `json:"spec"`
+	Status KollectInventoryStatus `json:"status,omitempty"`
+}
+
+// KollectInventoryList is a list of KollectInventory.
+// +kubebuilder:object:root=true
+type KollectInventoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KollectInventory `json:"items"`
+}
+
+// KollectClusterInventory aggregates targets across the cluster and exports their rows.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=kcinv,categories=kollect
+// +kubebuilder:printcolumn:name="Items",type=integer,JSONPath=`.status.itemCount`
+// +kubebuilder:printcolumn:name="Checksum",type=string,JSONPath=`.status.checksum`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Synced",type=string,JSONPath=`.status.conditions[?(@.type=="Synced")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KollectClusterInventory struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KollectClusterInventorySpec `json:"spec"`
+	Status KollectInventoryStatus      `json:"status,omitempty"`
+}
+
+// KollectClusterInventoryList is a list of KollectClusterInventory.
+// +kubebuilder:object:root=true
+type KollectClusterInventoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KollectClusterInventory `json:"items"`
+}
+
+func init() {
+	register(&KollectInventory{}, &KollectInventoryList{}, &KollectClusterInventory{}, &KollectClusterInventoryList{})
+}

@@ -1,0 +1,127 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AttributeType is the type an extracted value is coerced to.
+// +kubebuilder:validation:Enum=string;int;float;bool;list;map;object
+type AttributeType string
+
+// Attribute types.
+const (
+	AttributeString AttributeType = "string"
+	AttributeInt    AttributeType = "int"
+	AttributeFloat  AttributeType = "float"
+	AttributeBool   AttributeType = "bool"
+	AttributeList   AttributeType = "list"
+	AttributeMap    AttributeType = "map"
+	AttributeObject AttributeType = "object"
+)
+
+// GroupVersionKind identifies the kind a profile extracts from.
+type GroupVersionKind struct {
+	// Group is the API group; empty for the core group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// Version is the API version, for example v1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Version string `json:"version"`
+	// Kind is the kind, for example Deployment.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Z][A-Za-z0-9]*$`
+	Kind string `json:"kind"`
+}
+
+// Attribute is one named value extracted from every object, with exactly one of jsonPath or
+// cel.
+// +kubebuilder:validation:XValidation:rule="has(self.jsonPath) != has(self.cel)",message="exactly one of jsonPath or cel must be set"
+type Attribute struct {
+	// Name of the attribute in exported rows.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// JSONPath is a kubectl-style JSONPath template, for example {.spec.replicas}. A path with
+	// [*] yields a list.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	JSONPath string `json:"jsonPath,omitempty"`
+	// CEL is a Common Expression Language expression over the variable `object`, with the
+	// Kubernetes CEL libraries (lists, regex, quantity, url, ip) and the strings extension.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	CEL string `json:"cel,omitempty"`
+	// Type the value is coerced to; a value that cannot be coerced is an extraction error.
+	// +optional
+	// +kubebuilder:default=string
+	Type AttributeType `json:"type,omitempty"`
+	// Optional attributes that are missing are left out of the row; a missing required
+	// attribute is reported on the target instead of silently dropping the object.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+	// Description documents the attribute for readers of the exported data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Description string `json:"description,omitempty"`
+}
+
+// KollectProfileSpec says what to extract from objects of one kind.
+type KollectProfileSpec struct {
+	// Target is the kind of object this profile reads.
+	Target GroupVersionKind `json:"target"`
+	// Attributes are the values extracted from every object; names are unique.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=128
+	Attributes []Attribute `json:"attributes"`
+}
+
+// KollectProfileStatus reports whether the profile compiled.
+type KollectProfileStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready is False with reason CompileFailed and the compiler's message when an
+	// expression does not compile.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// MetadataOnly is true when every attribute reads only metadata, so the agent can watch
+	// object metadata instead of whole objects.
+	// +optional
+	MetadataOnly bool `json:"metadataOnly,omitempty"`
+}
+
+// KollectProfile declares what to extract from objects of one kind.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kprof,categories=kollect
+// +kubebuilder:printcolumn:name="Kind",type=string,JSONPath=`.spec.target.kind`
+// +kubebuilder:printcolumn:name="Group",type=string,JSONPath=`.spec.target.group`,priority=1
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KollectProfile struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KollectProfileSpec   `json:"spec"`
+	Status KollectProfileStatus `json:"status,omitempty"`
+}
+
+// KollectProfileList is a list of KollectProfile.
+// +kubebuilder:object:root=true
+type KollectProfileList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KollectProfile `json:"items"`
+}
+
+func init() { register(&KollectProfile{}, &KollectProfileList{}) }

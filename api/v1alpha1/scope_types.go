@@ -1,0 +1,134 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// GroupKindRule allows a kind, or every kind of a group with kind "*".
+type GroupKindRule struct {
+	// Group is the API group; empty for the core group, "*" for any group.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Group string `json:"group,omitempty"`
+	// Kind is the kind, or "*" for every kind of the group.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+}
+
+// SinkRule allows sinks of one family (or all, "*") whose names match one of the patterns.
+type SinkRule struct {
+	// Family of the sinks, or "*" for every family.
+	// +kubebuilder:validation:Enum=snapshot;database;event;"*"
+	Family string `json:"family"`
+	// Names are sink names or glob patterns; empty allows every name of the family.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	Names []string `json:"names,omitempty"`
+}
+
+// KollectScopeSpec says what Kollect objects in a namespace may do. An empty allowlist denies
+// its whole category. Several scopes that apply to one namespace combine by intersection:
+// something is allowed only if every scope allows it, and minimums take the largest value.
+type KollectScopeSpec struct {
+	// AllowedKinds are the kinds targets may watch.
+	// +optional
+	// +kubebuilder:validation:MaxItems=128
+	AllowedKinds []GroupKindRule `json:"allowedKinds,omitempty"`
+	// AllowedNamespaces are namespace names or glob patterns targets may reach ("*" for all).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=256
+	AllowedNamespaces []string `json:"allowedNamespaces,omitempty"`
+	// AllowedSinks are the sinks inventories may export to.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	AllowedSinks []SinkRule `json:"allowedSinks,omitempty"`
+	// MinDebounce is the smallest debounce an inventory may set.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MinDebounce *metav1.Duration `json:"minDebounce,omitempty"`
+	// MinResyncInterval is the smallest resyncInterval an inventory may set.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	MinResyncInterval *metav1.Duration `json:"minResyncInterval,omitempty"`
+}
+
+// KollectClusterScopeSpec is a scope for cluster-scoped Kollect objects and a ceiling over
+// the namespaces it selects.
+type KollectClusterScopeSpec struct {
+	KollectScopeSpec `json:",inline"`
+	// NamespaceSelector picks the namespaces this scope is a ceiling for; empty means every
+	// namespace. Cluster-scoped Kollect objects are always governed.
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+}
+
+// KollectScopeStatus reports where the scope applies.
+type KollectScopeStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready when the scope is in force.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Violations is the number of objects the scope currently degrades.
+	// +optional
+	Violations int32 `json:"violations,omitempty"`
+}
+
+// KollectScope is a tenant guardrail for the Kollect objects of one namespace.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=kscope,categories=kollect
+// +kubebuilder:printcolumn:name="Violations",type=integer,JSONPath=`.status.violations`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KollectScope struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KollectScopeSpec   `json:"spec"`
+	Status KollectScopeStatus `json:"status,omitempty"`
+}
+
+// KollectScopeList is a list of KollectScope.
+// +kubebuilder:object:root=true
+type KollectScopeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KollectScope `json:"items"`
+}
+
+// KollectClusterScope is a platform-wide guardrail: it governs cluster-scoped Kollect objects
+// and caps what namespaced scopes can allow.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=kcscope,categories=kollect
+// +kubebuilder:printcolumn:name="Violations",type=integer,JSONPath=`.status.violations`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type KollectClusterScope struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   KollectClusterScopeSpec `json:"spec"`
+	Status KollectScopeStatus      `json:"status,omitempty"`
+}
+
+// KollectClusterScopeList is a list of KollectClusterScope.
+// +kubebuilder:object:root=true
+type KollectClusterScopeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []KollectClusterScope `json:"items"`
+}
+
+func init() {
+	register(&KollectScope{}, &KollectScopeList{}, &KollectClusterScope{}, &KollectClusterScopeList{})
+}

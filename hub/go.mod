@@ -1,0 +1,7 @@
+module kollect.dev/hub
+
+go 1.26.0
+
+require kollect.dev/api v0.0.0
+
+replace kollect.dev/api => ../api

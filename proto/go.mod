@@ -1,0 +1,3 @@
+module kollect.dev/proto
+
+go 1.26.0
