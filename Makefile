@@ -24,8 +24,9 @@ demo: build k8s-bins ## Run Kollect on an embedded local control plane and show 
 	@hack/demo.sh
 
 .PHONY: test
-test: k8s-bins verify-generated lint ## Run every test of every module against real servers.
-	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" go test $(GOTEST_FLAGS) $(PKGS)
+test: k8s-bins servers verify-generated lint ## Run every test of every module against real servers.
+	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" \
+		go test $(GOTEST_FLAGS) $(PKGS)
 
 ##@ Development
 
@@ -50,12 +51,16 @@ lint: ## gofmt and go vet over every module.
 	go vet $(PKGS)
 
 .PHONY: bench
-bench: k8s-bins ## Run the benchmarks.
-	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" go test -run '^$$' -bench . -benchmem $(PKGS)
+bench: k8s-bins servers ## Run the benchmarks.
+	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem $(PKGS)
 
 .PHONY: k8s-bins
 k8s-bins: ## Build etcd, kube-apiserver and kubectl from pinned modules (cached by version).
 	@hack/ensure-k8s.sh >/dev/null
+
+.PHONY: servers
+servers: ## Install and build the sink servers the tests start (cached by version).
+	@hack/ensure-servers.sh >/dev/null
 
 .PHONY: clean
 clean: ## Remove build output (the version-keyed caches stay).

@@ -1,0 +1,274 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ServerBinary finds a test server built by hack/ensure-servers.sh in the directories of
+// KOLLECT_SERVERS. A missing server is an error: tests never skip for want of a server.
+func ServerBinary(name string) (string, error) {
+	dirs := os.Getenv("KOLLECT_SERVERS")
+	if dirs == "" {
+		return "", fmt.Errorf("KOLLECT_SERVERS is not set: run the tests through `make test`, "+
+			"or export KOLLECT_SERVERS=$(hack/ensure-servers.sh) (needed for %s)", name)
+	}
+	for _, dir := range filepath.SplitList(dirs) {
+		path := filepath.Join(dir, name)
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+	}
+	return "", fmt.Errorf("test server %s not found in KOLLECT_SERVERS=%s: rerun hack/ensure-servers.sh", name, dirs)
+}
+
+// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Process is a server started for tests, stopped with Stop.
+type Process struct {
+	Name string
+	// Dir is the server's private temporary directory, removed on Stop.
+	Dir string
+	cmd *exec.Cmd
+	log *os.File
+}
+
+// StartProcess runs bin with args in its own process group, logging to Dir/server.log, and
+// waits until ready returns nil (or the process exits, or 30 s pass).
+func StartProcess(name, dir, bin string, args []string, env []string, ready func() error) (*Process, error) {
+	logFile, err := os.Create(filepath.Join(dir, "server.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	p := &Process{Name: name, Dir: dir, cmd: cmd, log: logFile}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if err := ready(); err == nil {
+			return p, nil
+		} else if time.Now().After(deadline) {
+			p.Stop()
+			return nil, fmt.Errorf("%s not ready after 30s: %w\n%s", name, err, p.Log())
+		}
+		select {
+		case err := <-exited:
+			log := p.Log()
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("%s exited during start-up: %v\n%s", name, err, log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Log returns the server's output so far, for failure messages.
+func (p *Process) Log() string {
+	raw, _ := os.ReadFile(filepath.Join(p.Dir, "server.log"))
+	return string(raw)
+}
+
+// Signal sends sig to the server's process group (SIGSTOP/SIGCONT simulate an outage).
+func (p *Process) Signal(sig syscall.Signal) error {
+	return syscall.Kill(-p.cmd.Process.Pid, sig)
+}
+
+// Stop kills the server's process group and removes its directory.
+func (p *Process) Stop() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_, _ = p.cmd.Process.Wait()
+	p.log.Close()
+	_ = os.RemoveAll(p.Dir)
+}
+
+// tcpReady reports whether addr accepts TCP connections.
+func tcpReady(addr string) func() error {
+	return func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	}
+}
+
+// Postgres is a throwaway PostgreSQL 15 cluster on 127.0.0.1.
+type Postgres struct {
+	*Process
+	Port int
+	// URL connects as the superuser postgres to database postgres.
+	URL string
+}
+
+// StartPostgres initialises and starts a PostgreSQL cluster with fsync off. initdb and postgres
+// refuse to run as root, so as root they run as the postgres user.
+func StartPostgres() (*Postgres, error) {
+	pgbin := os.Getenv("PGBIN")
+	if pgbin == "" {
+		pgbin = "/usr/lib/postgresql/15/bin"
+	}
+	if _, err := os.Stat(filepath.Join(pgbin, "initdb")); err != nil {
+		return nil, fmt.Errorf("PostgreSQL 15 is not installed (%w): run hack/ensure-servers.sh", err)
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kollect-pg-")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	var runAs []string
+	if os.Geteuid() == 0 {
+		if err := ensurePostgresUser(); err != nil {
+			return nil, err
+		}
+		runAs = []string{"runuser", "-u", "postgres", "--"}
+	}
+	if err := os.Mkdir(data, 0o700); err != nil {
+		return nil, err
+	}
+	if len(runAs) > 0 {
+		if out, err := exec.Command("chown", "postgres:postgres", data).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("chown %s: %v: %s", data, err, out)
+		}
+	}
+	initdb := append(append([]string{}, runAs...), filepath.Join(pgbin, "initdb"), "-D", data, "-U", "postgres",
+		"-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync")
+	if out, err := exec.Command(initdb[0], initdb[1:]...).CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	cmdline := append(append([]string{}, runAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+		"-k", data, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	ready := func() error {
+		out, err := exec.Command(filepath.Join(pgbin, "pg_isready"), "-h", "127.0.0.1", "-p", strconv.Itoa(port)).CombinedOutput()
+		if err != nil {
+			return errors.New(strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+	p, err := StartProcess("postgres", dir, cmdline[0], cmdline[1:], nil, ready)
+	if err != nil {
+		return nil, err
+	}
+	return &Postgres{Process: p, Port: port, URL: url}, nil
+}
+
+// CreateDatabase creates a fresh database and returns its URL, so tests sharing one server
+// stay apart.
+func (pg *Postgres) CreateDatabase(ctx context.Context, name string) (string, error) {
+	out, err := exec.CommandContext(ctx, "psql", pg.URL, "-v", "ON_ERROR_STOP=1", "-qc",
+		fmt.Sprintf(`CREATE DATABASE %q`, name)).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("creating database %s: %v: %s", name, err, out)
+	}
+	return strings.Replace(pg.URL, "/postgres?", "/"+name+"?", 1), nil
+}
+
+func ensurePostgresUser() error {
+	if err := exec.Command("id", "postgres").Run(); err == nil {
+		return nil
+	}
+	if out, err := exec.Command("useradd", "--system", "--no-create-home", "postgres").CombinedOutput(); err != nil {
+		return fmt.Errorf("useradd postgres: %v: %s", err, out)
+	}
+	return nil
+}
+
+// GitHTTP is a smart-HTTP git server (git http-backend) serving bare repositories under Root.
+type GitHTTP struct {
+	*Process
+	// URL is the base URL; a repository Root/x.git is URL + "/x.git".
+	URL  string
+	Root string
+}
+
+// StartGitHTTP serves bare repositories under a new temporary root, with basic auth when user
+// is not empty.
+func StartGitHTTP(user, pass string) (*GitHTTP, error) {
+	bin, err := ServerBinary("githttp")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kollect-githttp-")
+	if err != nil {
+		return nil, err
+	}
+	root := filepath.Join(dir, "repos")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"-listen", addr, "-root", root}
+	if user != "" {
+		args = append(args, "-user", user, "-pass", pass)
+	}
+	p, err := StartProcess("githttp", dir, bin, args, nil, tcpReady(addr))
+	if err != nil {
+		return nil, err
+	}
+	return &GitHTTP{Process: p, URL: "http://" + addr, Root: root}, nil
+}
+
+// InitBareRepo creates a bare repository Root/name with an initial commit on branch main.
+func (g *GitHTTP) InitBareRepo(name string) (string, error) {
+	return InitBareRepo(filepath.Join(g.Root, name))
+}
+
+// InitBareRepo creates a bare repository at path whose branch main holds one commit, as a
+// hosted repository created with a README would.
+func InitBareRepo(path string) (string, error) {
+	work, err := os.MkdirTemp("", "kollect-gitinit-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(work)
+	steps := [][]string{
+		{"git", "init", "-q", "--bare", "-b", "main", path},
+		{"git", "-C", work, "init", "-q", "-b", "main"},
+		{"git", "-C", work, "-c", "user.name=test", "-c", "user.email=test@example.com", "commit", "-q", "--allow-empty", "-m", "initial"},
+		{"git", "-C", work, "push", "-q", path, "main"},
+	}
+	for _, s := range steps {
+		if out, err := exec.Command(s[0], s[1:]...).CombinedOutput(); err != nil {
+			return "", fmt.Errorf("%s: %v: %s", strings.Join(s, " "), err, out)
+		}
+	}
+	return path, nil
+}

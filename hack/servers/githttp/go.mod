@@ -1,0 +1,3 @@
+module kollect.dev/hack/servers/githttp
+
+go 1.26.0
