@@ -40,6 +40,7 @@ build: ## Build the binaries into bin/.
 generate: ## Regenerate deepcopy code and CRDs from the API types.
 	cd api && GOWORK=off $(TOOLS) controller-gen object paths=./...
 	cd api && rm -f crds/*.yaml && GOWORK=off $(TOOLS) controller-gen crd paths=./... output:crd:artifacts:config=crds
+	@for gen in hack/generate-*.sh; do [ -x "$$gen" ] && "$$gen"; done; true
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.
