@@ -1,0 +1,131 @@
+package export
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// SchemaVersion is stamped on envelopes and change events; it changes only when the shape of
+// a row changes incompatibly.
+const SchemaVersion = "kollect.dev/v1"
+
+// Row is one collected object for one target. Attributes is the profile's typed extraction
+// result as a canonical JSON object (keys sorted); it is kept encoded because every sink
+// either stores JSON (JSONB, documents, events) or decodes it once.
+type Row struct {
+	Cluster    string          `json:"cluster"`
+	Inventory  string          `json:"inventory"`
+	Target     string          `json:"target"`
+	Group      string          `json:"group"`
+	Version    string          `json:"version"`
+	Kind       string          `json:"kind"`
+	Namespace  string          `json:"namespace"`
+	Name       string          `json:"name"`
+	UID        string          `json:"uid"`
+	Attributes json.RawMessage `json:"attributes"`
+}
+
+// Key identifies a row across the fleet.
+type Key struct {
+	Cluster, Inventory, Target, UID string
+}
+
+// String renders the key as cluster/inventory/target/uid, the message key of event sinks and
+// the identity used in documents.
+func (k Key) String() string {
+	return k.Cluster + "/" + k.Inventory + "/" + k.Target + "/" + k.UID
+}
+
+// Key returns the row's identity key.
+func (r *Row) Key() Key {
+	return Key{Cluster: r.Cluster, Inventory: r.Inventory, Target: r.Target, UID: r.UID}
+}
+
+// APIVersion returns group/version, or version for the core group.
+func (r *Row) APIVersion() string {
+	if r.Group == "" {
+		return r.Version
+	}
+	return r.Group + "/" + r.Version
+}
+
+// AttributeMap decodes the attributes; numbers decode as json.Number so integers survive.
+func (r *Row) AttributeMap() (map[string]any, error) {
+	out := map[string]any{}
+	if len(r.Attributes) == 0 {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(r.Attributes))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("decoding attributes of %s: %w", r.Key(), err)
+	}
+	return out, nil
+}
+
+// canonicalRow orders the fields alphabetically, which makes encoding/json's output the
+// canonical form (sorted keys at every level: attributes are already canonical).
+type canonicalRow struct {
+	Attributes json.RawMessage `json:"attributes"`
+	Cluster    string          `json:"cluster"`
+	Group      string          `json:"group"`
+	Inventory  string          `json:"inventory"`
+	Kind       string          `json:"kind"`
+	Name       string          `json:"name"`
+	Namespace  string          `json:"namespace"`
+	Target     string          `json:"target"`
+	UID        string          `json:"uid"`
+	Version    string          `json:"version"`
+}
+
+// CanonicalJSON is the row as one line of canonical JSON: keys sorted, no insignificant
+// white space, no HTML escaping. It defines the row's digest and so the snapshot checksum.
+func (r *Row) CanonicalJSON() []byte {
+	attrs := r.Attributes
+	if len(attrs) == 0 {
+		attrs = json.RawMessage("{}")
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	// Encoding a struct of strings and a valid RawMessage cannot fail.
+	_ = enc.Encode(canonicalRow{attrs, r.Cluster, r.Group, r.Inventory, r.Kind, r.Name, r.Namespace, r.Target, r.UID, r.Version})
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+}
+
+// MarshalJSON writes the canonical form, so every sink that writes rows as JSON agrees.
+func (r Row) MarshalJSON() ([]byte, error) { return r.CanonicalJSON(), nil }
+
+// Digest is the SHA-256 of the row's canonical JSON.
+func (r *Row) Digest() [sha256.Size]byte { return sha256.Sum256(r.CanonicalJSON()) }
+
+// Less orders rows canonically: by target, group, kind, namespace, name, then uid.
+func Less(a, b *Row) bool { return Compare(a, b) < 0 }
+
+// Compare orders rows canonically; see Less.
+func Compare(a, b *Row) int {
+	for _, pair := range [...][2]string{
+		{a.Target, b.Target}, {a.Group, b.Group}, {a.Kind, b.Kind},
+		{a.Namespace, b.Namespace}, {a.Name, b.Name}, {a.UID, b.UID},
+	} {
+		if c := strings.Compare(pair[0], pair[1]); c != 0 {
+			return c
+		}
+	}
+	return 0
+}
+
+// EncodeAttributes turns extracted values into the canonical JSON object rows carry.
+// Values must be JSON-encodable (string, int64, float64, bool, []any, map[string]any).
+func EncodeAttributes(values map[string]any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(values); err != nil { // maps encode with sorted keys
+		return nil, fmt.Errorf("encoding attributes: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
