@@ -1,0 +1,246 @@
+package profile
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
+	"github.com/google/cel-go/interpreter"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/agent/internal/export"
+)
+
+// Compiled is a profile ready to run: every attribute compiled once.
+type Compiled struct {
+	// Generation of the KollectProfile it was compiled from.
+	Generation int64
+	// GVK is the kind the profile reads.
+	GVK kollectv1.GroupVersionKind
+	// MetadataOnly is true when every attribute reads only metadata.
+	MetadataOnly bool
+	attrs        []attribute
+}
+
+type attribute struct {
+	name     string
+	typ      kollectv1.AttributeType
+	optional bool
+	path     *jsonPathExtractor
+	program  cel.Program
+}
+
+// CompileError lists every attribute that failed to compile, with the compiler's message.
+type CompileError struct {
+	Problems []string
+}
+
+func (e *CompileError) Error() string { return strings.Join(e.Problems, "; ") }
+
+// Compile compiles every attribute of the profile. All problems are reported at once so a
+// user fixes them in one round.
+func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
+	c := &Compiled{Generation: p.Generation, GVK: p.Spec.Target, MetadataOnly: true}
+	var problems []string
+	for _, a := range p.Spec.Attributes {
+		attr := attribute{name: a.Name, typ: a.Type, optional: a.Optional}
+		switch {
+		case a.JSONPath != "" && a.CEL != "":
+			problems = append(problems, fmt.Sprintf("attribute %s: set only one of jsonPath and cel", a.Name))
+			continue
+		case a.JSONPath != "":
+			x, err := compileJSONPath(a.Name, a.JSONPath)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("attribute %s: %v", a.Name, err))
+				continue
+			}
+			attr.path = x
+			c.MetadataOnly = c.MetadataOnly && readsOnlyMetadata(a.JSONPath)
+		case a.CEL != "":
+			prg, err := CompileCEL(a.CEL)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("attribute %s: CEL: %v", a.Name, err))
+				continue
+			}
+			attr.program = prg
+			c.MetadataOnly = c.MetadataOnly && readsOnlyMetadata(a.CEL)
+		default:
+			problems = append(problems, fmt.Sprintf("attribute %s: set jsonPath or cel", a.Name))
+			continue
+		}
+		c.attrs = append(c.attrs, attr)
+	}
+	if len(problems) > 0 {
+		return nil, &CompileError{Problems: problems}
+	}
+	return c, nil
+}
+
+// readsOnlyMetadata is a conservative syntactic check: every field access is under metadata.
+func readsOnlyMetadata(expr string) bool {
+	rest := expr
+	for {
+		i := strings.Index(rest, ".")
+		if i < 0 {
+			return true
+		}
+		rest = rest[i+1:]
+		if !strings.HasPrefix(rest, "metadata") {
+			return false
+		}
+		// Skip the whole metadata.x.y chain.
+		end := strings.IndexAny(rest, " )}],+-*/=!<>?:&|")
+		if end < 0 {
+			return true
+		}
+		rest = rest[end:]
+	}
+}
+
+// MissingError reports required attributes that an object lacks.
+type MissingError struct{ Attributes []string }
+
+func (e *MissingError) Error() string {
+	return "missing required attribute(s) " + strings.Join(e.Attributes, ", ")
+}
+
+// Extract runs every attribute against obj (an unstructured object's content) and returns the
+// values keyed by attribute name. A missing optional attribute is left out; a missing required
+// one, an evaluation error or a failed coercion makes the whole extraction fail with an error
+// naming the attribute, so the object is reported instead of exported with holes.
+func (c *Compiled) Extract(obj map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(c.attrs))
+	var missing []string
+	for i := range c.attrs {
+		a := &c.attrs[i]
+		v, found, err := a.eval(obj)
+		if err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", a.name, err)
+		}
+		if !found {
+			if !a.optional {
+				missing = append(missing, a.name)
+			}
+			continue
+		}
+		if v, err = coerce(v, a.typ); err != nil {
+			return nil, fmt.Errorf("attribute %s: %w", a.name, err)
+		}
+		out[a.name] = v
+	}
+	if len(missing) > 0 {
+		return nil, &MissingError{Attributes: missing}
+	}
+	return out, nil
+}
+
+// ExtractJSON is Extract followed by the canonical encoding rows carry.
+func (c *Compiled) ExtractJSON(obj map[string]any) ([]byte, error) {
+	values, err := c.Extract(obj)
+	if err != nil {
+		return nil, err
+	}
+	return export.EncodeAttributes(values)
+}
+
+func (a *attribute) eval(obj map[string]any) (any, bool, error) {
+	if a.path != nil {
+		return a.path.extract(obj)
+	}
+	return evalCEL(a.program, obj)
+}
+
+// objectActivation binds `object` without allocating a map per evaluation.
+type objectActivation struct{ object map[string]any }
+
+func (a *objectActivation) ResolveName(name string) (any, bool) {
+	if name == "object" {
+		return a.object, true
+	}
+	return nil, false
+}
+
+func (a *objectActivation) Parent() interpreter.Activation { return nil }
+
+func evalCEL(prg cel.Program, obj map[string]any) (any, bool, error) {
+	val, _, err := prg.Eval(&objectActivation{object: obj})
+	if err != nil {
+		// A field the object lacks is "missing", which the attribute's optional flag governs.
+		if strings.Contains(err.Error(), "no such key") || strings.Contains(err.Error(), "no such field") {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("evaluating CEL: %w", err)
+	}
+	if types.IsUnknownOrError(val) {
+		return nil, false, fmt.Errorf("evaluating CEL: %v", val)
+	}
+	if opt, ok := val.(*types.Optional); ok {
+		if !opt.HasValue() {
+			return nil, false, nil
+		}
+		val = opt.GetValue()
+	}
+	if val == types.NullValue {
+		return nil, false, nil
+	}
+	native, err := celToNative(val)
+	return native, err == nil, err
+}
+
+var jsonValueType = reflect.TypeFor[*structpb.Value]()
+
+// celToNative turns a CEL value into the shapes unstructured objects use.
+func celToNative(val ref.Val) (any, error) {
+	switch v := val.Value().(type) {
+	case string, bool, float64:
+		return v, nil
+	case int64:
+		return v, nil
+	case uint64:
+		return int64(v), nil
+	}
+	pb, err := val.ConvertToNative(jsonValueType)
+	if err != nil {
+		return nil, fmt.Errorf("CEL result of type %s cannot be exported: %w", val.Type().TypeName(), err)
+	}
+	native := pb.(*structpb.Value).AsInterface()
+	return normalizeNumbers(native), nil
+}
+
+// normalizeNumbers turns protobuf's float64-only numbers back into int64 where integral, so
+// a list of integers stays a list of integers.
+func normalizeNumbers(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == float64(int64(x)) {
+			return int64(x)
+		}
+	case []any:
+		for i := range x {
+			x[i] = normalizeNumbers(x[i])
+		}
+	case map[string]any:
+		for k := range x {
+			x[k] = normalizeNumbers(x[k])
+		}
+	}
+	return v
+}
+
+// EvalMatch runs a compiled target match expression; it must return a boolean.
+func EvalMatch(prg cel.Program, obj map[string]any) (bool, error) {
+	val, _, err := prg.Eval(&objectActivation{object: obj})
+	if err != nil {
+		return false, fmt.Errorf("evaluating match: %w", err)
+	}
+	b, ok := val.(types.Bool)
+	if !ok {
+		return false, errors.New("match expression must return a boolean")
+	}
+	return bool(b), nil
+}
