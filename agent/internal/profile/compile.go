@@ -12,8 +12,8 @@ import (
 	"github.com/google/cel-go/interpreter"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/agent/internal/export"
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // Compiled is a profile ready to run: every attribute compiled once.
