@@ -1,0 +1,262 @@
+package eventbuf
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+)
+
+func row(uid string, v int) export.Row {
+	attrs, err := export.EncodeAttributes(map[string]any{"v": v})
+	if err != nil {
+		panic(err)
+	}
+	return export.Row{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod",
+		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
+}
+
+// consumer applies events as a compacted topic or a KV bucket would: latest value per key.
+type consumer struct {
+	state map[string]string
+	seen  []Event
+}
+
+func (c *consumer) apply(events []Event) {
+	for _, e := range events {
+		c.seen = append(c.seen, e)
+		if e.Type == export.ChangeDelete {
+			delete(c.state, e.Key)
+		} else {
+			c.state[e.Key] = string(e.Row.CanonicalJSON())
+		}
+	}
+}
+
+// sender delivers to the consumer; failAfter >= 0 acknowledges only that many events, then fails.
+func (c *consumer) sender(failAfter int) SendFunc {
+	return func(_ context.Context, events []Event) ([]bool, error) {
+		acked := make([]bool, len(events))
+		for i := range events {
+			if failAfter >= 0 && i >= failAfter {
+				return acked, errors.New("broker unreachable")
+			}
+			c.apply(events[i : i+1])
+			acked[i] = true
+		}
+		return acked, nil
+	}
+}
+
+func (c *consumer) equals(t *testing.T, snap *export.Snapshot) {
+	t.Helper()
+	if len(c.state) != len(snap.Rows) {
+		t.Fatalf("consumer holds %d keys, snapshot %d", len(c.state), len(snap.Rows))
+	}
+	for i := range snap.Rows {
+		r := &snap.Rows[i]
+		if got := c.state[r.Key().String()]; got != string(r.CanonicalJSON()) {
+			t.Fatalf("key %s: consumer holds %q, snapshot %q", r.Key(), got, r.CanonicalJSON())
+		}
+	}
+}
+
+func batch(prev, next *export.Snapshot) *export.Batch {
+	b := &export.Batch{Diff: export.Compute(prev, next), Envelope: export.Envelope{Cluster: "c1", Inventory: "inv",
+		Checksum: next.Checksum, Rows: next.Rows, ItemCount: len(next.Rows), ExportedAt: time.Unix(1, 0).UTC()}}
+	if prev != nil {
+		b.PreviousChecksum = prev.Checksum
+	}
+	return b
+}
+
+func snap(rows ...export.Row) *export.Snapshot { return export.NewSnapshot(rows) }
+
+func TestIncrementalExportsSendOnlyChanges(t *testing.T) {
+	buf, c := New(100), &consumer{state: map[string]string{}}
+	s1 := snap(row("a", 1), row("b", 1))
+	if err := buf.Export(t.Context(), batch(nil, s1), c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.seen) != 2 || !c.seen[0].Resync {
+		t.Fatalf("first export: %+v, want 2 resync upserts", c.seen)
+	}
+	s2 := snap(row("a", 2), row("c", 1))
+	c.seen = nil
+	if err := buf.Export(t.Context(), batch(s1, s2), c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range c.seen {
+		got = append(got, fmt.Sprintf("%s:%s:%t", e.Type, e.Row.UID, e.Resync))
+	}
+	if fmt.Sprint(got) != "[upsert:c:false upsert:a:false delete:b:false]" {
+		t.Fatalf("events = %v", got)
+	}
+	c.seen = nil
+	same := batch(s2, s2)
+	if err := buf.Export(t.Context(), same, func(context.Context, []Event) ([]bool, error) {
+		t.Fatal("send called for unchanged data")
+		return nil, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c.equals(t, s2)
+}
+
+func TestRetryOfSameBatchSendsOnlyWhatIsOwed(t *testing.T) {
+	buf, c := New(100), &consumer{state: map[string]string{}}
+	s1 := snap(row("a", 1), row("b", 1), row("c", 1))
+	b := batch(nil, s1)
+	err := buf.Export(t.Context(), b, c.sender(1))
+	if err == nil || export.ClassOf(err) != export.Transient {
+		t.Fatalf("failed send: err = %v, want transient", err)
+	}
+	if s := buf.Stats(); s.Pending != 2 {
+		t.Fatalf("pending = %d, want 2", s.Pending)
+	}
+	c.seen = nil
+	if err := buf.Export(t.Context(), b, c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.seen) != 2 {
+		t.Fatalf("retry sent %d events, want the 2 owed", len(c.seen))
+	}
+	if s := buf.Stats(); s.Pending != 0 || s.Delivered != 3 {
+		t.Fatalf("stats after recovery = %+v", s)
+	}
+	c.equals(t, s1)
+}
+
+func TestOverflowFallsBackToMarkedResync(t *testing.T) {
+	buf, c := New(2), &consumer{state: map[string]string{}}
+	s1 := snap(row("a", 1), row("b", 1), row("gone", 1))
+	if err := buf.Export(t.Context(), batch(nil, s1), c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snap(row("a", 2), row("b", 2), row("gone", 2), row("new", 1))
+	err := buf.Export(t.Context(), batch(s1, s2), c.sender(0))
+	if !errors.Is(err, ErrBufferFull) || export.ClassOf(err) != export.Transient {
+		t.Fatalf("err = %v, want a transient ErrBufferFull", err)
+	}
+	if s := buf.Stats(); s.Pending != 0 || s.Overflows != 1 {
+		t.Fatalf("stats after overflow = %+v", s)
+	}
+	s3 := snap(row("a", 3), row("b", 2), row("new", 1))
+	c.seen = nil
+	if err := buf.Export(t.Context(), batch(s1, s3), c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	resyncs := 0
+	for _, e := range c.seen {
+		if e.Resync {
+			resyncs++
+		}
+	}
+	if resyncs != 3 {
+		t.Fatalf("resync upserts = %d, want every row of the snapshot (3)", resyncs)
+	}
+	c.equals(t, s3)
+}
+
+// TestConvergesUnderRandomOutages drives both exporter styles (diff against the last accepted
+// snapshot, and against the last attempted one) through random churn and partial failures:
+// whatever happens, once an export succeeds the consumer holds exactly the snapshot.
+func TestConvergesUnderRandomOutages(t *testing.T) {
+	for _, cumulative := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cumulative=%t", cumulative), func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(7, uint64(len(fmt.Sprint(cumulative)))))
+			for round := range 50 {
+				buf, c := New(5+rng.IntN(20)), &consumer{state: map[string]string{}}
+				var accepted, attempted *export.Snapshot
+				vals := map[string]int{}
+				for step := range 30 {
+					// Churn: change, add and remove a few of 20 possible keys.
+					for range 1 + rng.IntN(6) {
+						uid := fmt.Sprint(rng.IntN(20))
+						if rng.IntN(3) == 0 {
+							delete(vals, uid)
+						} else {
+							vals[uid] = rng.IntN(4)
+						}
+					}
+					var rows []export.Row
+					for uid, v := range vals {
+						rows = append(rows, row(uid, v))
+					}
+					next := snap(rows...)
+					prev := accepted
+					if !cumulative && attempted != nil {
+						prev = attempted
+					}
+					b := batch(prev, next)
+					fail := -1
+					if step < 29 && rng.IntN(2) == 0 {
+						fail = rng.IntN(4)
+					}
+					for try := 0; ; try++ {
+						err := buf.Export(t.Context(), b, c.sender(fail))
+						attempted = next
+						if err == nil {
+							accepted = next
+							c.equals(t, next)
+							break
+						}
+						if try > 0 || rng.IntN(2) == 0 {
+							break // a newer snapshot arrives before the broker returns
+						}
+						fail = -1 // the exporter retries the same batch after the outage
+					}
+				}
+				if accepted != attempted {
+					t.Fatalf("round %d: last export did not succeed", round)
+				}
+			}
+		})
+	}
+}
+
+func TestChunksStayUnderLimitAndCarryNumbering(t *testing.T) {
+	var rows []export.Row
+	for i := range 200 {
+		rows = append(rows, row(fmt.Sprint(i), i))
+	}
+	s := snap(rows...)
+	env := &export.Envelope{Cluster: "c1", Inventory: "inv", Checksum: s.Checksum, Rows: s.Rows, ItemCount: len(s.Rows)}
+	chunks, err := Chunks(env, 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(chunks) < 5 {
+		t.Fatalf("%d chunks for 200 rows at 4 KiB", len(chunks))
+	}
+	total := 0
+	for i, ch := range chunks {
+		if len(ch.Data) > 4096 {
+			t.Errorf("chunk %d is %d bytes", i, len(ch.Data))
+		}
+		var doc struct {
+			Chunk, Chunks int
+			Checksum      string
+			Rows          []export.Row
+		}
+		if err := json.Unmarshal(ch.Data, &doc); err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if doc.Chunk != i || doc.Chunks != len(chunks) || doc.Checksum != s.Checksum {
+			t.Errorf("chunk %d header = %d/%d %s", i, doc.Chunk, doc.Chunks, doc.Checksum)
+		}
+		total += len(doc.Rows)
+	}
+	if total != 200 {
+		t.Fatalf("chunks hold %d rows, want 200", total)
+	}
+	if _, err := Chunks(env, 1100); err == nil || export.ClassOf(err) != export.Terminal {
+		t.Fatalf("a row over the limit: err = %v, want terminal", err)
+	}
+}
