@@ -1,0 +1,118 @@
+package snapshot
+
+import (
+	"regexp"
+	"strings"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// ClusterScoped stands in for the empty namespace of cluster-scoped resources, and CoreGroup
+// for the empty API group, so no path segment is ever empty.
+const (
+	ClusterScoped = "_cluster"
+	CoreGroup     = "core"
+)
+
+// segment makes a value safe as one path segment: Kubernetes names never hold a slash, but a
+// value from elsewhere must not climb out of its directory.
+func segment(s string) string {
+	s = strings.ReplaceAll(s, "/", "_")
+	if s == "" || s == "." || s == ".." {
+		return "_" + s
+	}
+	return s
+}
+
+// prefixPath cleans the cluster and inventory names, which the agent provides, the same way.
+func prefixPath(s string) string { return segment(s) }
+
+// Path expands the template for one row.
+func (o Options) Path(cluster, inventory string, r *export.Row) string {
+	ns := r.Namespace
+	if ns == "" {
+		ns = ClusterScoped
+	}
+	group := r.Group
+	if group == "" {
+		group = CoreGroup
+	}
+	return strings.NewReplacer(
+		"{cluster}", prefixPath(cluster),
+		"{inventory}", prefixPath(inventory),
+		"{namespace}", segment(ns),
+		"{kind}", segment(r.Kind),
+		"{name}", segment(r.Name),
+		"{group}", segment(group),
+		"{version}", segment(r.Version),
+		"{target}", segment(r.Target),
+		"{ext}", o.Ext(),
+	).Replace(o.Template)
+}
+
+// ManifestPath is where the manifest of an inventory lives, beside its documents.
+func ManifestPath(cluster, inventory string) string {
+	return prefixPath(cluster) + "/" + prefixPath(inventory) + ".manifest.json"
+}
+
+// Matcher recognises the paths this template produces for one cluster and inventory: the
+// files an export owns and may prune. Row placeholders match one path segment (or part of
+// one); the manifest never matches.
+type Matcher struct {
+	re       *regexp.Regexp
+	manifest string
+	// Prefix is the longest directory every matching path starts with ("" or ending in "/"),
+	// for listing a store.
+	Prefix string
+}
+
+// Matcher builds the prune matcher for cluster and inventory.
+func (o Options) Matcher(cluster, inventory string) *Matcher {
+	fixed := map[string]string{
+		"{cluster}":   prefixPath(cluster),
+		"{inventory}": prefixPath(inventory),
+		"{ext}":       o.Ext(),
+	}
+	var re strings.Builder
+	var literal strings.Builder // the template expanded up to the first row placeholder
+	varying := false
+	re.WriteString("^")
+	t := o.Template
+	for len(t) > 0 {
+		open := strings.IndexByte(t, '{')
+		if open < 0 {
+			re.WriteString(regexp.QuoteMeta(t))
+			if !varying {
+				literal.WriteString(t)
+			}
+			break
+		}
+		re.WriteString(regexp.QuoteMeta(t[:open]))
+		if !varying {
+			literal.WriteString(t[:open])
+		}
+		end := strings.IndexByte(t[open:], '}') + open
+		ph := t[open : end+1]
+		if v, ok := fixed[ph]; ok {
+			re.WriteString(regexp.QuoteMeta(v))
+			if !varying {
+				literal.WriteString(v)
+			}
+		} else {
+			re.WriteString(`[^/]+`)
+			varying = true
+		}
+		t = t[end+1:]
+	}
+	re.WriteString("$")
+	prefix := literal.String()
+	if varying {
+		prefix = prefix[:strings.LastIndexByte(prefix, '/')+1]
+	}
+	return &Matcher{re: regexp.MustCompile(re.String()), manifest: ManifestPath(cluster, inventory), Prefix: prefix}
+}
+
+// Match reports whether path is one of this inventory's documents.
+func (m *Matcher) Match(path string) bool {
+	return path != m.manifest && m.re.MatchString(path)
+}

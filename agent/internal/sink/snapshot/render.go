@@ -1,0 +1,137 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"sort"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// Rendered is the full content of one export: every document with its bytes and hash, the
+// manifest describing them, and the matcher of the files this cluster and inventory own.
+type Rendered struct {
+	Manifest     Manifest
+	ManifestPath string
+	Matcher      *Matcher
+}
+
+// Files are the documents, sorted by path.
+func (r *Rendered) Files() []File { return r.Manifest.Files }
+
+// Render serializes an envelope's rows into documents. It is pure: the same rows give the
+// same bytes, whatever the time or generation (only the manifest carries those).
+func (o Options) Render(env *export.Envelope) (*Rendered, error) {
+	groups := map[string][]*export.Row{}
+	for i := range env.Rows {
+		r := &env.Rows[i]
+		p := o.Path(env.Cluster, env.Inventory, r)
+		groups[p] = append(groups[p], r)
+	}
+	if len(groups) == 0 && o.Mode == v1alpha1.LayoutDocument {
+		// An empty inventory is still a document: readers see zero rows, not a missing file.
+		groups[o.Path(env.Cluster, env.Inventory, &export.Row{})] = nil
+	}
+	paths := make([]string, 0, len(groups))
+	for p := range groups {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	files := make([]File, len(paths))
+	for i, p := range paths {
+		data, err := o.encode(env.Cluster, env.Inventory, groups[p])
+		if err != nil {
+			return nil, export.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
+		}
+		sum := sha256.Sum256(data)
+		files[i] = File{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: len(data), Rows: len(groups[p]), Data: data}
+	}
+	return &Rendered{
+		Manifest: Manifest{
+			SchemaVersion: export.SchemaVersion,
+			Cluster:       env.Cluster,
+			Inventory:     env.Inventory,
+			Generation:    env.Generation,
+			ExportedAt:    env.ExportedAt.UTC(),
+			ItemCount:     len(env.Rows),
+			Checksum:      env.Checksum,
+			Format:        string(o.Format),
+			Compression:   string(o.Compression),
+			Layout:        string(o.Mode),
+			PathTemplate:  o.Template,
+			Files:         files,
+		},
+		ManifestPath: ManifestPath(env.Cluster, env.Inventory),
+		Matcher:      o.Matcher(env.Cluster, env.Inventory),
+	}, nil
+}
+
+func (o Options) encode(cluster, inventory string, rows []*export.Row) ([]byte, error) {
+	var data []byte
+	var err error
+	switch o.Format {
+	case v1alpha1.FormatYAML:
+		data, err = encodeYAML(cluster, inventory, rows)
+	case v1alpha1.FormatJSON:
+		data = encodeJSON(cluster, inventory, rows)
+	case v1alpha1.FormatNDJSON:
+		data = encodeNDJSON(rows)
+	case v1alpha1.FormatCSV:
+		data, err = encodeCSV(o.Promoted, rows)
+	case v1alpha1.FormatParquet:
+		return encodeParquet(o, rows) // compresses its own pages
+	default:
+		return nil, fmt.Errorf("unknown format %q", o.Format)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return compressBytes(o.Compression, data)
+}
+
+// Plan is what a store must do to go from its current files to a rendered export.
+type Plan struct {
+	// Write are the documents that are new or whose content changed.
+	Write []File
+	// Delete are owned paths that the export no longer holds.
+	Delete []string
+	// Unchanged counts documents already stored with the same hash.
+	Unchanged int
+}
+
+// Plan compares the rendered files with the stored ones: stored maps each path the store
+// holds for this inventory to its SHA-256 hex ("" when unknown, which forces a write). Paths
+// in stored that the matcher does not own are never deleted.
+func (r *Rendered) Plan(stored map[string]string) Plan {
+	var p Plan
+	keep := make(map[string]bool, len(r.Manifest.Files))
+	for _, f := range r.Manifest.Files {
+		keep[f.Path] = true
+		if h, ok := stored[f.Path]; ok && h == f.SHA256 {
+			p.Unchanged++
+			continue
+		}
+		p.Write = append(p.Write, f)
+	}
+	for path := range stored {
+		if !keep[path] && r.Matcher.Match(path) {
+			p.Delete = append(p.Delete, path)
+		}
+	}
+	sort.Strings(p.Delete)
+	return p
+}
+
+// Paths returns up to n document paths, for previews.
+func (r *Rendered) Paths(n int) []string {
+	var out []string
+	for _, f := range r.Manifest.Files {
+		if len(out) == n {
+			break
+		}
+		out = append(out, f.Path)
+	}
+	return out
+}
