@@ -116,3 +116,10 @@ func (o Options) Matcher(cluster, inventory string) *Matcher {
 func (m *Matcher) Match(path string) bool {
 	return path != m.manifest && m.re.MatchString(path)
 }
+
+// SamplePath is a document path with the row placeholders shown as <namespace>, <kind>, …,
+// for previews, which run before any row exists.
+func (o Options) SamplePath(cluster, inventory string) string {
+	return o.Path(cluster, inventory, &export.Row{Target: "<target>", Group: "<group>", Version: "<version>",
+		Kind: "<kind>", Namespace: "<namespace>", Name: "<name>"})
+}

@@ -1,0 +1,255 @@
+package git
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/snapshot"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// maxAttempts bounds fetch-rebuild-push rounds within one export; past it the export fails
+// transiently and the exporter retries later with backoff.
+const maxAttempts = 10
+
+// Sink commits snapshot documents to a git branch.
+type Sink struct {
+	cfg    v1alpha1.GitSinkConfig
+	opts   snapshot.Options
+	env    export.Env
+	branch string
+
+	mu     sync.Mutex
+	mirror *mirror
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// New builds a git sink from a KollectSnapshotSink spec of type git.
+func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+	if spec.Git == nil {
+		return nil, export.Terminalf("spec.git is required for a git sink")
+	}
+	return NewFromConfig(ctx, spec.Git, spec.Serialization, spec.Layout, env, "oauth2")
+}
+
+// NewFromConfig builds a git sink from its git settings; the gitlab sink shares it. tokenUser
+// is the basic-auth user sent with a token.
+func NewFromConfig(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Serialization, layout v1alpha1.Layout, env export.Env, tokenUser string) (*Sink, error) {
+	opts, err := snapshot.NewOptions(ser, layout, v1alpha1.FormatYAML, false)
+	if err != nil {
+		return nil, err
+	}
+	if env.CacheDir == "" {
+		return nil, export.Terminalf("git sink %s/%s: no cache directory", env.Namespace, env.Name)
+	}
+	creds, err := ResolveCredentials(ctx, cfg, env, tokenUser)
+	if err != nil {
+		return nil, err
+	}
+	c := *cfg
+	if c.Branch == "" {
+		c.Branch = "main"
+	}
+	if c.AuthorName == "" {
+		c.AuthorName = "kollect"
+	}
+	if c.AuthorEmail == "" {
+		c.AuthorEmail = "kollect@kollect.dev"
+	}
+	m, err := openMirror(filepath.Join(env.CacheDir, "mirror.git"), c.URL, creds)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{cfg: c, opts: opts, env: env, branch: c.Branch, mirror: m}, nil
+}
+
+// Branch is the branch the sink commits to.
+func (s *Sink) Branch() string { return s.branch }
+
+// Result tells what an export did.
+type Result struct {
+	// Commit is the new commit, zero when the branch already held the export.
+	Commit plumbing.Hash
+	// Subject is the first line of the commit message.
+	Subject string
+	// Attempts counts fetch-rebuild-push rounds (more than one after a concurrent push).
+	Attempts int
+}
+
+// Export commits the batch's documents to the configured branch.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	_, err := s.Publish(ctx, b, s.branch, "")
+	return err
+}
+
+// Publish commits the batch's documents on top of branch, starting from base when branch
+// does not exist yet (merge-request branches), or from an empty history when neither does.
+// It commits only when the tree changes and retries on a concurrent push.
+func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string) (Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rendered, err := s.opts.Render(&b.Envelope)
+	if err != nil {
+		return Result{}, err
+	}
+	blobs := make([]plumbing.Hash, len(rendered.Files()))
+	for i, f := range rendered.Files() {
+		blobs[i] = plumbing.ComputeHash(plumbing.BlobObject, f.Data)
+	}
+	stored := map[plumbing.Hash]bool{}
+	for attempt := 1; ; attempt++ {
+		branches := []string{branch}
+		if base != "" && base != branch {
+			branches = append(branches, base)
+		}
+		tips, err := s.mirror.fetch(ctx, branches...)
+		if err != nil {
+			return Result{}, err
+		}
+		parent, ok := tips[branch]
+		if !ok && base != "" {
+			parent = tips[base]
+		}
+		commit, subject, err := s.commit(b, rendered, blobs, stored, parent)
+		if err != nil || commit.IsZero() {
+			return Result{Subject: subject, Attempts: attempt}, err
+		}
+		err = s.mirror.push(ctx, branch, commit)
+		if err == nil {
+			s.env.Log.V(1).Info("pushed", "branch", branch, "commit", commit.String(), "attempts", attempt)
+			return Result{Commit: commit, Subject: subject, Attempts: attempt}, nil
+		}
+		if !errors.Is(err, errConflict) {
+			return Result{}, err
+		}
+		if attempt == maxAttempts {
+			return Result{}, export.TransientError(fmt.Errorf("pushing to %s %s: still rejected after %d attempts: %w", redact(s.cfg.URL), branch, attempt, err))
+		}
+		s.env.Log.V(1).Info("push rejected, re-applying on the new tip", "branch", branch, "attempt", attempt, "reason", err.Error())
+		if err := backoff(ctx, attempt); err != nil {
+			return Result{}, export.TransientError(err)
+		}
+	}
+}
+
+// commit applies the rendered documents to parent's tree and stores a commit when the tree
+// changed; it returns the zero hash when parent already holds the export.
+func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Hash, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
+	store := s.mirror.repo.Storer
+	var baseTree plumbing.Hash
+	if !parent.IsZero() {
+		c, err := object.GetCommit(store, parent)
+		if err != nil {
+			return plumbing.ZeroHash, "", fmt.Errorf("reading commit %s: %w", parent, err)
+		}
+		baseTree = c.TreeHash
+	}
+	ed := newTreeEditor(store, baseTree)
+	var docs docChanges
+	keep := make(map[string]bool, len(r.Files()))
+	for i, f := range r.Files() {
+		keep[f.Path] = true
+		_, existed, err := ed.Get(f.Path)
+		if err != nil {
+			return plumbing.ZeroHash, "", err
+		}
+		changed, err := ed.Put(f.Path, blobs[i])
+		if err != nil {
+			return plumbing.ZeroHash, "", err
+		}
+		if !changed {
+			continue
+		}
+		if existed {
+			docs.changed = append(docs.changed, f.Path)
+		} else {
+			docs.added = append(docs.added, f.Path)
+		}
+		if !stored[blobs[i]] {
+			obj := store.NewEncodedObject()
+			obj.SetType(plumbing.BlobObject)
+			w, err := obj.Writer()
+			if err != nil {
+				return plumbing.ZeroHash, "", err
+			}
+			if _, err := w.Write(f.Data); err != nil {
+				return plumbing.ZeroHash, "", err
+			}
+			if err := w.Close(); err != nil {
+				return plumbing.ZeroHash, "", err
+			}
+			if _, err := store.SetEncodedObject(obj); err != nil {
+				return plumbing.ZeroHash, "", fmt.Errorf("storing %s: %w", f.Path, err)
+			}
+			stored[blobs[i]] = true
+		}
+	}
+	// Prune: documents of this cluster and inventory that the export no longer holds.
+	err := ed.Walk(r.Matcher.Prefix, func(path string, _ plumbing.Hash) {
+		if !keep[path] && r.Matcher.Match(path) {
+			docs.removed = append(docs.removed, path)
+		}
+	})
+	if err != nil {
+		return plumbing.ZeroHash, "", err
+	}
+	for _, p := range docs.removed {
+		if err := ed.Delete(p); err != nil {
+			return plumbing.ZeroHash, "", err
+		}
+	}
+	tree, err := ed.Write()
+	if err != nil {
+		return plumbing.ZeroHash, "", err
+	}
+	msg := Message(s.cfg.CommitMessage, b, docs)
+	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
+	if tree == baseTree && !parent.IsZero() {
+		return plumbing.ZeroHash, subject, nil
+	}
+	when := time.Now()
+	sig := object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: when}
+	c := &object.Commit{Author: sig, Committer: sig, Message: msg, TreeHash: tree}
+	if !parent.IsZero() {
+		c.ParentHashes = []plumbing.Hash{parent}
+	}
+	obj := store.NewEncodedObject()
+	if err := c.Encode(obj); err != nil {
+		return plumbing.ZeroHash, "", fmt.Errorf("encoding commit: %w", err)
+	}
+	h, err := store.SetEncodedObject(obj)
+	if err != nil {
+		return plumbing.ZeroHash, "", fmt.Errorf("storing commit: %w", err)
+	}
+	return h, subject, nil
+}
+
+// Probe lists the remote's branches with the sink's credentials: unreachable remotes are
+// transient, refused credentials and missing repositories terminal.
+func (s *Sink) Probe(ctx context.Context) error {
+	_, err := listRemote(ctx, s.cfg.URL, s.mirror.creds)
+	return err
+}
+
+// Preview shows the destination, sample document paths and the commit subject, without
+// touching the remote.
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+	return export.Preview{
+		Destination: redact(s.cfg.URL) + " branch " + s.branch,
+		Paths:       []string{s.opts.SamplePath(cluster, inventory)},
+		Message:     Subject(s.cfg.CommitMessage, cluster, inventory, "<itemCount>", "<checksumShort>"),
+	}, nil
+}
+
+// Close releases nothing: the mirror stays in the cache directory for the next process.
+func (s *Sink) Close() error { return nil }
