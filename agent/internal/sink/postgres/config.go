@@ -1,0 +1,183 @@
+package postgres
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// Defaults applied when the spec leaves a field empty (the CRD defaults them too; these cover
+// specs built in code).
+const (
+	defaultSchema           = "kollect"
+	defaultTable            = "rows"
+	defaultSSLMode          = "require"
+	defaultStatementTimeout = 30 * time.Second
+	defaultMaxConnections   = 4
+)
+
+// settings is the resolved configuration of one sink.
+type settings struct {
+	schema, table string
+	poolConfig    *pgxpool.Config
+	// destination names the target without credentials, for previews and errors.
+	destination string
+}
+
+// resolve turns the spec and its Secrets into a pool configuration. A missing Secret or key is
+// terminal: retrying cannot help until someone fixes the configuration.
+func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env) (*settings, error) {
+	if spec == nil {
+		return nil, export.Terminalf("postgres sink %s/%s: spec.postgres is missing", env.Namespace, env.Name)
+	}
+	s := &settings{schema: spec.Schema, table: spec.Table}
+	if s.schema == "" {
+		s.schema = defaultSchema
+	}
+	if s.table == "" {
+		s.table = defaultTable
+	}
+	port := int(spec.Port)
+	if port == 0 {
+		port = 5432
+	}
+	sslMode := string(spec.SSLMode)
+	if sslMode == "" {
+		sslMode = defaultSSLMode
+	}
+	user, password, err := credentials(ctx, spec, env)
+	if err != nil {
+		return nil, err
+	}
+	u := url.URL{Scheme: "postgres", Host: fmt.Sprintf("%s:%d", spec.Host, port), Path: "/" + spec.Database}
+	if password != "" {
+		u.User = url.UserPassword(user, password)
+	} else {
+		u.User = url.User(user)
+	}
+	q := url.Values{}
+	q.Set("sslmode", sslMode)
+	q.Set("application_name", "kollect-agent")
+	u.RawQuery = q.Encode()
+	cfg, err := pgxpool.ParseConfig(u.String())
+	if err != nil {
+		return nil, export.Terminalf("postgres sink %s/%s: invalid connection settings: %w", env.Namespace, env.Name, err)
+	}
+	timeout := spec.StatementTimeout.Duration
+	if timeout <= 0 {
+		timeout = defaultStatementTimeout
+	}
+	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	cfg.MaxConns = spec.MaxConnections
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = defaultMaxConnections
+	}
+	cfg.MinConns = 0
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	if err := applyTLS(ctx, cfg, spec, env); err != nil {
+		return nil, err
+	}
+	s.poolConfig = cfg
+	s.destination = fmt.Sprintf("postgres://%s:%d/%s %s.%s", spec.Host, port, spec.Database, s.schema, s.table)
+	return s, nil
+}
+
+// credentials reads username and password from the secretRef.
+func credentials(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env) (user, password string, err error) {
+	if spec.SecretRef.Name == "" {
+		return "", "", export.Terminalf("postgres sink %s/%s: secretRef.name is empty", env.Namespace, env.Name)
+	}
+	data, err := secret(ctx, env, spec.SecretRef.Name)
+	if err != nil {
+		return "", "", err
+	}
+	user = string(data["username"])
+	if user == "" {
+		return "", "", export.Terminalf("postgres sink %s/%s: Secret %s has no key username", env.Namespace, env.Name, spec.SecretRef.Name)
+	}
+	return user, string(data["password"]), nil
+}
+
+func secret(ctx context.Context, env export.Env, name string) (map[string][]byte, error) {
+	if env.Secrets == nil {
+		return nil, export.Terminalf("postgres sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, name)
+	}
+	data, err := env.Secrets(ctx, name)
+	if err != nil {
+		// The getter decides the class (a missing Secret is terminal, an API hiccup transient).
+		return nil, fmt.Errorf("postgres sink %s/%s: reading Secret %s: %w", env.Namespace, env.Name, name, err)
+	}
+	return data, nil
+}
+
+// applyTLS adds the CA and client certificate from Secrets to the TLS configuration pgconn
+// derived from sslmode. pgconn's verify-ca check reads RootCAs from the same *tls.Config at
+// handshake time, so filling it in afterwards is enough.
+func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresSinkConfig, env export.Env) error {
+	t := spec.TLS
+	if t == nil {
+		return nil
+	}
+	configs := []*tls.Config{cfg.ConnConfig.TLSConfig}
+	for _, fb := range cfg.ConnConfig.Fallbacks {
+		configs = append(configs, fb.TLSConfig)
+	}
+	var roots *x509.CertPool
+	if t.CASecretRef != nil {
+		data, err := secret(ctx, env, t.CASecretRef.Name)
+		if err != nil {
+			return err
+		}
+		pem := data[t.CASecretRef.Key]
+		if len(pem) == 0 {
+			return export.Terminalf("postgres sink %s/%s: Secret %s has no key %s", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
+		}
+		roots, err = x509.SystemCertPool()
+		if err != nil {
+			roots = x509.NewCertPool()
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return export.Terminalf("postgres sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
+		}
+	}
+	var certs []tls.Certificate
+	if t.ClientCertSecretRef != nil {
+		data, err := secret(ctx, env, t.ClientCertSecretRef.Name)
+		if err != nil {
+			return err
+		}
+		cert, err := tls.X509KeyPair(data["tls.crt"], data["tls.key"])
+		if err != nil {
+			return export.Terminalf("postgres sink %s/%s: client certificate in Secret %s: %w", env.Namespace, env.Name, t.ClientCertSecretRef.Name, err)
+		}
+		certs = []tls.Certificate{cert}
+	}
+	for _, c := range configs {
+		if c == nil { // sslmode=disable: TLS settings have nothing to apply to
+			continue
+		}
+		if roots != nil {
+			c.RootCAs = roots
+		}
+		if certs != nil {
+			c.Certificates = certs
+		}
+		if t.ServerName != "" {
+			c.ServerName = t.ServerName
+		}
+		if t.InsecureSkipVerify {
+			c.InsecureSkipVerify = true
+			c.VerifyPeerCertificate = nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,22 @@
+// Package postgres is the PostgreSQL database sink: it keeps one row per exported object in a
+// table with typed identity columns and JSONB attributes, and the last accepted checksum per
+// (cluster, inventory) in a state table, so an unchanged inventory costs one read and no write.
+//
+// Every export runs in one transaction under a per-(cluster, inventory) advisory lock:
+//
+//   - state checksum equal to the envelope's: nothing is written;
+//   - state checksum equal to the batch's PreviousChecksum and the diff not Full: the diff is
+//     staged with COPY into a temporary table, upserted, and removed keys are deleted;
+//   - otherwise (first export, restart with changed data, drift, resync): a full reconcile of
+//     that (cluster, inventory) only, deleting its rows that the snapshot no longer holds.
+//
+// Upserts only rewrite rows whose content changed (ON CONFLICT … WHERE … IS DISTINCT FROM), so
+// updated_at means "content last changed" and a reconcile of equal data writes no row. Every
+// statement that deletes is bounded by the sink's cluster and the batch's inventory: a shared
+// database holds many clusters and one agent never touches another's rows.
+//
+// The schema is created by versioned migrations embedded in the binary (migrations/*.sql),
+// recorded in <schema>.schema_migrations and applied under a transaction-scoped advisory lock,
+// so agents starting together migrate once. Views answer the common fleet questions; see
+// docs/sinks/postgres.md.
+package postgres

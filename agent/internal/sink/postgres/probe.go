@@ -1,0 +1,130 @@
+package postgres
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// Probe connects, checks the server answers, and checks the credentials may create the schema
+// (or use it) and read and write the tables. It writes nothing.
+func (s *Sink) Probe(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("postgres sink %s: connecting: %w", s.dest, err))
+	}
+	defer conn.Release()
+	var schemaExists, tableExists, canCreateSchema, canUseSchema, canWrite bool
+	err = conn.QueryRow(ctx, `SELECT
+    to_regnamespace($1) IS NOT NULL,
+    to_regclass($2) IS NOT NULL,
+    has_database_privilege(current_database(), 'CREATE'),
+    to_regnamespace($1) IS NOT NULL AND has_schema_privilege($1, 'USAGE,CREATE'),
+    to_regclass($2) IS NOT NULL AND has_table_privilege($2, 'SELECT,INSERT,UPDATE,DELETE')`,
+		s.names.Schema(), s.names.Rows()).Scan(&schemaExists, &tableExists, &canCreateSchema, &canUseSchema, &canWrite)
+	if err != nil {
+		return classify(fmt.Errorf("postgres sink %s: checking privileges: %w", s.dest, err))
+	}
+	switch {
+	case !schemaExists && !canCreateSchema:
+		return export.Terminalf("postgres sink %s: schema %s does not exist and the user may not create it (grant CREATE on the database or create the schema)", s.dest, s.names.schema)
+	case schemaExists && !canUseSchema:
+		return export.Terminalf("postgres sink %s: the user lacks USAGE and CREATE on schema %s", s.dest, s.names.schema)
+	case tableExists && !canWrite:
+		return export.Terminalf("postgres sink %s: the user lacks SELECT, INSERT, UPDATE or DELETE on %s", s.dest, s.names.Rows())
+	}
+	return nil
+}
+
+// Preview lists the DDL the next export would run (pending migrations) and the statements of
+// an export of the inventory, with what the state table holds for it now. It only reads; when
+// the database is unreachable it still returns the full DDL and says so.
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
+	p := export.Preview{Destination: s.dest}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		p.Statements, _ = pending(ctx, nil, s.names)
+		p.Message = fmt.Sprintf("database unreachable (%v): showing every migration", err)
+	} else {
+		defer conn.Release()
+		if p.Statements, err = pending(ctx, conn, s.names); err != nil {
+			return p, classify(fmt.Errorf("postgres sink %s: preview: %w", s.dest, err))
+		}
+		p.Message = s.describeState(ctx, conn, cluster, inventory, len(p.Statements))
+	}
+	p.Statements = append(p.Statements, s.exportStatements(cluster, inventory)...)
+	return p, nil
+}
+
+func (s *Sink) describeState(ctx context.Context, q queryer, cluster, inventory string, ddl int) string {
+	var msg strings.Builder
+	if ddl > 0 {
+		fmt.Fprintf(&msg, "%d schema statements pending; ", ddl)
+	} else {
+		msg.WriteString("schema up to date; ")
+	}
+	var sum string
+	var count int64
+	err := q.QueryRow(ctx, "SELECT checksum, item_count FROM "+s.names.State()+" WHERE cluster = $1 AND inventory = $2",
+		cluster, inventory).Scan(&sum, &count)
+	if err != nil {
+		fmt.Fprintf(&msg, "no export of %s/%s recorded: the next export is a full load", cluster, inventory)
+	} else {
+		fmt.Fprintf(&msg, "%s/%s holds %d rows at checksum %s: the next export applies a diff or nothing", cluster, inventory, count, export.ShortChecksum(sum))
+	}
+	return msg.String()
+}
+
+// exportStatements shows the shape of one export with the cluster and inventory filled in.
+func (s *Sink) exportStatements(cluster, inventory string) []string {
+	lit := func(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+	c, i := lit(cluster), lit(inventory)
+	return []string{
+		"BEGIN",
+		fmt.Sprintf("SELECT checksum FROM %s WHERE cluster = %s AND inventory = %s", s.names.State(), c, i),
+		"COPY " + stageTable + " FROM STDIN (FORMAT binary)  -- changed rows, or every row on a full reconcile",
+		fmt.Sprintf("INSERT INTO %s … SELECT %s, %s, … FROM %s ON CONFLICT (cluster, inventory, target, uid) DO UPDATE … WHERE … IS DISTINCT FROM …", s.names.Rows(), c, i, stageTable),
+		fmt.Sprintf("DELETE FROM %s WHERE cluster = %s AND inventory = %s AND (removed keys | keys not staged)", s.names.Rows(), c, i),
+		fmt.Sprintf("INSERT INTO %s … ON CONFLICT (cluster, inventory) DO UPDATE SET checksum = …", s.names.State()),
+		"COMMIT",
+	}
+}
+
+// classify marks errors retrying cannot fix as terminal: bad credentials, missing database,
+// missing privileges, invalid names and TLS verification failures. Everything else (refused
+// connections, timeouts, serialization failures, a server shutting down) stays transient.
+func classify(err error) error {
+	if err == nil || export.ClassOf(err) == export.Terminal {
+		return err
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch {
+		case pgErr.Code == "28P01", pgErr.Code == "28000": // invalid_password, invalid_authorization_specification
+			return export.TerminalError(err)
+		case pgErr.Code == "3D000": // invalid_catalog_name: the database does not exist
+			return export.TerminalError(err)
+		case pgErr.Code == "42501": // insufficient_privilege
+			return export.TerminalError(err)
+		case strings.HasPrefix(pgErr.Code, "42"), strings.HasPrefix(pgErr.Code, "22"): // syntax/access rule, data exception
+			return export.TerminalError(err)
+		}
+		return export.TransientError(err)
+	}
+	var unknownAuthority x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
+		return export.TerminalError(err)
+	}
+	if strings.Contains(err.Error(), "server refused TLS connection") {
+		return export.TerminalError(err) // sslmode asks for TLS the server does not offer
+	}
+	return export.TransientError(err)
+}

@@ -1,0 +1,146 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// Sink exports inventories into PostgreSQL. It is safe for concurrent use; exports of one
+// (cluster, inventory) are serialised by an advisory lock in the database, so even two agents
+// misconfigured with the same cluster name cannot interleave.
+type Sink struct {
+	env   export.Env
+	names names
+	dest  string
+	pool  *pgxpool.Pool
+
+	// migrated is set once the schema is current; until then every Export retries migrating.
+	mu       sync.Mutex
+	migrated bool
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// Option adjusts a sink before its pool is created.
+type Option func(*pgxpool.Config)
+
+// WithTracer installs a pgx tracer on every connection (statement counting in tests, or
+// logging).
+func WithTracer(t pgx.QueryTracer) Option {
+	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
+}
+
+// New builds a sink from its spec. It does not connect: the pool dials on first use, so an
+// unreachable database surfaces as a transient Export or Probe error rather than a failure to
+// build the sink.
+func New(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env, opts ...Option) (*Sink, error) {
+	s, err := resolve(ctx, spec, env)
+	if err != nil {
+		return nil, err
+	}
+	n := names{schema: s.schema, table: s.table}
+	if err := n.validate(); err != nil {
+		return nil, export.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	for _, o := range opts {
+		o(s.poolConfig)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, s.poolConfig)
+	if err != nil {
+		return nil, export.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	return &Sink{env: env, names: n, dest: s.destination, pool: pool}, nil
+}
+
+// Close releases the pool.
+func (s *Sink) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// ensureSchema runs the migrations once per sink.
+func (s *Sink) ensureSchema(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.migrated {
+		return nil
+	}
+	applied, err := migrate(ctx, s.pool, s.names)
+	if err != nil {
+		return classify(fmt.Errorf("postgres sink %s: migrating: %w", s.dest, err))
+	}
+	if applied > 0 {
+		s.env.Log.Info("migrated the postgres schema", "destination", s.dest, "migrations", applied)
+	}
+	s.migrated = true
+	return nil
+}
+
+// Export writes the batch in one transaction; see the package documentation for the three
+// paths. It is idempotent: re-sending a batch that was committed finds the checksum in the
+// state table and writes nothing.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	env := &b.Envelope
+	if err := checkBatch(s.env.Cluster, b); err != nil {
+		return err
+	}
+	if err := s.ensureSchema(ctx); err != nil {
+		return err
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w := &writer{tx: tx, n: s.names, cluster: env.Cluster, inventory: env.Inventory}
+		return w.export(ctx, b)
+	})
+	if err != nil {
+		if missingObject(err) {
+			// Someone dropped the schema or a table under us: migrate again on the next try.
+			s.mu.Lock()
+			s.migrated = false
+			s.mu.Unlock()
+			return export.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
+		}
+		return classify(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
+	}
+	return nil
+}
+
+// missingObject reports an undefined table or schema.
+func missingObject(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
+}
+
+// checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
+// envelope's cluster and inventory, and a stray row would escape that bound.
+func checkBatch(cluster string, b *export.Batch) error {
+	env := &b.Envelope
+	if env.Cluster == "" || env.Inventory == "" {
+		return export.Terminalf("postgres sink: envelope without cluster or inventory")
+	}
+	if cluster != "" && env.Cluster != cluster {
+		return export.Terminalf("postgres sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+	}
+	check := func(rows []export.Row) error {
+		for i := range rows {
+			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
+				return export.Terminalf("postgres sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+			}
+		}
+		return nil
+	}
+	for _, rows := range [][]export.Row{env.Rows, b.Diff.Added, b.Diff.Changed, b.Diff.Deleted} {
+		if err := check(rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
