@@ -1,0 +1,201 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"kollect.dev/hub/internal/store"
+)
+
+const clusterCols = `name, labels, credential_hash, revoked, agent_version, kubernetes_version,
+	registered_at, last_heartbeat, applied_digest, status`
+
+func scanCluster(sc interface{ Scan(...any) error }) (store.Cluster, error) {
+	var (
+		c                   store.Cluster
+		labels              string
+		rev, reg, heartbeat int64
+	)
+	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &c.AgentVersion, &c.KubernetesVersion,
+		&reg, &heartbeat, &c.AppliedDigest, &c.Status); err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal([]byte(labels), &c.Labels); err != nil {
+		return c, fmt.Errorf("cluster %s: decoding labels: %w", c.Name, err)
+	}
+	c.Revoked, c.RegisteredAt, c.LastHeartbeat = rev != 0, fromMS(reg), fromMS(heartbeat)
+	return c, nil
+}
+
+// RegisterCluster implements store.Store.
+func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, match store.Matcher) (store.Cluster, error) {
+	labels, err := json.Marshal(p.Labels)
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("encoding labels: %w", err)
+	}
+	now := ms(p.Now)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpEpoch(ctx, tx); err != nil {
+			return err
+		}
+		allowReplace, err := s.consumeBootstrapToken(ctx, tx, p.TokenHash, now)
+		if err != nil {
+			return err
+		}
+		existing, err := scanCluster(tx.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE name = ?`), p.Name))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (name, labels, credential_hash, revoked,
+				agent_version, kubernetes_version, registered_at) VALUES (?, ?, ?, 0, ?, ?, ?)`),
+				p.Name, string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, now)
+			if err != nil {
+				return fmt.Errorf("inserting cluster %s: %w", p.Name, err)
+			}
+		case err != nil:
+			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
+		default:
+			// A revoked cluster's name is free again; a live one only moves to a new agent
+			// when both the token and the request say so.
+			if !existing.Revoked && !(p.Replace && allowReplace) {
+				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterExists)
+			}
+			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0,
+				agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
+				applied_digest = '', status = '' WHERE name = ?`),
+				string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, now, p.Name)
+			if err != nil {
+				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), p.Name); err != nil {
+				return fmt.Errorf("clearing desired bundles of %s: %w", p.Name, err)
+			}
+		}
+		return s.assignBundles(ctx, tx, p.Name, p.Labels, now, match)
+	})
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("registering cluster %s: %w", p.Name, err)
+	}
+	return s.GetCluster(ctx, p.Name)
+}
+
+// assignBundles gives a newly registered cluster the latest revision of every live bundle
+// whose selector matches its labels.
+func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, labels map[string]string, now int64, match store.Matcher) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name, latest_revision, selector FROM bundles WHERE deleted = 0`)
+	if err != nil {
+		return fmt.Errorf("listing bundles: %w", err)
+	}
+	type pick struct {
+		name string
+		rev  int64
+	}
+	var picks []pick
+	for rows.Next() {
+		var (
+			name, sel string
+			rev       int64
+		)
+		if err := rows.Scan(&name, &rev, &sel); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading bundle: %w", err)
+		}
+		ok, err := match(sel, labels)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("bundle %s selector: %w", name, err)
+		}
+		if ok {
+			picks = append(picks, pick{name, rev})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("listing bundles: %w", err)
+	}
+	for _, p := range picks {
+		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO cluster_bundles (cluster, bundle, desired_revision, updated_at)
+			VALUES (?, ?, ?, ?)`), cluster, p.name, p.rev, now); err != nil {
+			return fmt.Errorf("assigning bundle %s to %s: %w", p.name, cluster, err)
+		}
+	}
+	return nil
+}
+
+// ClusterByCredential implements store.Store.
+func (s *Store) ClusterByCredential(ctx context.Context, hash string) (store.Cluster, error) {
+	c, err := scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE credential_hash = ?`), hash))
+	if err != nil {
+		return c, notFound(err, "looking up agent credential")
+	}
+	return c, nil
+}
+
+// GetCluster implements store.Store.
+func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, error) {
+	c, err := scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE name = ?`), name))
+	if err != nil {
+		return c, notFound(err, "cluster "+name)
+	}
+	return c, nil
+}
+
+// ListClusters implements store.Store.
+func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+clusterCols+` FROM clusters ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("listing clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Cluster
+	for rows.Next() {
+		c, err := scanCluster(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading cluster: %w", err)
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing clusters: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeCluster implements store.Store.
+func (s *Store) RevokeCluster(ctx context.Context, name string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1 WHERE name = ?`), name)
+	if err != nil {
+		return fmt.Errorf("revoking cluster %s: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
+	}
+	return nil
+}
+
+// RecordHeartbeat implements store.Store.
+func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
+			kubernetes_version = ?, applied_digest = ?, status = ? WHERE name = ? AND revoked = 0`),
+			ms(h.At), h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status, h.Cluster)
+		if err != nil {
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = 0 WHERE cluster = ?`), h.Cluster); err != nil {
+			return fmt.Errorf("recording applied revisions of %s: %w", h.Cluster, err)
+		}
+		for bundle, rev := range h.Applied {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = ?
+				WHERE cluster = ? AND bundle = ?`), rev, h.Cluster, bundle); err != nil {
+				return fmt.Errorf("recording applied revision of %s/%s: %w", h.Cluster, bundle, err)
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,148 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"kollect.dev/hub/internal/store"
+)
+
+// CreateBootstrapToken implements store.Store.
+func (s *Store) CreateBootstrapToken(ctx context.Context, t store.BootstrapToken) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO bootstrap_tokens
+		(id, hash, description, expires_at, max_uses, uses, revoked, allow_replace, created_by, created_at)
+		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?)`),
+		t.ID, t.Hash, t.Description, ms(t.ExpiresAt), t.MaxUses, b2i(t.AllowReplace), t.CreatedBy, ms(t.CreatedAt))
+	if isUniqueViolation(err) {
+		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, err)
+	}
+	return nil
+}
+
+// ListBootstrapTokens implements store.Store.
+func (s *Store) ListBootstrapTokens(ctx context.Context) ([]store.BootstrapToken, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, hash, description, expires_at, max_uses, uses, revoked,
+		allow_replace, created_by, created_at FROM bootstrap_tokens ORDER BY created_at DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing bootstrap tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []store.BootstrapToken
+	for rows.Next() {
+		var (
+			t                          store.BootstrapToken
+			exp, created, rev, replace int64
+		)
+		if err := rows.Scan(&t.ID, &t.Hash, &t.Description, &exp, &t.MaxUses, &t.Uses, &rev, &replace,
+			&t.CreatedBy, &created); err != nil {
+			return nil, fmt.Errorf("reading bootstrap token: %w", err)
+		}
+		t.ExpiresAt, t.CreatedAt, t.Revoked, t.AllowReplace = fromMS(exp), fromMS(created), rev != 0, replace != 0
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing bootstrap tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeBootstrapToken implements store.Store.
+func (s *Store) RevokeBootstrapToken(ctx context.Context, id string) error {
+	return s.revoke(ctx, "bootstrap_tokens", id)
+}
+
+// revoke sets revoked on the row of table with this id.
+func (s *Store) revoke(ctx context.Context, table, id string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE `+table+` SET revoked = 1 WHERE id = ?`), id)
+	if err != nil {
+		return fmt.Errorf("revoking %s %s: %w", table, id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("revoking %s %s: %w", table, id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// CreateAPIToken implements store.Store.
+func (s *Store) CreateAPIToken(ctx context.Context, t store.APIToken) error {
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO api_tokens (id, name, hash, role, revoked, created_by, created_at)
+		VALUES (?, ?, ?, ?, 0, ?, ?)`), t.ID, t.Name, t.Hash, int64(t.Role), t.CreatedBy, ms(t.CreatedAt))
+	if isUniqueViolation(err) {
+		return fmt.Errorf("creating API token %q: name in use: %w", t.Name, store.ErrConflict)
+	}
+	if err != nil {
+		return fmt.Errorf("creating API token %q: %w", t.Name, err)
+	}
+	return nil
+}
+
+const apiTokenCols = `id, name, hash, role, revoked, created_by, created_at`
+
+func scanAPIToken(sc interface{ Scan(...any) error }) (store.APIToken, error) {
+	var (
+		t                   store.APIToken
+		role, rev, created int64
+	)
+	if err := sc.Scan(&t.ID, &t.Name, &t.Hash, &role, &rev, &t.CreatedBy, &created); err != nil {
+		return t, err
+	}
+	t.Role, t.Revoked, t.CreatedAt = store.Role(role), rev != 0, fromMS(created)
+	return t, nil
+}
+
+// ListAPITokens implements store.Store.
+func (s *Store) ListAPITokens(ctx context.Context) ([]store.APIToken, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT `+apiTokenCols+` FROM api_tokens ORDER BY created_at DESC, id`)
+	if err != nil {
+		return nil, fmt.Errorf("listing API tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []store.APIToken
+	for rows.Next() {
+		t, err := scanAPIToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("reading API token: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing API tokens: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeAPIToken implements store.Store.
+func (s *Store) RevokeAPIToken(ctx context.Context, id string) error {
+	return s.revoke(ctx, "api_tokens", id)
+}
+
+// APITokenByHash implements store.Store.
+func (s *Store) APITokenByHash(ctx context.Context, hash string) (store.APIToken, error) {
+	t, err := scanAPIToken(s.db.QueryRowContext(ctx,
+		s.q(`SELECT `+apiTokenCols+` FROM api_tokens WHERE hash = ? AND revoked = 0`), hash))
+	if err != nil {
+		return t, notFound(err, "looking up API token")
+	}
+	return t, nil
+}
+
+// consumeBootstrapToken atomically takes one use of a live token and returns it.
+func (s *Store) consumeBootstrapToken(ctx context.Context, tx *sql.Tx, hash string, nowMS int64) (allowReplace bool, err error) {
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE bootstrap_tokens SET uses = uses + 1
+		WHERE hash = ? AND revoked = 0 AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)`), hash, nowMS)
+	if err != nil {
+		return false, fmt.Errorf("consuming bootstrap token: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, store.ErrTokenInvalid
+	}
+	var replace int64
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT allow_replace FROM bootstrap_tokens WHERE hash = ?`), hash).Scan(&replace); err != nil {
+		return false, fmt.Errorf("reading bootstrap token: %w", err)
+	}
+	return replace != 0, nil
+}

@@ -1,0 +1,193 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Errors callers branch on; implementations wrap them.
+var (
+	// ErrNotFound: no such cluster, token, bundle or revision.
+	ErrNotFound = errors.New("not found")
+	// ErrTokenInvalid: the bootstrap token is unknown, expired, revoked or used up.
+	ErrTokenInvalid = errors.New("bootstrap token invalid, expired, revoked or used up")
+	// ErrClusterExists: the cluster name is held by a live agent and replacement was not allowed.
+	ErrClusterExists = errors.New("cluster name already registered")
+	// ErrConflict: a uniqueness rule was broken (for example an API token name in use).
+	ErrConflict = errors.New("conflict")
+)
+
+// Matcher reports whether a bundle's cluster selector (as stored, JSON) selects a cluster with
+// these labels. The store calls it inside its transactions so that a cluster registering while
+// a revision is created is never missed by both.
+type Matcher func(selectorJSON string, labels map[string]string) (bool, error)
+
+// Store is the hub's persistence. Implementations are safe for concurrent use, and several hub
+// replicas may share one database (PostgreSQL).
+type Store interface {
+	// Close releases the database.
+	Close() error
+
+	CreateBootstrapToken(ctx context.Context, t BootstrapToken) error
+	ListBootstrapTokens(ctx context.Context) ([]BootstrapToken, error)
+	RevokeBootstrapToken(ctx context.Context, id string) error
+
+	CreateAPIToken(ctx context.Context, t APIToken) error
+	ListAPITokens(ctx context.Context) ([]APIToken, error)
+	RevokeAPIToken(ctx context.Context, id string) error
+	// APITokenByHash returns a live (unrevoked) token, else ErrNotFound.
+	APITokenByHash(ctx context.Context, hash string) (APIToken, error)
+
+	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
+	// replaces an existing one (new credential, new labels) when it is revoked or p.Replace is
+	// set. It sets the cluster's desired revisions to the latest revision of every bundle
+	// whose selector matches.
+	RegisterCluster(ctx context.Context, p RegisterParams, match Matcher) (Cluster, error)
+	// ClusterByCredential returns the cluster holding this credential hash, revoked or not.
+	ClusterByCredential(ctx context.Context, hash string) (Cluster, error)
+	GetCluster(ctx context.Context, name string) (Cluster, error)
+	ListClusters(ctx context.Context) ([]Cluster, error)
+	RevokeCluster(ctx context.Context, name string) error
+	// RecordHeartbeat stores an agent's status and its applied revisions.
+	RecordHeartbeat(ctx context.Context, h Heartbeat) error
+
+	// CreateRevision stores rev as the bundle's next revision (creating the bundle) unless
+	// its digest equals the latest revision's, in which case it returns the latest with
+	// created=false. Either way every cluster the selector matches gets the revision as its
+	// desired revision, and clusters it no longer matches lose the bundle.
+	CreateRevision(ctx context.Context, rev Revision, description string, match Matcher) (out Revision, created bool, selected []string, err error)
+	DeleteBundle(ctx context.Context, name string) error
+	ListBundles(ctx context.Context) ([]Bundle, error)
+	GetBundle(ctx context.Context, name string) (Bundle, error)
+	// GetRevision returns one revision; revision 0 is the latest.
+	GetRevision(ctx context.Context, bundle string, revision int64) (Revision, error)
+	// ListRevisions lists revisions newest first, without manifests.
+	ListRevisions(ctx context.Context, bundle string) ([]Revision, error)
+
+	// SetDesiredRevision moves the named clusters to a revision of a bundle (the rollout
+	// primitive).
+	SetDesiredRevision(ctx context.Context, bundle string, revision int64, clusters []string) error
+	// Desired lists desired revisions: of one cluster, or of all when cluster is "".
+	Desired(ctx context.Context, cluster string) ([]Desired, error)
+	// ConfigEpoch increases with every change of desired configuration; hub replicas poll it.
+	ConfigEpoch(ctx context.Context) (int64, error)
+
+	AppendAudit(ctx context.Context, e AuditEvent) error
+	// ListAudit lists events newest first, older than beforeID when it is not 0.
+	ListAudit(ctx context.Context, beforeID int64, limit int) ([]AuditEvent, error)
+}
+
+// Role is an API token's role; larger is more powerful.
+type Role int
+
+// Roles, ordered.
+const (
+	RoleViewer   Role = 1
+	RoleOperator Role = 2
+	RoleAdmin    Role = 3
+)
+
+// BootstrapToken lets agents register; only its hash is stored.
+type BootstrapToken struct {
+	ID           string
+	Hash         string
+	Description  string
+	ExpiresAt    time.Time
+	MaxUses      int64 // 0: unlimited
+	Uses         int64
+	Revoked      bool
+	AllowReplace bool
+	CreatedBy    string
+	CreatedAt    time.Time
+}
+
+// APIToken authenticates FleetService callers; only its hash is stored.
+type APIToken struct {
+	ID        string
+	Name      string
+	Hash      string
+	Role      Role
+	Revoked   bool
+	CreatedBy string
+	CreatedAt time.Time
+}
+
+// Cluster is a registered agent's cluster.
+type Cluster struct {
+	Name              string
+	Labels            map[string]string
+	CredentialHash    string
+	Revoked           bool
+	AgentVersion      string
+	KubernetesVersion string
+	RegisteredAt      time.Time
+	LastHeartbeat     time.Time // zero until the first heartbeat
+	AppliedDigest     string
+	// Status is the last heartbeat's AgentStatus as protobuf JSON.
+	Status string
+}
+
+// RegisterParams describes one registration.
+type RegisterParams struct {
+	TokenHash         string
+	Name              string
+	Labels            map[string]string
+	CredentialHash    string
+	Replace           bool // the request asks to replace; honoured only if the token allows it
+	AgentVersion      string
+	KubernetesVersion string
+	Now               time.Time
+}
+
+// Heartbeat is one ReportStatus.
+type Heartbeat struct {
+	Cluster           string
+	At                time.Time
+	AgentVersion      string
+	KubernetesVersion string
+	AppliedDigest     string
+	Applied           map[string]int64 // bundle → applied revision
+	Status            string
+}
+
+// Bundle is a named, versioned set of manifests.
+type Bundle struct {
+	Name           string
+	Description    string
+	LatestRevision int64
+	Selector       string // JSON of the latest revision's selector
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// Revision is one immutable version of a bundle.
+type Revision struct {
+	Bundle    string
+	Revision  int64
+	Manifests string
+	Selector  string // JSON
+	Digest    string
+	Objects   string // JSON list of object refs
+	CreatedBy string
+	CreatedAt time.Time
+	Message   string
+}
+
+// Desired is the revision of a bundle a cluster must hold, and what it reported applied.
+type Desired struct {
+	Cluster         string
+	Bundle          string
+	Revision        int64
+	AppliedRevision int64
+}
+
+// AuditEvent is one recorded mutation.
+type AuditEvent struct {
+	ID     int64
+	Time   time.Time
+	Actor  string
+	Action string
+	Target string
+	Detail string
+}
