@@ -84,7 +84,7 @@ const apiTokenCols = `id, name, hash, role, revoked, created_by, created_at`
 
 func scanAPIToken(sc interface{ Scan(...any) error }) (store.APIToken, error) {
 	var (
-		t                   store.APIToken
+		t                  store.APIToken
 		role, rev, created int64
 	)
 	if err := sc.Scan(&t.ID, &t.Name, &t.Hash, &role, &rev, &t.CreatedBy, &created); err != nil {
