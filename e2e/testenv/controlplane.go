@@ -206,3 +206,13 @@ func writeKubeconfig(path, name string, cfg *rest.Config) error {
 	}
 	return nil
 }
+
+// AddUser creates a user of the control plane (client-certificate authentication) and returns a
+// config acting as it; RBAC applies, so tests can run an agent with least privilege.
+func (cp *ControlPlane) AddUser(name string, groups ...string) (*rest.Config, error) {
+	u, err := cp.env.AddUser(envtest.User{Name: name, Groups: groups}, cp.Config)
+	if err != nil {
+		return nil, fmt.Errorf("adding user %s: %w", name, err)
+	}
+	return u.Config(), nil
+}

@@ -1,0 +1,167 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/dynamic"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/controller"
+	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Options configure an agent.
+type Options struct {
+	// Cluster is the name stamped on every row; required.
+	Cluster string
+	// Namespaces limits the agent (its Kollect objects and its watches); empty means all.
+	Namespaces []string
+	// TenantMode requires a KollectScope for every namespace with Kollect objects.
+	TenantMode bool
+	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
+	MetricsAddr, HealthAddr string
+	// LeaderElection enables leader election with a warm standby.
+	LeaderElection          bool
+	LeaderElectionNamespace string
+	LeaderElectionID        string
+	// Sinks are the sink types this agent can build.
+	Sinks controller.SinkFactories
+	// CacheDir holds sink working state (git clones); a temp dir when empty.
+	CacheDir string
+	// Backoff overrides the exporter's retry schedule (tests).
+	Backoff exporter.Backoff
+	// SinkRecheck is how often sinks are probed again when healthy.
+	SinkRecheck time.Duration
+	// SkipNameValidation allows several agents in one process (tests, demo).
+	SkipNameValidation bool
+	Log                logr.Logger
+}
+
+// Scheme knows the built-in types and every Kollect kind.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(kollectv1.AddToScheme(s))
+	return s
+}
+
+// New builds an agent's manager; start it with Start.
+func New(cfg *rest.Config, o Options) (manager.Manager, error) {
+	if o.Cluster == "" {
+		return nil, errors.New("a cluster name is required: it labels every exported row")
+	}
+	if o.CacheDir == "" {
+		dir, err := os.MkdirTemp("", "kollect-agent-")
+		if err != nil {
+			return nil, err
+		}
+		o.CacheDir = dir
+	}
+	if o.SinkRecheck == 0 {
+		o.SinkRecheck = 10 * time.Minute
+	}
+	cacheOpts := cache.Options{}
+	if len(o.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Logger:                  o.Log,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthAddr,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaderElectionID:        o.LeaderElectionID,
+		Controller:              config.Controller{SkipNameValidation: &o.SkipNameValidation},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := setup(mgr, cfg, o); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	reg := metricsRegistry(o.SkipNameValidation)
+	nsLabels := func(name string) (labels.Set, bool) {
+		ns := &corev1.Namespace{}
+		if err := mgr.GetCache().Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
+			return nil, false
+		}
+		return ns.Labels, true
+	}
+	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels,
+		Metrics: collector.NewMetrics(reg), Log: o.Log.WithName("collector")})
+
+	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
+	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
+	invMgr := inventory.NewManager(col, inventory.Options{
+		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: exporter.NewMetrics(reg), Log: o.Log.WithName("inventory"),
+		Backoff:   o.Backoff,
+		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
+		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
+	})
+	sinks := controller.NewSinkBuilder(o.Sinks, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
+	profiles := controller.NewProfiles()
+	rec := mgr.GetEventRecorder("kollect-agent")
+	errs := []error{
+		mgr.Add(col), mgr.Add(invMgr),
+		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
+		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
+			Elected: mgr.Elected(), Refresh: targetRefresh}).SetupWithManager(mgr),
+		(&controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
+			Changed: invChanged}).SetupWithManager(mgr),
+		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
+	}
+	for _, fam := range []kollectv1.SinkFamily{kollectv1.SinkFamilySnapshot, kollectv1.SinkFamilyDatabase, kollectv1.SinkFamilyEvent} {
+		errs = append(errs, (&controller.SinkReconciler{Client: mgr.GetClient(), Sinks: sinks, Family: fam, Recheck: o.SinkRecheck}).SetupWithManager(mgr))
+	}
+	return errors.Join(errs...)
+}
+
+// send never blocks the pipeline: when the channel is full the event is delivered later.
+func send[T any](ch chan event.TypedGenericEvent[T], e event.TypedGenericEvent[T]) {
+	select {
+	case ch <- e:
+	default:
+		go func() { ch <- e }()
+	}
+}
+
+func sendAll[T any](ch chan event.TypedGenericEvent[T], keys []T) {
+	for _, k := range keys {
+		send(ch, event.TypedGenericEvent[T]{Object: k})
+	}
+}

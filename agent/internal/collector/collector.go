@@ -1,0 +1,264 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// Collector runs the watches of every targeted kind and answers which rows a target selects.
+type Collector struct {
+	dyn        dynamic.Interface
+	namespaces []string // the agent's allowed namespaces; empty means all
+	nsLabels   func(string) (labels.Set, bool)
+	metrics    *Metrics
+	log        logr.Logger
+
+	mu      sync.Mutex
+	ctx     context.Context
+	targets map[TargetKey]*Target
+	watches map[schema.GroupVersionKind]*gvkWatch
+	subs    []func(schema.GroupVersionKind)
+}
+
+// Options configure a Collector.
+type Options struct {
+	// Namespaces limits every watch to these namespaces (the agent's RBAC scope).
+	Namespaces []string
+	// NamespaceLabels returns a namespace's labels, for namespaceSelector; nil disables it.
+	NamespaceLabels func(string) (labels.Set, bool)
+	Metrics         *Metrics
+	Log             logr.Logger
+}
+
+// New returns a collector; Start must be called before targets take effect.
+func New(dyn dynamic.Interface, opts Options) *Collector {
+	nsLabels := opts.NamespaceLabels
+	if nsLabels == nil {
+		nsLabels = func(string) (labels.Set, bool) { return nil, false }
+	}
+	return &Collector{dyn: dyn, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
+		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}}
+}
+
+// Start runs watches until ctx ends. It implements controller-runtime's Runnable and does not
+// need leader election: a standby keeps its watches warm.
+func (c *Collector) Start(ctx context.Context) error {
+	c.mu.Lock()
+	c.ctx = ctx
+	for gvk := range c.watches {
+		c.restartLocked(gvk)
+	}
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, w := range c.watches {
+		w.stop()
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: every replica collects.
+func (c *Collector) NeedLeaderElection() bool { return false }
+
+// Subscribe registers fn to be called (from informer goroutines; it must not block) whenever
+// objects of a kind change or its watch changes state.
+func (c *Collector) Subscribe(fn func(schema.GroupVersionKind)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.subs = append(c.subs, fn)
+}
+
+func (c *Collector) notify(gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	subs := c.subs
+	c.mu.Unlock()
+	for _, fn := range subs {
+		fn(gvk)
+	}
+}
+
+// SetTarget adds or replaces a target. The kind's watch restarts only when what its transform
+// computes changed.
+func (c *Collector) SetTarget(t *Target) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old := c.targets[t.Key]
+	if old != nil && old.projectionID() == t.projectionID() && old.GVK == t.GVK &&
+		equalStrings(old.includeNS, t.includeNS) {
+		c.targets[t.Key] = t // selection that runs at snapshot time may have changed
+		go c.notify(t.GVK)
+		return
+	}
+	c.targets[t.Key] = t
+	if old != nil && old.GVK != t.GVK {
+		c.restartLocked(old.GVK)
+	}
+	c.restartLocked(t.GVK)
+}
+
+// RemoveTarget forgets a target and stops its kind's watch when no target needs it.
+func (c *Collector) RemoveTarget(key TargetKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	old, ok := c.targets[key]
+	if !ok {
+		return
+	}
+	delete(c.targets, key)
+	c.restartLocked(old.GVK)
+}
+
+// NamespacesChanged re-evaluates targets that select namespaces by label.
+func (c *Collector) NamespacesChanged() {
+	c.mu.Lock()
+	gvks := map[schema.GroupVersionKind]bool{}
+	for _, t := range c.targets {
+		if t.nsSelector != nil {
+			gvks[t.GVK] = true
+		}
+	}
+	c.mu.Unlock()
+	for gvk := range gvks {
+		c.notify(gvk)
+	}
+}
+
+// restartLocked (re)creates the watch of a kind from its current targets, or stops it.
+func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
+	var targets []*Target
+	for _, t := range c.targets {
+		if t.GVK == gvk {
+			targets = append(targets, t)
+		}
+	}
+	old := c.watches[gvk]
+	if len(targets) == 0 {
+		if old != nil {
+			old.stop()
+			delete(c.watches, gvk)
+			c.metrics.forgetGVK(gvk)
+			c.log.Info("stopped watch", "gvk", gvk.String())
+		}
+		go c.notify(gvk)
+		return
+	}
+	proj := buildProjection(targets, c.namespaces)
+	w := newGVKWatch(c.dyn, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics)
+	c.watches[gvk] = w
+	if c.ctx == nil {
+		return // started by Start
+	}
+	if old != nil {
+		old.stop()
+	}
+	w.start(c.ctx, func() { c.notify(gvk) })
+	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
+		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles))
+	go c.notify(gvk)
+}
+
+// TargetState is what a target currently selects.
+type TargetState struct {
+	// Synced is true when the kind's watch holds a complete view.
+	Synced bool
+	// Err keeps the watch from a complete view (Forbidden, not found, …).
+	Err error
+	// Forbidden is true when Err says the agent may not list or watch the kind.
+	Forbidden bool
+	// Rows the target selects, with Cluster and Inventory left for the inventory to stamp.
+	Rows []export.Row
+	// Failed lists objects whose extraction failed, sorted, with the reason.
+	Failed []FailedObject
+}
+
+// FailedObject is an object a target selects but could not extract.
+type FailedObject struct {
+	Namespace, Name string
+	Err             error
+}
+
+// Collect returns the rows a target selects now.
+func (c *Collector) Collect(key TargetKey) (TargetState, error) {
+	c.mu.Lock()
+	t := c.targets[key]
+	var w *gvkWatch
+	if t != nil {
+		w = c.watches[t.GVK]
+	}
+	c.mu.Unlock()
+	if t == nil || w == nil {
+		return TargetState{}, fmt.Errorf("target %s is not collected", key)
+	}
+	var st TargetState
+	st.Synced, st.Err = w.state()
+	st.Forbidden = st.Err != nil && isForbidden(st.Err)
+	if !st.Synced {
+		return st, nil
+	}
+	// The watch may still be projecting for an older profile generation; rows then wait.
+	if w.proj.profiles[t.ProfileKey] == nil {
+		st.Synced = false
+		return st, nil
+	}
+	targetName := key.String()
+	items := w.items()
+	c.metrics.setObjects(t.GVK, len(items))
+	for _, it := range items {
+		if !t.selectsNamespace(it.Namespace, c.nsLabels) || !t.selectsName(it.Name) {
+			continue
+		}
+		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.Labels)) {
+			continue
+		}
+		if m, ok := it.matches[t.Key]; ok && !m {
+			continue
+		}
+		ex := it.attrs[t.ProfileKey]
+		if ex.err != nil {
+			st.Failed = append(st.Failed, FailedObject{Namespace: it.Namespace, Name: it.Name, Err: ex.err})
+			continue
+		}
+		st.Rows = append(st.Rows, export.Row{
+			Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
+			Namespace: it.Namespace, Name: it.Name, UID: string(it.UID), Attributes: ex.json,
+		})
+	}
+	sort.Slice(st.Failed, func(i, j int) bool {
+		a, b := st.Failed[i], st.Failed[j]
+		return a.Namespace < b.Namespace || (a.Namespace == b.Namespace && a.Name < b.Name)
+	})
+	return st, nil
+}
+
+// GVKOf returns the kind a target watches.
+func (c *Collector) GVKOf(key TargetKey) (schema.GroupVersionKind, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.targets[key]
+	if !ok {
+		return schema.GroupVersionKind{}, false
+	}
+	return t.GVK, true
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,157 @@
+package collector
+
+import (
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/google/cel-go/cel"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kollect.dev/agent/internal/profile"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// TargetKey identifies a target: Namespace is empty for a KollectClusterTarget.
+type TargetKey struct {
+	Namespace, Name string
+}
+
+// String is the target's name in rows: namespace/name for a KollectTarget, name for a
+// KollectClusterTarget.
+func (k TargetKey) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// Target is a compiled target: which objects of which kind, extracted with which profile.
+type Target struct {
+	Key TargetKey
+	// GVK is the profile's kind; Resource is its resolved resource.
+	GVK        schema.GroupVersionKind
+	Resource   schema.GroupVersionResource
+	Namespaced bool
+	// ProfileKey identifies the compiled profile (namespace/name@generation).
+	ProfileKey string
+	Profile    *profile.Compiled
+
+	// Namespace selection (namespaced kinds only). OwnNamespace restricts a KollectTarget
+	// without an explicit selection to its own namespace.
+	includeNS, excludeNS []string
+	nsSelector           labels.Selector
+	labelSelector        labels.Selector
+	fieldSelector        fields.Selector
+	includeNames         []string
+	excludeNames         []string
+	match                cel.Program
+	matchExpr            string
+}
+
+// NewTarget compiles a target's selection. ownNamespace is the namespace of a KollectTarget
+// ("" for a cluster target).
+func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
+	namespaced bool, profileKey string, prof *profile.Compiled) (*Target, error) {
+	t := &Target{Key: key, GVK: gvk, Resource: gvr, Namespaced: namespaced, ProfileKey: profileKey, Profile: prof,
+		labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
+	if ns := sel.Namespaces; ns != nil {
+		t.includeNS, t.excludeNS = ns.Include, ns.Exclude
+		if ns.Selector != nil {
+			s, err := metav1LabelSelector(ns.Selector)
+			if err != nil {
+				return nil, fmt.Errorf("namespaces.selector: %w", err)
+			}
+			t.nsSelector = s
+		}
+	}
+	if len(t.includeNS) == 0 && t.nsSelector == nil && key.Namespace != "" {
+		t.includeNS = []string{key.Namespace}
+	}
+	for _, pattern := range append(append([]string{}, t.includeNS...), t.excludeNS...) {
+		if _, err := path.Match(pattern, ""); err != nil {
+			return nil, fmt.Errorf("namespace pattern %q: %w", pattern, err)
+		}
+	}
+	if sel.LabelSelector != nil {
+		s, err := metav1LabelSelector(sel.LabelSelector)
+		if err != nil {
+			return nil, fmt.Errorf("labelSelector: %w", err)
+		}
+		t.labelSelector = s
+	}
+	if sel.FieldSelector != "" {
+		s, err := fields.ParseSelector(sel.FieldSelector)
+		if err != nil {
+			return nil, fmt.Errorf("fieldSelector: %w", err)
+		}
+		t.fieldSelector = s
+	}
+	if n := sel.Names; n != nil {
+		t.includeNames, t.excludeNames = n.Include, n.Exclude
+		for _, pattern := range append(append([]string{}, n.Include...), n.Exclude...) {
+			if _, err := path.Match(pattern, ""); err != nil {
+				return nil, fmt.Errorf("name pattern %q: %w", pattern, err)
+			}
+		}
+	}
+	if sel.Match != "" {
+		prg, err := profile.CompileCEL(sel.Match)
+		if err != nil {
+			return nil, fmt.Errorf("match: %w", err)
+		}
+		t.match, t.matchExpr = prg, sel.Match
+	}
+	return t, nil
+}
+
+// NamespacePatterns returns the include patterns; a watch may be limited to these
+// namespaces when they are plain names.
+func (t *Target) NamespacePatterns() []string { return t.includeNS }
+
+// needsLabels reports whether selection must look at labels in the agent.
+func (t *Target) needsLabels() bool { return !t.labelSelector.Empty() }
+
+// selectsNamespace applies include/exclude patterns and the namespace selector.
+func (t *Target) selectsNamespace(ns string, nsLabels func(string) (labels.Set, bool)) bool {
+	if !t.Namespaced {
+		return true
+	}
+	if len(t.includeNS) > 0 && !matchAny(t.includeNS, ns) {
+		return false
+	}
+	if matchAny(t.excludeNS, ns) {
+		return false
+	}
+	if t.nsSelector != nil {
+		set, ok := nsLabels(ns)
+		if !ok || !t.nsSelector.Matches(set) {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Target) selectsName(name string) bool {
+	if len(t.includeNames) > 0 && !matchAny(t.includeNames, name) {
+		return false
+	}
+	return !matchAny(t.excludeNames, name)
+}
+
+func matchAny(patterns []string, s string) bool {
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, s); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// projectionID captures everything the watch's transform depends on for this target; a change
+// of it restarts the kind's watch.
+func (t *Target) projectionID() string {
+	return strings.Join([]string{t.Key.String(), t.ProfileKey, t.matchExpr, t.fieldSelector.String(), t.labelSelector.String()}, "|")
+}

@@ -1,0 +1,284 @@
+package collector
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/cache"
+
+	"kollect.dev/agent/internal/profile"
+)
+
+// item is what the store keeps of an object: identity, labels when a target selects on them
+// in the agent, and per profile the canonical attributes (or the extraction error), per target
+// the result of selections that need the whole object (CEL match, disagreeing field selectors).
+type item struct {
+	metav1.ObjectMeta
+	attrs   map[string]extraction // by profile key
+	matches map[TargetKey]bool    // only for targets with such selections
+}
+
+type extraction struct {
+	json []byte
+	err  error
+}
+
+// DeepCopyObject and GetObjectKind make item a runtime.Object for the informer machinery;
+// items are immutable once built, so a copy is the item itself.
+func (i *item) DeepCopyObject() runtime.Object   { return i }
+func (i *item) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// projection is the frozen configuration of a kind's watch.
+type projection struct {
+	profiles map[string]*profile.Compiled
+	// objectTargets need the whole object at projection time.
+	objectTargets []*Target
+	keepLabels    bool
+	// server-side selectors, when every target agrees.
+	labelSelector labels.Selector
+	fieldSelector fields.Selector
+	namespaces    []string // "" means all namespaces
+}
+
+// gvkWatch is the running watch of one kind: one informer per namespace set entry.
+type gvkWatch struct {
+	gvk       schema.GroupVersionKind
+	gvr       schema.GroupVersionResource
+	proj      *projection
+	informers []cache.SharedIndexInformer
+	cancel    context.CancelFunc
+
+	mu      sync.Mutex
+	lastErr error
+	errAt   time.Time
+	eventAt time.Time
+
+	synced atomic.Bool
+}
+
+func newGVKWatch(dyn dynamic.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, proj *projection,
+	onEvent func(), metrics *Metrics) *gvkWatch {
+	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj}
+	for _, ns := range proj.namespaces {
+		client := dyn.Resource(gvr).Namespace(ns)
+		tweak := func(o *metav1.ListOptions) {
+			if !proj.labelSelector.Empty() {
+				o.LabelSelector = proj.labelSelector.String()
+			}
+			if !proj.fieldSelector.Empty() {
+				o.FieldSelector = proj.fieldSelector.String()
+			}
+		}
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				return client.List(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				tweak(&o)
+				return client.Watch(ctx, o)
+			},
+		}
+		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		_ = inf.SetTransform(w.transform(metrics))
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			w.mu.Lock()
+			w.lastErr, w.errAt = err, time.Now()
+			w.mu.Unlock()
+			onEvent() // let targets report the error
+		})
+		handler := func(any) {
+			w.mu.Lock()
+			w.eventAt = time.Now()
+			w.mu.Unlock()
+			onEvent()
+		}
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    handler,
+			UpdateFunc: func(_, obj any) { handler(obj) },
+			DeleteFunc: handler,
+		})
+		w.informers = append(w.informers, inf)
+	}
+	return w
+}
+
+func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	for _, inf := range w.informers {
+		go inf.RunWithContext(ctx)
+	}
+	go func() {
+		syncs := make([]cache.InformerSynced, len(w.informers))
+		for i, inf := range w.informers {
+			syncs[i] = inf.HasSynced
+		}
+		if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+			w.synced.Store(true)
+			w.mu.Lock()
+			w.lastErr = nil
+			w.mu.Unlock()
+			onSynced()
+		}
+	}()
+}
+
+func (w *gvkWatch) stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+}
+
+// state reports whether the watch holds a complete view and the error that keeps it from one.
+func (w *gvkWatch) state() (synced bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	err = w.lastErr
+	if err != nil && w.synced.Load() && w.eventAt.After(w.errAt) {
+		err = nil // the watch recovered after the error
+	}
+	return w.synced.Load(), err
+}
+
+// forbidden reports whether the agent may not list or watch the kind.
+func isForbidden(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+}
+
+// transform projects an object into an item. It runs once per object version, in the
+// informer, so the full object never reaches the store.
+func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
+	proj := w.proj
+	return func(obj any) (any, error) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return obj, nil // already projected (tombstones carry stored items)
+		}
+		content := u.UnstructuredContent()
+		it := &item{ObjectMeta: metav1.ObjectMeta{
+			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
+		}}
+		if proj.keepLabels {
+			it.Labels = u.GetLabels()
+		}
+		it.attrs = make(map[string]extraction, len(proj.profiles))
+		for key, p := range proj.profiles {
+			raw, err := p.ExtractJSON(content)
+			it.attrs[key] = extraction{json: raw, err: err}
+		}
+		if len(proj.objectTargets) > 0 {
+			it.matches = make(map[TargetKey]bool, len(proj.objectTargets))
+			for _, t := range proj.objectTargets {
+				ok := true
+				if t.match != nil {
+					ok, _ = profile.EvalMatch(t.match, content)
+				}
+				if ok && !t.fieldSelector.Empty() && !t.fieldSelector.Matches(fieldSet(content, t.fieldSelector)) {
+					ok = false
+				}
+				it.matches[t.Key] = ok
+			}
+		}
+		if metrics != nil && w.synced.Load() {
+			metrics.observeLag(w.gvk, u)
+		}
+		return it, nil
+	}
+}
+
+// items returns every stored item of the kind, across its informers.
+func (w *gvkWatch) items() []*item {
+	var out []*item
+	for _, inf := range w.informers {
+		for _, o := range inf.GetStore().List() {
+			if it, ok := o.(*item); ok {
+				out = append(out, it)
+			}
+		}
+	}
+	return out
+}
+
+// buildProjection derives a kind's watch configuration from its targets.
+func buildProjection(targets []*Target, agentNamespaces []string) *projection {
+	p := &projection{profiles: map[string]*profile.Compiled{}, labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
+	sort.Slice(targets, func(i, j int) bool { return targets[i].Key.String() < targets[j].Key.String() })
+	sameLabels, sameFields := true, true
+	for i, t := range targets {
+		p.profiles[t.ProfileKey] = t.Profile
+		if i > 0 {
+			sameLabels = sameLabels && t.labelSelector.String() == targets[0].labelSelector.String()
+			sameFields = sameFields && t.fieldSelector.String() == targets[0].fieldSelector.String()
+		}
+	}
+	if len(targets) > 0 && sameLabels {
+		p.labelSelector = targets[0].labelSelector
+	}
+	if len(targets) > 0 && sameFields {
+		p.fieldSelector = targets[0].fieldSelector
+	}
+	for _, t := range targets {
+		if !sameLabels && t.needsLabels() {
+			p.keepLabels = true
+		}
+		if t.match != nil || (!sameFields && !t.fieldSelector.Empty()) {
+			p.objectTargets = append(p.objectTargets, t)
+		}
+	}
+	p.namespaces = watchNamespaces(targets, agentNamespaces)
+	return p
+}
+
+// watchNamespaces picks per-namespace watches when every target names plain namespaces (or
+// the agent is limited to some), and one cluster-wide watch otherwise.
+func watchNamespaces(targets []*Target, agentNamespaces []string) []string {
+	if len(targets) > 0 && !targets[0].Namespaced {
+		return []string{""}
+	}
+	if len(agentNamespaces) > 0 {
+		return agentNamespaces
+	}
+	set := map[string]bool{}
+	for _, t := range targets {
+		if !t.Namespaced || len(t.includeNS) == 0 || t.nsSelector != nil {
+			return []string{""}
+		}
+		for _, ns := range t.includeNS {
+			if hasGlob(ns) {
+				return []string{""}
+			}
+			set[ns] = true
+		}
+	}
+	// Beyond a handful of namespaces one cluster-wide watch is cheaper than many.
+	if len(set) == 0 || len(set) > 8 {
+		return []string{""}
+	}
+	out := make([]string, 0, len(set))
+	for ns := range set {
+		out = append(out, ns)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func hasGlob(s string) bool {
+	for _, c := range s {
+		if c == '*' || c == '?' || c == '[' {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,423 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/inventory"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// InventoryReconciler configures inventories in the manager and reports their export state.
+type InventoryReconciler struct {
+	client.Client
+	Manager *inventory.Manager
+	Sinks   *SinkBuilder
+	Elected <-chan struct{}
+	// Changed receives inventories whose status may have changed.
+	Changed chan event.TypedGenericEvent[inventory.Key]
+
+	mu    sync.Mutex
+	built map[string]builtSink // by inventory|sinkRef
+}
+
+type builtSink struct {
+	id   string
+	sink export.Sink
+}
+
+// inventoryObject abstracts over the two inventory kinds.
+type inventoryObject struct {
+	obj      client.Object
+	timing   kollectv1.ExportTiming
+	suspend  bool
+	targets  []collector.TargetKey
+	missing  []string
+	sinks    []inventory.SinkRef
+	status   *kollectv1.KollectInventoryStatus
+	statusOf func(client.Object) any
+}
+
+func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inventoryObject, error) {
+	nn := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+	if key.Namespace == "" {
+		inv := &kollectv1.KollectClusterInventory{}
+		if err := r.Get(ctx, nn, inv); err != nil {
+			return nil, err
+		}
+		o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, suspend: inv.Spec.Suspend, status: &inv.Status,
+			sinks:    clusterSinkRefs(inv.Spec.Sinks),
+			statusOf: func(o client.Object) any { return o.(*kollectv1.KollectClusterInventory).Status }}
+		return o, r.resolveClusterTargets(ctx, inv, o)
+	}
+	inv := &kollectv1.KollectInventory{}
+	if err := r.Get(ctx, nn, inv); err != nil {
+		return nil, err
+	}
+	o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, suspend: inv.Spec.Suspend, status: &inv.Status,
+		sinks:    sinkRefs(inv.Namespace, inv.Spec.Sinks),
+		statusOf: func(o client.Object) any { return o.(*kollectv1.KollectInventory).Status }}
+	return o, r.resolveTargets(ctx, inv, o)
+}
+
+func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1.KollectInventory, o *inventoryObject) error {
+	seen := map[collector.TargetKey]bool{}
+	for _, ref := range inv.Spec.Targets {
+		k := collector.TargetKey{Namespace: inv.Namespace, Name: ref.Name}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Name}, &kollectv1.KollectTarget{}); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			o.missing = append(o.missing, "KollectTarget "+k.String())
+			continue
+		}
+		seen[k] = true
+	}
+	if inv.Spec.TargetSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(inv.Spec.TargetSelector)
+		if err != nil {
+			return fmt.Errorf("targetSelector: %w", err)
+		}
+		var list kollectv1.KollectTargetList
+		if err := r.List(ctx, &list, client.InNamespace(inv.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return err
+		}
+		for _, t := range list.Items {
+			seen[collector.TargetKey{Namespace: t.Namespace, Name: t.Name}] = true
+		}
+	}
+	o.targets = sortedKeys(seen)
+	return nil
+}
+
+func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *kollectv1.KollectClusterInventory, o *inventoryObject) error {
+	seen := map[collector.TargetKey]bool{}
+	for _, ref := range inv.Spec.Targets {
+		k := collector.TargetKey{Name: ref.Name}
+		var obj client.Object = &kollectv1.KollectClusterTarget{}
+		if ref.Kind == kollectv1.TargetKindNamespaced {
+			k.Namespace, obj = ref.Namespace, &kollectv1.KollectTarget{}
+		}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Name}, obj); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return err
+			}
+			o.missing = append(o.missing, string(ref.Kind)+" "+k.String())
+			continue
+		}
+		seen[k] = true
+	}
+	if inv.Spec.TargetSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(inv.Spec.TargetSelector)
+		if err != nil {
+			return fmt.Errorf("targetSelector: %w", err)
+		}
+		var list kollectv1.KollectClusterTargetList
+		if err := r.List(ctx, &list, client.MatchingLabelsSelector{Selector: sel}); err != nil {
+			return err
+		}
+		for _, t := range list.Items {
+			seen[collector.TargetKey{Name: t.Name}] = true
+		}
+	}
+	o.targets = sortedKeys(seen)
+	return nil
+}
+
+func sortedKeys(m map[collector.TargetKey]bool) []collector.TargetKey {
+	out := make([]collector.TargetKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// Reconcile configures one inventory and reports its state.
+func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) (ctrl.Result, error) {
+	o, err := r.load(ctx, key)
+	if apierrors.IsNotFound(err) {
+		r.Manager.Remove(key)
+		r.forget(key)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := o.obj.DeepCopyObject().(client.Object)
+	bindings, sinkProblems := r.bindings(ctx, key, o)
+	cfg := inventory.Config{
+		Key: key, Generation: o.obj.GetGeneration(), Targets: o.targets, Sinks: bindings,
+		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
+	}
+	if o.timing.ResyncInterval != nil {
+		cfg.Resync = o.timing.ResyncInterval.Duration
+	}
+	r.Manager.Apply(cfg)
+	if !elected(r.Elected) {
+		return ctrl.Result{}, nil
+	}
+	st, _ := r.Manager.Status(key)
+	fillInventoryStatus(o, st, sinkProblems)
+	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
+}
+
+// bindings builds (or reuses) the sinks of an inventory.
+func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o *inventoryObject) ([]inventory.SinkBinding, []string) {
+	prior := map[inventory.SinkRef]kollectv1.SinkExportStatus{}
+	for _, s := range o.status.Sinks {
+		ns := s.Namespace
+		if ns == "" {
+			ns = key.Namespace
+		}
+		prior[inventory.SinkRef{Family: s.Family, Namespace: ns, Name: s.Name}] = s
+	}
+	var out []inventory.SinkBinding
+	var problems []string
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.built == nil {
+		r.built = map[string]builtSink{}
+	}
+	for _, ref := range o.sinks {
+		obj := newSinkObject(ref.Family)
+		if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
+			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, errMessage(err)))
+			continue
+		}
+		so := asSinkObject(obj)
+		id := bindingID(obj)
+		cacheKey := key.String() + "|" + ref.String()
+		b, ok := r.built[cacheKey]
+		if !ok || b.id != id {
+			s, err := r.Sinks.build(ctx, so)
+			if err != nil {
+				problems = append(problems, err.Error())
+				continue
+			}
+			b = builtSink{id: id, sink: s}
+			r.built[cacheKey] = b
+		}
+		p := prior[ref]
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Sink: b.sink, Timeout: so.timeout, Accepted: p.Checksum, AcceptedRows: int(p.Rows)}
+		if p.LastExportTime != nil {
+			binding.AcceptedAt = p.LastExportTime.Time
+		}
+		out = append(out, binding)
+	}
+	return out, problems
+}
+
+func (r *InventoryReconciler) forget(key inventory.Key) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.built {
+		if strings.HasPrefix(k, key.String()+"|") {
+			delete(r.built, k)
+		}
+	}
+}
+
+func errMessage(err error) string {
+	if apierrors.IsNotFound(err) {
+		return "not found"
+	}
+	return err.Error()
+}
+
+// fillInventoryStatus maps the manager's view onto the API status. Times are truncated to
+// seconds, as the API stores them, so an unchanged status compares equal and is not written.
+func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string) {
+	gen := o.obj.GetGeneration()
+	s := o.status
+	s.ObservedGeneration = gen
+	s.Targets = int32(len(o.targets))
+	if st.Built {
+		s.ItemCount, s.Checksum = int64(st.ItemCount), st.Checksum
+	}
+	prior := map[string]kollectv1.SinkExportStatus{}
+	for _, p := range s.Sinks {
+		prior[string(p.Family)+"/"+p.Namespace+"/"+p.Name] = p
+	}
+	s.Sinks = nil
+	var failing, pending []string
+	for _, ws := range st.Sinks {
+		ns := ws.Ref.Namespace
+		if o.obj.GetNamespace() != "" {
+			ns = "" // implied for namespaced inventories
+		}
+		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
+			Checksum: ws.Checksum, Rows: int64(ws.Rows), LastError: ws.LastError}
+		if ws.LastError != "" {
+			es.ErrorClass = string(ws.Class)
+			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))
+		}
+		if !ws.LastExport.IsZero() {
+			t := metav1.NewTime(ws.LastExport.Truncate(time.Second))
+			es.LastExportTime = &t
+		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
+			es.LastExportTime = p.LastExportTime
+		}
+		if st.Built && ws.Checksum != st.Checksum {
+			pending = append(pending, string(ws.Ref.Family)+"/"+ws.Ref.Name)
+		}
+		s.Sinks = append(s.Sinks, es)
+	}
+
+	// Ready: a complete snapshot exists.
+	var incomplete, forbidden []string
+	for _, p := range st.Incomplete {
+		if p.Forbidden {
+			forbidden = append(forbidden, p.String())
+		} else {
+			incomplete = append(incomplete, p.String())
+		}
+	}
+	switch {
+	case len(o.missing) > 0:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", "))
+	case len(incomplete) > 0:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetsIncomplete, strings.Join(incomplete, "; "))
+	case !st.Built:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetsIncomplete, "no snapshot built yet")
+	default:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, true, ReasonSnapshotReady,
+			fmt.Sprintf("%d items from %d targets", st.ItemCount, len(o.targets)))
+	}
+	// Degraded: something is wrong but the rest works.
+	var problems []string
+	reason := ReasonNoProblems
+	if len(forbidden) > 0 {
+		problems, reason = append(problems, forbidden...), ReasonForbidden
+	}
+	if len(sinkProblems) > 0 {
+		problems, reason = append(problems, sinkProblems...), ReasonSinkInvalid
+	}
+	if len(failing) > 0 {
+		problems, reason = append(problems, failing...), ReasonExportFailed
+	}
+	setCondition(&s.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))
+	// Synced: every sink holds the current snapshot.
+	switch {
+	case o.suspend:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonSuspended, "exports are suspended")
+	case !st.Built:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportPending, "no snapshot built yet")
+	case len(failing) > 0:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportFailed, strings.Join(failing, "; "))
+	case len(pending) > 0:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportPending, "exporting to "+strings.Join(pending, ", "))
+	default:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, true, ReasonExported,
+			fmt.Sprintf("%d sinks hold the current snapshot", len(st.Sinks)))
+	}
+}
+
+// SetupWithManager registers one controller for both inventory kinds, on every replica.
+func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Changed == nil {
+		r.Changed = make(chan event.TypedGenericEvent[inventory.Key], 1024)
+	}
+	c, err := controller.NewTyped("kollectinventory", mgr, controller.TypedOptions[inventory.Key]{
+		Reconciler:         reconcile.TypedFunc[inventory.Key](r.Reconcile),
+		NeedLeaderElection: ptrFalse(), MaxConcurrentReconciles: 2,
+	})
+	if err != nil {
+		return err
+	}
+	self := func(_ context.Context, o client.Object) []inventory.Key {
+		return []inventory.Key{{Namespace: o.GetNamespace(), Name: o.GetName()}}
+	}
+	related := func(ctx context.Context, o client.Object) []inventory.Key { return r.inventoriesNear(ctx, o.GetNamespace()) }
+	watch := func(obj client.Object, fn handler.TypedMapFunc[client.Object, inventory.Key]) error {
+		return c.Watch(source.TypedKind(mgr.GetCache(), obj, handler.TypedEnqueueRequestsFromMapFunc(fn)))
+	}
+	return errors.Join(
+		watch(&kollectv1.KollectInventory{}, self),
+		watch(&kollectv1.KollectClusterInventory{}, self),
+		watch(&kollectv1.KollectTarget{}, related),
+		watch(&kollectv1.KollectClusterTarget{}, related),
+		watch(&kollectv1.KollectSnapshotSink{}, related),
+		watch(&kollectv1.KollectDatabaseSink{}, related),
+		watch(&kollectv1.KollectEventSink{}, related),
+		c.Watch(source.TypedChannel(r.Changed, handler.TypedFuncs[inventory.Key, inventory.Key]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[inventory.Key], q invQueue) {
+				q.AddAfter(e.Object, 200*time.Millisecond) // coalesce worker and snapshot updates
+			},
+		})),
+		mgr.Add(electionHook{elected: r.Elected, fn: func(ctx context.Context) { r.enqueueAll(ctx) }}),
+	)
+}
+
+// inventoriesNear lists the inventories a change in namespace ns may affect: those of the
+// namespace and every cluster inventory.
+func (r *InventoryReconciler) inventoriesNear(ctx context.Context, ns string) []inventory.Key {
+	var out []inventory.Key
+	if ns != "" {
+		var list kollectv1.KollectInventoryList
+		if err := r.List(ctx, &list, client.InNamespace(ns)); err == nil {
+			for _, i := range list.Items {
+				out = append(out, inventory.Key{Namespace: i.Namespace, Name: i.Name})
+			}
+		}
+	}
+	var cl kollectv1.KollectClusterInventoryList
+	if err := r.List(ctx, &cl); err == nil {
+		for _, i := range cl.Items {
+			out = append(out, inventory.Key{Name: i.Name})
+		}
+	}
+	return out
+}
+
+// enqueueAll refreshes every inventory, used when this replica becomes leader so it seeds its
+// workers from the status the previous leader wrote.
+func (r *InventoryReconciler) enqueueAll(ctx context.Context) {
+	var list kollectv1.KollectInventoryList
+	if err := r.List(ctx, &list); err == nil {
+		for _, i := range list.Items {
+			r.Changed <- event.TypedGenericEvent[inventory.Key]{Object: inventory.Key{Namespace: i.Namespace, Name: i.Name}}
+		}
+	}
+	for _, k := range r.inventoriesNear(ctx, "") {
+		r.Changed <- event.TypedGenericEvent[inventory.Key]{Object: k}
+	}
+}
+
+// electionHook runs fn once this replica is elected.
+type electionHook struct {
+	elected <-chan struct{}
+	fn      func(context.Context)
+}
+
+func (h electionHook) Start(ctx context.Context) error {
+	if h.elected != nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-h.elected:
+		}
+	}
+	h.fn(ctx)
+	return nil
+}
+
+func (electionHook) NeedLeaderElection() bool { return false }

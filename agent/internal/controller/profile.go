@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"kollect.dev/agent/internal/profile"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Profiles caches compiled profiles by namespace/name; a profile is compiled once per
+// generation, however many targets use it.
+type Profiles struct {
+	mu       sync.Mutex
+	compiled map[client.ObjectKey]compiledEntry
+}
+
+type compiledEntry struct {
+	generation int64
+	uid        string
+	c          *profile.Compiled
+	err        error
+}
+
+// NewProfiles returns an empty cache.
+func NewProfiles() *Profiles { return &Profiles{compiled: map[client.ObjectKey]compiledEntry{}} }
+
+// Get compiles p unless its generation is already compiled.
+func (ps *Profiles) Get(p *kollectv1.KollectProfile) (*profile.Compiled, error) {
+	key := client.ObjectKeyFromObject(p)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if e, ok := ps.compiled[key]; ok && e.generation == p.Generation && e.uid == string(p.UID) {
+		return e.c, e.err
+	}
+	c, err := profile.Compile(p)
+	ps.compiled[key] = compiledEntry{generation: p.Generation, uid: string(p.UID), c: c, err: err}
+	return c, err
+}
+
+// Forget drops a deleted profile.
+func (ps *Profiles) Forget(key client.ObjectKey) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	delete(ps.compiled, key)
+}
+
+// ProfileReconciler compiles profiles and reports compile errors on their status.
+type ProfileReconciler struct {
+	client.Client
+	Profiles *Profiles
+	Elected  <-chan struct{}
+	Recorder recorder.EventRecorder
+}
+
+// Reconcile compiles one profile.
+func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	p := &kollectv1.KollectProfile{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Profiles.Forget(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	c, err := r.Profiles.Get(p)
+	if !elected(r.Elected) {
+		return ctrl.Result{}, nil
+	}
+	before := p.DeepCopy()
+	p.Status.ObservedGeneration = p.Generation
+	var ce *profile.CompileError
+	switch {
+	case errors.As(err, &ce):
+		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, ReasonCompileFailed, err.Error())
+		if before.Status.ObservedGeneration != p.Generation && r.Recorder != nil {
+			r.Recorder.Eventf(p, nil, "Warning", ReasonCompileFailed, "Compile", "%s", err.Error())
+		}
+	case err != nil:
+		return ctrl.Result{}, fmt.Errorf("compiling %s: %w", req.NamespacedName, err)
+	default:
+		p.Status.MetadataOnly = c.MetadataOnly
+		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, true, ReasonCompiled,
+			fmt.Sprintf("%d attributes compiled", len(p.Spec.Attributes)))
+	}
+	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, p, func(o client.Object) any {
+		return o.(*kollectv1.KollectProfile).Status
+	})
+}
+
+// SetupWithManager registers the reconciler; it runs on every replica.
+func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
+		WithOptions(controller.Options{NeedLeaderElection: ptrFalse()}).Complete(r)
+}
+
+func ptrFalse() *bool { b := false; return &b }

@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/inventory"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// SinkFactory builds a sink from its object: a *KollectSnapshotSink, *KollectDatabaseSink or
+// *KollectEventSink.
+type SinkFactory func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error)
+
+// SinkFactories maps "family/type" (for example "database/postgres") to a factory.
+type SinkFactories map[string]SinkFactory
+
+// sinkObject is the part of a sink object the agent needs generically.
+type sinkObject struct {
+	obj     client.Object
+	typ     string
+	timeout time.Duration
+	status  *kollectv1.SinkStatus
+}
+
+func newSinkObject(family kollectv1.SinkFamily) client.Object {
+	switch family {
+	case kollectv1.SinkFamilySnapshot:
+		return &kollectv1.KollectSnapshotSink{}
+	case kollectv1.SinkFamilyDatabase:
+		return &kollectv1.KollectDatabaseSink{}
+	default:
+		return &kollectv1.KollectEventSink{}
+	}
+}
+
+func asSinkObject(obj client.Object) sinkObject {
+	switch s := obj.(type) {
+	case *kollectv1.KollectSnapshotSink:
+		return sinkObject{obj: s, typ: "snapshot/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+	case *kollectv1.KollectDatabaseSink:
+		return sinkObject{obj: s, typ: "database/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+	case *kollectv1.KollectEventSink:
+		return sinkObject{obj: s, typ: "event/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+	}
+	panic(fmt.Sprintf("not a sink: %T", obj))
+}
+
+// SinkBuilder builds sinks with Secrets read through an uncached reader, so the agent needs
+// Secret read only in namespaces that hold sinks and never watches Secrets cluster-wide.
+type SinkBuilder struct {
+	factories SinkFactories
+	reader    client.Reader
+	cluster   string
+	cacheDir  string
+	log       logr.Logger
+}
+
+func (b *SinkBuilder) build(ctx context.Context, so sinkObject) (export.Sink, error) {
+	f, ok := b.factories[so.typ]
+	if !ok {
+		return nil, export.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
+	}
+	ns, name := so.obj.GetNamespace(), so.obj.GetName()
+	env := export.Env{
+		Cluster: b.cluster, Namespace: ns, Name: name,
+		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name),
+		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),
+		Secrets: func(ctx context.Context, secret string) (map[string][]byte, error) {
+			s := &corev1.Secret{}
+			if err := b.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: secret}, s); err != nil {
+				return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, secret, err)
+			}
+			return s.Data, nil
+		},
+	}
+	s, err := f(ctx, so.obj, env)
+	if err != nil {
+		return nil, fmt.Errorf("configuring %s sink %s/%s: %w", so.typ, ns, name, err)
+	}
+	return s, nil
+}
+
+// NewSinkBuilder returns the builder the reconcilers share.
+func NewSinkBuilder(factories SinkFactories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
+	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, log: log}
+}
+
+// bindingID changes whenever the sink must be rebuilt.
+func bindingID(obj client.Object) string {
+	return fmt.Sprintf("%s/%d", obj.GetUID(), obj.GetGeneration())
+}
+
+// sinkRefs lists an inventory's sinks as refs.
+func sinkRefs(ns string, s kollectv1.SinkReferences) []inventory.SinkRef {
+	var out []inventory.SinkRef
+	for _, r := range s.Snapshot {
+		out = append(out, inventory.SinkRef{Family: kollectv1.SinkFamilySnapshot, Namespace: ns, Name: r.Name})
+	}
+	for _, r := range s.Database {
+		out = append(out, inventory.SinkRef{Family: kollectv1.SinkFamilyDatabase, Namespace: ns, Name: r.Name})
+	}
+	for _, r := range s.Event {
+		out = append(out, inventory.SinkRef{Family: kollectv1.SinkFamilyEvent, Namespace: ns, Name: r.Name})
+	}
+	return out
+}
+
+func clusterSinkRefs(s kollectv1.ClusterSinkReferences) []inventory.SinkRef {
+	var out []inventory.SinkRef
+	add := func(f kollectv1.SinkFamily, refs []kollectv1.NamespacedObjectReference) {
+		for _, r := range refs {
+			out = append(out, inventory.SinkRef{Family: f, Namespace: r.Namespace, Name: r.Name})
+		}
+	}
+	add(kollectv1.SinkFamilySnapshot, s.Snapshot)
+	add(kollectv1.SinkFamilyDatabase, s.Database)
+	add(kollectv1.SinkFamilyEvent, s.Event)
+	return out
+}

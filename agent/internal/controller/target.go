@@ -1,0 +1,222 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"kollect.dev/agent/internal/collector"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// kindRetry is how soon a target whose kind is unknown looks again (a CRD installed later).
+const kindRetry = 10 * time.Second
+
+// TargetReconciler registers KollectTargets and KollectClusterTargets with the collector and
+// reports what they select.
+type TargetReconciler struct {
+	client.Client
+	Mapper    apimeta.RESTMapper
+	Profiles  *Profiles
+	Collector *collector.Collector
+	Elected   <-chan struct{}
+	// Refresh receives targets whose counts may have changed (from the inventory manager).
+	Refresh chan event.TypedGenericEvent[collector.TargetKey]
+}
+
+// targetObject abstracts over the two target kinds.
+type targetObject struct {
+	obj        client.Object
+	profileRef types.NamespacedName
+	selection  kollectv1.TargetSelection
+	status     *kollectv1.KollectTargetStatus
+	statusOf   func(client.Object) any
+}
+
+func (r *TargetReconciler) load(ctx context.Context, key collector.TargetKey) (*targetObject, error) {
+	nn := types.NamespacedName{Namespace: key.Namespace, Name: key.Name}
+	if key.Namespace == "" {
+		t := &kollectv1.KollectClusterTarget{}
+		if err := r.Get(ctx, nn, t); err != nil {
+			return nil, err
+		}
+		return &targetObject{obj: t, profileRef: types.NamespacedName{Namespace: t.Spec.ProfileRef.Namespace, Name: t.Spec.ProfileRef.Name},
+			selection: t.Spec.TargetSelection, status: &t.Status,
+			statusOf: func(o client.Object) any { return o.(*kollectv1.KollectClusterTarget).Status }}, nil
+	}
+	t := &kollectv1.KollectTarget{}
+	if err := r.Get(ctx, nn, t); err != nil {
+		return nil, err
+	}
+	return &targetObject{obj: t, profileRef: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.ProfileRef.Name},
+		selection: t.Spec.TargetSelection, status: &t.Status,
+		statusOf: func(o client.Object) any { return o.(*kollectv1.KollectTarget).Status }}, nil
+}
+
+// Reconcile handles one target; requests of cluster targets have an empty namespace.
+func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKey) (ctrl.Result, error) {
+	t, err := r.load(ctx, key)
+	if apierrors.IsNotFound(err) {
+		r.Collector.RemoveTarget(key)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	before := t.obj.DeepCopyObject().(client.Object)
+	result, ready, reason, msg := r.register(ctx, key, t)
+	if !elected(r.Elected) {
+		return result, nil
+	}
+	gen := t.obj.GetGeneration()
+	t.status.ObservedGeneration = gen
+	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
+	if ready || reason == ReasonSyncing {
+		r.reportSelection(key, t, gen)
+	} else {
+		apimeta.RemoveStatusCondition(&t.status.Conditions, kollectv1.ConditionDegraded)
+	}
+	return result, patchStatusIfChanged(ctx, r.Client, before, t.obj, t.statusOf)
+}
+
+// register resolves the profile and the kind and hands the target to the collector.
+func (r *TargetReconciler) register(ctx context.Context, key collector.TargetKey, t *targetObject) (ctrl.Result, bool, string, string) {
+	prof := &kollectv1.KollectProfile{}
+	if err := r.Get(ctx, t.profileRef, prof); err != nil {
+		r.Collector.RemoveTarget(key)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, false, ReasonProfileNotFound, fmt.Sprintf("KollectProfile %s not found", t.profileRef)
+		}
+		return ctrl.Result{}, false, ReasonProfileNotFound, err.Error()
+	}
+	compiled, err := r.Profiles.Get(prof)
+	if err != nil {
+		r.Collector.RemoveTarget(key)
+		return ctrl.Result{}, false, ReasonProfileNotReady, fmt.Sprintf("KollectProfile %s does not compile: %v", t.profileRef, err)
+	}
+	gvk := schema.GroupVersionKind{Group: prof.Spec.Target.Group, Version: prof.Spec.Target.Version, Kind: prof.Spec.Target.Kind}
+	mapping, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		r.Collector.RemoveTarget(key)
+		if apimeta.IsNoMatchError(err) {
+			return ctrl.Result{RequeueAfter: kindRetry}, false, ReasonKindNotFound,
+				fmt.Sprintf("the API server does not serve %s (retrying every %s)", gvk, kindRetry)
+		}
+		return ctrl.Result{}, false, ReasonKindNotFound, err.Error()
+	}
+	namespaced := mapping.Scope.Name() == apimeta.RESTScopeNameNamespace
+	profileKey := fmt.Sprintf("%s@%d/%s", t.profileRef, prof.Generation, prof.UID)
+	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, profileKey, compiled)
+	if err != nil {
+		r.Collector.RemoveTarget(key)
+		return ctrl.Result{}, false, ReasonInvalidSelection, err.Error()
+	}
+	r.Collector.SetTarget(target)
+	t.status.Resource = mapping.Resource.Resource + "." + mapping.Resource.Version
+	if mapping.Resource.Group != "" {
+		t.status.Resource += "." + mapping.Resource.Group
+	}
+	st, err := r.Collector.Collect(key)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, false, ReasonSyncing, err.Error()
+	case st.Forbidden:
+		return ctrl.Result{}, false, ReasonForbidden, fmt.Sprintf("the agent may not list or watch %s: coverage unknown, "+
+			"the rows of the last export are kept: %v", t.status.Resource, st.Err)
+	case !st.Synced:
+		msg := "waiting for the watch to sync"
+		if st.Err != nil {
+			return ctrl.Result{}, false, ReasonWatchFailed, st.Err.Error()
+		}
+		return ctrl.Result{}, false, ReasonSyncing, msg
+	}
+	return ctrl.Result{}, true, ReasonWatching, fmt.Sprintf("watching %s", t.status.Resource)
+}
+
+// reportSelection fills counts and the Degraded condition from the collector.
+func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObject, gen int64) {
+	st, err := r.Collector.Collect(key)
+	if err != nil || !st.Synced {
+		return
+	}
+	t.status.ObjectCount = int64(len(st.Rows) + len(st.Failed))
+	t.status.ErrorCount = int64(len(st.Failed))
+	if len(st.Failed) == 0 {
+		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, false, ReasonNoProblems, "")
+		return
+	}
+	var examples []string
+	for i, f := range st.Failed {
+		if i == 3 {
+			examples = append(examples, fmt.Sprintf("and %d more", len(st.Failed)-3))
+			break
+		}
+		examples = append(examples, fmt.Sprintf("%s: %v", strings.TrimPrefix(f.Namespace+"/"+f.Name, "/"), f.Err))
+	}
+	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, ReasonExtractionFailed,
+		fmt.Sprintf("%d objects not exported: %s", len(st.Failed), strings.Join(examples, "; ")))
+}
+
+// SetupWithManager registers one controller per target kind, both running on every replica.
+func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Refresh == nil {
+		r.Refresh = make(chan event.TypedGenericEvent[collector.TargetKey], 1024)
+	}
+	c, err := controller.NewTyped("kollecttarget", mgr, controller.TypedOptions[collector.TargetKey]{
+		Reconciler:         reconcile.TypedFunc[collector.TargetKey](r.Reconcile),
+		NeedLeaderElection: ptrFalse(), MaxConcurrentReconciles: 2,
+	})
+	if err != nil {
+		return err
+	}
+	toKey := func(_ context.Context, o client.Object) []collector.TargetKey {
+		return []collector.TargetKey{{Namespace: o.GetNamespace(), Name: o.GetName()}}
+	}
+	byProfile := func(ctx context.Context, o client.Object) []collector.TargetKey { return r.targetsOfProfile(ctx, o) }
+	return errors.Join(
+		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
+		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectClusterTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
+		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectProfile{}), handler.TypedEnqueueRequestsFromMapFunc(byProfile))),
+		c.Watch(source.TypedChannel(r.Refresh, handler.TypedFuncs[collector.TargetKey, collector.TargetKey]{
+			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[collector.TargetKey], q handlerQueue) {
+				q.AddAfter(e.Object, time.Second) // coalesce bursts of refreshes
+			},
+		})),
+	)
+}
+
+// targetsOfProfile lists the targets that use a profile.
+func (r *TargetReconciler) targetsOfProfile(ctx context.Context, p client.Object) []collector.TargetKey {
+	var out []collector.TargetKey
+	var nsTargets kollectv1.KollectTargetList
+	if err := r.List(ctx, &nsTargets, client.InNamespace(p.GetNamespace())); err == nil {
+		for _, t := range nsTargets.Items {
+			if t.Spec.ProfileRef.Name == p.GetName() {
+				out = append(out, collector.TargetKey{Namespace: t.Namespace, Name: t.Name})
+			}
+		}
+	}
+	var clusterTargets kollectv1.KollectClusterTargetList
+	if err := r.List(ctx, &clusterTargets); err == nil {
+		for _, t := range clusterTargets.Items {
+			if t.Spec.ProfileRef.Name == p.GetName() && t.Spec.ProfileRef.Namespace == p.GetNamespace() {
+				out = append(out, collector.TargetKey{Name: t.Name})
+			}
+		}
+	}
+	return out
+}

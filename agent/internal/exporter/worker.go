@@ -1,0 +1,247 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// Job is one snapshot an inventory wants exported.
+type Job struct {
+	Snapshot   *export.Snapshot
+	Cluster    string
+	Inventory  string
+	Generation int64
+	// Resync forces an export even when the sink holds the checksum already.
+	Resync bool
+}
+
+// Status is a worker's view of its sink.
+type Status struct {
+	// Checksum and Rows of the last snapshot the sink accepted.
+	Checksum string
+	Rows     int
+	// LastExport is when the sink last accepted a snapshot (zero if never in this process and
+	// unknown from status).
+	LastExport time.Time
+	// LastError is the last failure, cleared on success.
+	LastError string
+	Class     export.ErrorClass
+	// Failures counts consecutive failures; the breaker opens at BreakerThreshold.
+	Failures int
+}
+
+// Backoff shapes retries.
+type Backoff struct {
+	Base, Max time.Duration
+	// TerminalDelay is how long a worker waits after a terminal error before trying again
+	// anyway (configuration may have been fixed outside Kubernetes, such as a bucket created).
+	TerminalDelay time.Duration
+	// BreakerThreshold consecutive failures open the breaker: attempts then wait at least
+	// BreakerCooldown, one probe at a time.
+	BreakerThreshold int
+	BreakerCooldown  time.Duration
+}
+
+// DefaultBackoff is used when a worker is built with a zero Backoff.
+var DefaultBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, TerminalDelay: 10 * time.Minute,
+	BreakerThreshold: 5, BreakerCooldown: time.Minute}
+
+// Worker exports snapshots of one inventory to one sink.
+type Worker struct {
+	Name    string // for logs and metrics: family/namespace/name
+	sink    export.Sink
+	timeout time.Duration
+	backoff Backoff
+	metrics *Metrics
+	log     logr.Logger
+	// onStatus is called after every attempt with the new status; it must not block.
+	onStatus func(Status)
+	// ready gates exporting (leader election); nil means always ready.
+	ready <-chan struct{}
+
+	mu       sync.Mutex
+	desired  *Job
+	wake     chan struct{}
+	accepted *export.Snapshot // content the sink holds, when known in this process
+	status   Status
+}
+
+// WorkerOptions configure a Worker.
+type WorkerOptions struct {
+	Name    string
+	Sink    export.Sink
+	Timeout time.Duration
+	Backoff Backoff
+	Metrics *Metrics
+	Log     logr.Logger
+	// Accepted is the checksum the sink accepted before this process started (from status).
+	Accepted     string
+	AcceptedRows int
+	AcceptedAt   time.Time
+	OnStatus     func(Status)
+	Ready        <-chan struct{}
+}
+
+// NewWorker returns a worker; Run starts it.
+func NewWorker(o WorkerOptions) *Worker {
+	if o.Backoff == (Backoff{}) {
+		o.Backoff = DefaultBackoff
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if o.OnStatus == nil {
+		o.OnStatus = func(Status) {}
+	}
+	return &Worker{Name: o.Name, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
+		onStatus: o.OnStatus, ready: o.Ready, wake: make(chan struct{}, 1),
+		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt}}
+}
+
+// Offer hands the worker the newest snapshot; an older one not yet exported is replaced.
+func (w *Worker) Offer(j *Job) {
+	w.mu.Lock()
+	if w.desired != nil && w.desired.Resync {
+		j.Resync = true // a pending resync is not lost by a newer snapshot
+	}
+	w.desired = j
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Seed sets what the sink is believed to hold from status another replica wrote, as long as
+// this worker has not exported itself (a standby taking over).
+func (w *Worker) Seed(checksum string, rows int, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.accepted != nil || w.status.Failures > 0 || checksum == "" {
+		return
+	}
+	w.status.Checksum, w.status.Rows, w.status.LastExport = checksum, rows, at
+}
+
+// Status returns the current status.
+func (w *Worker) Status() Status {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status
+}
+
+// Run exports until ctx ends, then closes the sink.
+func (w *Worker) Run(ctx context.Context) {
+	defer func() {
+		if err := w.sink.Close(); err != nil {
+			w.log.Error(err, "closing sink", "sink", w.Name)
+		}
+	}()
+	if w.ready != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.ready:
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.wake:
+		}
+		for w.exportOnce(ctx) {
+			delay := w.retryDelay()
+			w.log.V(1).Info("export failed, retrying", "sink", w.Name, "in", delay.String())
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(delay):
+			}
+		}
+	}
+}
+
+// exportOnce exports the desired snapshot if the sink does not hold it; it returns true when
+// the attempt failed and must be retried.
+func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
+	w.mu.Lock()
+	job := w.desired
+	prevSum := w.status.Checksum
+	accepted := w.accepted
+	w.mu.Unlock()
+	if job == nil || (job.Snapshot.Checksum == prevSum && !job.Resync) {
+		return false
+	}
+	if accepted != nil && accepted.Checksum != prevSum {
+		accepted = nil
+	}
+	batch := &export.Batch{
+		Envelope: export.Envelope{
+			SchemaVersion: export.SchemaVersion, Cluster: job.Cluster, Inventory: job.Inventory,
+			Generation: job.Generation, ExportedAt: time.Now().UTC(), ItemCount: job.Snapshot.Len(),
+			Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Rows,
+		},
+		Diff:             export.Compute(accepted, job.Snapshot),
+		PreviousChecksum: prevSum,
+		Resync:           job.Resync,
+	}
+	callCtx, cancel := context.WithTimeout(ctx, w.timeout)
+	start := time.Now()
+	err := w.sink.Export(callCtx, batch)
+	cancel()
+	w.metrics.observe(w.Name, job.Inventory, time.Since(start), err)
+	if err != nil && ctx.Err() != nil {
+		return false // shutting down; the next process resumes from status
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("export did not finish within %s: %w", w.timeout, err)
+	}
+
+	w.mu.Lock()
+	if err == nil {
+		w.accepted = job.Snapshot
+		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), LastExport: batch.Envelope.ExportedAt}
+		if w.desired == job {
+			w.desired = &Job{Snapshot: job.Snapshot, Cluster: job.Cluster, Inventory: job.Inventory, Generation: job.Generation}
+		}
+		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len())
+	} else {
+		w.status.LastError = err.Error()
+		w.status.Class = export.ClassOf(err)
+		w.status.Failures++
+	}
+	st := w.status
+	w.mu.Unlock()
+	w.onStatus(st)
+	if err != nil {
+		w.log.Info("export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures, "error", err.Error())
+	}
+	return err != nil
+}
+
+// retryDelay is exponential with full jitter; terminal errors and an open breaker wait longer.
+func (w *Worker) retryDelay() time.Duration {
+	st := w.Status()
+	b := w.backoff
+	if st.Class == export.Terminal {
+		return b.TerminalDelay
+	}
+	d := b.Base << min(st.Failures-1, 20)
+	if d > b.Max || d <= 0 {
+		d = b.Max
+	}
+	d = time.Duration(rand.Int64N(int64(d)) + 1)
+	if st.Failures >= b.BreakerThreshold && d < b.BreakerCooldown {
+		d = b.BreakerCooldown
+	}
+	return d
+}

@@ -1,0 +1,58 @@
+package inventory
+
+import (
+	"time"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/export"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Key identifies an inventory; Namespace is empty for a KollectClusterInventory.
+type Key struct {
+	Namespace, Name string
+}
+
+// String is the inventory's name in rows: namespace/name, or name for cluster inventories.
+func (k Key) String() string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
+// SinkRef names a sink object.
+type SinkRef struct {
+	Family    kollectv1.SinkFamily
+	Namespace string
+	Name      string
+}
+
+// String renders family/namespace/name.
+func (r SinkRef) String() string { return string(r.Family) + "/" + r.Namespace + "/" + r.Name }
+
+// SinkBinding is one sink of an inventory, built by the controller from the sink object.
+type SinkBinding struct {
+	Ref SinkRef
+	// ID changes whenever the sink must be rebuilt (its object's generation or UID changed).
+	ID      string
+	Sink    export.Sink
+	Timeout time.Duration
+	// Accepted is what the inventory's status says the sink accepted last, so a restart with
+	// unchanged data exports nothing.
+	Accepted     string
+	AcceptedRows int
+	AcceptedAt   time.Time
+}
+
+// Config is the desired state of one inventory.
+type Config struct {
+	Key        Key
+	Generation int64
+	Targets    []collector.TargetKey
+	Sinks      []SinkBinding
+	Debounce   time.Duration
+	MaxDelay   time.Duration
+	Resync     time.Duration
+	Suspend    bool
+}

@@ -1,0 +1,211 @@
+package inventory
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/exporter"
+)
+
+// Manager runs every inventory of the agent.
+type Manager struct {
+	cluster string
+	col     *collector.Collector
+	ready   <-chan struct{}
+	metrics *exporter.Metrics
+	log     logr.Logger
+	backoff exporter.Backoff
+	// onStatus is called (without blocking) when an inventory's status may have changed;
+	// onTargets when the listed targets' counts may have changed.
+	onStatus  func(Key)
+	onTargets func([]collector.TargetKey)
+
+	mu   sync.Mutex
+	ctx  context.Context
+	invs map[Key]*runner
+	// bindings remembers the binding ID per (inventory, sink) seen in this process, so a sink
+	// rebuilt with a new configuration exports again instead of trusting the old checksum.
+	bindings map[string]string
+}
+
+// Options configure a Manager.
+type Options struct {
+	// Cluster is stamped on every row.
+	Cluster string
+	// Ready gates exports (the leader-election channel); nil exports at once.
+	Ready     <-chan struct{}
+	Metrics   *exporter.Metrics
+	Log       logr.Logger
+	Backoff   exporter.Backoff
+	OnStatus  func(Key)
+	OnTargets func([]collector.TargetKey)
+}
+
+// NewManager returns a manager fed by col.
+func NewManager(col *collector.Collector, o Options) *Manager {
+	m := &Manager{cluster: o.Cluster, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
+		onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{}}
+	if m.onStatus == nil {
+		m.onStatus = func(Key) {}
+	}
+	if m.onTargets == nil {
+		m.onTargets = func([]collector.TargetKey) {}
+	}
+	col.Subscribe(m.kindChanged)
+	return m
+}
+
+// Start runs inventories until ctx ends; it needs no leader election (snapshots stay warm on
+// a standby, exports wait for Ready).
+func (m *Manager) Start(ctx context.Context) error {
+	m.mu.Lock()
+	m.ctx = ctx
+	for _, r := range m.invs {
+		r.start(ctx)
+	}
+	m.mu.Unlock()
+	<-ctx.Done()
+	return nil
+}
+
+// NeedLeaderElection is false; see Start.
+func (m *Manager) NeedLeaderElection() bool { return false }
+
+// Apply creates or updates an inventory.
+func (m *Manager) Apply(cfg Config) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.invs[cfg.Key]
+	if r == nil {
+		r = &runner{m: m, key: cfg.Key, dirty: make(chan bool, 1), workers: map[SinkRef]*workerHandle{}}
+		m.invs[cfg.Key] = r
+		r.setConfig(cfg)
+		if m.ctx != nil {
+			r.start(m.ctx)
+		}
+	} else {
+		r.setConfig(cfg)
+	}
+	r.markDirty(false)
+}
+
+// Remove stops an inventory and its workers.
+func (m *Manager) Remove(key Key) {
+	m.mu.Lock()
+	r := m.invs[key]
+	delete(m.invs, key)
+	for id := range m.bindings {
+		if len(id) > len(key.String()) && id[:len(key.String())+1] == key.String()+"|" {
+			delete(m.bindings, id)
+		}
+	}
+	m.mu.Unlock()
+	if r != nil {
+		r.stop()
+	}
+}
+
+// Resync asks an inventory for an immediate full re-send to every sink.
+func (m *Manager) Resync(key Key) {
+	m.mu.Lock()
+	r := m.invs[key]
+	m.mu.Unlock()
+	if r != nil {
+		r.markDirty(true)
+	}
+}
+
+// Status returns an inventory's current status.
+func (m *Manager) Status(key Key) (Status, bool) {
+	m.mu.Lock()
+	r := m.invs[key]
+	m.mu.Unlock()
+	if r == nil {
+		return Status{}, false
+	}
+	return r.status(), true
+}
+
+// kindChanged marks every inventory with a target of that kind dirty.
+func (m *Manager) kindChanged(gvk schema.GroupVersionKind) {
+	m.mu.Lock()
+	var dirty []*runner
+	for _, r := range m.invs {
+		for _, t := range r.targets() {
+			if g, ok := m.col.GVKOf(t); ok && g == gvk {
+				dirty = append(dirty, r)
+				break
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range dirty {
+		r.markDirty(false)
+	}
+}
+
+// bindingChanged records a binding and reports whether the sink was configured differently
+// earlier in this process.
+func (m *Manager) bindingChanged(key Key, b SinkBinding) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	id := key.String() + "|" + b.Ref.String()
+	prev, seen := m.bindings[id]
+	m.bindings[id] = b.ID
+	return seen && prev != b.ID
+}
+
+// Status is an inventory's observable state.
+type Status struct {
+	Generation int64
+	ItemCount  int
+	Checksum   string
+	Targets    int
+	// Built is false until a first complete snapshot exists.
+	Built bool
+	// Incomplete lists targets whose rows are carried over or missing, with the reason.
+	Incomplete []TargetProblem
+	// Failed counts objects whose extraction failed, per target.
+	Failed map[collector.TargetKey]int
+	Sinks  []SinkStatus
+}
+
+// TargetProblem explains why a target's rows are not current.
+type TargetProblem struct {
+	Target    collector.TargetKey
+	Forbidden bool
+	Reason    string
+}
+
+// SinkStatus is one sink's export state.
+type SinkStatus struct {
+	Ref SinkRef
+	exporter.Status
+}
+
+func (p TargetProblem) String() string { return fmt.Sprintf("%s: %s", p.Target, p.Reason) }
+
+func sortSinks(s []SinkStatus) {
+	sort.Slice(s, func(i, j int) bool { return s[i].Ref.String() < s[j].Ref.String() })
+}
+
+// rowsOfTarget returns a target's rows from a snapshot, for carrying them over.
+func rowsOfTarget(s *export.Snapshot, target string) []export.Row {
+	if s == nil {
+		return nil
+	}
+	var out []export.Row
+	for _, r := range s.Rows {
+		if r.Target == target {
+			out = append(out, r)
+		}
+	}
+	return out
+}

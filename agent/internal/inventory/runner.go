@@ -1,0 +1,239 @@
+package inventory
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/exporter"
+)
+
+// runner is one inventory: its debounce loop, its last snapshot and its sink workers.
+type runner struct {
+	m     *Manager
+	key   Key
+	dirty chan bool // true requests a resync
+
+	mu      sync.Mutex
+	cfg     Config
+	cancel  context.CancelFunc
+	ctx     context.Context
+	last    *export.Snapshot
+	st      Status
+	workers map[SinkRef]*workerHandle
+	resync  bool
+}
+
+type workerHandle struct {
+	id     string
+	w      *exporter.Worker
+	cancel context.CancelFunc
+}
+
+func (r *runner) targets() []collector.TargetKey {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cfg.Targets
+}
+
+func (r *runner) setConfig(cfg Config) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cfg = cfg
+	r.st.Generation = cfg.Generation
+	r.st.Targets = len(cfg.Targets)
+	if r.ctx != nil {
+		r.syncWorkersLocked()
+	}
+}
+
+func (r *runner) start(ctx context.Context) {
+	r.mu.Lock()
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.syncWorkersLocked()
+	r.mu.Unlock()
+	go r.loop()
+}
+
+func (r *runner) stop() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		r.cancel()
+	}
+}
+
+// syncWorkersLocked starts, replaces and stops workers to match the configured sinks.
+func (r *runner) syncWorkersLocked() {
+	want := map[SinkRef]SinkBinding{}
+	for _, b := range r.cfg.Sinks {
+		want[b.Ref] = b
+	}
+	for ref, h := range r.workers {
+		if b, ok := want[ref]; !ok || b.ID != h.id {
+			h.cancel()
+			delete(r.workers, ref)
+		}
+	}
+	for ref, b := range want {
+		if h, ok := r.workers[ref]; ok {
+			h.w.Seed(b.Accepted, b.AcceptedRows, b.AcceptedAt)
+			continue
+		}
+		accepted, rows, at := b.Accepted, b.AcceptedRows, b.AcceptedAt
+		if r.m.bindingChanged(r.key, b) {
+			accepted, rows, at = "", 0, time.Time{} // new configuration: the new destination holds nothing
+		}
+		w := exporter.NewWorker(exporter.WorkerOptions{
+			Name: ref.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
+			Log: r.m.log, Accepted: accepted, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
+			OnStatus: func(exporter.Status) { r.m.onStatus(r.key) },
+		})
+		ctx, cancel := context.WithCancel(r.ctx)
+		r.workers[ref] = &workerHandle{id: b.ID, w: w, cancel: cancel}
+		go w.Run(ctx)
+		if r.last != nil && !r.cfg.Suspend {
+			w.Offer(r.job(false))
+		}
+	}
+}
+
+func (r *runner) markDirty(resync bool) {
+	if resync {
+		r.mu.Lock()
+		r.resync = true
+		r.mu.Unlock()
+	}
+	select {
+	case r.dirty <- true:
+	default:
+	}
+}
+
+// loop is the trailing debounce: a change schedules a build debounce after it, but never later
+// than maxDelay after the first change not yet built.
+func (r *runner) loop() {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var first time.Time
+	var resyncC <-chan time.Time
+	for {
+		r.mu.Lock()
+		cfg, ctx := r.cfg, r.ctx
+		r.mu.Unlock()
+		if cfg.Resync > 0 && resyncC == nil {
+			resyncC = time.After(cfg.Resync)
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-r.dirty:
+			now := time.Now()
+			if first.IsZero() {
+				first = now
+			}
+			due := now.Add(cfg.Debounce)
+			if limit := first.Add(cfg.MaxDelay); cfg.MaxDelay > 0 && due.After(limit) {
+				due = limit
+			}
+			timer.Reset(time.Until(due))
+		case <-resyncC:
+			resyncC = nil
+			r.markDirty(true)
+		case <-timer.C:
+			first = time.Time{}
+			r.build()
+		}
+	}
+}
+
+// build assembles the snapshot from the targets and offers it to the workers if it changed.
+func (r *runner) build() {
+	r.mu.Lock()
+	cfg := r.cfg
+	prev := r.last
+	resync := r.resync
+	r.resync = false
+	r.mu.Unlock()
+
+	var rows []export.Row
+	var incomplete []TargetProblem
+	failed := map[collector.TargetKey]int{}
+	holdExport := false
+	for _, tk := range cfg.Targets {
+		st, err := r.m.col.Collect(tk)
+		switch {
+		case err != nil:
+			incomplete = append(incomplete, TargetProblem{Target: tk, Reason: err.Error()})
+		case st.Forbidden:
+			incomplete = append(incomplete, TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()})
+		case !st.Synced:
+			reason := "waiting for the watch to sync"
+			if st.Err != nil {
+				reason = st.Err.Error()
+			}
+			incomplete = append(incomplete, TargetProblem{Target: tk, Reason: reason})
+		default:
+			rows = append(rows, st.Rows...)
+			failed[tk] = len(st.Failed)
+			continue
+		}
+		// Keep what the target had; without a previous snapshot, hold the whole export.
+		if prev == nil {
+			holdExport = true
+		}
+		rows = append(rows, rowsOfTarget(prev, tk.String())...)
+	}
+	name := cfg.Key.String()
+	for i := range rows {
+		rows[i].Cluster, rows[i].Inventory = r.m.cluster, name
+	}
+	r.m.onTargets(cfg.Targets)
+
+	r.mu.Lock()
+	r.st.Incomplete, r.st.Failed = incomplete, failed
+	if holdExport {
+		r.mu.Unlock()
+		r.m.onStatus(r.key)
+		return
+	}
+	snap := export.NewSnapshot(rows)
+	changed := prev == nil || snap.Checksum != prev.Checksum
+	if changed {
+		r.last = snap
+	}
+	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
+	var offer []*exporter.Worker
+	if (changed || resync) && !cfg.Suspend {
+		for _, h := range r.workers {
+			offer = append(offer, h.w)
+		}
+	}
+	job := r.job(resync)
+	r.mu.Unlock()
+
+	for _, w := range offer {
+		w.Offer(job)
+	}
+	r.m.onStatus(r.key)
+}
+
+func (r *runner) job(resync bool) *exporter.Job {
+	return &exporter.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync}
+}
+
+func (r *runner) status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.st
+	st.Sinks = nil
+	for ref, h := range r.workers {
+		st.Sinks = append(st.Sinks, SinkStatus{Ref: ref, Status: h.w.Status()})
+	}
+	sortSinks(st.Sinks)
+	return st
+}
+

@@ -1,0 +1,257 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/api/v1alpha1"
+)
+
+// Sink produces change events (or snapshot chunks) to one Kafka topic.
+type Sink struct {
+	topic      string
+	partitions int32
+	create     bool
+	snapshot   bool
+	brokers    []string
+	client     *kgo.Client
+	admin      *kadm.Client
+	buf        *eventbuf.Buffer
+
+	mu       sync.Mutex
+	ready    bool              // the topic exists (checked or created)
+	maxBytes int               // the topic's max.message.bytes, 0 until read
+	sent     map[string]string // snapshot mode: inventory → checksum delivered
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// New builds the sink; it reads credentials but does not connect (Probe does).
+func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) (*Sink, error) {
+	if spec.Type != v1alpha1.EventSinkKafka || spec.Kafka == nil {
+		return nil, export.Terminalf("kafka sink %s/%s: spec.kafka is not set", env.Namespace, env.Name)
+	}
+	cfg := spec.Kafka
+	opts, err := clientOptions(ctx, spec, env)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	client, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, export.Terminalf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	partitions := cfg.Partitions
+	if partitions <= 0 {
+		partitions = 3
+	}
+	return &Sink{
+		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
+		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
+		client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
+		sent: map[string]string{},
+	}, nil
+}
+
+// clientOptions maps the spec onto franz-go: idempotent producer with acks from all in-sync
+// replicas (franz-go's default, stated for clarity), compression, SASL and TLS.
+func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) ([]kgo.Opt, error) {
+	cfg := spec.Kafka
+	codec, err := compression(cfg.Compression)
+	if err != nil {
+		return nil, err
+	}
+	timeout := spec.Timeout.Duration
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerBatchCompression(codec),
+		kgo.ClientID("kollect-agent"),
+		// Records not delivered within an export's timeout fail by themselves: a record of an
+		// abandoned export must not linger in the client for ever while its event is owed
+		// (and re-produced) by later exports.
+		kgo.RecordDeliveryTimeout(timeout),
+		kgo.ProducerLinger(5 * time.Millisecond),
+	}
+	tlsCfg, err := tlsConfig(ctx, cfg.TLS, env.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	}
+	if cfg.SASLMechanism != "" {
+		mech, err := saslMechanism(ctx, cfg, env.Secrets)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(mech))
+	}
+	return opts, nil
+}
+
+func compression(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "zstd":
+		return kgo.ZstdCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	}
+	return kgo.CompressionCodec{}, export.Terminalf("unknown compression %q", name)
+}
+
+// saslMechanism reads username and password from the secretRef.
+func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets export.SecretGetter) (sasl.Mechanism, error) {
+	if cfg.SecretRef == nil {
+		return nil, export.Terminalf("saslMechanism %s needs a secretRef with username and password", cfg.SASLMechanism)
+	}
+	data, err := secrets(ctx, cfg.SecretRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading secret %s: %w", cfg.SecretRef.Name, err)
+	}
+	user, pass := string(data["username"]), string(data["password"])
+	if user == "" {
+		return nil, export.Terminalf("secret %s has no username", cfg.SecretRef.Name)
+	}
+	switch cfg.SASLMechanism {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: pass}.AsMechanism(), nil
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism(), nil
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
+	}
+	return nil, export.Terminalf("unsupported saslMechanism %q", cfg.SASLMechanism)
+}
+
+// Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
+// nil once the broker acknowledged every owed event; on failure the events stay owed and
+// the exporter's retry, or the next batch, delivers them.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	if err := s.ensureTopic(ctx); err != nil {
+		return err
+	}
+	if s.snapshot {
+		return s.exportSnapshot(ctx, b)
+	}
+	return s.buf.Export(ctx, b, s.send)
+}
+
+// BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
+// Delivered).
+func (s *Sink) BufferStats() eventbuf.Stats { return s.buf.Stats() }
+
+// ensureTopic checks once that the topic exists, creating it compacted when allowed.
+func (s *Sink) ensureTopic(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return nil
+	}
+	details, err := s.admin.ListTopics(ctx, s.topic)
+	if err != nil {
+		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
+	}
+	if d, ok := details[s.topic]; ok && d.Err == nil {
+		s.ready = true
+		return nil
+	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
+	}
+	if !s.create {
+		return export.Terminalf("topic %s does not exist and createTopic is false", s.topic)
+	}
+	compact := "compact"
+	_, err = s.admin.CreateTopic(ctx, s.partitions, -1, map[string]*string{"cleanup.policy": &compact}, s.topic)
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return classify(fmt.Errorf("creating topic %s: %w", s.topic, err))
+	}
+	s.ready = true
+	return nil
+}
+
+// Probe checks that the brokers answer with these credentials and that the topic exists or
+// may be created. It writes nothing.
+func (s *Sink) Probe(ctx context.Context) error {
+	if err := s.client.Ping(ctx); err != nil {
+		return classify(fmt.Errorf("connecting to %s: %w", strings.Join(s.brokers, ","), err))
+	}
+	details, err := s.admin.ListTopics(ctx, s.topic)
+	if err != nil {
+		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
+	}
+	if d, ok := details[s.topic]; ok && d.Err == nil {
+		return nil
+	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
+	}
+	if !s.create {
+		return export.Terminalf("topic %s does not exist and createTopic is false", s.topic)
+	}
+	return nil
+}
+
+// Preview describes the records an export produces: the topic, a sample key and headers.
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+	p := export.Preview{
+		Destination: fmt.Sprintf("kafka topic %s on %s", s.topic, strings.Join(s.brokers, ",")),
+		Paths:       []string{s.topic},
+	}
+	if s.snapshot {
+		p.Message = fmt.Sprintf("snapshot chunks, key %s, headers %s=%s %s=%s %s=snapshot %s=true %s=<checksum> %s=<i>/<n>",
+			snapshotKey(cluster, inventory, 0), hSchema, export.SchemaVersion, hCluster, cluster, hEvent, hResync, hChecksum, hChunk)
+		return p, nil
+	}
+	sample := export.Key{Cluster: cluster, Inventory: inventory, Target: "<target>", UID: "<uid>"}
+	p.Message = fmt.Sprintf("one record per changed row, key %s, headers %s=%s %s=%s %s=%s %s=upsert|delete [%s=true]; "+
+		"a delete is followed by a tombstone (null value) with the same key",
+		sample, hSchema, export.SchemaVersion, hCluster, cluster, hInventory, inventory, hEvent, hResync)
+	return p, nil
+}
+
+// Close flushes nothing (owed events are re-sent by the next process as a resync) and closes
+// the connections.
+func (s *Sink) Close() error {
+	s.client.Close()
+	return nil
+}
+
+// classify marks broker errors that retrying cannot fix as terminal.
+func classify(err error) error {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		switch ke {
+		case kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState,
+			kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTopicException,
+			kerr.PolicyViolation, kerr.InvalidConfig, kerr.InvalidReplicationFactor, kerr.InvalidPartitions:
+			return export.TerminalError(err)
+		}
+		return export.TransientError(err)
+	}
+	if isTLSVerification(err) {
+		return export.TerminalError(err)
+	}
+	return export.TransientError(err)
+}
