@@ -1,0 +1,68 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// S3 is versitygw serving the S3 API on 127.0.0.1 from a posix directory. Buckets are
+// created through the S3 API by the tests (CreateBucket), as against any S3 store.
+type S3 struct {
+	*Process
+	// Endpoint is the base URL, for path-style addressing.
+	Endpoint  string
+	AccessKey string
+	SecretKey string
+	// Region is the region the gateway reports; any region is accepted for signing.
+	Region string
+}
+
+// StartS3 starts versitygw with the posix backend in a new temporary directory. The posix
+// backend keeps object metadata in user extended attributes: the temporary directory's
+// file system must support them (ext4 and xfs do; some overlay and tmpfs mounts do not).
+func StartS3() (*S3, error) {
+	bin, err := ServerBinary("versitygw")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kollect-s3-")
+	if err != nil {
+		return nil, err
+	}
+	data := filepath.Join(dir, "data")
+	if err := os.Mkdir(data, 0o755); err != nil {
+		return nil, err
+	}
+	if err := checkUserXattrs(data); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	const access, secret = "kollect-test", "kollect-test-secret"
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	args := []string{"--access", access, "--secret", secret, "--region", "us-east-1", "--port", addr, "posix", data}
+	p, err := StartProcess("versitygw", dir, bin, args, nil, tcpReady(addr))
+	if err != nil {
+		return nil, err
+	}
+	return &S3{Process: p, Endpoint: "http://" + addr, AccessKey: access, SecretKey: secret, Region: "us-east-1"}, nil
+}
+
+// checkUserXattrs fails clearly when dir's file system cannot store user extended attributes,
+// which versitygw's posix backend needs for object metadata.
+func checkUserXattrs(dir string) error {
+	probe := filepath.Join(dir, ".xattr-probe")
+	if err := os.WriteFile(probe, nil, 0o600); err != nil {
+		return err
+	}
+	defer os.Remove(probe)
+	if err := syscall.Setxattr(probe, "user.kollect", []byte("1"), 0); err != nil {
+		return fmt.Errorf("the file system of %s does not support user extended attributes (%w), which versitygw's posix backend needs: set TMPDIR to an ext4 or xfs directory", dir, err)
+	}
+	return nil
+}
