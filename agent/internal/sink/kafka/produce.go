@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"kollect.dev/agent/internal/export"
@@ -177,35 +178,57 @@ func (s *Sink) exportSnapshot(ctx context.Context, b *export.Batch) error {
 // producerMax is franz-go's default ProducerBatchMaxBytes: one chunk must fit one batch.
 const producerMax = 1_000_012
 
-// messageLimit is the size a chunk document may have: the topic's max.message.bytes (or the
-// producer's batch limit, if lower), less room for the record's key, headers and framing.
+// messageLimit is the size a chunk document may have: the smallest of the topic's
+// max.message.bytes, the broker's message.max.bytes (a topic without an override inherits it,
+// though not every broker reports it so) and the producer's batch limit, less room for the
+// record's key, headers and framing.
 func (s *Sink) messageLimit(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	limit := s.maxBytes
 	s.mu.Unlock()
-	if limit == 0 {
-		configs, err := s.admin.DescribeTopicConfigs(ctx, s.topic)
-		if err != nil {
-			return 0, classify(fmt.Errorf("reading configuration of topic %s: %w", s.topic, err))
-		}
-		limit = producerMax
-		rc, err := configs.On(s.topic, nil)
-		if err != nil {
-			return 0, classify(fmt.Errorf("reading configuration of topic %s: %w", s.topic, err))
-		}
-		if rc.Err != nil {
-			return 0, classify(fmt.Errorf("reading configuration of topic %s: %w", s.topic, rc.Err))
-		}
-		for _, c := range rc.Configs {
-			if c.Key == "max.message.bytes" && c.Value != nil {
-				if n, err := strconv.Atoi(*c.Value); err == nil && n < limit {
-					limit = n
-				}
+	if limit > 0 {
+		return limit - 2048, nil
+	}
+	limit = producerMax
+	topic, err := s.admin.DescribeTopicConfigs(ctx, s.topic)
+	if err != nil {
+		return 0, classify(fmt.Errorf("reading configuration of topic %s: %w", s.topic, err))
+	}
+	if limit, err = minConfig(topic, s.topic, "max.message.bytes", limit); err != nil {
+		return 0, classify(fmt.Errorf("reading configuration of topic %s: %w", s.topic, err))
+	}
+	brokers, err := s.admin.ListBrokers(ctx)
+	if err != nil || len(brokers) == 0 {
+		return 0, classify(fmt.Errorf("listing brokers: %w", err))
+	}
+	broker, err := s.admin.DescribeBrokerConfigs(ctx, brokers[0].NodeID)
+	if err != nil {
+		return 0, classify(fmt.Errorf("reading broker configuration: %w", err))
+	}
+	if limit, err = minConfig(broker, strconv.Itoa(int(brokers[0].NodeID)), "message.max.bytes", limit); err != nil {
+		return 0, classify(fmt.Errorf("reading broker configuration: %w", err))
+	}
+	s.mu.Lock()
+	s.maxBytes = limit
+	s.mu.Unlock()
+	return limit - 2048, nil
+}
+
+// minConfig lowers limit to the integer value of key in resource name.
+func minConfig(configs kadm.ResourceConfigs, name, key string, limit int) (int, error) {
+	rc, err := configs.On(name, nil)
+	if err != nil {
+		return 0, err
+	}
+	if rc.Err != nil {
+		return 0, rc.Err
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key && c.Value != nil {
+			if n, err := strconv.Atoi(*c.Value); err == nil && n > 0 && n < limit {
+				limit = n
 			}
 		}
-		s.mu.Lock()
-		s.maxBytes = limit
-		s.mu.Unlock()
 	}
-	return limit - 2048, nil
+	return limit, nil
 }

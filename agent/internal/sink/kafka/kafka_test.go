@@ -1,0 +1,295 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/e2e/testenv"
+)
+
+func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
+	ctx := t.Context()
+	sk := newSink(t, spec(broker.Addr, "changes"), export.Env{})
+	var ex exporter
+	s1 := export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})
+	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
+	s3 := export.NewSnapshot([]export.Row{row("a", 2)})
+	for _, s := range []*export.Snapshot{s1, s2, s3} {
+		if err := ex.export(ctx, sk, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	byKey := kcat(t, broker.Addr, "changes")
+	describe := func(key string) string {
+		var out []string
+		for _, m := range byKey[key] {
+			if m.Payload == nil {
+				out = append(out, "tombstone:"+m.header(hEvent))
+				continue
+			}
+			ev := m.event(t)
+			if ev.Key != key || ev.SchemaVersion != export.SchemaVersion || ev.Cluster != "c1" || ev.Inventory != "pods" {
+				t.Errorf("event %+v does not match key %s", ev, key)
+			}
+			if m.header(hSchema) != export.SchemaVersion || m.header(hCluster) != "c1" || m.header(hInventory) != "pods" {
+				t.Errorf("headers %v", m.Headers)
+			}
+			v, _ := ev.Row.AttributeMap()
+			out = append(out, fmt.Sprintf("%s:%s:v%v:resync=%s", ev.Type, m.header(hEvent), v["v"], m.header(hResync)))
+		}
+		return strings.Join(out, " ")
+	}
+	if got, want := describe("c1/pods/pods/a"), "upsert:upsert:v1:resync=true upsert:upsert:v2:resync="; got != want {
+		t.Errorf("key a:\n got %s\nwant %s", got, want)
+	}
+	if got, want := describe("c1/pods/pods/b"), "upsert:upsert:v1:resync=true delete:delete:v1:resync= tombstone:delete"; got != want {
+		t.Errorf("key b:\n got %s\nwant %s", got, want)
+	}
+	assertState(t, compacted(t, byKey), s3)
+
+	// Static data: the exporter hands the same snapshot again; nothing is produced.
+	before := endOffsets(t, "changes")
+	if err := ex.export(ctx, sk, s3); err != nil {
+		t.Fatal(err)
+	}
+	if after := endOffsets(t, "changes"); after != before {
+		t.Fatalf("unchanged data produced records: end offsets %d → %d", before, after)
+	}
+}
+
+func endOffsets(t testing.TB, topic string) int64 {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offs, err := kadm.NewClient(cl).ListEndOffsets(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int64
+	offs.Each(func(o kadm.ListedOffset) { sum += o.Offset })
+	return sum
+}
+
+func TestCreatedTopicIsCompacted(t *testing.T) {
+	sk := newSink(t, spec(broker.Addr, "created"), export.Env{})
+	if err := sk.Probe(t.Context()); err != nil {
+		t.Fatalf("probe of a creatable topic: %v", err)
+	}
+	var ex exporter
+	if err := ex.export(t.Context(), sk, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
+		t.Fatal(err)
+	}
+	configs, err := sk.admin.DescribeTopicConfigs(t.Context(), "created")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := configs.On("created", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := ""
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	if policy != "compact" {
+		t.Fatalf("cleanup.policy = %q, want compact", policy)
+	}
+}
+
+func TestProbeAndPreview(t *testing.T) {
+	sp := spec(broker.Addr, "absent")
+	sp.Kafka.CreateTopic = false
+	sk := newSink(t, sp, export.Env{})
+	if err := sk.Probe(t.Context()); err == nil || export.ClassOf(err) != export.Terminal {
+		t.Fatalf("probe of a missing topic without createTopic: %v, want terminal", err)
+	}
+	p, err := sk.Preview(t.Context(), "c1", "pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"c1/pods/<target>/<uid>", hSchema + "=" + export.SchemaVersion, hEvent, "tombstone"} {
+		if !strings.Contains(p.Message, want) {
+			t.Errorf("preview %q lacks %q", p.Message, want)
+		}
+	}
+	if len(p.Paths) != 1 || p.Paths[0] != "absent" {
+		t.Errorf("preview paths = %v", p.Paths)
+	}
+	if got := endOffsets(t, "absent"); got != 0 {
+		t.Fatalf("probe or preview wrote %d records", got)
+	}
+	down := spec("127.0.0.1:1", "x")
+	down.Timeout.Duration = time.Second
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	if err := newSink(t, down, export.Env{}).Probe(ctx); err == nil || export.ClassOf(err) != export.Transient {
+		t.Fatalf("probe of an unreachable broker: %v, want transient", err)
+	}
+}
+
+// TestOutageDeliversEverythingOnRecovery freezes the broker while several exports run, as a
+// broker outage looks to a client, then thaws it: every export during the outage fails
+// transiently, the exporter's retry delivers, and the compacted state equals the last
+// snapshot. With a small buffer the overflow is reported and a resync delivers instead.
+func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
+	for _, bufferSize := range []int32{100_000, 100} {
+		t.Run(fmt.Sprint("bufferSize=", bufferSize), func(t *testing.T) {
+			k, err := testenv.StartKafka(testenv.KafkaOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer k.Stop()
+			sp := spec(k.Addr, "outage")
+			sp.BufferSize = bufferSize
+			sk := newSink(t, sp, export.Env{})
+			var ex exporter
+			vals := map[string]int{}
+			snapshot := func() *export.Snapshot {
+				var rows []export.Row
+				for uid, v := range vals {
+					rows = append(rows, row(uid, v))
+				}
+				return export.NewSnapshot(rows)
+			}
+			for i := range 300 {
+				vals[fmt.Sprint(i)] = 0
+			}
+			if err := ex.export(t.Context(), sk, snapshot()); err != nil {
+				t.Fatal(err)
+			}
+			if err := k.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			var last *export.Snapshot
+			var full bool
+			for round := 1; round <= 4; round++ {
+				for i := range 300 {
+					switch uid := fmt.Sprint(i); {
+					case i%7 == round:
+						delete(vals, uid)
+					case i%3 == round%3:
+						vals[uid] = round
+					}
+				}
+				vals[fmt.Sprint("new-", round)] = round
+				last = snapshot()
+				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				err := ex.export(ctx, sk, last)
+				cancel()
+				if err == nil || export.ClassOf(err) != export.Transient {
+					t.Fatalf("export during the outage: %v, want a transient error", err)
+				}
+				full = full || errors.Is(err, eventbuf.ErrBufferFull)
+			}
+			if want := bufferSize < 300; full != want {
+				t.Fatalf("buffer full reported = %v, want %v", full, want)
+			}
+			if st, want := sk.BufferStats(), bufferSize >= 300; (st.Pending > 0) != want {
+				t.Fatalf("pending = %d during the outage with bufferSize %d", st.Pending, bufferSize)
+			}
+			if err := k.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+			// The exporter retries the last batch with backoff until it succeeds.
+			var err2 error
+			for try := 0; try < 20; try++ {
+				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+				err2 = ex.export(ctx, sk, last)
+				cancel()
+				if err2 == nil {
+					break
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+			if err2 != nil {
+				t.Fatalf("export after recovery: %v", err2)
+			}
+			if st := sk.BufferStats(); st.Pending != 0 {
+				t.Fatalf("pending after recovery = %d", st.Pending)
+			}
+			assertState(t, compacted(t, kcat(t, k.Addr, "outage")), last)
+		})
+	}
+}
+
+// TestRestartWithChangedDataResyncs builds a new sink (an agent restart) whose first batch is
+// Full: every row arrives as a marked upsert, so consumers see the change, never silence.
+func TestRestartWithChangedDataResyncs(t *testing.T) {
+	first := newSink(t, spec(broker.Addr, "restart"), export.Env{})
+	var ex exporter
+	if err := ex.export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})); err != nil {
+		t.Fatal(err)
+	}
+	first.Close()
+	restarted := newSink(t, spec(broker.Addr, "restart"), export.Env{})
+	ex2 := exporter{gen: 10} // the baseline is unknown after the restart
+	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
+	if err := ex2.export(t.Context(), restarted, s2); err != nil {
+		t.Fatal(err)
+	}
+	byKey := kcat(t, broker.Addr, "restart")
+	a := byKey["c1/pods/pods/a"]
+	if len(a) != 2 || a[1].header(hResync) != "true" {
+		t.Fatalf("key a after restart: %+v", a)
+	}
+	assertState(t, compacted(t, byKey), s2)
+}
+
+func TestSnapshotModeChunksUnderMessageLimit(t *testing.T) {
+	k, err := testenv.StartKafka(testenv.KafkaOptions{MaxMessageBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	sp := spec(k.Addr, "snapshots")
+	sp.Mode = "snapshot"
+	sk := newSink(t, sp, export.Env{})
+	var rows []export.Row
+	for i := range 2000 {
+		rows = append(rows, row(fmt.Sprint(i), i))
+	}
+	s := export.NewSnapshot(rows)
+	var ex exporter
+	if err := ex.export(t.Context(), sk, s); err != nil {
+		t.Fatal(err)
+	}
+	byKey := kcat(t, k.Addr, "snapshots")
+	if len(byKey) < 3 {
+		t.Fatalf("%d chunks for ~400 KB at a 64 KiB limit", len(byKey))
+	}
+	total := 0
+	for key, msgs := range byKey {
+		m := msgs[0]
+		if len(*m.Payload) > 64<<10 || m.header(hResync) != "true" || m.header(hChecksum) != s.Checksum {
+			t.Errorf("chunk %s: %d bytes, headers %v", key, len(*m.Payload), m.Headers)
+		}
+		if !strings.HasSuffix(m.header(hChunk), fmt.Sprintf("/%d", len(byKey))) {
+			t.Errorf("chunk %s numbered %s of %d", key, m.header(hChunk), len(byKey))
+		}
+		total += strings.Count(*m.Payload, `"uid":`)
+	}
+	if total != 2000 {
+		t.Fatalf("chunks hold %d rows, want 2000", total)
+	}
+	if err := ex.export(t.Context(), sk, s); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(kcat(t, k.Addr, "snapshots")["c1/pods/snapshot/0"]); n != 1 {
+		t.Fatalf("unchanged snapshot produced again (%d records for chunk 0)", n)
+	}
+}

@@ -1,0 +1,66 @@
+package testenv
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// NATSOptions configures StartNATS; the zero value is a server without auth.
+type NATSOptions struct {
+	// User and Password, when User is set, are required of every client.
+	User, Password string
+	// Token, when set, is required of every client (exclusive with User).
+	Token string
+}
+
+// NATS is a nats-server with JetStream on 127.0.0.1, storing streams under its directory.
+type NATS struct {
+	*Process
+	// URL is nats://127.0.0.1:PORT.
+	URL string
+}
+
+// StartNATS starts nats-server with JetStream on a free port.
+func StartNATS(opts NATSOptions) (*NATS, error) {
+	bin, err := ServerBinary("nats-server")
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kollect-nats-")
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "jetstream")}
+	switch {
+	case opts.User != "":
+		args = append(args, "--user", opts.User, "--pass", opts.Password)
+	case opts.Token != "":
+		args = append(args, "--auth", opts.Token)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	tcp := tcpReady(addr)
+	ready := func() error {
+		if err := tcp(); err != nil {
+			return err
+		}
+		// JetStream is usable only once the server says so, a moment after it listens.
+		raw, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		if !strings.Contains(string(raw), "Server is ready") {
+			return errors.New("nats-server is not ready yet")
+		}
+		return nil
+	}
+	p, err := StartProcess("nats-server", dir, bin, args, nil, ready)
+	if err != nil {
+		return nil, err
+	}
+	return &NATS{Process: p, URL: "nats://" + addr}, nil
+}
