@@ -390,7 +390,8 @@ type ObjectRef struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	ApiVersion string                 `protobuf:"bytes,1,opt,name=api_version,json=apiVersion,proto3" json:"api_version,omitempty"`
 	Kind       string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
-	// namespace is empty for cluster-scoped kinds.
+	// namespace is empty for cluster-scoped kinds, and for namespaced objects that the agent
+	// places in its own namespace.
 	Namespace     string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
 	Name          string `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -1,0 +1,75 @@
+package bundle
+
+import (
+	"fmt"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/ext"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apiserver/pkg/cel/library"
+)
+
+// celChecker compiles the CEL expressions a bundle carries for the agent (profile attributes,
+// target matches) in the same environment the agent compiles them in, so that an expression
+// the agent would reject never leaves the hub.
+type celChecker struct {
+	env *cel.Env
+}
+
+func newCELChecker() (*celChecker, error) {
+	env, err := cel.NewEnv(
+		cel.Variable("object", cel.DynType),
+		cel.OptionalTypes(),
+		cel.HomogeneousAggregateLiterals(),
+		library.Lists(), library.Regex(), library.URLs(), library.Quantity(), library.IP(), library.CIDR(),
+		ext.Strings(ext.StringsVersion(2)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building the CEL environment: %w", err)
+	}
+	return &celChecker{env: env}, nil
+}
+
+// check returns one problem per expression of obj that does not compile.
+func (c *celChecker) check(kind string, obj map[string]any) []string {
+	var problems []string
+	switch kind {
+	case "KollectProfile":
+		attrs, _, _ := unstructured.NestedSlice(obj, "spec", "attributes")
+		for i, a := range attrs {
+			attr, ok := a.(map[string]any)
+			if !ok {
+				continue
+			}
+			expr, _ := attr["cel"].(string)
+			if expr == "" {
+				continue
+			}
+			if err := c.compile(expr, false); err != nil {
+				problems = append(problems, fmt.Sprintf("spec.attributes[%d] (%v).cel: %v", i, attr["name"], err))
+			}
+		}
+	case "KollectTarget", "KollectClusterTarget":
+		expr, _, _ := unstructured.NestedString(obj, "spec", "match")
+		if expr != "" {
+			if err := c.compile(expr, true); err != nil {
+				problems = append(problems, fmt.Sprintf("spec.match: %v", err))
+			}
+		}
+	}
+	return problems
+}
+
+func (c *celChecker) compile(expr string, wantBool bool) error {
+	ast, iss := c.env.Compile(expr)
+	if iss.Err() != nil {
+		return fmt.Errorf("CEL compile error: %w", iss.Err())
+	}
+	if wantBool {
+		out := ast.OutputType()
+		if !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+			return fmt.Errorf("CEL match must return bool, not %s", out)
+		}
+	}
+	return nil
+}
