@@ -101,22 +101,30 @@ type Plan struct {
 	Unchanged int
 }
 
-// Plan compares the rendered files with the stored ones: stored maps each path the store
-// holds for this inventory to its SHA-256 hex ("" when unknown, which forces a write). Paths
-// in stored that the matcher does not own are never deleted.
-func (r *Rendered) Plan(stored map[string]string) Plan {
+// Plan compares the rendered files with the stored ones. recorded maps the paths the
+// previous manifest of this cluster and inventory lists to their SHA-256 hex: they are this
+// export's own, whatever template wrote them, so a layout change prunes the old layout.
+// listed are paths found in the store without a record (first export, resync): they are
+// rewritten or pruned only when the matcher owns them, so nothing of another cluster or
+// inventory is ever deleted.
+func (r *Rendered) Plan(recorded map[string]string, listed []string) Plan {
 	var p Plan
 	keep := make(map[string]bool, len(r.Manifest.Files))
 	for _, f := range r.Manifest.Files {
 		keep[f.Path] = true
-		if h, ok := stored[f.Path]; ok && h == f.SHA256 {
+		if h, ok := recorded[f.Path]; ok && h == f.SHA256 {
 			p.Unchanged++
 			continue
 		}
 		p.Write = append(p.Write, f)
 	}
-	for path := range stored {
-		if !keep[path] && r.Matcher.Match(path) {
+	for path := range recorded {
+		if !keep[path] && path != r.ManifestPath {
+			p.Delete = append(p.Delete, path)
+		}
+	}
+	for _, path := range listed {
+		if _, ok := recorded[path]; !ok && !keep[path] && r.Matcher.Match(path) {
 			p.Delete = append(p.Delete, path)
 		}
 	}

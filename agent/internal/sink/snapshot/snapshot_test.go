@@ -247,9 +247,9 @@ func TestPlanWritesOnlyChangesAndPrunesOnlyOwnedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := before.Manifest.Hashes()
-	stored["west/workloads/shop/Deployment/web.json"] = "x" // another cluster's file
-	stored["east/workloads.manifest.json"] = "y"
+	recorded := before.Manifest.Hashes()
+	listed := []string{"west/workloads/shop/Deployment/web.json", "east/workloads.manifest.json", // another cluster's, the manifest
+		"east/workloads/old/Pod/x.json"} // a leftover of a crashed export
 
 	rows := sampleRows(t)
 	rows[0] = row(t, "shop", "Deployment", "web", map[string]any{"replicas": 4, "image": "web:1.3", "ready": true, "cpu": 0.5})
@@ -258,11 +258,11 @@ func TestPlanWritesOnlyChangesAndPrunesOnlyOwnedFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plan := after.Plan(stored)
+	plan := after.Plan(recorded, listed)
 	if len(plan.Write) != 1 || plan.Write[0].Path != "east/workloads/shop/Deployment/web.json" || plan.Unchanged != 2 {
 		t.Errorf("writes %v, unchanged %d", plan.Write, plan.Unchanged)
 	}
-	if strings.Join(plan.Delete, " ") != "east/workloads/_cluster/Node/n1.json" {
+	if strings.Join(plan.Delete, " ") != "east/workloads/_cluster/Node/n1.json east/workloads/old/Pod/x.json" {
 		t.Errorf("deletes %v", plan.Delete)
 	}
 }

@@ -1,0 +1,245 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/snapshot"
+)
+
+// uploads bounds concurrent object writes of one export.
+const uploads = 8
+
+// Stats counts what the latest export did.
+type Stats struct {
+	Written, Unchanged, Deleted int
+	ManifestWritten             bool
+}
+
+// LastStats describes the latest successful export.
+func (s *Sink) LastStats() Stats { return s.last }
+
+// errConflict marks a manifest that changed under us: another writer of this cluster and
+// inventory. The exporter retries; the next attempt reads the new manifest.
+var errConflict = errors.New("manifest changed concurrently")
+
+// Export writes the documents that changed, then the manifest, then prunes.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	rendered, err := s.opts.Render(&b.Envelope)
+	if err != nil {
+		return err
+	}
+	manifestKey := s.key(rendered.ManifestPath)
+	old, etag, err := s.readManifest(ctx, manifestKey)
+	if err != nil {
+		return err
+	}
+	if old != nil && !b.Resync && sameExport(old, &rendered.Manifest) {
+		s.last = Stats{Unchanged: len(rendered.Files())}
+		return nil // nothing changed: not even the manifest is rewritten
+	}
+	var listed []string
+	if old == nil || b.Resync {
+		// No trustworthy record of what is stored (first export, or a periodic resync):
+		// list the inventory's keys so stale documents are pruned too.
+		if listed, err = s.listOwned(ctx, rendered.Matcher); err != nil {
+			return err
+		}
+	}
+	plan := rendered.Plan(old.Hashes(), listed)
+	if err := s.putAll(ctx, plan.Write); err != nil {
+		return err
+	}
+	if err := s.putManifest(ctx, manifestKey, rendered.Manifest.Marshal(), etag); err != nil {
+		return err
+	}
+	if err := s.deleteAll(ctx, plan.Delete); err != nil {
+		return err
+	}
+	s.last = Stats{Written: len(plan.Write), Unchanged: plan.Unchanged, Deleted: len(plan.Delete), ManifestWritten: true}
+	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", len(plan.Write), "deleted", len(plan.Delete))
+	return nil
+}
+
+// sameExport reports whether the stored manifest already describes this content.
+func sameExport(old, cur *snapshot.Manifest) bool {
+	if old.Checksum != cur.Checksum || old.Format != cur.Format || old.Compression != cur.Compression ||
+		old.Layout != cur.Layout || old.PathTemplate != cur.PathTemplate || len(old.Files) != len(cur.Files) {
+		return false
+	}
+	for i := range old.Files {
+		if old.Files[i].Path != cur.Files[i].Path || old.Files[i].SHA256 != cur.Files[i].SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest, string, error) {
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &key})
+	if isNotFound(err) && !isBucketMissing(err) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", classify("reading manifest "+key, err)
+	}
+	defer out.Body.Close()
+	raw, err := io.ReadAll(out.Body)
+	if err != nil {
+		return nil, "", export.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
+	}
+	m, err := snapshot.ParseManifest(raw)
+	if err != nil {
+		// A manifest we cannot read is replaced, and the listing below finds stale keys.
+		s.env.Log.Info("ignoring unreadable manifest", "key", key, "error", err.Error())
+		return nil, aws.ToString(out.ETag), nil
+	}
+	return m, aws.ToString(out.ETag), nil
+}
+
+func isBucketMissing(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "NoSuchBucket"
+}
+
+// listOwned lists the stored paths the matcher owns.
+func (s *Sink) listOwned(ctx context.Context, m *snapshot.Matcher) ([]string, error) {
+	var paths []string
+	p := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix + m.Prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, classify("listing s3://"+s.cfg.Bucket+"/"+s.prefix+m.Prefix, err)
+		}
+		for _, obj := range page.Contents {
+			if path := aws.ToString(obj.Key)[len(s.prefix):]; m.Match(path) {
+				paths = append(paths, path)
+			}
+		}
+	}
+	return paths, nil
+}
+
+func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *snapshot.File)
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for range min(uploads, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := s.put(ctx, f); err != nil {
+					once.Do(func() { firstErr = err; cancel() })
+				}
+			}
+		}()
+	}
+	for i := range files {
+		select {
+		case work <- &files[i]:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return export.TransientError(ctx.Err())
+	}
+	return firstErr
+}
+
+func (s *Sink) put(ctx context.Context, f *snapshot.File) error {
+	in := &s3.PutObjectInput{
+		Bucket:        &s.cfg.Bucket,
+		Key:           aws.String(s.key(f.Path)),
+		Body:          bytes.NewReader(f.Data),
+		ContentLength: aws.Int64(int64(len(f.Data))),
+		ContentType:   aws.String(s.opts.ContentType()),
+		Metadata:      map[string]string{"kollect-sha256": f.SHA256},
+	}
+	s.encrypt(in)
+	if _, err := s.client.PutObject(ctx, in); err != nil {
+		return classify("writing "+s.key(f.Path), err)
+	}
+	return nil
+}
+
+func (s *Sink) encrypt(in *s3.PutObjectInput) {
+	if s.cfg.ServerSideEncryption != "" {
+		in.ServerSideEncryption = types.ServerSideEncryption(s.cfg.ServerSideEncryption)
+	}
+	if s.cfg.KMSKeyID != "" {
+		in.SSEKMSKeyId = aws.String(s.cfg.KMSKeyID)
+	}
+}
+
+// putManifest writes the manifest only if it is still the one read at the start (If-Match),
+// or still absent (If-None-Match: *). Stores without conditional writes answer 501, and
+// then the write is repeated without the condition.
+func (s *Sink) putManifest(ctx context.Context, key string, data []byte, etag string) error {
+	in := &s3.PutObjectInput{
+		Bucket: &s.cfg.Bucket, Key: &key, Body: bytes.NewReader(data),
+		ContentLength: aws.Int64(int64(len(data))), ContentType: aws.String("application/json"),
+	}
+	s.encrypt(in)
+	if etag != "" {
+		in.IfMatch = aws.String(etag)
+	} else {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := s.client.PutObject(ctx, in)
+	switch st := statusOf(err); {
+	case err == nil:
+		return nil
+	case st == http.StatusPreconditionFailed || st == http.StatusConflict:
+		return export.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
+	case st == http.StatusNotImplemented:
+		in.IfMatch, in.IfNoneMatch = nil, nil
+		in.Body = bytes.NewReader(data)
+		_, err = s.client.PutObject(ctx, in)
+	}
+	if err != nil {
+		return classify("writing manifest "+key, err)
+	}
+	return nil
+}
+
+// deleteAll removes pruned documents, 1000 keys per request (the API's limit).
+func (s *Sink) deleteAll(ctx context.Context, paths []string) error {
+	for start := 0; start < len(paths); start += 1000 {
+		chunk := paths[start:min(start+1000, len(paths))]
+		ids := make([]types.ObjectIdentifier, len(chunk))
+		for i, p := range chunk {
+			ids[i] = types.ObjectIdentifier{Key: aws.String(s.key(p))}
+		}
+		out, err := s.client.DeleteObjects(ctx, &s3.DeleteObjectsInput{Bucket: &s.cfg.Bucket,
+			Delete: &types.Delete{Objects: ids, Quiet: aws.Bool(true)}})
+		if err != nil {
+			return classify("deleting pruned documents", err)
+		}
+		if len(out.Errors) > 0 {
+			e := out.Errors[0]
+			return export.TransientError(fmt.Errorf("deleting %s: %s: %s (and %d more)", aws.ToString(e.Key),
+				aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1))
+		}
+	}
+	return nil
+}
