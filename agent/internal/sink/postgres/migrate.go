@@ -50,7 +50,7 @@ func (n names) Index(suffix string) string {
 // derived lists every unquoted name the migrations create, for the length check.
 func (n names) derived() []string {
 	var out []string
-	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx", "_name_idx"} {
+	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx"} {
 		out = append(out, n.table+s)
 	}
 	return out

@@ -25,9 +25,9 @@ func (s *Sink) Probe(ctx context.Context) error {
     to_regnamespace($1) IS NOT NULL,
     to_regclass($2) IS NOT NULL,
     has_database_privilege(current_database(), 'CREATE'),
-    to_regnamespace($1) IS NOT NULL AND has_schema_privilege($1, 'USAGE,CREATE'),
+    to_regnamespace($1) IS NOT NULL AND has_schema_privilege($3, 'USAGE,CREATE'),
     to_regclass($2) IS NOT NULL AND has_table_privilege($2, 'SELECT,INSERT,UPDATE,DELETE')`,
-		s.names.Schema(), s.names.Rows()).Scan(&schemaExists, &tableExists, &canCreateSchema, &canUseSchema, &canWrite)
+		s.names.Schema(), s.names.Rows(), s.names.schema).Scan(&schemaExists, &tableExists, &canCreateSchema, &canUseSchema, &canWrite)
 	if err != nil {
 		return classify(fmt.Errorf("postgres sink %s: checking privileges: %w", s.dest, err))
 	}

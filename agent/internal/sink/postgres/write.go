@@ -77,6 +77,18 @@ func (w *writer) export(ctx context.Context, b *export.Batch) error {
 			return err
 		}
 	case modeFull:
+		empty, err := w.inventoryEmpty(ctx)
+		if err != nil {
+			return err
+		}
+		if empty {
+			// First load: nothing to merge with or delete, so COPY straight into the table
+			// and skip the staging round trip (about twice as fast for big inventories).
+			if err := w.load(ctx, b.Envelope.Rows); err != nil {
+				return err
+			}
+			break
+		}
 		if err := w.upsert(ctx, b.Envelope.Rows); err != nil {
 			return err
 		}
@@ -123,6 +135,35 @@ ON CONFLICT (cluster, inventory, target, uid) DO UPDATE
 		w.cluster, w.inventory)
 	if err != nil {
 		return fmt.Errorf("upserting %d rows: %w", len(rows), err)
+	}
+	return nil
+}
+
+// inventoryEmpty reports whether the table holds no row of this cluster and inventory. The
+// advisory lock keeps it so until the transaction ends.
+func (w *writer) inventoryEmpty(ctx context.Context) (bool, error) {
+	var exists bool
+	err := w.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+w.n.Rows()+" WHERE cluster = $1 AND inventory = $2)",
+		w.cluster, w.inventory).Scan(&exists)
+	if err != nil {
+		return false, fmt.Errorf("looking for existing rows: %w", err)
+	}
+	return !exists, nil
+}
+
+// load copies rows directly into the rows table.
+func (w *writer) load(ctx context.Context, rows []export.Row) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	cols := append([]string{"cluster", "inventory"}, stageColumns...)
+	n, err := w.tx.CopyFrom(ctx, pgx.Identifier{w.n.schema, w.n.table}, cols,
+		&rowSource{rows: rows, i: -1, prefix: []any{w.cluster, w.inventory}})
+	if err != nil {
+		return fmt.Errorf("copying %d rows: %w", len(rows), err)
+	}
+	if int(n) != len(rows) {
+		return fmt.Errorf("copied %d of %d rows", n, len(rows))
 	}
 	return nil
 }
@@ -179,7 +220,9 @@ ON CONFLICT (cluster, inventory) DO UPDATE
 type rowSource struct {
 	rows []export.Row
 	i    int
-	vals [8]any
+	// prefix holds constant leading values (cluster, inventory) for a direct load.
+	prefix []any
+	vals   []any
 }
 
 func (s *rowSource) Next() bool {
@@ -193,8 +236,8 @@ func (s *rowSource) Values() ([]any, error) {
 	if len(attrs) == 0 {
 		attrs = []byte("{}")
 	}
-	s.vals = [8]any{r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID, attrs}
-	return s.vals[:], nil
+	s.vals = append(append(s.vals[:0], s.prefix...), r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID, attrs)
+	return s.vals, nil
 }
 
 func (s *rowSource) Err() error { return nil }
