@@ -1,0 +1,237 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"kollect.dev/hub/internal/store"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+type ctxKey int
+
+const (
+	clusterKey ctxKey = iota
+	principalKey
+	noteKey
+)
+
+// Principal is the API token behind a FleetService call.
+type Principal struct {
+	TokenID string
+	Name    string
+	Role    store.Role
+}
+
+// Actor is how the principal appears in the audit log.
+func (p Principal) Actor() string { return "token:" + p.Name }
+
+// ClusterFrom returns the authenticated agent's cluster name.
+func ClusterFrom(ctx context.Context) (string, bool) {
+	name, ok := ctx.Value(clusterKey).(string)
+	return name, ok
+}
+
+// PrincipalFrom returns the authenticated FleetService caller.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey).(Principal)
+	return p, ok
+}
+
+// note collects what a mutating handler changed, for its audit event.
+type note struct {
+	mu             sync.Mutex
+	target, detail string
+}
+
+// Note records the target and detail of the audit event written when the current mutation
+// succeeds. Handlers call it; outside a FleetService mutation it does nothing.
+func Note(ctx context.Context, target, detail string) {
+	if n, ok := ctx.Value(noteKey).(*note); ok {
+		n.mu.Lock()
+		n.target, n.detail = target, detail
+		n.mu.Unlock()
+	}
+}
+
+func bearer(h http.Header) (string, bool) {
+	v := h.Get("Authorization")
+	token, ok := strings.CutPrefix(v, "Bearer ")
+	return strings.TrimSpace(token), ok && strings.TrimSpace(token) != ""
+}
+
+// AgentAuth authenticates AgentService calls (all but Register) by the agent credential.
+type AgentAuth struct {
+	Store store.Store
+}
+
+var _ connect.Interceptor = (*AgentAuth)(nil)
+
+func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Context, error) {
+	cred, ok := bearer(h)
+	if !ok {
+		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("missing agent credential (Authorization: Bearer)"))
+	}
+	c, err := a.Store.ClusterByCredential(ctx, Hash(cred))
+	if errors.Is(err, store.ErrNotFound) {
+		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
+	}
+	if err != nil {
+		return ctx, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking agent credential: %w", err))
+	}
+	if c.Revoked {
+		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", c.Name))
+	}
+	return context.WithValue(ctx, clusterKey, c.Name), nil
+}
+
+// WrapUnary implements connect.Interceptor.
+func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if req.Spec().Procedure == fleetv1connect.AgentServiceRegisterProcedure {
+			return next(ctx, req) // authenticated by the bootstrap token in its body
+		}
+		ctx, err := a.authenticate(ctx, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor.
+func (a *AgentAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor.
+func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, err := a.authenticate(ctx, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		return next(ctx, conn)
+	}
+}
+
+// FleetAuth authenticates FleetService calls by API token, checks the role each procedure
+// needs (unknown procedures are refused) and audits successful mutations.
+type FleetAuth struct {
+	Store store.Store
+	Log   *slog.Logger
+}
+
+var _ connect.Interceptor = (*FleetAuth)(nil)
+
+type rule struct {
+	role     store.Role
+	mutation bool
+}
+
+// rules is the authorisation table: the minimum role of every FleetService procedure and
+// whether it changes state (and so is audited).
+var rules = map[string]rule{
+	fleetv1connect.FleetServiceListClustersProcedure:         {store.RoleViewer, false},
+	fleetv1connect.FleetServiceGetClusterProcedure:           {store.RoleViewer, false},
+	fleetv1connect.FleetServiceRevokeAgentProcedure:          {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceApplyBundleProcedure:          {store.RoleOperator, true},
+	fleetv1connect.FleetServiceListBundlesProcedure:          {store.RoleViewer, false},
+	fleetv1connect.FleetServiceGetBundleProcedure:            {store.RoleViewer, false},
+	fleetv1connect.FleetServiceListBundleRevisionsProcedure:  {store.RoleViewer, false},
+	fleetv1connect.FleetServiceDiffBundleRevisionsProcedure:  {store.RoleViewer, false},
+	fleetv1connect.FleetServiceDeleteBundleProcedure:         {store.RoleOperator, true},
+	fleetv1connect.FleetServiceCreateBootstrapTokenProcedure: {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceListBootstrapTokensProcedure:  {store.RoleAdmin, false},
+	fleetv1connect.FleetServiceRevokeBootstrapTokenProcedure: {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceCreateAPITokenProcedure:       {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceListAPITokensProcedure:        {store.RoleAdmin, false},
+	fleetv1connect.FleetServiceRevokeAPITokenProcedure:       {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceGetFleetHealthProcedure:       {store.RoleViewer, false},
+	fleetv1connect.FleetServiceWatchFleetProcedure:           {store.RoleViewer, false},
+	fleetv1connect.FleetServiceListAuditEventsProcedure:      {store.RoleViewer, false},
+}
+
+// authorize resolves the token and checks its role for the procedure.
+func (f *FleetAuth) authorize(ctx context.Context, procedure string, h http.Header) (context.Context, rule, error) {
+	r, known := rules[procedure]
+	if !known {
+		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("procedure %s is not authorised for anyone", procedure))
+	}
+	secret, ok := bearer(h)
+	if !ok {
+		return ctx, r, connect.NewError(connect.CodeUnauthenticated, errors.New("missing API token (Authorization: Bearer)"))
+	}
+	tok, err := f.Store.APITokenByHash(ctx, Hash(secret))
+	if errors.Is(err, store.ErrNotFound) {
+		return ctx, r, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or revoked API token"))
+	}
+	if err != nil {
+		return ctx, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking API token: %w", err))
+	}
+	if tok.Role < r.role {
+		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s needs role %s; token %q is %s",
+			procedureName(procedure), RoleName(r.role), tok.Name, RoleName(tok.Role)))
+	}
+	return context.WithValue(ctx, principalKey, Principal{TokenID: tok.ID, Name: tok.Name, Role: tok.Role}), r, nil
+}
+
+func procedureName(procedure string) string {
+	return procedure[strings.LastIndex(procedure, "/")+1:]
+}
+
+// WrapUnary implements connect.Interceptor.
+func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		procedure := req.Spec().Procedure
+		ctx, r, err := f.authorize(ctx, procedure, req.Header())
+		if err != nil {
+			return nil, err
+		}
+		if !r.mutation {
+			return next(ctx, req)
+		}
+		n := &note{}
+		resp, err := next(context.WithValue(ctx, noteKey, n), req)
+		if err != nil {
+			return resp, err
+		}
+		p, _ := PrincipalFrom(ctx)
+		n.mu.Lock()
+		ev := store.AuditEvent{Actor: p.Actor(), Action: procedureName(procedure), Target: n.target, Detail: n.detail}
+		n.mu.Unlock()
+		// The audit write must not be cancelled by a client that hangs up after the change.
+		if err := f.Store.AppendAudit(context.WithoutCancel(ctx), ev); err != nil {
+			f.Log.ErrorContext(ctx, "audit write failed after a successful change", "action", ev.Action,
+				"actor", ev.Actor, "target", ev.Target, "error", err)
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the change was applied but not audited: %w", err))
+		}
+		return resp, nil
+	}
+}
+
+// WrapStreamingClient implements connect.Interceptor.
+func (f *FleetAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler implements connect.Interceptor. Streams only read.
+func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		if err != nil {
+			return err
+		}
+		if r.mutation {
+			return connect.NewError(connect.CodeInternal, errors.New("streaming mutations are not supported"))
+		}
+		return next(ctx, conn)
+	}
+}
