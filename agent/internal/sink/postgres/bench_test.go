@@ -16,8 +16,8 @@ func benchRows(cluster, inventory string, n, version int) []export.Row {
 	for i := range rows {
 		rows[i] = mkRow(cluster, inventory, i, map[string]any{
 			"replicas": i % 5, "images": []any{fmt.Sprintf("registry.example/team-%d/app:%d", i%40, version), "envoy:1.30"},
-			"labels":   map[string]any{"team": fmt.Sprintf("team-%d", i%40), "tier": "web", "env": "prod"},
-			"ready":    true, "strategy": "RollingUpdate", "serviceAccount": fmt.Sprintf("sa-%d", i%100),
+			"labels": map[string]any{"team": fmt.Sprintf("team-%d", i%40), "tier": "web", "env": "prod"},
+			"ready":  true, "strategy": "RollingUpdate", "serviceAccount": fmt.Sprintf("sa-%d", i%100),
 		})
 	}
 	return rows
