@@ -1,0 +1,300 @@
+package nats
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/eventbuf"
+)
+
+// Message headers. Consumers filter on them without decoding payloads.
+const (
+	hSchema    = "Kollect-Schema-Version"
+	hCluster   = "Kollect-Cluster"
+	hInventory = "Kollect-Inventory"
+	hEvent     = "Kollect-Event"
+	hKey       = "Kollect-Key"
+	hResync    = "Kollect-Resync"
+	hChecksum  = "Kollect-Checksum"
+	hChunk     = "Kollect-Chunk"
+	// kvOperation is the key-value protocol's header: a message with DEL is a delete marker.
+	kvOperation = "KV-Operation"
+)
+
+// snapshotKind is the {kind} of snapshot chunk subjects.
+const snapshotKind = "_snapshot"
+
+// token makes s a single subject token: separators, wildcards and white space become '_'.
+func token(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '.' || r == '*' || r == '>' || r <= ' ' || r == 0x7f:
+			return '_'
+		}
+		return r
+	}, s)
+}
+
+// Subject renders the template for one row's kind.
+func Subject(template, cluster, inventory, kind string) string {
+	return strings.NewReplacer("{cluster}", token(cluster), "{inventory}", token(inventory), "{kind}", token(kind)).Replace(template)
+}
+
+// streamSubjects is the filter a created stream captures: every token holding a placeholder
+// becomes a wildcard.
+func streamSubjects(template string) string {
+	parts := strings.Split(template, ".")
+	for i, p := range parts {
+		if strings.Contains(p, "{") {
+			parts[i] = "*"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// kvKey is the bucket key of a row: its identity key with '.' between the parts, so a
+// cluster's or inventory's keys can be listed with a subject filter.
+func kvKey(k export.Key) string {
+	return kvToken(k.Cluster) + "." + kvToken(k.Inventory) + "." + kvToken(k.Target) + "." + kvToken(k.UID)
+}
+
+// kvToken replaces the characters bucket keys do not allow, and '.', with '_'.
+func kvToken(s string) string {
+	if s == "" {
+		return "_"
+	}
+	return strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '=' || r == '/' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// msgID identifies one event for JetStream's duplicate detection: the same event re-published
+// by a retry has the same ID. The batch time is part of it so that a row changing back to an
+// earlier content (A→B→A inside the duplicate window) is not mistaken for a retry.
+func msgID(e *eventbuf.Event) string {
+	d := e.Row.Digest()
+	h := sha256.New()
+	h.Write([]byte(e.Key))
+	h.Write([]byte{0})
+	h.Write(d[:])
+	h.Write([]byte{0})
+	h.Write([]byte(e.Type))
+	h.Write([]byte{0})
+	h.Write(strconv.AppendInt(nil, e.ObservedAt.UnixNano(), 10))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// messages renders one event: the change event on the stream, and the bucket update.
+func (s *Sink) messages(e *eventbuf.Event) ([]*nats.Msg, string, error) {
+	ce := e.ChangeEvent()
+	data, err := json.Marshal(&ce)
+	if err != nil {
+		return nil, "", export.TerminalError(fmt.Errorf("encoding event of %s: %w", e.Key, err))
+	}
+	m := nats.NewMsg(Subject(s.template, e.Row.Cluster, e.Row.Inventory, e.Row.Kind))
+	m.Data = data
+	m.Header.Set(hSchema, export.SchemaVersion)
+	m.Header.Set(hCluster, e.Row.Cluster)
+	m.Header.Set(hInventory, e.Row.Inventory)
+	m.Header.Set(hEvent, string(e.Type))
+	m.Header.Set(hKey, e.Key)
+	if e.Resync {
+		m.Header.Set(hResync, "true")
+	}
+	out := []*nats.Msg{m}
+	if s.bucket != "" {
+		kv := nats.NewMsg("$KV." + s.bucket + "." + kvKey(e.Row.Key()))
+		if e.Type == export.ChangeDelete {
+			kv.Header.Set(kvOperation, "DEL")
+		} else {
+			kv.Data = e.Row.CanonicalJSON()
+		}
+		out = append(out, kv)
+	}
+	return out, msgID(e), nil
+}
+
+// pending is one unacknowledged publish.
+type pending struct {
+	event  int
+	future jetstream.PubAckFuture
+}
+
+// send publishes the events with at most maxInFlight unacknowledged, then waits for the rest.
+// An event counts as delivered when all its messages were acknowledged, duplicates included.
+func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error) {
+	acked := make([]bool, len(events))
+	parts := make([]int8, len(events)) // messages of each event not yet acknowledged
+	failed := make([]bool, len(events))
+	var window []pending
+	var firstErr error
+	settle := func(p pending) error {
+		select {
+		case <-p.future.Ok():
+			parts[p.event]--
+		case err := <-p.future.Err():
+			failed[p.event] = true
+			if firstErr == nil {
+				firstErr = err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	result := func(err error) ([]bool, error) {
+		for i := range events {
+			acked[i] = parts[i] == 0 && !failed[i]
+		}
+		if err == nil {
+			err = firstErr
+		}
+		if err != nil {
+			return acked, classify(fmt.Errorf("publishing to stream %s: %w", s.stream, err))
+		}
+		return acked, nil
+	}
+	for i := range events {
+		msgs, id, err := s.messages(&events[i])
+		if err != nil {
+			return result(err)
+		}
+		parts[i] = int8(len(msgs))
+		for j, m := range msgs {
+			opt := jetstream.WithMsgID(id)
+			if j > 0 {
+				opt = jetstream.WithMsgID("kv-" + id)
+			}
+			f, err := s.js.PublishMsgAsync(m, opt)
+			if err != nil {
+				// Disconnected: nothing more can go out now; what was published still counts.
+				failed[i] = true
+				for _, p := range window {
+					if err := settle(p); err != nil {
+						return result(err)
+					}
+				}
+				return result(err)
+			}
+			window = append(window, pending{i, f})
+			if len(window) >= maxInFlight {
+				if err := settle(window[0]); err != nil {
+					return result(err)
+				}
+				window = window[1:]
+			}
+		}
+	}
+	for _, p := range window {
+		if err := settle(p); err != nil {
+			return result(err)
+		}
+	}
+	return result(nil)
+}
+
+// staleRows returns the rows of this cluster and inventory the bucket holds that are not in
+// the batch's snapshot, decoded from their last value.
+func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, error) {
+	kv, err := s.js.KeyValue(ctx, s.bucket)
+	if err != nil {
+		return nil, classify(fmt.Errorf("opening key-value bucket %s: %w", s.bucket, err))
+	}
+	prefix := kvToken(b.Envelope.Cluster) + "." + kvToken(b.Envelope.Inventory) + ".>"
+	lister, err := kv.ListKeysFiltered(ctx, prefix)
+	if err != nil {
+		return nil, classify(fmt.Errorf("listing keys of bucket %s: %w", s.bucket, err))
+	}
+	present := make(map[string]struct{}, len(b.Envelope.Rows))
+	for i := range b.Envelope.Rows {
+		present[kvKey(b.Envelope.Rows[i].Key())] = struct{}{}
+	}
+	var staleKeys []string
+	for key := range lister.Keys() {
+		if _, ok := present[key]; !ok {
+			staleKeys = append(staleKeys, key)
+		}
+	}
+	// The lister stops itself once it delivered every key; Stop is only for an early exit.
+	_ = lister.Stop()
+	var rows []export.Row
+	for _, key := range staleKeys {
+		entry, err := kv.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		} else if err != nil {
+			return nil, classify(fmt.Errorf("reading %s from bucket %s: %w", key, s.bucket, err))
+		}
+		var r export.Row
+		if err := json.Unmarshal(entry.Value(), &r); err != nil {
+			return nil, export.TerminalError(fmt.Errorf("bucket %s key %s does not hold a row: %w", s.bucket, key, err))
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
+}
+
+// exportSnapshot publishes the envelope as numbered chunks under the server's payload limit,
+// each with a Nats-Msg-Id of checksum and number. Nothing is buffered: a newer envelope
+// supersedes an undelivered one.
+func (s *Sink) exportSnapshot(ctx context.Context, b *export.Batch) error {
+	inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory
+	s.mu.Lock()
+	done := s.sent[inv] == b.Envelope.Checksum && !b.Resync
+	s.mu.Unlock()
+	if done {
+		return nil
+	}
+	chunks, err := eventbuf.Chunks(&b.Envelope, int(s.nc.MaxPayload())-1024)
+	if err != nil {
+		return err
+	}
+	subject := Subject(s.template, b.Envelope.Cluster, b.Envelope.Inventory, snapshotKind)
+	var futures []jetstream.PubAckFuture
+	for _, ch := range chunks {
+		m := nats.NewMsg(subject)
+		m.Data = ch.Data
+		m.Header.Set(hSchema, export.SchemaVersion)
+		m.Header.Set(hCluster, b.Envelope.Cluster)
+		m.Header.Set(hInventory, b.Envelope.Inventory)
+		m.Header.Set(hEvent, "snapshot")
+		m.Header.Set(hResync, "true")
+		m.Header.Set(hChecksum, b.Envelope.Checksum)
+		m.Header.Set(hChunk, fmt.Sprintf("%d/%d", ch.Index, ch.Count))
+		id := fmt.Sprintf("%s:%d:%d", b.Envelope.Checksum, b.Envelope.ExportedAt.UnixNano(), ch.Index)
+		f, err := s.js.PublishMsgAsync(m, jetstream.WithMsgID(id))
+		if err != nil {
+			return classify(fmt.Errorf("publishing snapshot of %s: %w", inv, err))
+		}
+		futures = append(futures, f)
+	}
+	for _, f := range futures {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return classify(fmt.Errorf("publishing snapshot of %s: %w", inv, err))
+		case <-ctx.Done():
+			return classify(fmt.Errorf("publishing snapshot of %s: %w", inv, ctx.Err()))
+		}
+	}
+	s.mu.Lock()
+	s.sent[inv] = b.Envelope.Checksum
+	s.mu.Unlock()
+	return nil
+}

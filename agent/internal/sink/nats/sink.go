@@ -1,0 +1,290 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/api/v1alpha1"
+)
+
+// DefaultSubjectTemplate is used when the spec leaves subjectTemplate empty.
+const DefaultSubjectTemplate = "kollect.{cluster}.{inventory}.{kind}"
+
+// maxInFlight bounds unacknowledged publishes: enough to keep the connection busy, few enough
+// that an outage does not pile up client memory.
+const maxInFlight = 2048
+
+// Sink publishes change events (or snapshot chunks) to a JetStream stream.
+type Sink struct {
+	servers  string
+	stream   string
+	template string
+	bucket   string
+	create   bool
+	snapshot bool
+	timeout  time.Duration
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	buf      *eventbuf.Buffer
+
+	mu    sync.Mutex
+	ready bool              // stream (and bucket) exist
+	sent  map[string]string // snapshot mode: inventory → checksum delivered
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// New builds the sink. The connection is established in the background and re-established
+// after outages, so New does not fail on an unreachable server (Probe reports it).
+func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) (*Sink, error) {
+	if spec.Type != v1alpha1.EventSinkNATS || spec.NATS == nil {
+		return nil, export.Terminalf("nats sink %s/%s: spec.nats is not set", env.Namespace, env.Name)
+	}
+	cfg := spec.NATS
+	timeout := spec.Timeout.Duration
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	opts, err := connectOptions(ctx, cfg, env)
+	if err != nil {
+		return nil, fmt.Errorf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	servers := strings.Join(cfg.Servers, ",")
+	nc, err := nats.Connect(servers, opts...)
+	if err != nil {
+		return nil, classify(fmt.Errorf("nats sink %s/%s: connecting to %s: %w", env.Namespace, env.Name, servers, err))
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(2*maxInFlight),
+		jetstream.WithPublishAsyncTimeout(timeout))
+	if err != nil {
+		nc.Close()
+		return nil, export.Terminalf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
+		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
+		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{}}
+	if s.stream == "" {
+		s.stream = "KOLLECT"
+	}
+	if s.template == "" {
+		s.template = DefaultSubjectTemplate
+	}
+	return s, nil
+}
+
+// connectOptions maps TLS and the secretRef (user and password, token, nkey seed, or creds)
+// onto nats.go options.
+func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env export.Env) ([]nats.Option, error) {
+	opts := []nats.Option{
+		nats.Name("kollect-agent " + env.Cluster + " " + env.Namespace + "/" + env.Name),
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		// Publishes made while disconnected are not buffered by the client: they fail, stay
+		// owed in the sink's own bounded buffer, and are re-published after reconnection.
+		nats.ReconnectBufSize(-1),
+	}
+	tlsCfg, err := tlsConfig(ctx, cfg.TLS, env.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	if tlsCfg != nil {
+		opts = append(opts, nats.Secure(tlsCfg))
+	}
+	if cfg.SecretRef == nil {
+		return opts, nil
+	}
+	data, err := env.Secrets(ctx, cfg.SecretRef.Name)
+	if err != nil {
+		return nil, fmt.Errorf("reading secret %s: %w", cfg.SecretRef.Name, err)
+	}
+	switch {
+	case len(data["creds"]) > 0:
+		jwt, err := nkeys.ParseDecoratedJWT(data["creds"])
+		if err != nil {
+			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+		}
+		kp, err := nkeys.ParseDecoratedUserNKey(data["creds"])
+		if err != nil {
+			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+		}
+		seed, err := kp.Seed()
+		if err != nil {
+			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+		}
+		opts = append(opts, nats.UserJWTAndSeed(jwt, string(seed)))
+	case len(data["nkey"]) > 0:
+		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(data["nkey"]))))
+		if err != nil {
+			return nil, export.Terminalf("secret %s key nkey is not an nkey seed: %w", cfg.SecretRef.Name, err)
+		}
+		pub, err := kp.PublicKey()
+		if err != nil {
+			return nil, export.Terminalf("secret %s key nkey: %w", cfg.SecretRef.Name, err)
+		}
+		opts = append(opts, nats.Nkey(pub, kp.Sign))
+	case len(data["token"]) > 0:
+		opts = append(opts, nats.Token(string(data["token"])))
+	case len(data["user"]) > 0:
+		opts = append(opts, nats.UserInfo(string(data["user"]), string(data["password"])))
+	default:
+		return nil, export.Terminalf("secret %s holds none of creds, nkey, token, user", cfg.SecretRef.Name)
+	}
+	return opts, nil
+}
+
+// Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
+// nil once the stream acknowledged every owed event.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	if err := s.ensureStream(ctx); err != nil {
+		return err
+	}
+	if s.snapshot {
+		return s.exportSnapshot(ctx, b)
+	}
+	if b.Diff.Full && s.bucket != "" {
+		// The baseline is unknown, but the bucket knows which rows consumers hold: rows gone
+		// since then get delete events instead of lingering.
+		stale, err := s.staleRows(ctx, b)
+		if err != nil {
+			return err
+		}
+		if len(stale) > 0 {
+			withDeletes := *b
+			withDeletes.Diff.Deleted = append(append([]export.Row(nil), b.Diff.Deleted...), stale...)
+			b = &withDeletes
+		}
+	}
+	return s.buf.Export(ctx, b, s.send)
+}
+
+// BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
+// Delivered).
+func (s *Sink) BufferStats() eventbuf.Stats { return s.buf.Stats() }
+
+// ensureStream checks once that the stream (and the bucket) exist, creating them when allowed.
+func (s *Sink) ensureStream(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ready {
+		return nil
+	}
+	if _, err := s.js.Stream(ctx, s.stream); errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !s.create {
+			return export.Terminalf("stream %s does not exist and createStream is false", s.stream)
+		}
+		_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.stream, Subjects: []string{streamSubjects(s.template)},
+			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
+			Description: "Kollect change events"})
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return classify(fmt.Errorf("creating stream %s: %w", s.stream, err))
+		}
+	} else if err != nil {
+		return classify(fmt.Errorf("looking up stream %s: %w", s.stream, err))
+	}
+	if s.bucket != "" {
+		if _, err := s.js.KeyValue(ctx, s.bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
+			if !s.create {
+				return export.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
+			}
+			_, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: s.bucket, History: 1,
+				Storage: jetstream.FileStorage, Description: "Kollect: latest row per key"})
+			if err != nil {
+				return classify(fmt.Errorf("creating key-value bucket %s: %w", s.bucket, err))
+			}
+		} else if err != nil {
+			return classify(fmt.Errorf("looking up key-value bucket %s: %w", s.bucket, err))
+		}
+	}
+	s.ready = true
+	return nil
+}
+
+// Probe checks that the server answers with these credentials, JetStream is enabled and the
+// stream (and bucket) exist or may be created. It writes nothing.
+func (s *Sink) Probe(ctx context.Context) error {
+	for !s.nc.IsConnected() {
+		if err := s.nc.LastError(); err != nil && isAuth(err) {
+			return export.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
+		}
+		select {
+		case <-ctx.Done():
+			err := s.nc.LastError()
+			if err == nil {
+				err = ctx.Err()
+			}
+			return classify(fmt.Errorf("connecting to %s: %w", s.servers, err))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if _, err := s.js.AccountInfo(ctx); err != nil {
+		return classify(fmt.Errorf("JetStream account info on %s: %w", s.servers, err))
+	}
+	if _, err := s.js.Stream(ctx, s.stream); errors.Is(err, jetstream.ErrStreamNotFound) && !s.create {
+		return export.Terminalf("stream %s does not exist and createStream is false", s.stream)
+	} else if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+		return classify(fmt.Errorf("looking up stream %s: %w", s.stream, err))
+	}
+	if s.bucket != "" {
+		if _, err := s.js.KeyValue(ctx, s.bucket); errors.Is(err, jetstream.ErrBucketNotFound) && !s.create {
+			return export.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
+		} else if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
+			return classify(fmt.Errorf("looking up key-value bucket %s: %w", s.bucket, err))
+		}
+	}
+	return nil
+}
+
+// Preview describes the messages an export publishes: subject, a sample key and headers.
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+	// {kind} stays a placeholder: one subject per kind of the inventory's targets.
+	subject := strings.NewReplacer("{cluster}", token(cluster), "{inventory}", token(inventory)).Replace(s.template)
+	p := export.Preview{Destination: fmt.Sprintf("nats stream %s on %s", s.stream, s.servers), Paths: []string{subject}}
+	if s.snapshot {
+		subject = Subject(s.template, cluster, inventory, snapshotKind)
+		p.Paths = []string{subject}
+		p.Message = fmt.Sprintf("snapshot chunks on %s, headers %s=snapshot %s=<checksum> %s=<i>/<n>, Nats-Msg-Id checksum:chunk",
+			subject, hEvent, hChecksum, hChunk)
+		return p, nil
+	}
+	sample := export.Key{Cluster: cluster, Inventory: inventory, Target: "<target>", UID: "<uid>"}
+	p.Message = fmt.Sprintf("one message per changed row on %s, headers %s=%s %s=%s %s=%s %s=upsert|delete %s=%s [%s=true], "+
+		"Nats-Msg-Id sha256(key, row digest, event type, batch time)", subject, hSchema, export.SchemaVersion,
+		hCluster, cluster, hInventory, inventory, hEvent, hKey, sample, hResync)
+	if s.bucket != "" {
+		p.Paths = append(p.Paths, "kv:"+s.bucket+"/"+kvKey(sample))
+		p.Message += fmt.Sprintf("; key-value bucket %s holds the latest row under %s", s.bucket, kvKey(sample))
+	}
+	return p, nil
+}
+
+// Close drains nothing (owed events are re-sent by the next process as a resync) and closes
+// the connection.
+func (s *Sink) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+func isAuth(err error) bool {
+	return errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) ||
+		errors.Is(err, nats.ErrAuthRevoked) || errors.Is(err, nats.ErrAccountAuthExpired) ||
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
+}
+
+// classify marks errors that retrying cannot fix (credentials, certificates) as terminal.
+func classify(err error) error {
+	if isAuth(err) || isTLSVerification(err) {
+		return export.TerminalError(err)
+	}
+	return export.TransientError(err)
+}
