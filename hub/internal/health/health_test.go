@@ -1,0 +1,70 @@
+package health
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"kollect.dev/hub/internal/store"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+func TestStatesSkewAndFreshness(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	th := Thresholds{StaleAfter: time.Minute, OfflineAfter: 10 * time.Minute}
+	cl := func(name string, age time.Duration, version string) store.Cluster {
+		c := store.Cluster{Name: name, AgentVersion: version, KubernetesVersion: "v1.37.0", AppliedDigest: "d1"}
+		if age >= 0 {
+			c.LastHeartbeat = now.Add(-age)
+		}
+		return c
+	}
+	revoked := cl("e-revoked", 0, "v1")
+	revoked.Revoked = true
+	status := &fleetv1.AgentStatus{Sinks: []*fleetv1.SinkStatus{
+		{Kind: "KollectSnapshotSink", Namespace: "ns", Name: "git", Type: "git",
+			LastSuccessTime: timestamppb.New(now.Add(-90 * time.Second))},
+		{Kind: "KollectDatabaseSink", Namespace: "ns", Name: "pg", Type: "postgres", LastError: "auth failed",
+			ErrorClass: fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL},
+	}, Bundles: []*fleetv1.AppliedBundle{{Bundle: "base", Revision: 1, Objects: []*fleetv1.ObjectResult{
+		{Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED}, {Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED}}}}}
+	f := Build([]Input{
+		{Cluster: cl("a-online", 10*time.Second, "v1"), Status: status, DesiredDigest: "d1",
+			Desired: []store.Desired{{Bundle: "base", Revision: 2, AppliedRevision: 1}}},
+		{Cluster: cl("b-stale", 2*time.Minute, "v1"), DesiredDigest: "d1"},
+		{Cluster: cl("c-offline", time.Hour, "v2"), DesiredDigest: "d1"},
+		{Cluster: cl("d-pending", -1, ""), DesiredDigest: "d2"},
+		{Cluster: revoked},
+	}, now, th)
+	want := []fleetv1.ClusterState{fleetv1.ClusterState_CLUSTER_STATE_ONLINE, fleetv1.ClusterState_CLUSTER_STATE_STALE,
+		fleetv1.ClusterState_CLUSTER_STATE_OFFLINE, fleetv1.ClusterState_CLUSTER_STATE_PENDING, fleetv1.ClusterState_CLUSTER_STATE_REVOKED}
+	for i, c := range f.Clusters {
+		if c.GetState() != want[i] {
+			t.Errorf("%s: state %v, want %v", c.GetName(), c.GetState(), want[i])
+		}
+	}
+	a, b, c := f.Clusters[0], f.Clusters[1], f.Clusters[2]
+	if a.GetConfigInSync() || !b.GetConfigInSync() || f.Clusters[3].GetConfigInSync() {
+		t.Errorf("config in sync: a=%v b=%v d=%v", a.GetConfigInSync(), b.GetConfigInSync(), f.Clusters[3].GetConfigInSync())
+	}
+	if a.GetVersionSkew() || !c.GetVersionSkew() {
+		t.Errorf("version skew: a=%v c=%v", a.GetVersionSkew(), c.GetVersionSkew())
+	}
+	if a.GetSinkErrors() != 1 || a.GetBundles()[0].GetFailedObjects() != 1 {
+		t.Errorf("a: sink errors %d, failed objects %d", a.GetSinkErrors(), a.GetBundles()[0].GetFailedObjects())
+	}
+	cells := f.Freshness()
+	if len(cells) != 2 || cells[0].GetLag().AsDuration() != 90*time.Second || cells[1].GetLag() != nil ||
+		cells[1].GetErrorClass() != fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL {
+		t.Fatalf("freshness: %v", cells)
+	}
+	s := f.Summary()
+	if s.GetClustersTotal() != 5 || s.GetClustersOnline() != 1 || s.GetClustersStale() != 1 || s.GetClustersOffline() != 1 ||
+		s.GetClustersPending() != 1 || s.GetClustersRevoked() != 1 || s.GetClustersConfigSkew() != 2 {
+		t.Fatalf("summary: %v", s)
+	}
+	if v := s.GetAgentVersions(); len(v) != 2 || v[0].GetVersion() != "v1" || v[0].GetClusters() != 2 {
+		t.Fatalf("agent versions: %v", v)
+	}
+}
