@@ -1,0 +1,145 @@
+package kafka
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+)
+
+// testCA writes a CA and a server certificate for 127.0.0.1 signed by it; it returns the CA
+// PEM and the server's certificate and key files.
+func testCA(t *testing.T) (caPEM []byte, certFile, keyFile string) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kollect test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true,
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), certFile, keyFile
+}
+
+// TestSASLOverTLSWithCustomCA runs every SASL mechanism over TLS verified with a CA from a
+// Secret; wrong credentials and an untrusted certificate are terminal.
+func TestSASLOverTLSWithCustomCA(t *testing.T) {
+	caPEM, certFile, keyFile := testCA(t)
+	k, err := testenv.StartKafka(testenv.KafkaOptions{User: "kollect", Password: "s3cret", CertFile: certFile, KeyFile: keyFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Stop()
+	store := map[string]map[string][]byte{
+		"creds": {"username": []byte("kollect"), "password": []byte("s3cret")},
+		"wrong": {"username": []byte("kollect"), "password": []byte("nope")},
+		"ca":    {"ca.crt": caPEM},
+	}
+	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: secrets(store)}
+	withAuth := func(mech, secret string, tls *v1alpha1.TLSConfig) *v1alpha1.KollectEventSinkSpec {
+		sp := spec(k.Addr, "secure")
+		sp.Kafka.SASLMechanism = v1alpha1.SASLMechanism(mech)
+		sp.Kafka.SecretRef = &v1alpha1.SecretReference{Name: secret}
+		sp.Kafka.TLS = tls
+		return sp
+	}
+	trusted := &v1alpha1.TLSConfig{Enabled: true, CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
+	for i, mech := range []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"} {
+		t.Run(mech, func(t *testing.T) {
+			sk := newSink(t, withAuth(mech, "creds", trusted), env)
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			if err := sk.Probe(ctx); err != nil {
+				t.Fatalf("probe: %v", err)
+			}
+			ex := exporter{gen: int64(i * 10)}
+			if err := ex.export(ctx, sk, export.NewSnapshot([]export.Row{row(mech, i)})); err != nil {
+				t.Fatal(err)
+			}
+			// kfake drops the connection on a failed authentication where Kafka answers
+			// SASL_AUTHENTICATION_FAILED (terminal, see TestClassify); either way it must fail.
+			bad := newSink(t, withAuth(mech, "wrong", trusted), env)
+			if err := bad.Probe(ctx); err == nil {
+				t.Fatal("probe with a wrong password succeeded")
+			}
+		})
+	}
+	untrusted := newSink(t, withAuth("PLAIN", "creds", &v1alpha1.TLSConfig{Enabled: true}), env)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := untrusted.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+		t.Fatalf("probe of a certificate signed by an unknown CA: %v, want terminal", err)
+	}
+	offs, err := newSink(t, withAuth("SCRAM-SHA-512", "creds", trusted), env).admin.ListEndOffsets(ctx, "secure")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	offs.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != 3 {
+		t.Fatalf("topic holds %d records, want one per mechanism", total)
+	}
+}
+
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want export.ErrorClass
+	}{
+		{fmt.Errorf("auth: %w", kerr.SaslAuthenticationFailed), export.Terminal},
+		{fmt.Errorf("produce: %w", kerr.TopicAuthorizationFailed), export.Terminal},
+		{fmt.Errorf("produce: %w", kerr.NotLeaderForPartition), export.Transient},
+		{fmt.Errorf("produce: %w", context.DeadlineExceeded), export.Transient},
+		{fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), export.Terminal},
+	} {
+		if got := export.ClassOf(classify(tc.err)); got != tc.want {
+			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
+		}
+	}
+}
