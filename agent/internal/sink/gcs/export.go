@@ -1,0 +1,193 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+
+	"cloud.google.com/go/storage"
+	"google.golang.org/api/iterator"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/snapshot"
+)
+
+// uploads bounds concurrent object writes of one export.
+const uploads = 8
+
+// singleRequestLimit: smaller objects go up in one request rather than a resumable session.
+const singleRequestLimit = 16 << 20
+
+// Stats counts what the latest export did.
+type Stats struct {
+	Written, Unchanged, Deleted int
+	ManifestWritten             bool
+}
+
+// LastStats describes the latest successful export.
+func (s *Sink) LastStats() Stats { return s.last }
+
+var errConflict = errors.New("manifest changed concurrently")
+
+func isDone(err error) bool { return errors.Is(err, iterator.Done) }
+
+// Export writes the documents that changed, then the manifest, then prunes.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	rendered, err := s.opts.Render(&b.Envelope)
+	if err != nil {
+		return err
+	}
+	manifestKey := s.key(rendered.ManifestPath)
+	old, gen, err := s.readManifest(ctx, manifestKey)
+	if err != nil {
+		return err
+	}
+	if old != nil && !b.Resync && sameExport(old, &rendered.Manifest) {
+		s.last = Stats{Unchanged: len(rendered.Files())}
+		return nil
+	}
+	var listed []string
+	if old == nil || b.Resync {
+		if listed, err = s.listOwned(ctx, rendered.Matcher); err != nil {
+			return err
+		}
+	}
+	plan := rendered.Plan(old.Hashes(), listed)
+	if err := s.putAll(ctx, plan.Write); err != nil {
+		return err
+	}
+	if err := s.putManifest(ctx, manifestKey, rendered.Manifest.Marshal(), gen); err != nil {
+		return err
+	}
+	for _, p := range plan.Delete {
+		if err := s.bucket.Object(s.key(p)).Delete(ctx); err != nil && !errors.Is(err, storage.ErrObjectNotExist) {
+			return classify("deleting "+s.key(p), err)
+		}
+	}
+	s.last = Stats{Written: len(plan.Write), Unchanged: plan.Unchanged, Deleted: len(plan.Delete), ManifestWritten: true}
+	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", len(plan.Write), "deleted", len(plan.Delete))
+	return nil
+}
+
+func sameExport(old, cur *snapshot.Manifest) bool {
+	if old.Checksum != cur.Checksum || old.Format != cur.Format || old.Compression != cur.Compression ||
+		old.Layout != cur.Layout || old.PathTemplate != cur.PathTemplate || len(old.Files) != len(cur.Files) {
+		return false
+	}
+	for i := range old.Files {
+		if old.Files[i].Path != cur.Files[i].Path || old.Files[i].SHA256 != cur.Files[i].SHA256 {
+			return false
+		}
+	}
+	return true
+}
+
+// readManifest returns the stored manifest and its generation (0 when absent).
+func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest, int64, error) {
+	r, err := s.bucket.Object(key).NewReader(ctx)
+	if errors.Is(err, storage.ErrObjectNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, classify("reading manifest "+key, err)
+	}
+	defer r.Close()
+	raw, err := io.ReadAll(r)
+	if err != nil {
+		return nil, 0, export.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
+	}
+	m, err := snapshot.ParseManifest(raw)
+	if err != nil {
+		s.env.Log.Info("ignoring unreadable manifest", "key", key, "error", err.Error())
+		return nil, r.Attrs.Generation, nil
+	}
+	return m, r.Attrs.Generation, nil
+}
+
+func (s *Sink) listOwned(ctx context.Context, m *snapshot.Matcher) ([]string, error) {
+	var paths []string
+	it := s.bucket.Objects(ctx, &storage.Query{Prefix: s.prefix + m.Prefix})
+	for {
+		attrs, err := it.Next()
+		if isDone(err) {
+			return paths, nil
+		}
+		if err != nil {
+			return nil, classify("listing gs://"+s.cfg.Bucket+"/"+s.prefix+m.Prefix, err)
+		}
+		if path := attrs.Name[len(s.prefix):]; m.Match(path) {
+			paths = append(paths, path)
+		}
+	}
+}
+
+func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	work := make(chan *snapshot.File)
+	var once sync.Once
+	var firstErr error
+	var wg sync.WaitGroup
+	for range min(uploads, len(files)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for f := range work {
+				if err := s.write(ctx, s.bucket.Object(s.key(f.Path)), f.Data, s.opts.ContentType(), f.SHA256); err != nil {
+					once.Do(func() { firstErr = classify("writing "+s.key(f.Path), err); cancel() })
+				}
+			}
+		}()
+	}
+	for i := range files {
+		select {
+		case work <- &files[i]:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(work)
+	wg.Wait()
+	if firstErr == nil && ctx.Err() != nil {
+		return export.TransientError(ctx.Err())
+	}
+	return firstErr
+}
+
+func (s *Sink) write(ctx context.Context, obj *storage.ObjectHandle, data []byte, contentType, sum string) error {
+	w := obj.NewWriter(ctx)
+	w.ContentType = contentType
+	if sum != "" {
+		w.Metadata = map[string]string{"kollect-sha256": sum}
+	}
+	if len(data) < singleRequestLimit {
+		w.ChunkSize = 0
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		return err
+	}
+	return w.Close()
+}
+
+// putManifest writes the manifest only if its generation is still the one read (or it is
+// still absent).
+func (s *Sink) putManifest(ctx context.Context, key string, data []byte, gen int64) error {
+	cond := storage.Conditions{DoesNotExist: true}
+	if gen != 0 {
+		cond = storage.Conditions{GenerationMatch: gen}
+	}
+	err := s.write(ctx, s.bucket.Object(key).If(cond), data, "application/json", "")
+	if st := statusOf(err); st == http.StatusPreconditionFailed || st == http.StatusConflict {
+		return export.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
+	}
+	if err != nil {
+		return classify("writing manifest "+key, err)
+	}
+	return nil
+}
