@@ -1,0 +1,209 @@
+package mongodb
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+)
+
+// server is the MongoDB-wire server (FerretDB) every test shares; each test uses its own
+// database.
+var server *testenv.Mongo
+
+func TestMain(m *testing.M) {
+	srv, err := testenv.StartMongo()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting FerretDB:", err)
+		os.Exit(1)
+	}
+	server = srv
+	code := m.Run()
+	if code != 0 {
+		// The server's side of a failure (FerretDB logs refused commands and panics).
+		log := srv.Log()
+		fmt.Fprintf(os.Stderr, "--- FerretDB log (last 8 KiB):\n%s\n", log[max(0, len(log)-8192):])
+	}
+	srv.Stop()
+	os.Exit(code)
+}
+
+var dbSeq atomic.Int64
+
+func newDatabase(tb testing.TB) string {
+	name := strings.ToLower(regexp.MustCompile(`[^A-Za-z0-9]+`).ReplaceAllString(tb.Name(), "_"))
+	if len(name) > 40 {
+		name = name[:40]
+	}
+	return fmt.Sprintf("%s_%d", name, dbSeq.Add(1))
+}
+
+func spec(db string) *v1alpha1.MongoDBSinkConfig {
+	return &v1alpha1.MongoDBSinkConfig{URI: server.URI, Database: db}
+}
+
+func testEnv(cluster string) export.Env {
+	return export.Env{Cluster: cluster, Namespace: "kollect", Name: "mongo", Log: logr.Discard(),
+		Secrets: func(context.Context, string) (map[string][]byte, error) { return nil, export.Terminalf("no secrets here") }}
+}
+
+// recorder is a command monitor recording each command as "name collection"; onStart, when
+// set, runs as a command starts (to interrupt an export there).
+type recorder struct {
+	mu      sync.Mutex
+	cmds    []string
+	onStart func(cmd string)
+}
+
+func (r *recorder) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		coll, _ := e.Command.Lookup(e.CommandName).StringValueOK()
+		cmd := e.CommandName + " " + coll
+		r.mu.Lock()
+		r.cmds = append(r.cmds, cmd)
+		hook := r.onStart
+		r.mu.Unlock()
+		if hook != nil {
+			hook(cmd)
+		}
+	}}
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.cmds
+	r.cmds = nil
+	return out
+}
+
+func (r *recorder) setHook(h func(string)) {
+	r.mu.Lock()
+	r.onStart = h
+	r.mu.Unlock()
+}
+
+// writes filters commands that change data or indexes.
+func writes(cmds []string) []string {
+	var out []string
+	for _, c := range cmds {
+		switch strings.Fields(c)[0] {
+		case "insert", "update", "delete", "findAndModify", "createIndexes", "drop", "dropIndexes":
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
+	tb.Helper()
+	rec := &recorder{}
+	s, err := New(context.Background(), spec(db), testEnv(cluster), WithMonitor(rec.monitor()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s, rec
+}
+
+// collection opens db.rows with a plain client for assertions.
+func collection(tb testing.TB, db, name string) *mongo.Collection {
+	tb.Helper()
+	c, err := mongo.Connect(options.Client().ApplyURI(server.URI))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = c.Disconnect(context.Background()) })
+	return c.Database(db).Collection(name)
+}
+
+// agent mimics the exporter; see the postgres tests.
+type agent struct {
+	sink               *Sink
+	cluster, inventory string
+	prev, pending      *export.Snapshot
+	lastChecksum       string
+}
+
+func (a *agent) batch(rows []export.Row) *export.Batch {
+	next := export.NewSnapshot(append([]export.Row(nil), rows...))
+	a.pending = next
+	return &export.Batch{
+		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
+			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
+		Diff:             export.Compute(a.prev, next),
+		PreviousChecksum: a.lastChecksum,
+	}
+}
+
+func (a *agent) accept() { a.prev, a.lastChecksum = a.pending, a.pending.Checksum }
+
+func (a *agent) export(ctx context.Context, rows []export.Row) error {
+	if err := a.sink.Export(ctx, a.batch(rows)); err != nil {
+		return err
+	}
+	a.accept()
+	return nil
+}
+
+func mkRow(cluster, inventory string, i int, attrs map[string]any) export.Row {
+	raw, err := export.EncodeAttributes(attrs)
+	if err != nil {
+		panic(err)
+	}
+	return export.Row{Cluster: cluster, Inventory: inventory, Target: "deployments", Group: "apps", Version: "v1",
+		Kind: "Deployment", Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%05d", i),
+		UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Attributes: raw}
+}
+
+func mkRows(cluster, inventory string, n, version int) []export.Row {
+	rows := make([]export.Row, n)
+	for i := range rows {
+		rows[i] = mkRow(cluster, inventory, i, map[string]any{
+			"replicas": i % 5, "image": fmt.Sprintf("registry.example/app:%d", version),
+			"labels": map[string]any{"team": fmt.Sprintf("team-%d", i%3)},
+		})
+	}
+	return rows
+}
+
+// stored reads a cluster's documents: uid → canonical attributes, failing on duplicates.
+func stored(tb testing.TB, coll *mongo.Collection, cluster string) map[string]string {
+	tb.Helper()
+	recs, err := Query(context.Background(), coll, Filter{Cluster: cluster, Limit: 1 << 30})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range recs {
+		if _, dup := out[r.UID]; dup {
+			tb.Fatalf("duplicate row %s", r.UID)
+		}
+		out[r.UID] = string(r.Attributes)
+	}
+	return out
+}
+
+func countDocs(tb testing.TB, coll *mongo.Collection, filter bson.D) int64 {
+	tb.Helper()
+	n, err := coll.CountDocuments(context.Background(), filter)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return n
+}

@@ -1,0 +1,107 @@
+package mongodb
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// Filter selects rows for Query. Empty fields match everything. Attributes match by
+// equality; nested maps are flattened into dotted paths, so {"labels": {"team": "a"}} matches
+// any row whose labels include team=a (the same containment as the Postgres sink's filter).
+type Filter struct {
+	Cluster, Inventory, Kind, Namespace, Name string
+	Attributes                                map[string]any
+	// Limit caps the result; 0 means 1000.
+	Limit int
+}
+
+// Record is a stored row with its bookkeeping times.
+type Record struct {
+	export.Row
+	FirstSeen time.Time `json:"firstSeen"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// filterDoc builds the query document of f.
+func filterDoc(f Filter) bson.D {
+	d := bson.D{}
+	for _, c := range []struct{ field, v string }{
+		{"cluster", f.Cluster}, {"inventory", f.Inventory}, {"kind", f.Kind}, {"namespace", f.Namespace}, {"name", f.Name},
+	} {
+		if c.v != "" {
+			d = append(d, bson.E{Key: c.field, Value: c.v})
+		}
+	}
+	var flatten func(prefix string, m map[string]any)
+	flatten = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				flatten(prefix+"."+k, sub)
+				continue
+			}
+			d = append(d, bson.E{Key: prefix + "." + k, Value: v})
+		}
+	}
+	flatten("attributes", f.Attributes)
+	return d
+}
+
+// Query reads rows of coll matching f, ordered by cluster, kind, namespace and name. It is
+// what `kollect query` runs against a MongoDB sink.
+func Query(ctx context.Context, coll *mongo.Collection, f Filter) ([]Record, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	opts := options.Find().SetLimit(int64(limit)).SetSort(bson.D{
+		{Key: "cluster", Value: 1}, {Key: "kind", Value: 1}, {Key: "namespace", Value: 1}, {Key: "name", Value: 1},
+		{Key: "inventory", Value: 1}, {Key: "target", Value: 1}, {Key: "uid", Value: 1}})
+	cur, err := coll.Find(ctx, filterDoc(f), opts)
+	if err != nil {
+		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
+	}
+	defer cur.Close(ctx)
+	var out []Record
+	for cur.Next(ctx) {
+		var d struct {
+			Cluster    string        `bson:"cluster"`
+			Inventory  string        `bson:"inventory"`
+			Target     string        `bson:"target"`
+			Group      string        `bson:"api_group"`
+			Version    string        `bson:"version"`
+			Kind       string        `bson:"kind"`
+			Namespace  string        `bson:"namespace"`
+			Name       string        `bson:"name"`
+			UID        string        `bson:"uid"`
+			Attributes bson.D        `bson:"attributes"`
+			FirstSeen  bson.DateTime `bson:"first_seen"`
+			UpdatedAt  bson.DateTime `bson:"updated_at"`
+		}
+		if err := cur.Decode(&d); err != nil {
+			return nil, fmt.Errorf("decoding a row of %s: %w", coll.Name(), err)
+		}
+		attrs, err := fromBSON(d.Attributes)
+		if err != nil {
+			return nil, fmt.Errorf("attributes of %s/%s/%s/%s: %w", d.Cluster, d.Inventory, d.Target, d.UID, err)
+		}
+		out = append(out, Record{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
+			Group: d.Group, Version: d.Version, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, UID: d.UID,
+			Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
+	}
+	return out, nil
+}
+
+// Query reads rows of this sink's collection; see the package-level Query.
+func (s *Sink) Query(ctx context.Context, f Filter) ([]Record, error) {
+	return Query(ctx, s.rows, f)
+}

@@ -1,0 +1,173 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// Sink exports inventories into a MongoDB collection. One exporter goroutine calls it per
+// sink; two agents must not share a cluster name (their exports of one inventory would race,
+// as nothing serialises them without transactions).
+type Sink struct {
+	env    export.Env
+	dest   string
+	client *mongo.Client
+	rows   *mongo.Collection
+	state  *mongo.Collection
+
+	mu      sync.Mutex
+	indexed bool
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// Option adjusts the client options before connecting.
+type Option func(*options.ClientOptions)
+
+// WithMonitor installs a command monitor (operation counting in tests, or logging).
+func WithMonitor(m *event.CommandMonitor) Option {
+	return func(o *options.ClientOptions) { o.SetMonitor(m) }
+}
+
+// New builds a sink from its spec. The driver connects in the background, so an unreachable
+// server shows up as a transient Export or Probe error.
+func New(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.Env, opts ...Option) (*Sink, error) {
+	s, err := resolve(ctx, spec, env)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(s.client)
+	}
+	client, err := mongo.Connect(s.client)
+	if err != nil {
+		return nil, export.Terminalf("mongodb sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	db := client.Database(s.database)
+	return &Sink{env: env, dest: s.destination, client: client,
+		rows: db.Collection(s.collection), state: db.Collection(s.collection + "_state")}, nil
+}
+
+// Close disconnects.
+func (s *Sink) Close() error {
+	return s.client.Disconnect(context.Background())
+}
+
+// indexSpec is one index of the rows collection.
+type indexSpec struct {
+	name   string
+	keys   bson.D
+	unique bool
+}
+
+// indexes are the identity (unique, including the cluster) and the one the fleet questions
+// filter by.
+var indexes = []indexSpec{
+	{"kollect_identity", bson.D{{Key: "cluster", Value: 1}, {Key: "inventory", Value: 1}, {Key: "target", Value: 1}, {Key: "uid", Value: 1}}, true},
+	{"kollect_kind", bson.D{{Key: "kind", Value: 1}, {Key: "cluster", Value: 1}, {Key: "namespace", Value: 1}, {Key: "name", Value: 1}}, false},
+}
+
+func indexModels() []mongo.IndexModel {
+	out := make([]mongo.IndexModel, len(indexes))
+	for i, ix := range indexes {
+		opts := options.Index().SetName(ix.name)
+		if ix.unique {
+			opts.SetUnique(true)
+		}
+		out[i] = mongo.IndexModel{Keys: ix.keys, Options: opts}
+	}
+	return out
+}
+
+// ensureIndexes creates the missing indexes once per sink. It lists them first: a restarted
+// agent then sends no createIndexes at all, and FerretDB v1 panics on a createIndexes whose
+// indexes all exist. createIndexes of equal specifications is idempotent on MongoDB, so two
+// agents starting together are fine.
+func (s *Sink) ensureIndexes(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.indexed {
+		return nil
+	}
+	missing, err := s.missingIndexes(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("mongodb sink %s: listing indexes: %w", s.dest, err))
+	}
+	if len(missing) > 0 {
+		if _, err := s.rows.Indexes().CreateMany(ctx, missing); err != nil {
+			return classify(fmt.Errorf("mongodb sink %s: creating indexes: %w", s.dest, err))
+		}
+	}
+	s.indexed = true
+	return nil
+}
+
+// missingIndexes lists the index models the collection lacks (all of them when it does not
+// exist yet).
+func (s *Sink) missingIndexes(ctx context.Context) ([]mongo.IndexModel, error) {
+	specs, err := s.rows.Indexes().ListSpecifications(ctx)
+	var cmdErr mongo.CommandError
+	if errors.As(err, &cmdErr) && cmdErr.Code == 26 { // NamespaceNotFound: no collection yet
+		specs, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, sp := range specs {
+		have[sp.Name] = true
+	}
+	var out []mongo.IndexModel
+	for i, m := range indexModels() {
+		if !have[indexes[i].name] {
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// Export writes the batch; see the package documentation for the write order that makes an
+// interrupted export converge.
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	if err := checkBatch(s.env.Cluster, b); err != nil {
+		return err
+	}
+	if err := s.ensureIndexes(ctx); err != nil {
+		return err
+	}
+	w := &writer{rows: s.rows, state: s.state, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory}
+	if err := w.export(ctx, b); err != nil {
+		return classify(fmt.Errorf("mongodb sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+	}
+	return nil
+}
+
+// checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
+// envelope's cluster and inventory, and a stray row would escape that bound.
+func checkBatch(cluster string, b *export.Batch) error {
+	env := &b.Envelope
+	if env.Cluster == "" || env.Inventory == "" {
+		return export.Terminalf("mongodb sink: envelope without cluster or inventory")
+	}
+	if cluster != "" && env.Cluster != cluster {
+		return export.Terminalf("mongodb sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+	}
+	for _, rows := range [][]export.Row{env.Rows, b.Diff.Added, b.Diff.Changed, b.Diff.Deleted} {
+		for i := range rows {
+			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
+				return export.Terminalf("mongodb sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package mongodb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// writer applies one batch.
+type writer struct {
+	rows, state        *mongo.Collection
+	cluster, inventory string
+}
+
+// stateDoc is a (cluster, inventory) state document.
+type stateDoc struct {
+	Checksum  string `bson:"checksum"`
+	ItemCount int64  `bson:"item_count"`
+	// Pending is the checksum of an export that started writing rows and has not finished.
+	Pending    string        `bson:"pending,omitempty"`
+	ExportedAt bson.DateTime `bson:"exported_at"`
+}
+
+type mode int
+
+const (
+	modeUnchanged mode = iota
+	modeDiff
+	modeFull
+)
+
+func decide(st *stateDoc, b *export.Batch) mode {
+	switch {
+	case st == nil || st.Pending != "" || b.Resync:
+		return modeFull
+	case st.Checksum == b.Envelope.Checksum:
+		return modeUnchanged
+	case st.Checksum == b.PreviousChecksum && !b.Diff.Full:
+		return modeDiff
+	default:
+		return modeFull
+	}
+}
+
+func (w *writer) export(ctx context.Context, b *export.Batch) error {
+	id := stateID(w.cluster, w.inventory)
+	var st *stateDoc
+	var doc stateDoc
+	switch err := w.state.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); {
+	case errors.Is(err, mongo.ErrNoDocuments):
+	case err != nil:
+		return fmt.Errorf("reading state: %w", err)
+	default:
+		st = &doc
+	}
+	m := decide(st, b)
+	if m == modeUnchanged {
+		return nil
+	}
+	// 1. Mark the export pending before touching rows.
+	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory},
+			{Key: "pending", Value: b.Envelope.Checksum}}}},
+		options.UpdateOne().SetUpsert(true)); err != nil {
+		return fmt.Errorf("marking the export pending: %w", err)
+	}
+	// 2. Rows.
+	now := bson.NewDateTimeFromTime(time.Now())
+	var models []mongo.WriteModel
+	var err error
+	if m == modeDiff {
+		models, err = w.diffModels(b, now)
+	} else {
+		models, err = w.reconcileModels(ctx, b.Envelope.Rows, now)
+	}
+	if err != nil {
+		return err
+	}
+	if len(models) > 0 {
+		if _, err := w.rows.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+			return fmt.Errorf("writing %d row operations: %w", len(models), err)
+		}
+	}
+	// 3. The new state, last.
+	at := b.Envelope.ExportedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
+		{Key: "$set", Value: bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
+			{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)}}},
+		{Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}},
+	}); err != nil {
+		return fmt.Errorf("saving state: %w", err)
+	}
+	return nil
+}
+
+// upsertModel writes a row by _id, keeping first_seen of an existing document.
+func upsertModel(r *export.Row, now bson.DateTime) (mongo.WriteModel, error) {
+	fields, err := rowFields(r)
+	if err != nil {
+		return nil, err
+	}
+	fields = append(fields, bson.E{Key: "updated_at", Value: now})
+	return mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: rowID(r)}}).SetUpsert(true).
+		SetUpdate(bson.D{{Key: "$set", Value: fields}, {Key: "$setOnInsert", Value: bson.D{{Key: "first_seen", Value: now}}}}), nil
+}
+
+// insertModel writes a row known to be new.
+func insertModel(r *export.Row, now bson.DateTime) (mongo.WriteModel, error) {
+	fields, err := rowFields(r)
+	if err != nil {
+		return nil, err
+	}
+	doc := append(bson.D{{Key: "_id", Value: rowID(r)}}, fields...)
+	doc = append(doc, bson.E{Key: "first_seen", Value: now}, bson.E{Key: "updated_at", Value: now})
+	return mongo.NewInsertOneModel().SetDocument(doc), nil
+}
+
+// deleteModel removes one row; the filter repeats cluster and inventory so that no _id can
+// ever reach another cluster's document.
+func (w *writer) deleteModel(id string) mongo.WriteModel {
+	return mongo.NewDeleteOneModel().SetFilter(bson.D{{Key: "_id", Value: id},
+		{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory}})
+}
+
+func (w *writer) diffModels(b *export.Batch, now bson.DateTime) ([]mongo.WriteModel, error) {
+	ups := b.Diff.Upserts()
+	models := make([]mongo.WriteModel, 0, len(ups)+len(b.Diff.Deleted))
+	for i := range ups {
+		m, err := upsertModel(&ups[i], now)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+	}
+	for i := range b.Diff.Deleted {
+		models = append(models, w.deleteModel(rowID(&b.Diff.Deleted[i])))
+	}
+	return models, nil
+}
+
+// reconcileModels compares the snapshot with the stored _id and digest of this cluster and
+// inventory and returns only the writes that differ: inserts, updates of changed rows and
+// deletes of rows the snapshot no longer holds.
+func (w *writer) reconcileModels(ctx context.Context, rows []export.Row, now bson.DateTime) ([]mongo.WriteModel, error) {
+	cur, err := w.rows.Find(ctx, bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory}},
+		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "digest", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("reading stored rows: %w", err)
+	}
+	stored := map[string]string{}
+	for cur.Next(ctx) {
+		var d struct {
+			ID     string `bson:"_id"`
+			Digest string `bson:"digest"`
+		}
+		if err := cur.Decode(&d); err != nil {
+			_ = cur.Close(ctx)
+			return nil, fmt.Errorf("reading stored rows: %w", err)
+		}
+		stored[d.ID] = d.Digest
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("reading stored rows: %w", err)
+	}
+	_ = cur.Close(ctx)
+	var models []mongo.WriteModel
+	for i := range rows {
+		r := &rows[i]
+		id := rowID(r)
+		old, ok := stored[id]
+		delete(stored, id)
+		var m mongo.WriteModel
+		switch {
+		case !ok:
+			m, err = insertModel(r, now)
+		case old != digest(r):
+			m, err = upsertModel(r, now)
+		default:
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+	}
+	for id := range stored {
+		models = append(models, w.deleteModel(id))
+	}
+	return models, nil
+}
