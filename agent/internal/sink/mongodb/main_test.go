@@ -59,7 +59,9 @@ func spec(db string) *v1alpha1.MongoDBSinkConfig {
 
 func testEnv(cluster string) export.Env {
 	return export.Env{Cluster: cluster, Namespace: "kollect", Name: "mongo", Log: logr.Discard(),
-		Secrets: func(context.Context, string) (map[string][]byte, error) { return nil, export.Terminalf("no secrets here") }}
+		Secrets: func(context.Context, string) (map[string][]byte, error) {
+			return nil, export.Terminalf("no secrets here")
+		}}
 }
 
 // recorder is a command monitor recording each command as "name collection"; onStart, when
