@@ -84,7 +84,8 @@ replace kollect.dev/api => ../api
 
 require (
 	connectrpc.com/connect v1.21.1
-	github.com/google/cel-go v0.29.2
+	github.com/go-chi/chi/v5 v5.5.0
+	github.com/google/cel-go v0.31.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2
 	github.com/prometheus/client_golang v1.25.0

@@ -33,10 +33,10 @@ type Principal struct {
 // Actor is how the principal appears in the audit log.
 func (p Principal) Actor() string { return "token:" + p.Name }
 
-// ClusterFrom returns the authenticated agent's cluster name.
-func ClusterFrom(ctx context.Context) (string, bool) {
-	name, ok := ctx.Value(clusterKey).(string)
-	return name, ok
+// AgentFrom returns the authenticated agent's cluster as it was when the call began.
+func AgentFrom(ctx context.Context) (store.Cluster, bool) {
+	c, ok := ctx.Value(clusterKey).(store.Cluster)
+	return c, ok
 }
 
 // PrincipalFrom returns the authenticated FleetService caller.
@@ -89,7 +89,7 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	if c.Revoked {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", c.Name))
 	}
-	return context.WithValue(ctx, clusterKey, c.Name), nil
+	return context.WithValue(ctx, clusterKey, c), nil
 }
 
 // WrapUnary implements connect.Interceptor.

@@ -1,0 +1,89 @@
+// Command kollect-hub runs the Kollect fleet hub: it registers agents, distributes bundles of
+// Kollect configuration to them over Connect RPC and reports fleet health. See docs/hub.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"kollect.dev/hub/internal/health"
+	"kollect.dev/hub/internal/server"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "kollect-hub:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		listen     = flag.String("listen", ":8443", "address to serve on (always TLS: Connect, gRPC and gRPC-Web)")
+		dataDir    = flag.String("data-dir", "kollect-hub-data", "directory for the SQLite store, the generated CA and the first admin token")
+		storeDSN   = flag.String("store", "", "postgres://… URL to share state between several hub replicas (default: SQLite in --data-dir)")
+		tlsCert    = flag.String("tls-cert", "", "serving certificate chain (PEM); default: a CA and certificate the hub creates in --data-dir")
+		tlsKey     = flag.String("tls-key", "", "key of --tls-cert (PEM)")
+		hosts      = flag.String("hosts", "", "comma-separated DNS names and IPs for the generated certificate (default: localhost, loopback IPs, hostname)")
+		stale      = flag.Duration("stale-after", health.DefaultThresholds.StaleAfter, "heartbeat age after which a cluster is stale")
+		offline    = flag.Duration("offline-after", health.DefaultThresholds.OfflineAfter, "heartbeat age after which a cluster is offline")
+		heartbeat  = flag.Duration("heartbeat-interval", 15*time.Second, "heartbeat interval agents are told to use")
+		poll       = flag.Duration("poll-interval", 2*time.Second, "how often to look for changes made through other replicas")
+		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
+		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
+	)
+	flag.Parse()
+
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var handler slog.Handler = slog.NewTextHandler(os.Stderr, opts)
+	if *jsonOutput {
+		handler = slog.NewJSONHandler(os.Stderr, opts)
+	}
+	log := slog.New(handler)
+	slog.SetDefault(log)
+	if *offline <= *stale {
+		return errors.New("--offline-after must be longer than --stale-after")
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg := server.Config{
+		DataDir: *dataDir, StoreDSN: *storeDSN, TLSCert: *tlsCert, TLSKey: *tlsKey,
+		Thresholds:        health.Thresholds{StaleAfter: *stale, OfflineAfter: *offline},
+		HeartbeatInterval: *heartbeat, PollInterval: *poll, Log: log,
+	}
+	if *hosts != "" {
+		cfg.Hosts = strings.Split(*hosts, ",")
+	}
+	hub, err := server.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer hub.Close()
+
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", *listen, err)
+	}
+	log.Info("hub serving", "address", ln.Addr().String(), "caFingerprint", hub.Identity().Fingerprint,
+		"dataDir", *dataDir)
+	if hub.AdminToken != "" {
+		// Printed once, on the first start only; it is also in the data directory.
+		fmt.Fprintf(os.Stderr, "\nFirst start: admin API token (also in %s/admin-token):\n\n    %s\n\n", *dataDir, hub.AdminToken)
+	}
+	fmt.Fprintf(os.Stderr, "Agents pin the hub CA: %s\n", hub.Identity().Fingerprint)
+	return hub.Serve(ctx, ln)
+}

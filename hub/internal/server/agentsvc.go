@@ -1,0 +1,151 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"kollect.dev/hub/internal/auth"
+	"kollect.dev/hub/internal/labelsel"
+	"kollect.dev/hub/internal/store"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// agentService implements AgentService.
+type agentService struct{ s *Server }
+
+var _ fleetv1connect.AgentServiceHandler = (*agentService)(nil)
+
+// credentialRecheck is how often an open WatchConfig stream checks that its credential is
+// still valid, for revocations and replacements made through another hub replica (this
+// replica closes its own streams at once).
+const credentialRecheck = 30 * time.Second
+
+// Register implements AgentService.
+func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv1.RegisterRequest]) (*connect.Response[fleetv1.RegisterResponse], error) {
+	m := req.Msg
+	if errs := validation.IsDNS1123Label(m.GetClusterName()); len(errs) > 0 {
+		return nil, invalid("cluster_name %q: %s", m.GetClusterName(), strings.Join(errs, ", "))
+	}
+	if err := labelsel.ValidateLabels(m.GetLabels()); err != nil {
+		return nil, invalid("labels: %v", err)
+	}
+	if m.GetBootstrapToken() == "" {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("bootstrap_token is required"))
+	}
+	secret, hash, err := auth.NewSecret(auth.PrefixAgent)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	_, err = a.s.store.RegisterCluster(ctx, store.RegisterParams{
+		TokenHash: auth.Hash(m.GetBootstrapToken()), Name: m.GetClusterName(), Labels: m.GetLabels(),
+		CredentialHash: hash, Replace: m.GetReplaceExisting(), AgentVersion: m.GetAgentVersion(),
+		KubernetesVersion: m.GetKubernetesVersion(), Now: a.s.cfg.Now(),
+	}, labelsel.Match)
+	switch {
+	case errors.Is(err, store.ErrTokenInvalid):
+		return nil, connect.NewError(connect.CodeUnauthenticated, store.ErrTokenInvalid)
+	case errors.Is(err, store.ErrClusterExists):
+		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("cluster %s is registered to another agent: "+
+			"revoke it first, or register with a bootstrap token created with allow_replace and set replace_existing",
+			m.GetClusterName()))
+	case err != nil:
+		return nil, storeError(err)
+	}
+	// A replaced agent's streams end now; its credential no longer exists.
+	a.s.dispatcher.Disconnect(m.GetClusterName(), connect.NewError(connect.CodeUnauthenticated,
+		errors.New("this cluster was registered again by another agent")))
+	if err := a.s.store.AppendAudit(ctx, store.AuditEvent{Actor: "cluster:" + m.GetClusterName(), Action: "Register",
+		Target: "cluster/" + m.GetClusterName(), Detail: fmt.Sprintf("labels=%v replace=%v agent=%s",
+			m.GetLabels(), m.GetReplaceExisting(), m.GetAgentVersion())}); err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	a.s.log.InfoContext(ctx, "agent registered", "cluster", m.GetClusterName(), "labels", m.GetLabels(),
+		"agentVersion", m.GetAgentVersion())
+	a.s.watcher.Poke()
+	return connect.NewResponse(&fleetv1.RegisterResponse{ClusterName: m.GetClusterName(), Credential: secret,
+		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval)}), nil
+}
+
+// WatchConfig implements AgentService.
+func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleetv1.WatchConfigRequest], stream *connect.ServerStream[fleetv1.WatchConfigResponse]) error {
+	agent, ok := auth.AgentFrom(ctx)
+	if !ok {
+		return connect.NewError(connect.CodeUnauthenticated, errors.New("no agent identity"))
+	}
+	conn, leave := a.s.dispatcher.Subscribe(agent.Name)
+	defer leave()
+	recheck := time.NewTicker(credentialRecheck)
+	defer recheck.Stop()
+	sent := ""
+	for {
+		cfg, err := a.s.builder.ForCluster(ctx, agent.Name)
+		if err != nil {
+			return connect.NewError(connect.CodeUnavailable, err)
+		}
+		if cfg.GetConfigDigest() != sent {
+			if err := stream.Send(cfg); err != nil {
+				return err
+			}
+			sent = cfg.GetConfigDigest()
+			conn.Sent(sent)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-conn.Done:
+			return conn.Err()
+		case <-conn.Wake:
+		case <-recheck.C:
+			c, err := a.s.store.GetCluster(ctx, agent.Name)
+			if err == nil && (c.Revoked || c.CredentialHash != agent.CredentialHash) {
+				return connect.NewError(connect.CodeUnauthenticated, errors.New("agent credential revoked or replaced"))
+			}
+		}
+	}
+}
+
+// ReportStatus implements AgentService.
+func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fleetv1.ReportStatusRequest]) (*connect.Response[fleetv1.ReportStatusResponse], error) {
+	agent, ok := auth.AgentFrom(ctx)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("no agent identity"))
+	}
+	st := req.Msg.GetStatus()
+	if st == nil {
+		return nil, invalid("status is required")
+	}
+	raw, err := protojson.Marshal(st)
+	if err != nil {
+		return nil, invalid("status: %v", err)
+	}
+	applied := map[string]int64{}
+	for _, b := range st.GetBundles() {
+		applied[b.GetBundle()] = b.GetRevision()
+	}
+	now := a.s.cfg.Now()
+	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
+		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw)})
+	if errors.Is(err, store.ErrNotFound) {
+		// Revoked between authentication and now.
+		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", agent.Name))
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	cfg, err := a.s.builder.ForCluster(ctx, agent.Name)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewResponse(&fleetv1.ReportStatusResponse{HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval),
+		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now)}), nil
+}

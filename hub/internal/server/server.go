@@ -1,0 +1,273 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"kollect.dev/hub/internal/assign"
+	"kollect.dev/hub/internal/auth"
+	"kollect.dev/hub/internal/bundle"
+	"kollect.dev/hub/internal/dispatch"
+	"kollect.dev/hub/internal/fleet"
+	"kollect.dev/hub/internal/health"
+	"kollect.dev/hub/internal/pki"
+	"kollect.dev/hub/internal/store"
+	"kollect.dev/hub/internal/store/sqlstore"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// Config configures a hub.
+type Config struct {
+	// DataDir holds the SQLite database, the generated CA and certificates and the first
+	// admin token.
+	DataDir string
+	// StoreDSN is a postgres:// URL for several replicas; empty means SQLite in DataDir.
+	StoreDSN string
+	// TLSCert and TLSKey bring a certificate; empty means the hub's own CA in DataDir.
+	TLSCert, TLSKey string
+	// Hosts are the DNS names and IPs the generated serving certificate is valid for.
+	Hosts []string
+	// Thresholds turn heartbeat age into stale and offline.
+	Thresholds health.Thresholds
+	// HeartbeatInterval is what agents are told to use.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often the hub looks for changes made by other replicas.
+	PollInterval time.Duration
+	// FleetInterval is how often WatchFleet subscribers get state changes.
+	FleetInterval time.Duration
+	Log           *slog.Logger
+	// Now is the clock (tests); time.Now by default.
+	Now func() time.Time
+}
+
+func (c *Config) defaults() {
+	if c.Thresholds == (health.Thresholds{}) {
+		c.Thresholds = health.DefaultThresholds
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 15 * time.Second
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = 2 * time.Second
+	}
+	if c.FleetInterval == 0 {
+		c.FleetInterval = 2 * time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if len(c.Hosts) == 0 {
+		c.Hosts = []string{"localhost", "127.0.0.1", "::1"}
+		if h, err := os.Hostname(); err == nil && h != "" {
+			c.Hosts = append(c.Hosts, h)
+		}
+	}
+}
+
+// Server is one hub replica.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	store      store.Store
+	identity   *pki.Identity
+	validator  *bundle.Validator
+	builder    *assign.Builder
+	dispatcher *dispatch.Dispatcher
+	view       *fleet.View
+	watcher    *fleet.Watcher
+	registry   *prometheus.Registry
+	handler    http.Handler
+
+	// AdminToken is the secret of the admin token created on first start ("" otherwise).
+	AdminToken string
+}
+
+// New opens the store (migrating it), loads or creates the TLS identity and, on first start,
+// creates an admin API token. Close releases the store.
+func New(ctx context.Context, cfg Config) (*Server, error) {
+	cfg.defaults()
+	if cfg.DataDir == "" {
+		return nil, errors.New("a data directory is required")
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("creating data directory: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Log}
+	var err error
+	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
+		return nil, errors.New("bring both a TLS certificate and its key, or neither")
+	}
+	if cfg.TLSCert != "" {
+		s.identity, err = pki.Load(cfg.TLSCert, cfg.TLSKey)
+	} else {
+		s.identity, err = pki.LoadOrCreate(filepath.Join(cfg.DataDir, "pki"), cfg.Hosts, cfg.Now())
+	}
+	if err != nil {
+		return nil, err
+	}
+	dsn := cfg.StoreDSN
+	if dsn == "" {
+		dsn = filepath.Join(cfg.DataDir, "hub.db")
+	}
+	s.store, err = sqlstore.Open(ctx, dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening the hub store: %w", err)
+	}
+	if s.validator, err = bundle.NewValidator(); err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	s.builder = assign.New(s.store)
+	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
+	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
+	s.watcher = fleet.NewWatcher(s.view, s.listBundles, s.log)
+	if err := s.bootstrapAdmin(ctx); err != nil {
+		s.store.Close()
+		return nil, err
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Identity is the hub's TLS identity; agents pin Identity().Fingerprint.
+func (s *Server) Identity() *pki.Identity { return s.identity }
+
+// Store exposes the store (tests and the benchmark seed data through it).
+func (s *Server) Store() store.Store { return s.store }
+
+// Connected is the number of agents holding a WatchConfig stream on this replica.
+func (s *Server) Connected() int { return s.dispatcher.Connected() }
+
+// Handler is the hub's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Close releases the store.
+func (s *Server) Close() error { return s.store.Close() }
+
+// bootstrapAdmin creates an admin API token when none exists, writes it to the data directory
+// (owner-only) and keeps it in AdminToken for the caller to print once.
+func (s *Server) bootstrapAdmin(ctx context.Context) error {
+	tokens, err := s.store.ListAPITokens(ctx)
+	if err != nil {
+		return err
+	}
+	if len(tokens) > 0 {
+		return nil
+	}
+	secret, hash, err := auth.NewSecret(auth.PrefixAPI)
+	if err != nil {
+		return err
+	}
+	id, err := auth.NewID()
+	if err != nil {
+		return err
+	}
+	err = s.store.CreateAPIToken(ctx, store.APIToken{ID: id, Name: "admin", Hash: hash, Role: store.RoleAdmin,
+		CreatedBy: "hub", CreatedAt: s.cfg.Now()})
+	if errors.Is(err, store.ErrConflict) {
+		return nil // another replica starting at the same moment created it
+	}
+	if err != nil {
+		return fmt.Errorf("creating the first admin token: %w", err)
+	}
+	path := filepath.Join(s.cfg.DataDir, "admin-token")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := s.store.AppendAudit(ctx, store.AuditEvent{Actor: "hub", Action: "CreateAPIToken",
+		Target: "apitoken/" + id, Detail: "first admin token (name admin)"}); err != nil {
+		return err
+	}
+	s.AdminToken = secret
+	return nil
+}
+
+func (s *Server) routes() http.Handler {
+	s.registry = prometheus.NewRegistry()
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&health.Collector{Source: s.view.Snapshot, Connected: s.dispatcher.Connected, Log: s.log})
+
+	// Bundles and statuses are larger than Connect's defaults expect; bound them anyway.
+	limits := connect.WithReadMaxBytes(16 << 20)
+	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
+		connect.WithInterceptors(&auth.AgentAuth{Store: s.store}), limits)
+	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s},
+		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log}), limits)
+
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Handle(agentPath+"*", agentHandler)
+	r.Handle(fleetPath+"*", fleetHandler)
+	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.store.ConfigEpoch(r.Context()); err != nil {
+			http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	r.Get("/ca.crt", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-pem-file")
+		_, _ = w.Write(s.identity.CAPEM)
+	})
+	return r
+}
+
+// Serve serves the hub over TLS on ln until ctx ends, running the background loops with it,
+// then shuts down gracefully (open streams are cut after 5 s).
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
+	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
+	defer wg.Wait()
+
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		TLSConfig: &tls.Config{
+			MinVersion:   tls.VersionTLS12,
+			Certificates: []tls.Certificate{s.identity.Certificate},
+			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	// Streams wait on ctx (BaseContext), so cancelling it lets Shutdown finish.
+	srv.RegisterOnShutdown(cancel)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, stop := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer stop()
+	if err := srv.Shutdown(shutdownCtx); err != nil {
+		_ = srv.Close()
+	}
+	return nil
+}
