@@ -1,0 +1,159 @@
+package gitlab
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+	gitsink "kollect.dev/agent/internal/sink/git"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// tokenUser is the user name GitLab expects with a token over git's HTTP basic auth.
+const tokenUser = "oauth2"
+
+// Sink is a git sink on GitLab with an optional merge-request mode.
+type Sink struct {
+	cfg v1alpha1.GitLabSinkConfig
+	git *gitsink.Sink
+	api *api
+	env export.Env
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// New builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
+func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+	if spec.GitLab == nil {
+		return nil, export.Terminalf("spec.gitlab is required for a gitlab sink")
+	}
+	cfg := *spec.GitLab
+	if cfg.BaseURL == "" {
+		cfg.BaseURL = "https://gitlab.com"
+	}
+	if cfg.Mode == "" {
+		cfg.Mode = v1alpha1.GitLabPush
+	}
+	if cfg.Project == "" {
+		return nil, export.Terminalf("spec.gitlab.project is required")
+	}
+	var token string
+	if cfg.SecretRef != nil && env.Secrets != nil {
+		data, err := env.Secrets(ctx, cfg.SecretRef.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading secret %s: %w", cfg.SecretRef.Name, err)
+		}
+		token = strings.TrimSpace(string(data[gitsink.KeyToken]))
+	}
+	if token == "" && cfg.Mode == v1alpha1.GitLabMergeRequest {
+		return nil, export.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitsink.KeyToken)
+	}
+	g, err := gitsink.NewFromConfig(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
+	if err != nil {
+		return nil, err
+	}
+	client, err := httpClient(ctx, env, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	return &Sink{cfg: cfg, git: g, env: env, api: &api{base: cfg.BaseURL, project: cfg.Project, token: token, http: client}}, nil
+}
+
+func httpClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
+	c := &http.Client{Timeout: 30 * time.Second}
+	if t == nil {
+		return c, nil
+	}
+	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, for tests
+	if ref := t.CASecretRef; ref != nil {
+		data, err := env.Secrets(ctx, ref.Name)
+		if err != nil {
+			return nil, fmt.Errorf("reading secret %s: %w", ref.Name, err)
+		}
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(data[ref.Key]) {
+			return nil, export.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
+		}
+		tc.RootCAs = pool
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = tc
+	c.Transport = tr
+	return c, nil
+}
+
+// MergeRequestBranch is the stable source branch of an inventory's merge request.
+func MergeRequestBranch(cluster, inventory string) string {
+	return "kollect/" + cluster + "/" + inventory
+}
+
+// Export pushes to the branch (push mode), or commits to the inventory's merge-request branch
+// and keeps its merge request open and current (mergeRequest mode).
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	if s.cfg.Mode != v1alpha1.GitLabMergeRequest {
+		return s.git.Export(ctx, b)
+	}
+	source := MergeRequestBranch(b.Envelope.Cluster, b.Envelope.Inventory)
+	target := s.git.Branch()
+	res, err := s.git.Publish(ctx, b, source, target)
+	if err != nil {
+		return err
+	}
+	mr, err := s.api.OpenMergeRequest(ctx, source, target)
+	if err != nil {
+		return err
+	}
+	description := fmt.Sprintf("Inventory **%s** of cluster **%s**: %d items, checksum `%s`.\n\nThis merge request is kept up to date by Kollect: each export with changes adds a commit to `%s`.",
+		b.Envelope.Inventory, b.Envelope.Cluster, b.Envelope.ItemCount, b.Envelope.Checksum, source)
+	switch {
+	case mr == nil:
+		// Also after a retry whose push succeeded but whose API call failed: the branch
+		// is current, only the merge request is missing.
+		mr, err = s.api.CreateMergeRequest(ctx, source, target, res.Subject, description)
+		if err != nil {
+			return err
+		}
+		s.env.Log.Info("opened merge request", "iid", mr.IID, "url", mr.WebURL)
+	case mr.Title != res.Subject || mr.Description != description:
+		if err := s.api.UpdateMergeRequest(ctx, mr.IID, res.Subject, description); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Probe checks the repository over git and the project over the API.
+func (s *Sink) Probe(ctx context.Context) error {
+	if err := s.git.Probe(ctx); err != nil {
+		return err
+	}
+	if s.api.token == "" {
+		return nil // push mode without a token: the git check is all there is
+	}
+	return s.api.Project(ctx)
+}
+
+// Preview describes the destination and the commit message; in mergeRequest mode the
+// destination names the merge-request branch.
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
+	p, err := s.git.Preview(ctx, cluster, inventory)
+	if err != nil {
+		return p, err
+	}
+	p.Destination = fmt.Sprintf("GitLab project %s on %s: %s", s.cfg.Project, s.cfg.BaseURL, p.Destination)
+	if s.cfg.Mode == v1alpha1.GitLabMergeRequest {
+		p.Destination += fmt.Sprintf(" through a merge request from %s", MergeRequestBranch(cluster, inventory))
+	}
+	return p, nil
+}
+
+// Close releases the git sink.
+func (s *Sink) Close() error { return s.git.Close() }
