@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -258,5 +259,32 @@ func TestChunksStayUnderLimitAndCarryNumbering(t *testing.T) {
 	}
 	if _, err := Chunks(env, 1100); err == nil || export.ClassOf(err) != export.Terminal {
 		t.Fatalf("a row over the limit: err = %v, want terminal", err)
+	}
+}
+
+func TestEncodeMatchesEncodingJSON(t *testing.T) {
+	r := row("u-1", 3)
+	r.Name = `we"ird<name>ü`
+	for _, typ := range []export.ChangeType{export.ChangeUpsert, export.ChangeDelete} {
+		e := Event{Type: typ, Row: &r, Key: r.Key().String(), ObservedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.UTC)}
+		ce := e.ChangeEvent()
+		want, err := json.Marshal(&ce)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Equal as JSON; Encode keeps the row byte-identical to its canonical form, where
+		// encoding/json would escape '<' and '>' inside it.
+		got, rowJSON := e.Encode()
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatalf("Encode produced invalid JSON %s: %v", got, err)
+		}
+		_ = json.Unmarshal(want, &w)
+		if !reflect.DeepEqual(g, w) {
+			t.Errorf("Encode\n got %s\nwant %s", got, want)
+		}
+		if string(rowJSON) != string(r.CanonicalJSON()) {
+			t.Errorf("row part %s", rowJSON)
+		}
 	}
 }

@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -28,12 +27,8 @@ const (
 )
 
 // records renders one event: the JSON change event, and for a delete a tombstone after it.
-func records(e *eventbuf.Event) ([]*kgo.Record, error) {
-	ce := e.ChangeEvent()
-	value, err := json.Marshal(&ce)
-	if err != nil {
-		return nil, export.TerminalError(fmt.Errorf("encoding event of %s: %w", e.Key, err))
-	}
+func records(e *eventbuf.Event) []*kgo.Record {
+	value, _ := e.Encode()
 	headers := []kgo.RecordHeader{
 		{Key: hSchema, Value: []byte(export.SchemaVersion)},
 		{Key: hCluster, Value: []byte(e.Row.Cluster)},
@@ -49,7 +44,7 @@ func records(e *eventbuf.Event) ([]*kgo.Record, error) {
 		// Value nil is a tombstone: compaction removes the key once it has run.
 		out = append(out, &kgo.Record{Key: key, Headers: headers})
 	}
-	return out, nil
+	return out
 }
 
 // outcome tracks the records of one event.
@@ -67,10 +62,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 	var errOnce sync.Once
 	var firstErr error
 	for i := range events {
-		recs, err := records(&events[i])
-		if err != nil {
-			return acked(outcomes[:i]), err
-		}
+		recs := records(&events[i])
 		o := &outcomes[i]
 		o.left.Store(int32(len(recs)))
 		for _, r := range recs {

@@ -87,8 +87,8 @@ func kvToken(s string) string {
 // msgID identifies one event for JetStream's duplicate detection: the same event re-published
 // by a retry has the same ID. The batch time is part of it so that a row changing back to an
 // earlier content (A→B→A inside the duplicate window) is not mistaken for a retry.
-func msgID(e *eventbuf.Event) string {
-	d := e.Row.Digest()
+func msgID(e *eventbuf.Event, rowJSON []byte) string {
+	d := sha256.Sum256(rowJSON) // the row's digest
 	h := sha256.New()
 	h.Write([]byte(e.Key))
 	h.Write([]byte{0})
@@ -101,13 +101,15 @@ func msgID(e *eventbuf.Event) string {
 }
 
 // messages renders one event: the change event on the stream, and the bucket update.
-func (s *Sink) messages(e *eventbuf.Event) ([]*nats.Msg, string, error) {
-	ce := e.ChangeEvent()
-	data, err := json.Marshal(&ce)
-	if err != nil {
-		return nil, "", export.TerminalError(fmt.Errorf("encoding event of %s: %w", e.Key, err))
+func (s *Sink) messages(e *eventbuf.Event, subjects map[[3]string]string) ([]*nats.Msg, string) {
+	data, rowJSON := e.Encode()
+	at := [3]string{e.Row.Cluster, e.Row.Inventory, e.Row.Kind}
+	subject, ok := subjects[at]
+	if !ok {
+		subject = Subject(s.template, at[0], at[1], at[2])
+		subjects[at] = subject
 	}
-	m := nats.NewMsg(Subject(s.template, e.Row.Cluster, e.Row.Inventory, e.Row.Kind))
+	m := nats.NewMsg(subject)
 	m.Data = data
 	m.Header.Set(hSchema, export.SchemaVersion)
 	m.Header.Set(hCluster, e.Row.Cluster)
@@ -123,11 +125,11 @@ func (s *Sink) messages(e *eventbuf.Event) ([]*nats.Msg, string, error) {
 		if e.Type == export.ChangeDelete {
 			kv.Header.Set(kvOperation, "DEL")
 		} else {
-			kv.Data = e.Row.CanonicalJSON()
+			kv.Data = rowJSON
 		}
 		out = append(out, kv)
 	}
-	return out, msgID(e), nil
+	return out, msgID(e, rowJSON)
 }
 
 // pending is one unacknowledged publish.
@@ -144,6 +146,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 	failed := make([]bool, len(events))
 	var window []pending
 	var firstErr error
+	subjects := map[[3]string]string{}
 	settle := func(p pending) error {
 		select {
 		case <-p.future.Ok():
@@ -171,10 +174,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 		return acked, nil
 	}
 	for i := range events {
-		msgs, id, err := s.messages(&events[i])
-		if err != nil {
-			return result(err)
-		}
+		msgs, id := s.messages(&events[i], subjects)
 		parts[i] = int8(len(msgs))
 		for j, m := range msgs {
 			opt := jetstream.WithMsgID(id)

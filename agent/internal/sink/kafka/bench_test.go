@@ -1,0 +1,65 @@
+package kafka
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+)
+
+func benchRows(n, version int) []export.Row {
+	rows := make([]export.Row, n)
+	for i := range rows {
+		rows[i] = row(fmt.Sprint(i), version)
+		rows[i].Namespace = fmt.Sprintf("ns-%d", i%50)
+	}
+	return rows
+}
+
+// BenchmarkInitialExport100k measures a first export (Full) of 100k rows to a new topic.
+func BenchmarkInitialExport100k(b *testing.B) {
+	s := export.NewSnapshot(benchRows(100_000, 1))
+	var elapsed time.Duration
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-initial-%d-%d", time.Now().UnixNano(), i)), export.Env{})
+		var ex exporter
+		start := time.Now()
+		if err := ex.export(b.Context(), sk, s); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+		n += len(s.Rows)
+		sk.Close()
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkChurn1k measures steady churn: batches of 1k changed rows out of 100k.
+func BenchmarkChurn1k(b *testing.B) {
+	rows := benchRows(100_000, 0)
+	sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-churn-%d", time.Now().UnixNano())), export.Env{})
+	var ex exporter
+	if err := ex.export(b.Context(), sk, export.NewSnapshot(append([]export.Row(nil), rows...))); err != nil {
+		b.Fatal(err)
+	}
+	var elapsed time.Duration
+	n := 0
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		for j := range 1000 {
+			k := (i*1000 + j) % len(rows)
+			rows[k] = row(rows[k].UID, i+1)
+		}
+		next := export.NewSnapshot(append([]export.Row(nil), rows...))
+		b.StartTimer()
+		start := time.Now()
+		if err := ex.export(b.Context(), sk, next); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+		n += 1000
+	}
+	b.ReportMetric(float64(n)/elapsed.Seconds(), "events/s")
+}
