@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -32,7 +33,9 @@ type Manager struct {
 	invs map[Key]*runner
 	// bindings remembers the binding ID per (inventory, sink) seen in this process, so a sink
 	// rebuilt with a new configuration exports again instead of trusting the old checksum.
-	bindings map[string]string
+	// It has its own lock: runners consult it while the manager's lock is held.
+	bindingsMu sync.Mutex
+	bindings   map[string]string
 }
 
 // Options configure a Manager.
@@ -90,10 +93,13 @@ func (m *Manager) Apply(cfg Config) {
 		if m.ctx != nil {
 			r.start(m.ctx)
 		}
-	} else {
-		r.setConfig(cfg)
+		r.markDirty(false)
+		return
 	}
-	r.markDirty(false)
+	// Status updates re-apply the same configuration; only a real change rebuilds.
+	if r.setConfig(cfg) {
+		r.markDirty(false)
+	}
 }
 
 // Remove stops an inventory and its workers.
@@ -101,12 +107,14 @@ func (m *Manager) Remove(key Key) {
 	m.mu.Lock()
 	r := m.invs[key]
 	delete(m.invs, key)
+	m.mu.Unlock()
+	m.bindingsMu.Lock()
 	for id := range m.bindings {
-		if len(id) > len(key.String()) && id[:len(key.String())+1] == key.String()+"|" {
+		if strings.HasPrefix(id, key.String()+"|") {
 			delete(m.bindings, id)
 		}
 	}
-	m.mu.Unlock()
+	m.bindingsMu.Unlock()
 	if r != nil {
 		r.stop()
 	}
@@ -154,8 +162,8 @@ func (m *Manager) kindChanged(gvk schema.GroupVersionKind) {
 // bindingChanged records a binding and reports whether the sink was configured differently
 // earlier in this process.
 func (m *Manager) bindingChanged(key Key, b SinkBinding) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.bindingsMu.Lock()
+	defer m.bindingsMu.Unlock()
 	id := key.String() + "|" + b.Ref.String()
 	prev, seen := m.bindings[id]
 	m.bindings[id] = b.ID

@@ -38,15 +38,36 @@ func (r *runner) targets() []collector.TargetKey {
 	return r.cfg.Targets
 }
 
-func (r *runner) setConfig(cfg Config) {
+// setConfig applies cfg and reports whether the snapshot may differ (other targets, a new
+// generation) or sinks changed.
+func (r *runner) setConfig(cfg Config) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	changed := !sameConfig(r.cfg, cfg)
 	r.cfg = cfg
 	r.st.Generation = cfg.Generation
 	r.st.Targets = len(cfg.Targets)
 	if r.ctx != nil {
 		r.syncWorkersLocked()
 	}
+	return changed
+}
+
+func sameConfig(a, b Config) bool {
+	if a.Generation != b.Generation || a.Suspend != b.Suspend || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) {
+		return false
+	}
+	for i := range a.Targets {
+		if a.Targets[i] != b.Targets[i] {
+			return false
+		}
+	}
+	for i := range a.Sinks {
+		if a.Sinks[i].Ref != b.Sinks[i].Ref || a.Sinks[i].ID != b.Sinks[i].ID {
+			return false
+		}
+	}
+	return true
 }
 
 func (r *runner) start(ctx context.Context) {

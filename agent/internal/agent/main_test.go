@@ -1,0 +1,121 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/agent/internal/controller"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/e2e/testenv"
+)
+
+var cp *testenv.ControlPlane
+
+func TestMain(m *testing.M) {
+	var err error
+	if cp, err = testenv.Start("agent", testenv.Options{}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = cp.Stop()
+	os.Exit(code)
+}
+
+// recorders hands out one Recorder per sink name, shared across agent restarts.
+type recorders struct {
+	mu   sync.Mutex
+	byID map[string]*sinktest.Recorder
+}
+
+func (r *recorders) get(name string) *sinktest.Recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byID == nil {
+		r.byID = map[string]*sinktest.Recorder{}
+	}
+	if r.byID[name] == nil {
+		r.byID[name] = sinktest.NewRecorder()
+	}
+	return r.byID[name]
+}
+
+func (r *recorders) factories() controller.SinkFactories {
+	f := func(_ context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+		return r.get(env.Namespace + "/" + obj.GetName()), nil
+	}
+	return controller.SinkFactories{"snapshot/git": f, "database/postgres": f, "event/nats": f}
+}
+
+// startAgent runs an agent until the test ends (or stop is called).
+func startAgent(t *testing.T, cfg *rest.Config, cluster, ns string, recs *recorders) (stop func()) {
+	t.Helper()
+	if cfg == nil {
+		cfg = cp.Config
+	}
+	mgr, err := New(cfg, Options{
+		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
+		CacheDir: t.TempDir(), Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		Backoff:  exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("agent %s: %v", cluster, err)
+		}
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	if err := cp.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func create(t *testing.T, objs ...client.Object) {
+	t.Helper()
+	for _, o := range objs {
+		if err := cp.Client.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+}
+
+// eventually polls cond until it holds or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s: %s", what, last)
+}

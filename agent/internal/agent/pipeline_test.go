@@ -1,0 +1,225 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/agent/internal/export"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+func configMap(ns, name string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": "shop"}}, Data: data}
+}
+
+// configMapInventory declares a profile, a target and an inventory with one (recorded) sink.
+func configMapInventory(ns string, debounce, maxDelay time.Duration) []client.Object {
+	return []client.Object{
+		&kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Spec: kollectv1.KollectProfileSpec{
+			Target: kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+			Attributes: []kollectv1.Attribute{
+				{Name: "color", JSONPath: "{.data.color}", Optional: true},
+				{Name: "keys", CEL: "has(object.data) ? size(object.data) : 0", Type: kollectv1.AttributeInt},
+			},
+		}},
+		&kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Spec: kollectv1.KollectTargetSpec{
+			ProfileRef:      kollectv1.LocalObjectReference{Name: "cm"},
+			TargetSelection: kollectv1.TargetSelection{LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "shop"}}},
+		}},
+		&kollectv1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rec"}, Spec: kollectv1.KollectSnapshotSinkSpec{
+			Type: kollectv1.SnapshotSinkGit, Git: &kollectv1.GitSinkConfig{URL: "file:///unused"},
+		}},
+		&kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}, Spec: kollectv1.KollectInventorySpec{
+			Targets:      []kollectv1.LocalObjectReference{{Name: "cm"}},
+			Sinks:        kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "rec"}}},
+			ExportTiming: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: debounce}, MaxDelay: metav1.Duration{Duration: maxDelay}},
+		}},
+	}
+}
+
+func rowNames(rows []export.Row) string {
+	var names []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+	}
+	return strings.Join(names, ",")
+}
+
+func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
+	ns := namespace(t, "rows")
+	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue", "x": "1"}),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}})
+	create(t, configMapInventory(ns, 300*time.Millisecond, 2*time.Second)...)
+	recs := &recorders{}
+	startAgent(t, nil, "c1", ns, recs)
+	rec := recs.get(ns + "/rec")
+
+	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 }) {
+		t.Fatal("no export")
+	}
+	first := rec.Last()
+	if got := rowNames(first.Envelope.Rows); got != "a,b" {
+		t.Fatalf("exported rows %q, want a,b (the unlabelled one is not selected)", got)
+	}
+	r := first.Envelope.Rows[1]
+	if r.Cluster != "c1" || r.Inventory != ns+"/inv" || r.Target != ns+"/cm" || r.Kind != "ConfigMap" || r.UID == "" {
+		t.Fatalf("row identity: %+v", r)
+	}
+	if string(r.Attributes) != `{"color":"blue","keys":2}` {
+		t.Fatalf("attributes %s", r.Attributes)
+	}
+	if !first.Diff.Full {
+		t.Fatal("first export must be a full diff")
+	}
+
+	// Change one object: the next export's diff holds exactly that row.
+	cm := &corev1.ConfigMap{}
+	_ = cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "a"}, cm)
+	cm.Data["color"] = "green"
+	if err := cp.Client.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) >= 2 }) {
+		t.Fatal("change not exported")
+	}
+	d := rec.Last().Diff
+	if d.Full || len(d.Added) != 0 || len(d.Deleted) != 0 || rowNames(d.Changed) != "a" {
+		t.Fatalf("diff after changing a: full=%v added=%q changed=%q deleted=%q", d.Full, rowNames(d.Added), rowNames(d.Changed), rowNames(d.Deleted))
+	}
+	if rec.Last().PreviousChecksum != first.Envelope.Checksum {
+		t.Fatal("previous checksum not carried")
+	}
+
+	// Status shows the export, and nothing more is written while data is static.
+	eventually(t, 10*time.Second, "inventory status synced", func() (bool, string) {
+		inv := &kollectv1.KollectInventory{}
+		_ = cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "inv"}, inv)
+		c := apimeta.FindStatusCondition(inv.Status.Conditions, kollectv1.ConditionSynced)
+		ok := c != nil && c.Status == metav1.ConditionTrue && inv.Status.ItemCount == 2 && len(inv.Status.Sinks) == 1 &&
+			inv.Status.Sinks[0].Checksum == inv.Status.Checksum && inv.Status.Sinks[0].LastExportTime != nil
+		return ok, fmt.Sprintf("%+v", inv.Status)
+	})
+	n := len(rec.Batches())
+	time.Sleep(3 * time.Second)
+	if len(rec.Batches()) != n {
+		t.Fatalf("%d exports while data was static", len(rec.Batches())-n)
+	}
+	// Delete: the row goes away in one export.
+	if err := cp.Client.Delete(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) > n }) {
+		t.Fatal("delete not exported")
+	}
+	if d := rec.Last().Diff; rowNames(d.Deleted) != "a" || len(d.Added)+len(d.Changed) != 0 {
+		t.Fatalf("diff after delete: %+v", d)
+	}
+}
+
+func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
+	ns := namespace(t, "debounce")
+	create(t, configMapInventory(ns, time.Second, 3*time.Second)...)
+	recs := &recorders{}
+	startAgent(t, nil, "c1", ns, recs)
+	rec := recs.get(ns + "/rec")
+	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 }) {
+		t.Fatal("no initial export")
+	}
+	base := len(rec.Batches())
+
+	// A burst of 30 creates within well under the debounce becomes one export.
+	for i := range 30 {
+		create(t, configMap(ns, fmt.Sprintf("burst-%02d", i), map[string]string{"i": fmt.Sprint(i)}))
+	}
+	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) > base && len(b[len(b)-1].Envelope.Rows) == 30 }) {
+		t.Fatalf("burst not exported; last has %d rows", len(rec.Last().Envelope.Rows))
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if got := len(rec.Batches()) - base; got != 1 {
+		t.Fatalf("burst of 30 changes produced %d exports, want 1", got)
+	}
+
+	// Constant churn faster than the debounce: maxDelay still exports at least every 3 s.
+	base = len(rec.Batches())
+	stopChurn := time.Now().Add(7 * time.Second)
+	for i := 0; time.Now().Before(stopChurn); i++ {
+		cm := configMap(ns, "churn", map[string]string{"color": fmt.Sprint(i)}) // an extracted attribute
+		if i == 0 {
+			create(t, cm)
+		} else if err := cp.Client.Update(context.Background(), cm); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if got := len(rec.Batches()) - base; got < 2 {
+		t.Fatalf("7 s of churn with maxDelay 3s produced %d exports during the churn, want >= 2", got)
+	}
+}
+
+func TestRestartWithUnchangedDataExportsNothing(t *testing.T) {
+	ns := namespace(t, "restart")
+	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
+	create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
+	recs := &recorders{}
+	stop := startAgent(t, nil, "c1", ns, recs)
+	rec := recs.get(ns + "/rec")
+	eventually(t, 30*time.Second, "status with the exported checksum", func() (bool, string) {
+		inv := &kollectv1.KollectInventory{}
+		_ = cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "inv"}, inv)
+		return len(inv.Status.Sinks) == 1 && inv.Status.Sinks[0].Checksum != "" && inv.Status.Sinks[0].Checksum == inv.Status.Checksum,
+			fmt.Sprintf("%+v", inv.Status.Sinks)
+	})
+	stop()
+	n := len(rec.Batches())
+
+	startAgent(t, nil, "c1", ns, recs)
+	time.Sleep(4 * time.Second)
+	if got := len(rec.Batches()) - n; got != 0 {
+		t.Fatalf("restarted agent exported %d times with unchanged data", got)
+	}
+	// A change after the restart is exported, as a full diff (the old content is unknown).
+	create(t, configMap(ns, "b", map[string]string{"color": "blue"}))
+	if !rec.WaitFor(15*time.Second, func(b []*export.Batch) bool { return len(b) > n }) {
+		t.Fatal("change after restart not exported")
+	}
+	if last := rec.Last(); !last.Diff.Full || last.PreviousChecksum == "" {
+		t.Fatalf("after restart: full=%v previous=%q", last.Diff.Full, last.PreviousChecksum)
+	}
+}
+
+func TestBadCELSetsProfileConditionWithCompilerMessage(t *testing.T) {
+	ns := namespace(t, "badcel")
+	create(t, &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: kollectv1.KollectProfileSpec{
+		Target:     kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Attributes: []kollectv1.Attribute{{Name: "x", CEL: "object.data.size() >"}},
+	}})
+	startAgent(t, nil, "c1", ns, &recorders{})
+	eventually(t, 20*time.Second, "Ready=False CompileFailed", func() (bool, string) {
+		p := &kollectv1.KollectProfile{}
+		_ = cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bad"}, p)
+		c := apimeta.FindStatusCondition(p.Status.Conditions, kollectv1.ConditionReady)
+		if c == nil {
+			return false, "no condition"
+		}
+		return c.Status == metav1.ConditionFalse && c.Reason == "CompileFailed" &&
+			strings.Contains(c.Message, "attribute x: CEL:") && strings.Contains(c.Message, "Syntax error"), c.Message
+	})
+}
+
+func decodeAttrs(t *testing.T, r export.Row) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Attributes, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
