@@ -68,7 +68,7 @@ func startAgent(t *testing.T, cfg *rest.Config, cluster, ns string, recs *record
 	mgr, err := New(cfg, Options{
 		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
 		CacheDir: t.TempDir(), Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Backoff:  exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

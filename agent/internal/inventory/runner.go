@@ -257,4 +257,3 @@ func (r *runner) status() Status {
 	sortSinks(st.Sinks)
 	return st
 }
-
