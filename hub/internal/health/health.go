@@ -134,6 +134,19 @@ func (f *Fleet) Freshness() []*fleetv1.SinkFreshness {
 			out = append(out, cell)
 		}
 	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.GetCluster() != b.GetCluster() {
+			return a.GetCluster() < b.GetCluster()
+		}
+		if a.GetSinkKind() != b.GetSinkKind() {
+			return a.GetSinkKind() < b.GetSinkKind()
+		}
+		if a.GetSinkNamespace() != b.GetSinkNamespace() {
+			return a.GetSinkNamespace() < b.GetSinkNamespace()
+		}
+		return a.GetSinkName() < b.GetSinkName()
+	})
 	return out
 }
 

@@ -55,8 +55,9 @@ func TestStatesSkewAndFreshness(t *testing.T) {
 		t.Errorf("a: sink errors %d, failed objects %d", a.GetSinkErrors(), a.GetBundles()[0].GetFailedObjects())
 	}
 	cells := f.Freshness()
-	if len(cells) != 2 || cells[0].GetLag().AsDuration() != 90*time.Second || cells[1].GetLag() != nil ||
-		cells[1].GetErrorClass() != fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL {
+	// Sorted by cluster, sink kind, namespace and name: the database sink first.
+	if len(cells) != 2 || cells[1].GetLag().AsDuration() != 90*time.Second || cells[0].GetLag() != nil ||
+		cells[0].GetErrorClass() != fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL {
 		t.Fatalf("freshness: %v", cells)
 	}
 	s := f.Summary()

@@ -1,0 +1,215 @@
+package server_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+func register(h *testHub, token, name string, replace bool) error {
+	_, err := h.agent("").Register(context.Background(), connect.NewRequest(&fleetv1.RegisterRequest{
+		ClusterName: name, BootstrapToken: token, ReplaceExisting: replace}))
+	return err
+}
+
+func TestBootstrapTokenRules(t *testing.T) {
+	h := startHub(t, "")
+	once := h.bootstrapToken(t, time.Hour, 1, false)
+	h.register(t, once.GetSecret(), "alpha", map[string]string{"env": "prod"})
+	wantCode(t, register(h, once.GetSecret(), "beta", false), connect.CodeUnauthenticated, "used-up token")
+
+	short := h.bootstrapToken(t, time.Minute, 0, false)
+	h.clock.Advance(2 * time.Minute)
+	wantCode(t, register(h, short.GetSecret(), "beta", false), connect.CodeUnauthenticated, "expired token")
+
+	revoked := h.bootstrapToken(t, time.Hour, 0, false)
+	if _, err := h.admin.RevokeBootstrapToken(context.Background(), connect.NewRequest(
+		&fleetv1.RevokeBootstrapTokenRequest{Id: revoked.GetToken().GetId()})); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, register(h, revoked.GetSecret(), "beta", false), connect.CodeUnauthenticated, "revoked token")
+	wantCode(t, register(h, "kbt_made_up", "beta", false), connect.CodeUnauthenticated, "unknown token")
+	wantCode(t, register(h, revoked.GetSecret(), "Not_A_Name", false), connect.CodeInvalidArgument, "bad cluster name")
+
+	list, err := h.admin.ListBootstrapTokens(context.Background(), connect.NewRequest(&fleetv1.ListBootstrapTokensRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range list.Msg.GetTokens() {
+		if tok.GetId() == once.GetToken().GetId() && tok.GetUses() != 1 {
+			t.Errorf("single-use token used %d times", tok.GetUses())
+		}
+	}
+	// Every change is in the audit log, with who made it.
+	audit, err := h.admin.ListAuditEvents(context.Background(), connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range audit.Msg.GetEvents() {
+		got = append(got, e.GetActor()+" "+e.GetAction())
+	}
+	joined := strings.Join(got, "\n")
+	for _, want := range []string{"token:admin RevokeBootstrapToken", "cluster:alpha Register", "token:admin CreateBootstrapToken", "hub CreateAPIToken"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("audit log lacks %q:\n%s", want, joined)
+		}
+	}
+}
+
+func TestDuplicateClusterAndReplacement(t *testing.T) {
+	h := startHub(t, "")
+	plain := h.bootstrapToken(t, time.Hour, 0, false)
+	first, _ := h.register(t, plain.GetSecret(), "alpha", nil)
+	ce := wantCode(t, register(h, plain.GetSecret(), "alpha", false), connect.CodeAlreadyExists, "second agent for alpha")
+	if !strings.Contains(ce.Message(), "allow_replace") {
+		t.Errorf("refusal does not say how to replace: %q", ce.Message())
+	}
+	wantCode(t, register(h, plain.GetSecret(), "alpha", true), connect.CodeAlreadyExists, "replace with a plain token")
+
+	replacer := h.bootstrapToken(t, time.Hour, 0, true)
+	if err := register(h, replacer.GetSecret(), "alpha", true); err != nil {
+		t.Fatalf("replacement: %v", err)
+	}
+	_, err := first.ReportStatus(context.Background(), connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "replaced agent's heartbeat")
+}
+
+func TestRevokedAgentRefusedOnNextCall(t *testing.T) {
+	h := startHub(t, "")
+	tok := h.bootstrapToken(t, time.Hour, 0, false)
+	agent, _ := h.register(t, tok.GetSecret(), "alpha", nil)
+	stream := watch(t, agent)
+	stream.next(t)
+	if _, err := agent.ReportStatus(context.Background(), connect.NewRequest(&fleetv1.ReportStatusRequest{
+		Status: &fleetv1.AgentStatus{AgentVersion: "v0.1.0"}})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.admin.RevokeAgent(context.Background(), connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: "alpha"})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stream.err:
+		wantCode(t, err, connect.CodeUnauthenticated, "open stream after revocation")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked agent's stream stayed open")
+	}
+	_, err := agent.ReportStatus(context.Background(), connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "heartbeat after revocation")
+	s, err := agent.WatchConfig(context.Background(), connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+	if err == nil {
+		for s.Receive() {
+			t.Fatal("revoked agent received configuration")
+		}
+		err = s.Err()
+	}
+	wantCode(t, err, connect.CodeUnauthenticated, "new stream after revocation")
+	// A revoked name can be registered again (a rebuilt cluster), with a new credential.
+	h.register(t, tok.GetSecret(), "alpha", nil)
+}
+
+func TestRolesAreEnforced(t *testing.T) {
+	h := startHub(t, "")
+	ctx := context.Background()
+	viewer := h.apiToken(t, "dashboard", fleetv1.Role_ROLE_VIEWER)
+	operator := h.apiToken(t, "ci", fleetv1.Role_ROLE_OPERATOR)
+	apply := connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "base", Manifests: goodBundle})
+
+	_, err := viewer.ApplyBundle(ctx, apply)
+	ce := wantCode(t, err, connect.CodePermissionDenied, "viewer applying a bundle")
+	if !strings.Contains(ce.Message(), "needs role operator") {
+		t.Errorf("message: %q", ce.Message())
+	}
+	if _, err := viewer.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{})); err != nil {
+		t.Errorf("viewer listing clusters: %v", err)
+	}
+	if _, err := operator.ApplyBundle(ctx, apply); err != nil {
+		t.Fatalf("operator applying a bundle: %v", err)
+	}
+	_, err = operator.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: "x", Role: fleetv1.Role_ROLE_ADMIN}))
+	wantCode(t, err, connect.CodePermissionDenied, "operator creating a token")
+	_, err = h.fleet("").ListBundles(ctx, connect.NewRequest(&fleetv1.ListBundlesRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "no token")
+	_, err = h.fleet("kat_wrong").ListBundles(ctx, connect.NewRequest(&fleetv1.ListBundlesRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "unknown token")
+
+	toks, err := h.admin.ListAPITokens(ctx, connect.NewRequest(&fleetv1.ListAPITokensRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tok := range toks.Msg.GetTokens() {
+		switch tok.GetName() {
+		case "ci":
+			if _, err := h.admin.RevokeAPIToken(ctx, connect.NewRequest(&fleetv1.RevokeAPITokenRequest{Id: tok.GetId()})); err != nil {
+				t.Fatal(err)
+			}
+		case "admin":
+			_, err := h.admin.RevokeAPIToken(ctx, connect.NewRequest(&fleetv1.RevokeAPITokenRequest{Id: tok.GetId()}))
+			wantCode(t, err, connect.CodeFailedPrecondition, "admin revoking itself")
+		}
+	}
+	_, err = operator.ListBundles(ctx, connect.NewRequest(&fleetv1.ListBundlesRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "revoked token")
+
+	audit, err := viewer.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{Limit: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range audit.Msg.GetEvents() {
+		if e.GetActor() == "token:ci" && e.GetAction() == "ApplyBundle" && e.GetTarget() == "bundle/base@1" {
+			found = true
+		}
+		if e.GetAction() == "ListBundles" {
+			t.Errorf("a read was audited: %v", e)
+		}
+	}
+	if !found {
+		t.Errorf("ApplyBundle by ci not audited: %v", audit.Msg.GetEvents())
+	}
+}
+
+// TestRestartKeepsIdentity restarts a hub on its data directory: same CA, same admin token,
+// and no second admin token.
+func TestRestartKeepsIdentity(t *testing.T) {
+	dir := t.TempDir()
+	first := startHub(t, dir)
+	fp, admin := first.srv.Identity().Fingerprint, first.srv.AdminToken
+	raw, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil || strings.TrimSpace(string(raw)) != admin {
+		t.Fatalf("admin-token file: %q, %v", raw, err)
+	}
+	first.stop()
+	second := startHub(t, dir)
+	if second.srv.AdminToken != "" {
+		t.Error("a second admin token was created on restart")
+	}
+	if second.srv.Identity().Fingerprint != fp {
+		t.Error("CA fingerprint changed across a restart")
+	}
+	if _, err := second.fleet(admin).ListAPITokens(context.Background(), connect.NewRequest(&fleetv1.ListAPITokensRequest{})); err != nil {
+		t.Fatalf("first admin token after restart: %v", err)
+	}
+}
+
+// TestProtocols calls the hub with each of Connect's three wire protocols.
+func TestProtocols(t *testing.T) {
+	h := startHub(t, "")
+	for name, opt := range map[string][]connect.ClientOption{
+		"connect":  nil,
+		"grpc":     {connect.WithGRPC()},
+		"grpc-web": {connect.WithGRPCWeb()},
+	} {
+		c := h.fleet(h.srv.AdminToken, opt...)
+		if _, err := c.GetFleetHealth(context.Background(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{})); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
