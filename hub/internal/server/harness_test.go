@@ -24,7 +24,7 @@ import (
 // clock is the hub's clock in tests: real time plus an offset tests move forward.
 type clock struct{ offset atomic.Int64 }
 
-func (c *clock) Now() time.Time            { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // testHub is a hub serving real TLS on 127.0.0.1, reached with real Connect clients that pin
