@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -192,7 +193,7 @@ func (cp *ControlPlane) WebhookOptions() envtest.WebhookInstallOptions {
 
 // WaitForCRDs blocks until the given CRDs are established; Start already waits for its own.
 func (cp *ControlPlane) WaitForCRDs(ctx context.Context, crdList []*apiextensionsv1.CustomResourceDefinition) error {
-	return envtest.WaitForCRDs(cp.Config, crdList, envtest.CRDInstallOptions{})
+	return envtest.WaitForCRDs(cp.Config, crdList, envtest.CRDInstallOptions{MaxTime: 30 * time.Second, PollInterval: 100 * time.Millisecond})
 }
 
 func writeKubeconfig(path, name string, cfg *rest.Config) error {

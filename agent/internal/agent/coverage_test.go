@@ -1,0 +1,168 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/agent/internal/export"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+func condition(t *testing.T, obj client.Object, conds func() []metav1.Condition, typ string) *metav1.Condition {
+	t.Helper()
+	if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+		return nil
+	}
+	return apimeta.FindStatusCondition(conds(), typ)
+}
+
+func inventoryFor(ns, name string, targets []string, debounce time.Duration) *kollectv1.KollectInventory {
+	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kollectv1.KollectInventorySpec{
+		Sinks:        kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "rec"}}},
+		ExportTiming: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: debounce}, MaxDelay: metav1.Duration{Duration: 5 * debounce}},
+	}}
+	for _, t := range targets {
+		inv.Spec.Targets = append(inv.Spec.Targets, kollectv1.LocalObjectReference{Name: t})
+	}
+	return inv
+}
+
+func profileTarget(ns, name string, gvk kollectv1.GroupVersionKind, attrs ...kollectv1.Attribute) []client.Object {
+	return []client.Object{
+		&kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kollectv1.KollectProfileSpec{Target: gvk, Attributes: attrs}},
+		&kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kollectv1.KollectTargetSpec{ProfileRef: kollectv1.LocalObjectReference{Name: name}}},
+	}
+}
+
+func recordingSink(ns string) client.Object {
+	return &kollectv1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "rec"}, Spec: kollectv1.KollectSnapshotSinkSpec{
+		Type: kollectv1.SnapshotSinkGit, Git: &kollectv1.GitSinkConfig{URL: "file:///unused"}}}
+}
+
+// TestCRDInstalledAfterAgentStartIsPickedUp: a target of an unknown kind waits with
+// KindNotFound, and collects as soon as the CRD is installed.
+func TestCRDInstalledAfterAgentStartIsPickedUp(t *testing.T) {
+	ns := namespace(t, "latecrd")
+	gvk := kollectv1.GroupVersionKind{Group: "shop.kollect.test", Version: "v1", Kind: "Widget"}
+	create(t, profileTarget(ns, "widgets", gvk, kollectv1.Attribute{Name: "size", JSONPath: "{.spec.size}", Type: kollectv1.AttributeInt})...)
+	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"widgets"}, 200*time.Millisecond))
+	recs := &recorders{}
+	startAgent(t, nil, "c1", ns, recs)
+
+	target := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "widgets"}}
+	eventually(t, 20*time.Second, "KindNotFound", func() (bool, string) {
+		c := condition(t, target, func() []metav1.Condition { return target.Status.Conditions }, kollectv1.ConditionReady)
+		return c != nil && c.Reason == "KindNotFound", fmt.Sprint(c)
+	})
+
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "widgets.shop.kollect.test"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "shop.kollect.test", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr(true)}}}},
+		},
+	}
+	create(t, crd)
+	if err := cp.WaitForCRDs(context.Background(), []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+		t.Fatal(err)
+	}
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("shop.kollect.test/v1")
+	w.SetKind("Widget")
+	w.SetNamespace(ns)
+	w.SetName("blue")
+	_ = unstructured.SetNestedField(w.Object, int64(42), "spec", "size")
+	create(t, w)
+
+	rec := recs.get(ns + "/rec")
+	if !rec.WaitFor(40*time.Second, func(b []*export.Batch) bool {
+		return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 1
+	}) {
+		t.Fatal("the CRD's objects were never exported")
+	}
+	if r := rec.Last().Envelope.Rows[0]; r.Kind != "Widget" || r.Group != "shop.kollect.test" || string(r.Attributes) != `{"size":42}` {
+		t.Fatalf("row %+v", r)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestForbiddenKindIsAConditionNotADeletion: an agent that may not list a kind reports it on the
+// target and the inventory, and never exports a snapshot without that kind's rows.
+func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
+	ns := namespace(t, "forbidden")
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"}, StringData: map[string]string{"k": "v"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"}})
+	create(t, profileTarget(ns, "secrets", kollectv1.GroupVersionKind{Version: "v1", Kind: "Secret"},
+		kollectv1.Attribute{Name: "type", JSONPath: "{.type}"})...)
+	create(t, profileTarget(ns, "cms", kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		kollectv1.Attribute{Name: "name", CEL: "object.metadata.name"})...)
+	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"cms", "secrets"}, 200*time.Millisecond))
+
+	// A fully privileged agent exports both kinds and records the checksum in status.
+	recs := &recorders{}
+	stop := startAgent(t, nil, "c1", ns, recs)
+	rec := recs.get(ns + "/rec")
+	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
+		t.Fatal("first agent did not export both rows")
+	}
+	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+	eventually(t, 10*time.Second, "status with checksum", func() (bool, string) {
+		_ = cp.Client.Get(context.Background(), client.ObjectKeyFromObject(inv), inv)
+		return len(inv.Status.Sinks) == 1 && inv.Status.Sinks[0].Checksum != "", fmt.Sprint(inv.Status.Sinks)
+	})
+	stop()
+	n := len(rec.Batches())
+
+	// The same agent without permission on Secrets.
+	cfg, err := cp.AddUser("kollect-restricted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	grantAllButSecrets(t, "kollect-restricted")
+	startAgent(t, cfg, "c1", ns, recs)
+
+	target := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secrets"}}
+	eventually(t, 30*time.Second, "target Forbidden", func() (bool, string) {
+		c := condition(t, target, func() []metav1.Condition { return target.Status.Conditions }, kollectv1.ConditionReady)
+		return c != nil && c.Reason == "Forbidden", fmt.Sprint(c)
+	})
+	eventually(t, 10*time.Second, "inventory Degraded=Forbidden", func() (bool, string) {
+		c := condition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Forbidden", fmt.Sprint(c)
+	})
+	// A change to the permitted kind still does not publish a snapshot missing the secrets.
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"}})
+	time.Sleep(3 * time.Second)
+	if got := len(rec.Batches()) - n; got != 0 {
+		t.Fatalf("restricted agent exported %d snapshots; last has %d rows", got, len(rec.Last().Envelope.Rows))
+	}
+}
+
+func grantAllButSecrets(t *testing.T, user string) {
+	t.Helper()
+	read := []string{"get", "list", "watch"}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"kollect.dev"}, Resources: []string{"*"}, Verbs: []string{"*"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps", "namespaces"}, Verbs: read},
+		{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+	}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: user},
+		Subjects: []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: "rbac.authorization.k8s.io"}}}
+	create(t, role, binding)
+}
