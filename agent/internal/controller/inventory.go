@@ -346,7 +346,9 @@ func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	self := func(_ context.Context, o client.Object) []inventory.Key {
 		return []inventory.Key{{Namespace: o.GetNamespace(), Name: o.GetName()}}
 	}
-	related := func(ctx context.Context, o client.Object) []inventory.Key { return r.inventoriesNear(ctx, o.GetNamespace()) }
+	related := func(ctx context.Context, o client.Object) []inventory.Key {
+		return r.inventoriesNear(ctx, o.GetNamespace())
+	}
 	watch := func(obj client.Object, fn handler.TypedMapFunc[client.Object, inventory.Key]) error {
 		return c.Watch(source.TypedKind(mgr.GetCache(), obj, handler.TypedEnqueueRequestsFromMapFunc(fn)))
 	}
