@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -144,12 +145,21 @@ func (h *testHub) bootstrapToken(t testing.TB, ttl time.Duration, maxUses int64,
 // register registers a cluster and returns a client carrying its credential.
 func (h *testHub) register(t testing.TB, token, name string, labels map[string]string) (fleetv1connect.AgentServiceClient, string) {
 	t.Helper()
+	agent, cred, err := h.tryRegister(token, name, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return agent, cred
+}
+
+// tryRegister is register for goroutines other than the test's.
+func (h *testHub) tryRegister(token, name string, labels map[string]string) (fleetv1connect.AgentServiceClient, string, error) {
 	resp, err := h.agent("").Register(context.Background(), connect.NewRequest(&fleetv1.RegisterRequest{
 		ClusterName: name, Labels: labels, BootstrapToken: token, AgentVersion: "v0.1.0", KubernetesVersion: "v1.37.2"}))
 	if err != nil {
-		t.Fatalf("registering %s: %v", name, err)
+		return nil, "", fmt.Errorf("registering %s: %w", name, err)
 	}
-	return h.agent(resp.Msg.GetCredential()), resp.Msg.GetCredential()
+	return h.agent(resp.Msg.GetCredential()), resp.Msg.GetCredential(), nil
 }
 
 // apiToken creates an API token with a role as admin and returns a client using it.

@@ -1,0 +1,152 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// benchAgents is how many simulated agents BenchmarkConfigPropagation connects; override with
+// KOLLECT_BENCH_AGENTS (the goal is 5,000 within 1 GiB).
+func benchAgents(b *testing.B) int {
+	if v := os.Getenv("KOLLECT_BENCH_AGENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("KOLLECT_BENCH_AGENTS=%q", v)
+		}
+		return n
+	}
+	return 1000
+}
+
+// rssMiB is this process's resident set (hub and simulated agents together).
+func rssMiB(b *testing.B) float64 {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// round tracks one revision's propagation: how many agents still have to receive it.
+type round struct {
+	revision  int64
+	remaining atomic.Int64
+	done      chan struct{}
+}
+
+// BenchmarkConfigPropagation connects N simulated agents — real Connect clients, each with its
+// own TLS connection, registered with a bootstrap token and holding a WatchConfig stream — to
+// one hub (SQLite store), then measures the time from ApplyBundle of a new revision until every
+// agent has received it. It reports the process RSS (hub and agents together) once all are
+// connected.
+func BenchmarkConfigPropagation(b *testing.B) {
+	n := benchAgents(b)
+	h := startHub(b, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tok := h.bootstrapToken(b, time.Hour, 0, false)
+
+	var current atomic.Pointer[round]
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	ready := make(chan struct{}, n)
+	start := time.Now()
+	for i := range n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			agent, _, err := h.tryRegister(tok.GetSecret(), fmt.Sprintf("c%05d", i), map[string]string{"env": "bench"})
+			if err != nil {
+				<-sem
+				b.Error(err)
+				return
+			}
+			stream, err := agent.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+			<-sem
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			first := true
+			for stream.Receive() {
+				if first {
+					ready <- struct{}{}
+					first = false
+				}
+				r := current.Load()
+				if r == nil {
+					continue
+				}
+				for _, a := range stream.Msg().GetBundles() {
+					if a.GetBundle() == "bench" && a.GetRevision() == r.revision && r.remaining.Add(-1) == 0 {
+						close(r.done)
+					}
+				}
+			}
+		}()
+	}
+	for range n {
+		select {
+		case <-ready:
+		case <-time.After(5 * time.Minute):
+			b.Fatalf("agents not connected after 5 minutes (%d streams open)", h.srv.Connected())
+		}
+	}
+	connectTime := time.Since(start)
+	runtime.GC()
+	idleRSS := rssMiB(b)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("%d agents registered and streaming in %v; RSS %.0f MiB, Go heap in use %.0f MiB, goroutines %d",
+		n, connectTime.Round(time.Millisecond), idleRSS, float64(ms.HeapInuse)/(1<<20), runtime.NumGoroutine())
+
+	rev := int64(0)
+	b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
+		var worst time.Duration
+		for b.Loop() {
+			rev++
+			r := &round{revision: rev, done: make(chan struct{})}
+			r.remaining.Store(int64(n))
+			current.Store(r)
+			manifests := strings.Replace(goodBundle, "replicas > 0", fmt.Sprintf("replicas > %d", rev), 1)
+			t0 := time.Now()
+			if _, err := h.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+				Name: "bench", Manifests: manifests, ClusterSelector: &fleetv1.LabelSelector{
+					MatchLabels: map[string]string{"env": "bench"}}})); err != nil {
+				b.Fatal(err)
+			}
+			select {
+			case <-r.done:
+			case <-time.After(2 * time.Minute):
+				b.Fatalf("revision %d reached %d of %d agents in 2 minutes", rev, int64(n)-r.remaining.Load(), n)
+			}
+			worst = max(worst, time.Since(t0))
+		}
+		b.ReportMetric(float64(n), "agents")
+		b.ReportMetric(idleRSS, "idle-RSS-MiB")
+		b.ReportMetric(rssMiB(b), "RSS-MiB")
+		b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+	})
+	cancel()
+	wg.Wait()
+}
