@@ -15,12 +15,17 @@ type NATSOptions struct {
 	User, Password string
 	// Token, when set, is required of every client (exclusive with User).
 	Token string
+	// CertFile and KeyFile (PEM), when set, make the server require TLS.
+	CertFile, KeyFile string
+	// Config, when set, is written to a configuration file the server loads (for what has no
+	// flag, such as nkey users); flags take precedence over it.
+	Config string
 }
 
 // NATS is a nats-server with JetStream on 127.0.0.1, storing streams under its directory.
 type NATS struct {
 	*Process
-	// URL is nats://127.0.0.1:PORT.
+	// URL is nats://127.0.0.1:PORT, or tls://127.0.0.1:PORT with TLS.
 	URL string
 }
 
@@ -39,6 +44,16 @@ func StartNATS(opts NATSOptions) (*NATS, error) {
 		return nil, err
 	}
 	args := []string{"-a", "127.0.0.1", "-p", strconv.Itoa(port), "-js", "-sd", filepath.Join(dir, "jetstream")}
+	if opts.Config != "" {
+		conf := filepath.Join(dir, "nats.conf")
+		if err := os.WriteFile(conf, []byte(opts.Config), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "-c", conf)
+	}
+	if opts.CertFile != "" {
+		args = append(args, "--tls", "--tlscert", opts.CertFile, "--tlskey", opts.KeyFile)
+	}
 	switch {
 	case opts.User != "":
 		args = append(args, "--user", opts.User, "--pass", opts.Password)
@@ -62,5 +77,9 @@ func StartNATS(opts NATSOptions) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &NATS{Process: p, URL: "nats://" + addr}, nil
+	scheme := "nats://"
+	if opts.CertFile != "" {
+		scheme = "tls://"
+	}
+	return &NATS{Process: p, URL: scheme + addr}, nil
 }
