@@ -214,7 +214,8 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
-		if err := s.nc.LastError(); err != nil && isAuth(err) {
+		if err := s.nc.LastError(); err != nil && (isAuth(err) || isTLSVerification(err)) {
+			// Retrying in the background cannot fix credentials or certificates.
 			return export.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
 		select {
