@@ -25,11 +25,6 @@ type agentService struct{ s *Server }
 
 var _ fleetv1connect.AgentServiceHandler = (*agentService)(nil)
 
-// credentialRecheck is how often an open WatchConfig stream checks that its credential is
-// still valid, for revocations and replacements made through another hub replica (this
-// replica closes its own streams at once).
-const credentialRecheck = 30 * time.Second
-
 // Register implements AgentService.
 func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv1.RegisterRequest]) (*connect.Response[fleetv1.RegisterResponse], error) {
 	m := req.Msg
@@ -84,7 +79,7 @@ func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleet
 	}
 	conn, leave := a.s.dispatcher.Subscribe(agent.Name)
 	defer leave()
-	recheck := time.NewTicker(credentialRecheck)
+	recheck := time.NewTicker(a.s.cfg.CredentialRecheck)
 	defer recheck.Stop()
 	sent := ""
 	for {

@@ -51,6 +51,9 @@ type Config struct {
 	PollInterval time.Duration
 	// FleetInterval is how often WatchFleet subscribers get state changes.
 	FleetInterval time.Duration
+	// CredentialRecheck is how often an open WatchConfig stream re-reads its cluster, to end
+	// streams revoked or replaced through another replica (this replica ends them at once).
+	CredentialRecheck time.Duration
 	Log           *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
@@ -68,6 +71,9 @@ func (c *Config) defaults() {
 	}
 	if c.FleetInterval == 0 {
 		c.FleetInterval = 2 * time.Second
+	}
+	if c.CredentialRecheck == 0 {
+		c.CredentialRecheck = 30 * time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -251,6 +257,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{s.identity.Certificate},
 			NextProtos:   []string{"h2", "http/1.1"},
+		},
+		// Agents hold streams for days; pinging idle connections finds agents that vanished
+		// without closing TCP (a powered-off node) so their streams are released.
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams: 1000,
+			SendPingTimeout:      30 * time.Second,
+			PingTimeout:          15 * time.Second,
 		},
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog:    slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),

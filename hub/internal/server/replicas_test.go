@@ -1,0 +1,79 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"kollect.dev/e2e/testenv"
+	"kollect.dev/hub/internal/server"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// pg is the PostgreSQL server for the replica tests; a missing server fails the run.
+var pg *testenv.Postgres
+
+func TestMain(m *testing.M) {
+	var err error
+	pg, err = testenv.StartPostgres()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "starting PostgreSQL for the hub replica tests:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	pg.Stop()
+	os.Exit(code)
+}
+
+// TestReplicasShareState runs two hubs on one PostgreSQL database: what is changed through one
+// reaches agents connected to the other.
+func TestReplicasShareState(t *testing.T) {
+	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := func(c *server.Config) {
+		c.StoreDSN = dsn
+		c.CredentialRecheck = 300 * time.Millisecond
+	}
+	a := startHub(t, "", shared)
+	b := startHub(t, "", shared)
+	if a.admin == nil || b.srv.AdminToken != "" {
+		t.Fatal("exactly the first replica must create the admin token")
+	}
+	adminOnB := b.fleet(a.srv.AdminToken)
+	ctx := context.Background()
+
+	tok := a.bootstrapToken(t, time.Hour, 0, false)
+	agent, _ := b.register(t, tok.GetSecret(), "edge-1", map[string]string{"env": "prod"})
+	stream := watch(t, agent)
+	stream.next(t)
+
+	if _, err := a.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "base", Manifests: goodBundle, ClusterSelector: prodOnly()})); err != nil {
+		t.Fatal(err)
+	}
+	if got := stream.next(t); len(got.GetBundles()) != 1 || got.GetBundles()[0].GetRevision() != 1 {
+		t.Fatalf("agent on replica b got %v", got)
+	}
+	clusters, err := adminOnB.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{LabelSelector: "env=prod"}))
+	if err != nil || len(clusters.Msg.GetClusters()) != 1 {
+		t.Fatalf("clusters through b: %v %v", clusters.Msg, err)
+	}
+
+	if _, err := a.admin.RevokeAgent(ctx, connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: "edge-1"})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stream.err:
+		wantCode(t, err, connect.CodeUnauthenticated, "stream on b after revocation through a")
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream on replica b stayed open after revocation through replica a")
+	}
+	_, err = agent.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "heartbeat on b after revocation through a")
+}
