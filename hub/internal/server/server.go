@@ -54,7 +54,7 @@ type Config struct {
 	// CredentialRecheck is how often an open WatchConfig stream re-reads its cluster, to end
 	// streams revoked or replaced through another replica (this replica ends them at once).
 	CredentialRecheck time.Duration
-	Log           *slog.Logger
+	Log               *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
