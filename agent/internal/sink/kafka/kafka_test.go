@@ -228,17 +228,19 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 }
 
 // TestRestartWithChangedDataResyncs builds a new sink (an agent restart) whose first batch is
-// Full: every row arrives as a marked upsert, so consumers see the change, never silence.
+// Full: every row arrives as a marked upsert, so consumers see the change, never silence; the
+// row deleted while the agent was down is found by reading the topic back and gets a delete
+// event and a tombstone.
 func TestRestartWithChangedDataResyncs(t *testing.T) {
 	first := newSink(t, spec(broker.Addr, "restart"), export.Env{})
 	var ex exporter
-	if err := ex.export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})); err != nil {
+	if err := ex.export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1), row("c", 1)})); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
 	restarted := newSink(t, spec(broker.Addr, "restart"), export.Env{})
 	ex2 := exporter{gen: 10} // the baseline is unknown after the restart
-	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
+	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("c", 1)})
 	if err := ex2.export(t.Context(), restarted, s2); err != nil {
 		t.Fatal(err)
 	}
@@ -246,6 +248,10 @@ func TestRestartWithChangedDataResyncs(t *testing.T) {
 	a := byKey["c1/pods/pods/a"]
 	if len(a) != 2 || a[1].header(hResync) != "true" {
 		t.Fatalf("key a after restart: %+v", a)
+	}
+	b := byKey["c1/pods/pods/b"]
+	if len(b) != 3 || b[1].header(hEvent) != "delete" || b[2].Payload != nil {
+		t.Fatalf("key b, deleted while the agent was down: %+v, want upsert, delete, tombstone", b)
 	}
 	assertState(t, compacted(t, byKey), s2)
 }

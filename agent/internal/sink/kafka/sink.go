@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -27,14 +28,19 @@ type Sink struct {
 	create     bool
 	snapshot   bool
 	brokers    []string
+	opts       []kgo.Opt
 	client     *kgo.Client
 	admin      *kadm.Client
 	buf        *eventbuf.Buffer
+	log        logr.Logger
 
 	mu       sync.Mutex
 	ready    bool              // the topic exists (checked or created)
 	maxBytes int               // the topic's max.message.bytes, 0 until read
 	sent     map[string]string // snapshot mode: inventory → checksum delivered
+	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
+	// back, so a retry of it does not read the topic again (its deletes are owed already).
+	reconciled map[string]string
 }
 
 var _ export.Sink = (*Sink)(nil)
@@ -60,8 +66,8 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 	return &Sink{
 		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
-		client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
-		sent: map[string]string{},
+		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
+		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{},
 	}, nil
 }
 
@@ -155,6 +161,20 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 	}
 	if s.snapshot {
 		return s.exportSnapshot(ctx, b)
+	}
+	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.reconciled[inv] != b.Envelope.Checksum {
+		// No baseline: the topic tells which rows consumers hold; those gone get a delete
+		// event and a tombstone like any other delete.
+		stale, err := s.staleRows(ctx, b)
+		if err != nil {
+			return err
+		}
+		if len(stale) > 0 {
+			withDeletes := *b
+			withDeletes.Diff.Deleted = append(append([]export.Row(nil), b.Diff.Deleted...), stale...)
+			b = &withDeletes
+		}
+		s.reconciled[inv] = b.Envelope.Checksum
 	}
 	return s.buf.Export(ctx, b, s.send)
 }

@@ -40,6 +40,9 @@ type Sink struct {
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
 	sent  map[string]string // snapshot mode: inventory → checksum delivered
+	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
+	// from the bucket, so a retry of it does not list the bucket again (its deletes are owed).
+	reconciled map[string]string
 }
 
 var _ export.Sink = (*Sink)(nil)
@@ -72,7 +75,8 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{}}
+		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
+		reconciled: map[string]string{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
 	}
@@ -152,7 +156,7 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 	if s.snapshot {
 		return s.exportSnapshot(ctx, b)
 	}
-	if b.Diff.Full && s.bucket != "" {
+	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.bucket != "" && s.reconciled[inv] != b.Envelope.Checksum {
 		// The baseline is unknown, but the bucket knows which rows consumers hold: rows gone
 		// since then get delete events instead of lingering.
 		stale, err := s.staleRows(ctx, b)
@@ -164,6 +168,7 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 			withDeletes.Diff.Deleted = append(append([]export.Row(nil), b.Diff.Deleted...), stale...)
 			b = &withDeletes
 		}
+		s.reconciled[inv] = b.Envelope.Checksum
 	}
 	return s.buf.Export(ctx, b, s.send)
 }
