@@ -1,0 +1,90 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kollect.dev/hub/internal/assign"
+	"kollect.dev/hub/internal/labelsel"
+	"kollect.dev/hub/internal/store"
+	"kollect.dev/hub/internal/store/sqlstore"
+)
+
+func TestWakesOnlyChangedClusters(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := sqlstore.Open(ctx, filepath.Join(t.TempDir(), "hub.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	if err := s.CreateBootstrapToken(ctx, store.BootstrapToken{ID: "t", Hash: "h", ExpiresAt: now.Add(time.Hour), CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, env string }{{"a", "prod"}, {"b", "dev"}} {
+		if _, err := s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h", Name: c.name, CredentialHash: "cred-" + c.name,
+			Labels: map[string]string{"env": c.env}, Now: now}, labelsel.Match); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := New(s, assign.New(s), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	go d.Run(ctx, time.Hour) // only Kick wakes it in this test
+	connA, leaveA := d.Subscribe("a")
+	defer leaveA()
+	connB, leaveB := d.Subscribe("b")
+	defer leaveB()
+	connA.Sent(assign.EmptyDigest)
+	connB.Sent(assign.EmptyDigest)
+	if d.Connected() != 2 {
+		t.Fatalf("connected = %d", d.Connected())
+	}
+
+	sel, _ := labelsel.Encode(mustSel(t, `{"matchLabels":{"env":"prod"}}`))
+	if _, _, _, err := s.CreateRevision(ctx, store.Revision{Bundle: "base", Manifests: "x", Selector: sel, Digest: "d1",
+		Objects: "[]", CreatedAt: now}, "", labelsel.Match); err != nil {
+		t.Fatal(err)
+	}
+	d.Kick()
+	select {
+	case <-connA.Wake:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a was not woken")
+	}
+	select {
+	case <-connB.Wake:
+		t.Fatal("b was woken although its configuration did not change")
+	case <-time.After(200 * time.Millisecond):
+	}
+
+	refused := errors.New("revoked")
+	d.Disconnect("a", refused)
+	select {
+	case <-connA.Done:
+		if !errors.Is(connA.Err(), refused) {
+			t.Fatalf("err = %v", connA.Err())
+		}
+	default:
+		t.Fatal("Disconnect did not end a's stream")
+	}
+	leaveA()
+	if d.Connected() != 1 {
+		t.Fatalf("connected after leaving = %d", d.Connected())
+	}
+}
+
+func mustSel(t *testing.T, raw string) *metav1.LabelSelector {
+	t.Helper()
+	sel, err := labelsel.Decode(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sel
+}
