@@ -272,3 +272,9 @@ func (b *Buffer) correct(st *state, batch *export.Batch, touched map[string]*exp
 		}
 	}
 }
+
+// Reporter is implemented by sinks that own a Buffer, so the agent can export its metrics
+// (for instance as Prometheus gauge and counter functions) without knowing the sink type.
+type Reporter interface {
+	BufferStats() Stats
+}

@@ -275,3 +275,5 @@ func classify(err error) error {
 	}
 	return export.TransientError(err)
 }
+
+var _ eventbuf.Reporter = (*Sink)(nil)
