@@ -33,7 +33,7 @@ test: k8s-bins servers verify-generated lint ## Run every test of every module a
 .PHONY: build
 build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN)
-	@if ls agent/cmd/*/main.go >/dev/null 2>&1; then go build -o $(BIN)/ ./agent/cmd/...; fi
+	go build -ldflags "-s -w" -o $(BIN)/ ./agent/cmd/...
 	@if ls hub/cmd/*/main.go >/dev/null 2>&1; then go build -o $(BIN)/ ./hub/cmd/...; fi
 
 .PHONY: generate

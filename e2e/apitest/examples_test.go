@@ -62,6 +62,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 	}
 	createNamespace(t, "examples")
 	createNamespace(t, "kollect-system")
+	createNamespace(t, "kollect-demo")
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			for _, obj := range readObjects(t, file) {

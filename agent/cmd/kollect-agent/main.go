@@ -1,0 +1,56 @@
+// Command kollect-agent is the Kollect agent: one per cluster, it watches what the cluster's
+// Kollect objects select and exports canonical rows, labelled with its cluster, to sinks.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"kollect.dev/agent/internal/agent"
+	"kollect.dev/agent/internal/sinks"
+)
+
+func main() {
+	var (
+		o          agent.Options
+		namespaces string
+	)
+	flag.StringVar(&o.Cluster, "cluster-name", os.Getenv("KOLLECT_CLUSTER"), "Name of this cluster, stamped on every exported row (required).")
+	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "Elect a leader so several replicas run as one agent with warm standbys.")
+	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
+	flag.StringVar(&o.LeaderElectionID, "leader-election-id", "kollect-agent.kollect.dev", "Name of the leader-election Lease.")
+	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the agent may watch; empty means all.")
+	flag.BoolVar(&o.TenantMode, "tenant-mode", false, "Require a KollectScope in every namespace with Kollect objects.")
+	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones (default: a temporary directory).")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	ctrl.SetLogger(log)
+	for _, ns := range strings.Split(namespaces, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			o.Namespaces = append(o.Namespaces, ns)
+		}
+	}
+	o.Sinks = sinks.Factories()
+	o.Log = log
+
+	mgr, err := agent.New(ctrl.GetConfigOrDie(), o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
+		os.Exit(2)
+	}
+	log.Info("starting kollect-agent", "cluster", o.Cluster, "namespaces", o.Namespaces, "leaderElection", o.LeaderElection)
+	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+		log.Error(err, "agent stopped")
+		os.Exit(1)
+	}
+}

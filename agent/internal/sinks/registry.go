@@ -1,0 +1,70 @@
+package sinks
+
+import (
+	"context"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/agent/internal/controller"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/gcs"
+	"kollect.dev/agent/internal/sink/git"
+	"kollect.dev/agent/internal/sink/gitlab"
+	"kollect.dev/agent/internal/sink/kafka"
+	"kollect.dev/agent/internal/sink/mongodb"
+	"kollect.dev/agent/internal/sink/nats"
+	"kollect.dev/agent/internal/sink/postgres"
+	"kollect.dev/agent/internal/sink/s3"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Factories returns the factory of every built-in sink type.
+func Factories() controller.SinkFactories {
+	return controller.SinkFactories{
+		"snapshot/git":    snapshot(git.New),
+		"snapshot/gitlab": snapshot(gitlab.New),
+		"snapshot/s3":     snapshot(s3.New),
+		"snapshot/gcs":    snapshot(gcs.New),
+		"database/postgres": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env export.Env) (*postgres.Sink, error) {
+			return postgres.New(ctx, s.Postgres, env)
+		}),
+		"database/mongodb": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env export.Env) (*mongodb.Sink, error) {
+			return mongodb.New(ctx, s.MongoDB, env)
+		}),
+		"event/kafka": event(kafka.New),
+		"event/nats":  event(nats.New),
+	}
+}
+
+// The adapters below convert a typed constructor into a SinkFactory, taking care that a nil
+// *Sink with an error never becomes a non-nil interface.
+
+func snapshot[S export.Sink](f func(context.Context, *kollectv1.KollectSnapshotSinkSpec, export.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+		s, err := f(ctx, &obj.(*kollectv1.KollectSnapshotSink).Spec, env)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+func database[S export.Sink](f func(context.Context, *kollectv1.KollectDatabaseSinkSpec, export.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+		s, err := f(ctx, &obj.(*kollectv1.KollectDatabaseSink).Spec, env)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
+
+func event[S export.Sink](f func(context.Context, *kollectv1.KollectEventSinkSpec, export.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+		s, err := f(ctx, &obj.(*kollectv1.KollectEventSink).Spec, env)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+}
