@@ -72,6 +72,10 @@ func TestBadCELNamesTheObject(t *testing.T) {
 		!strings.Contains(got[0], "spec.attributes[1] (images).cel: CEL compile error") {
 		t.Fatalf("problems: %q", got)
 	}
+	got = problems(t, v, strings.Replace(goodBundle, `jsonPath: "{.spec.replicas}"`, `jsonPath: "{.spec.replicas[}"`, 1))
+	if len(got) != 1 || !strings.Contains(got[0], "KollectProfile team-a/deployments: spec.attributes[0] (replicas).jsonPath: JSONPath parse error") {
+		t.Fatalf("problems: %q", got)
+	}
 	// A match must be boolean; object.metadata.name is dyn, so it compiles — but a string
 	// literal does not.
 	got = problems(t, v, strings.Replace(goodBundle, `match: "object.spec.replicas > 0"`, `match: "'yes'"`, 1))

@@ -2,16 +2,18 @@ package bundle
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/ext"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/client-go/util/jsonpath"
 )
 
-// celChecker compiles the CEL expressions a bundle carries for the agent (profile attributes,
-// target matches) in the same environment the agent compiles them in, so that an expression
-// the agent would reject never leaves the hub.
+// celChecker checks the expressions a bundle carries for the agent (profile attributes in
+// CEL or JSONPath, target matches in CEL) the way the agent compiles them — CEL in the same
+// environment — so that an expression the agent would reject never leaves the hub.
 type celChecker struct {
 	env *cel.Env
 }
@@ -41,12 +43,15 @@ func (c *celChecker) check(kind string, obj map[string]any) []string {
 			if !ok {
 				continue
 			}
-			expr, _ := attr["cel"].(string)
-			if expr == "" {
-				continue
+			if expr, _ := attr["cel"].(string); expr != "" {
+				if err := c.compile(expr, false); err != nil {
+					problems = append(problems, fmt.Sprintf("spec.attributes[%d] (%v).cel: %v", i, attr["name"], err))
+				}
 			}
-			if err := c.compile(expr, false); err != nil {
-				problems = append(problems, fmt.Sprintf("spec.attributes[%d] (%v).cel: %v", i, attr["name"], err))
+			if expr, _ := attr["jsonPath"].(string); expr != "" {
+				if err := parseJSONPath(expr); err != nil {
+					problems = append(problems, fmt.Sprintf("spec.attributes[%d] (%v).jsonPath: %v", i, attr["name"], err))
+				}
 			}
 		}
 	case "KollectTarget", "KollectClusterTarget":
@@ -58,6 +63,19 @@ func (c *celChecker) check(kind string, obj map[string]any) []string {
 		}
 	}
 	return problems
+}
+
+// parseJSONPath parses a kubectl-style template; like kubectl (and the agent) it accepts the
+// path with or without its braces.
+func parseJSONPath(expr string) error {
+	tmpl := strings.TrimSpace(expr)
+	if !strings.HasPrefix(tmpl, "{") {
+		tmpl = "{" + tmpl + "}"
+	}
+	if _, err := jsonpath.Parse("attribute", tmpl); err != nil {
+		return fmt.Errorf("JSONPath parse error: %w", err)
+	}
+	return nil
 }
 
 func (c *celChecker) compile(expr string, wantBool bool) error {
