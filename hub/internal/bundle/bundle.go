@@ -49,7 +49,7 @@ func (e *InvalidError) Error() string {
 // use.
 type Validator struct {
 	kinds map[string]*kindSchema
-	cel   *celChecker
+	exprs *exprChecker
 }
 
 // NewValidator loads the CRD schemas embedded in kollect.dev/api and the CEL environment the
@@ -59,11 +59,11 @@ func NewValidator() (*Validator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading Kollect CRD schemas: %w", err)
 	}
-	cel, err := newCELChecker()
+	exprs, err := newExprChecker()
 	if err != nil {
 		return nil, err
 	}
-	return &Validator{kinds: kinds, cel: cel}, nil
+	return &Validator{kinds: kinds, exprs: exprs}, nil
 }
 
 // Validate parses multi-document YAML and checks every object. It returns the objects in
@@ -134,7 +134,7 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 		problems = append(problems, "metadata.namespace must be empty: "+ref.Kind+" is cluster-scoped")
 	}
 	problems = append(problems, vs.check(ctx, obj)...)
-	problems = append(problems, v.cel.check(ref.Kind, obj)...)
+	problems = append(problems, v.exprs.check(ref.Kind, obj)...)
 	return ref, problems
 }
 

@@ -11,14 +11,14 @@ import (
 	"k8s.io/client-go/util/jsonpath"
 )
 
-// celChecker checks the expressions a bundle carries for the agent (profile attributes in
+// exprChecker checks the expressions a bundle carries for the agent (profile attributes in
 // CEL or JSONPath, target matches in CEL) the way the agent compiles them — CEL in the same
 // environment — so that an expression the agent would reject never leaves the hub.
-type celChecker struct {
+type exprChecker struct {
 	env *cel.Env
 }
 
-func newCELChecker() (*celChecker, error) {
+func newExprChecker() (*exprChecker, error) {
 	env, err := cel.NewEnv(
 		cel.Variable("object", cel.DynType),
 		cel.OptionalTypes(),
@@ -29,11 +29,11 @@ func newCELChecker() (*celChecker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the CEL environment: %w", err)
 	}
-	return &celChecker{env: env}, nil
+	return &exprChecker{env: env}, nil
 }
 
 // check returns one problem per expression of obj that does not compile.
-func (c *celChecker) check(kind string, obj map[string]any) []string {
+func (c *exprChecker) check(kind string, obj map[string]any) []string {
 	var problems []string
 	switch kind {
 	case "KollectProfile":
@@ -78,7 +78,7 @@ func parseJSONPath(expr string) error {
 	return nil
 }
 
-func (c *celChecker) compile(expr string, wantBool bool) error {
+func (c *exprChecker) compile(expr string, wantBool bool) error {
 	ast, iss := c.env.Compile(expr)
 	if iss.Err() != nil {
 		return fmt.Errorf("CEL compile error: %w", iss.Err())
