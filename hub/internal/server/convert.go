@@ -32,8 +32,6 @@ func invalid(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
 }
 
-func ts(t interface{ IsZero() bool }) bool { return !t.IsZero() }
-
 func revisionToProto(r store.Revision) (*fleetv1.BundleRevision, error) {
 	sel, err := labelsel.Decode(r.Selector)
 	if err != nil {
@@ -45,7 +43,7 @@ func revisionToProto(r store.Revision) (*fleetv1.BundleRevision, error) {
 	}
 	out := &fleetv1.BundleRevision{Bundle: r.Bundle, Revision: r.Revision, Manifests: r.Manifests,
 		ClusterSelector: labelsel.ToProto(sel), Digest: r.Digest, CreatedBy: r.CreatedBy, Message: r.Message}
-	if ts(r.CreatedAt) {
+	if !r.CreatedAt.IsZero() {
 		out.CreatedAt = timestamppb.New(r.CreatedAt)
 	}
 	for _, o := range refs {

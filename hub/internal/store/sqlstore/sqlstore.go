@@ -12,8 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	_ "modernc.org/sqlite"             // registers the "sqlite" database/sql driver
+	"modernc.org/sqlite"               // registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"kollect.dev/hub/internal/store"
 )
@@ -32,8 +34,8 @@ type dialect struct {
 }
 
 var (
-	sqlite   = dialect{name: "sqlite", autoID: "INTEGER PRIMARY KEY AUTOINCREMENT"}
-	postgres = dialect{name: "postgres", autoID: "BIGSERIAL PRIMARY KEY", numbered: true,
+	sqliteDialect   = dialect{name: "sqlite", autoID: "INTEGER PRIMARY KEY AUTOINCREMENT"}
+	postgresDialect = dialect{name: "postgres", autoID: "BIGSERIAL PRIMARY KEY", numbered: true,
 		migrationLock: "SELECT pg_advisory_xact_lock(7468327)"}
 )
 
@@ -75,7 +77,7 @@ func openPostgres(dsn string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	return &Store{db: db, d: postgres}, nil
+	return &Store{db: db, d: postgresDialect}, nil
 }
 
 func openSQLite(path string) (*Store, error) {
@@ -93,7 +95,7 @@ func openSQLite(path string) (*Store, error) {
 	// One connection: SQLite has one writer anyway, and a single connection keeps every
 	// transaction strictly serialised, which RegisterCluster and CreateRevision rely on.
 	db.SetMaxOpenConns(1)
-	return &Store{db: db, d: sqlite}, nil
+	return &Store{db: db, d: sqliteDialect}, nil
 }
 
 // Close closes the database.
@@ -240,13 +242,15 @@ func notFound(err error, what string) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// isUniqueViolation recognises a unique-constraint failure from either driver without
-// importing their error types' packages into every caller.
+// isUniqueViolation recognises a unique-constraint failure from either driver.
 func isUniqueViolation(err error) bool {
-	if err == nil {
-		return false
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code == "23505" // unique_violation
 	}
-	msg := err.Error()
-	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "SQLSTATE 23505") ||
-		strings.Contains(msg, "duplicate key value")
+	var liteErr *sqlite.Error
+	if errors.As(err, &liteErr) {
+		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+	}
+	return false
 }
