@@ -8,11 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/export"
@@ -24,6 +26,7 @@ import (
 var cp *testenv.ControlPlane
 
 func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard()) // each agent logs through its own logger
 	var err error
 	if cp, err = testenv.Start("agent", testenv.Options{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -60,14 +63,18 @@ func (r *recorders) factories() controller.SinkFactories {
 }
 
 // startAgent runs an agent until the test ends (or stop is called).
-func startAgent(t *testing.T, cfg *rest.Config, cluster, ns string, recs *recorders) (stop func()) {
+func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *recorders) (stop func()) {
 	t.Helper()
+	log := logr.Discard()
+	if tt, ok := t.(*testing.T); ok {
+		log = testr.NewWithOptions(tt, testr.Options{Verbosity: 0})
+	}
 	if cfg == nil {
 		cfg = cp.Config
 	}
 	mgr, err := New(cfg, Options{
 		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
-		CacheDir: t.TempDir(), Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		CacheDir: t.TempDir(), Log: log,
 		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
 	if err != nil {

@@ -95,8 +95,12 @@ func (c *Collector) SetTarget(t *Target) {
 	old := c.targets[t.Key]
 	if old != nil && old.projectionID() == t.projectionID() && old.GVK == t.GVK &&
 		equalStrings(old.includeNS, t.includeNS) {
-		c.targets[t.Key] = t // selection that runs at snapshot time may have changed
-		go c.notify(t.GVK)
+		c.targets[t.Key] = t
+		// Only selection evaluated at snapshot time can differ; reconciles that change
+		// nothing must not wake inventories, or status refreshes would loop.
+		if old.selectionID() != t.selectionID() {
+			go c.notify(t.GVK)
+		}
 		return
 	}
 	c.targets[t.Key] = t

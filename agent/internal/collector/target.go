@@ -150,6 +150,16 @@ func matchAny(patterns []string, s string) bool {
 	return false
 }
 
+// selectionID captures the selection evaluated at snapshot time.
+func (t *Target) selectionID() string {
+	ns := ""
+	if t.nsSelector != nil {
+		ns = t.nsSelector.String()
+	}
+	return strings.Join([]string{strings.Join(t.includeNS, ","), strings.Join(t.excludeNS, ","), ns,
+		strings.Join(t.includeNames, ","), strings.Join(t.excludeNames, ",")}, "|")
+}
+
 // projectionID captures everything the watch's transform depends on for this target; a change
 // of it restarts the kind's watch.
 func (t *Target) projectionID() string {
