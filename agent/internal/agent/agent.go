@@ -140,9 +140,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		mgr.Add(col), mgr.Add(invMgr),
 		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
-			Elected: mgr.Elected(), Refresh: targetRefresh}).SetupWithManager(mgr),
+			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh}).SetupWithManager(mgr),
 		(&controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
-			Changed: invChanged}).SetupWithManager(mgr),
+			Recorder: rec, Changed: invChanged}).SetupWithManager(mgr),
 		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
 	}
 	for _, fam := range []kollectv1.SinkFamily{kollectv1.SinkFamilySnapshot, kollectv1.SinkFamilyDatabase, kollectv1.SinkFamilyEvent} {

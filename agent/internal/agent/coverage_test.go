@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -144,6 +145,16 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	eventually(t, 10*time.Second, "inventory Degraded=Forbidden", func() (bool, string) {
 		c := condition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Forbidden", fmt.Sprint(c)
+	})
+	eventually(t, 10*time.Second, "a Warning event on the target", func() (bool, string) {
+		var evs eventsv1.EventList
+		_ = cp.Client.List(context.Background(), &evs, client.InNamespace(ns))
+		for _, e := range evs.Items {
+			if e.Reason == "Forbidden" && e.Regarding.Name == "secrets" && e.Type == corev1.EventTypeWarning {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d events", len(evs.Items))
 	})
 	// A change to the permitted kind still does not publish a snapshot missing the secrets.
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"}})

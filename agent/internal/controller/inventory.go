@@ -9,7 +9,9 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -18,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kollect.dev/agent/internal/collector"
@@ -29,9 +32,10 @@ import (
 // InventoryReconciler configures inventories in the manager and reports their export state.
 type InventoryReconciler struct {
 	client.Client
-	Manager *inventory.Manager
-	Sinks   *SinkBuilder
-	Elected <-chan struct{}
+	Manager  *inventory.Manager
+	Sinks    *SinkBuilder
+	Elected  <-chan struct{}
+	Recorder recorder.EventRecorder
 	// Changed receives inventories whose status may have changed.
 	Changed chan event.TypedGenericEvent[inventory.Key]
 
@@ -177,6 +181,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	}
 	st, _ := r.Manager.Status(key)
 	fillInventoryStatus(o, st, sinkProblems)
+	r.eventOnNewProblem(before, o)
 	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
 }
 
@@ -367,6 +372,23 @@ func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		})),
 		mgr.Add(electionHook{elected: r.Elected, fn: func(ctx context.Context) { r.enqueueAll(ctx) }}),
 	)
+}
+
+// eventOnNewProblem records a Warning event when the Degraded condition appears or its message
+// changes, so `kubectl describe` and event-based alerting see every failure once.
+func (r *InventoryReconciler) eventOnNewProblem(before client.Object, o *inventoryObject) {
+	if r.Recorder == nil {
+		return
+	}
+	now := apimeta.FindStatusCondition(o.status.Conditions, kollectv1.ConditionDegraded)
+	if now == nil || now.Status != metav1.ConditionTrue {
+		return
+	}
+	prev := apimeta.FindStatusCondition(o.statusOf(before).(kollectv1.KollectInventoryStatus).Conditions, kollectv1.ConditionDegraded)
+	if prev != nil && prev.Status == now.Status && prev.Message == now.Message {
+		return
+	}
+	r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, now.Reason, "Export", "%s", now.Message)
 }
 
 // inventoriesNear lists the inventories a change in namespace ns may affect: those of the

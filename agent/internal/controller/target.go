@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kollect.dev/agent/internal/collector"
@@ -34,6 +36,7 @@ type TargetReconciler struct {
 	Profiles  *Profiles
 	Collector *collector.Collector
 	Elected   <-chan struct{}
+	Recorder  recorder.EventRecorder
 	// Refresh receives targets whose counts may have changed (from the inventory manager).
 	Refresh chan event.TypedGenericEvent[collector.TargetKey]
 }
@@ -84,6 +87,10 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 	}
 	gen := t.obj.GetGeneration()
 	t.status.ObservedGeneration = gen
+	if prev := apimeta.FindStatusCondition(t.status.Conditions, kollectv1.ConditionReady); !ready && r.Recorder != nil &&
+		reason != ReasonSyncing && (prev == nil || prev.Reason != reason || prev.Message != msg) {
+		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", msg)
+	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
 	if ready || reason == ReasonSyncing {
 		r.reportSelection(key, t, gen)
