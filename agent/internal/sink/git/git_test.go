@@ -206,7 +206,7 @@ func TestDocumentOverHTTPChangesOnlyTheRowsLines(t *testing.T) {
 		}
 	}
 	// The checksum line and the row's replicas line, old and new.
-	if len(changedLines) != 4 || !strings.Contains(diff, "+      replicas: 9") || !strings.Contains(diff, "+checksum: ") {
+	if len(changedLines) != 4 || !strings.Contains(diff, "+    replicas: 9") || !strings.Contains(diff, "+checksum: ") {
 		t.Fatalf("diff of one changed row:\n%s", diff)
 	}
 }

@@ -40,6 +40,19 @@ func openMirror(dir, url string, creds Credentials) (*mirror, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening git cache %s: %w", dir, err)
 	}
+	// No delta search when packing pushes: go-git's delta selector costs minutes and
+	// gigabytes on 100k-file inventories or multi-megabyte documents, while zlib alone
+	// already shrinks YAML several times over. Servers repack as they see fit.
+	cfg, err := repo.Config()
+	if err != nil {
+		return nil, fmt.Errorf("reading git cache config: %w", err)
+	}
+	if cfg.Pack.Window != 0 {
+		cfg.Pack.Window = 0
+		if err := repo.SetConfig(cfg); err != nil {
+			return nil, fmt.Errorf("writing git cache config: %w", err)
+		}
+	}
 	if r, err := repo.Remote(remoteName); err == nil && (len(r.Config().URLs) != 1 || r.Config().URLs[0] != url) {
 		_ = repo.DeleteRemote(remoteName) // the spec's URL changed
 	}

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"go.yaml.in/yaml/v3"
-
 	"kollect.dev/agent/internal/export"
 )
 
@@ -37,11 +35,11 @@ func DocumentChecksum(rows []*export.Row) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-func encodeJSON(cluster, inventory string, rows []*export.Row) []byte {
+func encodeJSON(cluster, inventory, checksum string, rows []*export.Row) []byte {
 	var buf bytes.Buffer
 	buf.Grow(len(rows) * 256)
 	fmt.Fprintf(&buf, "{\n  \"schemaVersion\": %s,\n  \"cluster\": %s,\n  \"inventory\": %s,\n  \"itemCount\": %d,\n  \"checksum\": %q,\n  \"rows\": [",
-		jsonString(export.SchemaVersion), jsonString(cluster), jsonString(inventory), len(rows), DocumentChecksum(rows))
+		jsonString(export.SchemaVersion), jsonString(cluster), jsonString(inventory), len(rows), checksum)
 	for i, r := range rows {
 		if i > 0 {
 			buf.WriteByte(',')
@@ -70,55 +68,6 @@ func encodeNDJSON(rows []*export.Row) []byte {
 		buf.WriteByte('\n')
 	}
 	return buf.Bytes()
-}
-
-// yamlRow fixes the key order of a row in YAML: identity first, attributes (sorted by the
-// encoder) last.
-type yamlRow struct {
-	Cluster    string         `yaml:"cluster"`
-	Inventory  string         `yaml:"inventory"`
-	Target     string         `yaml:"target"`
-	Group      string         `yaml:"group"`
-	Version    string         `yaml:"version"`
-	Kind       string         `yaml:"kind"`
-	Namespace  string         `yaml:"namespace"`
-	Name       string         `yaml:"name"`
-	UID        string         `yaml:"uid"`
-	Attributes map[string]any `yaml:"attributes"`
-}
-
-type yamlDocument struct {
-	SchemaVersion string    `yaml:"schemaVersion"`
-	Cluster       string    `yaml:"cluster"`
-	Inventory     string    `yaml:"inventory"`
-	ItemCount     int       `yaml:"itemCount"`
-	Checksum      string    `yaml:"checksum"`
-	Rows          []yamlRow `yaml:"rows"`
-}
-
-func encodeYAML(cluster, inventory string, rows []*export.Row) ([]byte, error) {
-	doc := yamlDocument{
-		SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: inventory,
-		ItemCount: len(rows), Checksum: DocumentChecksum(rows), Rows: make([]yamlRow, len(rows)),
-	}
-	for i, r := range rows {
-		attrs, err := attributeValues(r)
-		if err != nil {
-			return nil, err
-		}
-		doc.Rows[i] = yamlRow{r.Cluster, r.Inventory, r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID, attrs}
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(rows) * 320)
-	enc := yaml.NewEncoder(&buf)
-	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return nil, fmt.Errorf("encoding YAML: %w", err)
-	}
-	if err := enc.Close(); err != nil {
-		return nil, fmt.Errorf("encoding YAML: %w", err)
-	}
-	return buf.Bytes(), nil
 }
 
 // attributeValues decodes a row's attributes with numbers as int64 where they are integers,

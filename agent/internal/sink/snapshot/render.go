@@ -25,9 +25,10 @@ func (r *Rendered) Files() []File { return r.Manifest.Files }
 // same bytes, whatever the time or generation (only the manifest carries those).
 func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 	groups := map[string][]*export.Row{}
+	tmpl := o.compile(env.Cluster, env.Inventory)
 	for i := range env.Rows {
 		r := &env.Rows[i]
-		p := o.Path(env.Cluster, env.Inventory, r)
+		p := tmpl.expand(r)
 		groups[p] = append(groups[p], r)
 	}
 	if len(groups) == 0 && o.Mode == v1alpha1.LayoutDocument {
@@ -41,7 +42,11 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 	sort.Strings(paths)
 	files := make([]File, len(paths))
 	for i, p := range paths {
-		data, err := o.encode(env.Cluster, env.Inventory, groups[p])
+		known := ""
+		if len(groups[p]) == len(env.Rows) {
+			known = env.Checksum // the whole snapshot: its checksum is already known
+		}
+		data, err := o.encode(env.Cluster, env.Inventory, groups[p], known)
 		if err != nil {
 			return nil, export.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
 		}
@@ -68,14 +73,18 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 	}, nil
 }
 
-func (o Options) encode(cluster, inventory string, rows []*export.Row) ([]byte, error) {
+// encode serializes one document; checksum is the rows' checksum when known, else computed.
+func (o Options) encode(cluster, inventory string, rows []*export.Row, checksum string) ([]byte, error) {
+	if checksum == "" && (o.Format == v1alpha1.FormatYAML || o.Format == v1alpha1.FormatJSON) {
+		checksum = DocumentChecksum(rows)
+	}
 	var data []byte
 	var err error
 	switch o.Format {
 	case v1alpha1.FormatYAML:
-		data, err = encodeYAML(cluster, inventory, rows)
+		data, err = encodeYAML(cluster, inventory, checksum, rows)
 	case v1alpha1.FormatJSON:
-		data = encodeJSON(cluster, inventory, rows)
+		data = encodeJSON(cluster, inventory, checksum, rows)
 	case v1alpha1.FormatNDJSON:
 		data = encodeNDJSON(rows)
 	case v1alpha1.FormatCSV:

@@ -1,0 +1,110 @@
+package git
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+)
+
+// benchRows builds n rows spread over 100 namespaces, with attributes of a typical profile.
+func benchRows(b *testing.B, cluster string, n int) []export.Row {
+	rows := make([]export.Row, n)
+	for i := range rows {
+		ns := fmt.Sprintf("team-%02d", i%100)
+		name := fmt.Sprintf("app-%06d", i)
+		raw, err := export.EncodeAttributes(map[string]any{
+			"image": "registry.example/" + name + ":1." + strconv.Itoa(i%7), "replicas": i % 5, "ready": i%3 != 0,
+			"labels": map[string]any{"app": name, "tier": "web"}, "cpu": 0.25,
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rows[i] = export.Row{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
+			Kind: "Deployment", Namespace: ns, Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
+	}
+	return rows
+}
+
+// resetPeakRSS makes VmHWM start again from the current RSS (Linux: clear_refs 5), so each
+// benchmark reports its own peak.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+func peakRSSMB() float64 {
+	raw, _ := os.ReadFile("/proc/self/status")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			kb, _ := strconv.ParseFloat(strings.Fields(line)[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// benchBatches prepares the three exports every snapshot-sink benchmark times: all rows, one
+// row changed, and the same snapshot again. Snapshots are built outside the timed region:
+// the agent core builds them once for every sink.
+func benchBatches(b *testing.B, cluster string, n int) [3]*export.Batch {
+	rows := benchRows(b, cluster, n)
+	changed := append([]export.Row(nil), rows...)
+	changed[n/2].Attributes = []byte(`{"replicas":99}`)
+	var out [3]*export.Batch
+	var prev *export.Snapshot
+	for i, rs := range [][]export.Row{rows, changed, changed} {
+		snap := export.NewSnapshot(append([]export.Row(nil), rs...))
+		out[i] = &export.Batch{
+			Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: "workloads",
+				Generation: int64(i + 1), ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
+			Diff: export.Compute(prev, snap),
+		}
+		prev = snap
+	}
+	return out
+}
+
+func benchmarkGit(b *testing.B, mode v1alpha1.LayoutMode) {
+	ctx := context.Background()
+	batches := benchBatches(b, "east", 100_000)
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		repo, err := testenv.InitBareRepo(filepath.Join(b.TempDir(), "bench.git"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s := newSink(b, "east", "file://"+repo, mode, nil)
+		resetPeakRSS()
+		b.StartTimer()
+		var took [3]time.Duration
+		for i, batch := range batches {
+			start := time.Now()
+			res, err := s.Publish(ctx, batch, "main", "")
+			if err != nil {
+				b.Fatal(err)
+			}
+			took[i] = time.Since(start)
+			if res.Commit.IsZero() != (i == 2) {
+				b.Fatalf("export %d: commit %s", i, res.Commit)
+			}
+		}
+		b.ReportMetric(took[0].Seconds(), "s-full")
+		b.ReportMetric(took[1].Seconds(), "s-1-row-changed")
+		b.ReportMetric(took[2].Seconds(), "s-unchanged")
+		b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
+	}
+}
+
+// BenchmarkGitDocument100k exports 100k rows as one YAML document: the first export, one
+// changed row, and an unchanged snapshot.
+func BenchmarkGitDocument100k(b *testing.B) { benchmarkGit(b, v1alpha1.LayoutDocument) }
+
+// BenchmarkGitPerResource100k exports 100k rows as 100k YAML files.
+func BenchmarkGitPerResource100k(b *testing.B) { benchmarkGit(b, v1alpha1.LayoutPerResource) }
