@@ -46,6 +46,8 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15s/10s/2s).
+	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Sinks are the sink types this agent can build.
 	Sinks controller.SinkFactories
 	// CacheDir holds sink working state (git clones); a temp dir when empty.
@@ -98,7 +100,12 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,
 		LeaderElectionID:        o.LeaderElectionID,
-		Controller:              config.Controller{SkipNameValidation: &o.SkipNameValidation},
+		// A stopping leader hands over at once instead of letting its lease expire.
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 nonZero(o.LeaseDuration),
+		RenewDeadline:                 nonZero(o.RenewDeadline),
+		RetryPeriod:                   nonZero(o.RetryPeriod),
+		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating manager: %w", err)
@@ -149,6 +156,13 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		errs = append(errs, (&controller.SinkReconciler{Client: mgr.GetClient(), Sinks: sinks, Family: fam, Recheck: o.SinkRecheck}).SetupWithManager(mgr))
 	}
 	return errors.Join(errs...)
+}
+
+func nonZero(d time.Duration) *time.Duration {
+	if d == 0 {
+		return nil
+	}
+	return &d
 }
 
 // send never blocks the pipeline: when the channel is full the event is delivered later.

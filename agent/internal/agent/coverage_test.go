@@ -177,3 +177,7 @@ func grantAllButSecrets(t *testing.T, user string) {
 		Subjects: []rbacv1.Subject{{Kind: "User", Name: user, APIGroup: "rbac.authorization.k8s.io"}}}
 	create(t, role, binding)
 }
+
+func inventoryStatus(o client.Object) kollectv1.KollectInventoryStatus {
+	return o.(*kollectv1.KollectInventory).Status
+}
