@@ -4,11 +4,17 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"kollect.dev/hub/internal/assign"
 	"kollect.dev/hub/internal/store"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
 
 // Conn is one agent's open WatchConfig stream.
@@ -48,7 +54,7 @@ func (c *Conn) Err() error {
 func (c *Conn) wake() {
 	select {
 	case c.Wake <- struct{}{}:
-	default: // already pending: one wake-up reads the newest state anyway
+	default: // already pending: one wake-up reads the newest snapshot anyway
 	}
 }
 
@@ -61,12 +67,21 @@ func (c *Conn) close(err error) {
 	})
 }
 
-// Dispatcher wakes agents' streams when their configuration changes.
+// snapshot is the desired configuration of every live cluster at one config epoch.
+type snapshot struct {
+	epoch   int64
+	live    map[string]bool
+	configs map[string]*fleetv1.WatchConfigResponse // clusters with at least one bundle
+	empty   *fleetv1.WatchConfigResponse
+}
+
+// Dispatcher distributes configuration to agents' streams.
 type Dispatcher struct {
 	store   store.Store
 	builder *assign.Builder
 	log     *slog.Logger
 	kick    chan struct{}
+	snap    atomic.Pointer[snapshot]
 
 	mu    sync.Mutex
 	conns map[string]map[*Conn]struct{}
@@ -78,6 +93,20 @@ func New(s store.Store, b *assign.Builder, log *slog.Logger) *Dispatcher {
 		conns: map[string]map[*Conn]struct{}{}}
 }
 
+// Current is the configuration cluster should hold, from the newest snapshot; false when the
+// snapshot does not know the cluster (revoked, or registered after it was built: a Kick is
+// then on its way).
+func (d *Dispatcher) Current(cluster string) (*fleetv1.WatchConfigResponse, bool) {
+	s := d.snap.Load()
+	if s == nil || !s.live[cluster] {
+		return nil, false
+	}
+	if c, ok := s.configs[cluster]; ok {
+		return c, true
+	}
+	return s.empty, true
+}
+
 // Subscribe registers a stream of cluster; call the returned function when it ends.
 func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
 	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{})}
@@ -87,6 +116,9 @@ func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
 	}
 	d.conns[cluster][c] = struct{}{}
 	d.mu.Unlock()
+	if _, known := d.Current(cluster); !known {
+		d.Kick()
+	}
 	return c, func() {
 		d.mu.Lock()
 		delete(d.conns[cluster], c)
@@ -117,7 +149,7 @@ func (d *Dispatcher) Disconnect(cluster string, err error) {
 	}
 }
 
-// Kick asks for an immediate check after a local change of desired configuration.
+// Kick asks for a new snapshot after a local change of desired configuration.
 func (d *Dispatcher) Kick() {
 	select {
 	case d.kick <- struct{}{}:
@@ -125,11 +157,12 @@ func (d *Dispatcher) Kick() {
 	}
 }
 
-// Run checks for changes on every Kick and every poll until ctx ends.
+// Run builds a snapshot at once, then on every Kick and whenever a poll finds the config epoch
+// moved, until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context, poll time.Duration) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
-	var epoch int64 = -1
+	d.refreshLogged(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,32 +176,78 @@ func (d *Dispatcher) Run(ctx context.Context, poll time.Duration) {
 				}
 				continue
 			}
-			if e == epoch {
+			if s := d.snap.Load(); s != nil && s.epoch == e {
 				continue
 			}
-			epoch = e
 		}
-		if err := d.wakeChanged(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			d.log.WarnContext(ctx, "dispatching configuration", "error", err)
-		}
+		d.refreshLogged(ctx)
 	}
 }
 
-// wakeChanged wakes every stream whose cluster's desired digest differs from what it sent.
-func (d *Dispatcher) wakeChanged(ctx context.Context) error {
-	digests, _, err := d.builder.Digests(ctx)
+func (d *Dispatcher) refreshLogged(ctx context.Context) {
+	if err := d.refresh(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		d.log.WarnContext(ctx, "building the fleet's configuration", "error", err)
+	}
+}
+
+// refresh builds a new snapshot and wakes every stream whose configuration changed.
+func (d *Dispatcher) refresh(ctx context.Context) error {
+	// The epoch is read first: the data read after it is at least that new, so the poll
+	// never skips a change.
+	epoch, err := d.store.ConfigEpoch(ctx)
 	if err != nil {
 		return err
 	}
+	names, err := d.store.LiveClusters(ctx)
+	if err != nil {
+		return err
+	}
+	desired, err := d.store.Desired(ctx, "")
+	if err != nil {
+		return err
+	}
+	now := timestamppb.Now()
+	s := &snapshot{epoch: epoch, live: make(map[string]bool, len(names)), configs: map[string]*fleetv1.WatchConfigResponse{}}
+	s.empty = &fleetv1.WatchConfigResponse{ConfigDigest: assign.EmptyDigest, SentAt: now}
+	for _, n := range names {
+		s.live[n] = true
+	}
+	byCluster := map[string][]store.Desired{}
+	for _, r := range desired {
+		byCluster[r.Cluster] = append(byCluster[r.Cluster], r)
+	}
+	// Most clusters share a handful of bundle sets: build each set's message once.
+	shared := map[string]*fleetv1.WatchConfigResponse{}
+	for cluster, rows := range byCluster {
+		if !s.live[cluster] {
+			continue
+		}
+		var key strings.Builder
+		for _, r := range rows {
+			key.WriteString(r.Bundle + "@" + strconv.FormatInt(r.Revision, 10) + ",")
+		}
+		cfg, ok := shared[key.String()]
+		if !ok {
+			items, err := d.builder.Assignments(ctx, rows)
+			if err != nil {
+				return err
+			}
+			cfg = &fleetv1.WatchConfigResponse{Bundles: items, ConfigDigest: assign.Digest(items), SentAt: now}
+			shared[key.String()] = cfg
+		}
+		s.configs[cluster] = cfg
+	}
+	d.snap.Store(s)
+
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for cluster, set := range d.conns {
-		want, ok := digests[cluster]
+		cfg, ok := d.Current(cluster)
 		if !ok {
-			want = assign.EmptyDigest
+			continue
 		}
 		for c := range set {
-			if c.lastSent() != want {
+			if c.lastSent() != cfg.GetConfigDigest() {
 				c.wake()
 			}
 		}

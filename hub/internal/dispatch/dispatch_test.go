@@ -41,8 +41,22 @@ func TestWakesOnlyChangedClusters(t *testing.T) {
 	defer leaveA()
 	connB, leaveB := d.Subscribe("b")
 	defer leaveB()
-	connA.Sent(assign.EmptyDigest)
-	connB.Sent(assign.EmptyDigest)
+	// Both are woken by the first snapshot: nothing was sent to them yet.
+	for _, c := range []*Conn{connA, connB} {
+		select {
+		case <-c.Wake:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s not woken by the first snapshot", c.Cluster)
+		}
+		cfg, ok := d.Current(c.Cluster)
+		if !ok || cfg.GetConfigDigest() != assign.EmptyDigest {
+			t.Fatalf("%s: current %v %v", c.Cluster, cfg, ok)
+		}
+		c.Sent(cfg.GetConfigDigest())
+	}
+	if _, ok := d.Current("unknown"); ok {
+		t.Fatal("an unknown cluster has a configuration")
+	}
 	if d.Connected() != 2 {
 		t.Fatalf("connected = %d", d.Connected())
 	}
@@ -57,6 +71,9 @@ func TestWakesOnlyChangedClusters(t *testing.T) {
 	case <-connA.Wake:
 	case <-time.After(5 * time.Second):
 		t.Fatal("a was not woken")
+	}
+	if cfg, _ := d.Current("a"); len(cfg.GetBundles()) != 1 || cfg.GetBundles()[0].GetRevision() != 1 {
+		t.Fatalf("a's configuration: %v", cfg)
 	}
 	select {
 	case <-connB.Wake:

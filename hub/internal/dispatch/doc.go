@@ -1,6 +1,8 @@
-// Package dispatch keeps track of the agents holding a WatchConfig stream on this hub replica
-// and wakes those whose desired configuration changed: at once after a local change (Kick),
-// and within a poll interval after a change made through another replica (the store's config
-// epoch moves). A woken stream reads its own configuration fresh from the store, so a stream
-// can never send an older configuration after a newer one.
+// Package dispatch distributes configuration to the agents holding a WatchConfig stream on
+// this hub replica. After every change of desired configuration — at once for a local change
+// (Kick), within a poll interval for a change made through another replica (the store's config
+// epoch moves) — it reads the desired state of the whole fleet in two queries, builds each
+// cluster's WatchConfigResponse in memory and wakes the streams whose configuration changed;
+// a woken stream sends the current snapshot's configuration. Snapshots are built one after the
+// other by one goroutine, so a stream never sends an older configuration after a newer one.
 package dispatch

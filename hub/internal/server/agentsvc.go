@@ -64,6 +64,7 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 			m.GetLabels(), m.GetReplaceExisting(), m.GetAgentVersion())}); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
+	a.s.dispatcher.Kick() // its desired bundles are new
 	a.s.log.InfoContext(ctx, "agent registered", "cluster", m.GetClusterName(), "labels", m.GetLabels(),
 		"agentVersion", m.GetAgentVersion())
 	a.s.watcher.Poke()
@@ -83,11 +84,9 @@ func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleet
 	defer recheck.Stop()
 	sent := ""
 	for {
-		cfg, err := a.s.builder.ForCluster(ctx, agent.Name)
-		if err != nil {
-			return connect.NewError(connect.CodeUnavailable, err)
-		}
-		if cfg.GetConfigDigest() != sent {
+		// Not known to the snapshot yet (just registered): Subscribe kicked a new one, which
+		// wakes this stream.
+		if cfg, ok := a.s.dispatcher.Current(agent.Name); ok && cfg.GetConfigDigest() != sent {
 			if err := stream.Send(cfg); err != nil {
 				return err
 			}
@@ -137,9 +136,11 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	if err != nil {
 		return nil, storeError(err)
 	}
-	cfg, err := a.s.builder.ForCluster(ctx, agent.Name)
-	if err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, err)
+	cfg, ok := a.s.dispatcher.Current(agent.Name)
+	if !ok {
+		if cfg, err = a.s.builder.ForCluster(ctx, agent.Name); err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, err)
+		}
 	}
 	return connect.NewResponse(&fleetv1.ReportStatusResponse{HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval),
 		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now)}), nil

@@ -46,6 +46,19 @@ func rssMiB(b *testing.B) float64 {
 	return 0
 }
 
+// cpuTime is the CPU time this process has used (user and system).
+func cpuTime(b *testing.B) time.Duration {
+	raw, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses and may hold spaces.
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
+}
+
 // round tracks one revision's propagation: how many agents still have to receive it.
 type round struct {
 	revision  int64
@@ -117,12 +130,16 @@ func BenchmarkConfigPropagation(b *testing.B) {
 	idleRSS := rssMiB(b)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	b.Logf("%d agents registered and streaming in %v; RSS %.0f MiB, Go heap in use %.0f MiB, goroutines %d",
-		n, connectTime.Round(time.Millisecond), idleRSS, float64(ms.HeapInuse)/(1<<20), runtime.NumGoroutine())
+	cpu0 := cpuTime(b)
+	time.Sleep(5 * time.Second)
+	idleCPU := float64(cpuTime(b)-cpu0) / float64(5*time.Second) * 100
+	b.Logf("%d agents registered and streaming in %v; RSS %.0f MiB, Go heap in use %.0f MiB, goroutines %d, idle CPU %.1f%%",
+		n, connectTime.Round(time.Millisecond), idleRSS, float64(ms.HeapInuse)/(1<<20), runtime.NumGoroutine(), idleCPU)
 
 	rev := int64(0)
 	b.Run(fmt.Sprintf("agents=%d", n), func(b *testing.B) {
 		var worst time.Duration
+		cpuStart := cpuTime(b)
 		for b.Loop() {
 			rev++
 			r := &round{revision: rev, done: make(chan struct{})}
@@ -142,6 +159,8 @@ func BenchmarkConfigPropagation(b *testing.B) {
 			}
 			worst = max(worst, time.Since(t0))
 		}
+		b.ReportMetric(float64((cpuTime(b)-cpuStart).Milliseconds())/float64(b.N), "CPU-ms/op")
+		b.ReportMetric(idleCPU, "idle-CPU-%")
 		b.ReportMetric(float64(n), "agents")
 		b.ReportMetric(idleRSS, "idle-RSS-MiB")
 		b.ReportMetric(rssMiB(b), "RSS-MiB")

@@ -36,7 +36,10 @@ type testHub struct {
 	url   string
 	clock *clock
 	admin fleetv1connect.FleetServiceClient
-	stop  func()
+	// registrar is one client for every Register call: an agent registers once, and a
+	// connection per registration would hold two file descriptors per simulated agent.
+	registrar fleetv1connect.AgentServiceClient
+	stop      func()
 }
 
 type hubOption func(*server.Config)
@@ -86,6 +89,7 @@ func startHub(t testing.TB, dataDir string, opts ...hubOption) *testHub {
 	if srv.AdminToken != "" {
 		h.admin = h.fleet(srv.AdminToken)
 	}
+	h.registrar = h.agent("")
 	return h
 }
 
@@ -154,7 +158,7 @@ func (h *testHub) register(t testing.TB, token, name string, labels map[string]s
 
 // tryRegister is register for goroutines other than the test's.
 func (h *testHub) tryRegister(token, name string, labels map[string]string) (fleetv1connect.AgentServiceClient, string, error) {
-	resp, err := h.agent("").Register(context.Background(), connect.NewRequest(&fleetv1.RegisterRequest{
+	resp, err := h.registrar.Register(context.Background(), connect.NewRequest(&fleetv1.RegisterRequest{
 		ClusterName: name, Labels: labels, BootstrapToken: token, AgentVersion: "v0.1.0", KubernetesVersion: "v1.37.2"}))
 	if err != nil {
 		return nil, "", fmt.Errorf("registering %s: %w", name, err)

@@ -47,6 +47,8 @@ type Store interface {
 	// ClusterByCredential returns the cluster holding this credential hash, revoked or not.
 	ClusterByCredential(ctx context.Context, hash string) (Cluster, error)
 	GetCluster(ctx context.Context, name string) (Cluster, error)
+	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
+	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
 	RevokeCluster(ctx context.Context, name string) error
 	// RecordHeartbeat stores an agent's status and its applied revisions.

@@ -163,6 +163,27 @@ func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 	return out, nil
 }
 
+// LiveClusters implements store.Store.
+func (s *Store) LiveClusters(ctx context.Context) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name FROM clusters WHERE revoked = 0 ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("listing live clusters: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("reading cluster name: %w", err)
+		}
+		out = append(out, name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("listing live clusters: %w", err)
+	}
+	return out, nil
+}
+
 // RevokeCluster implements store.Store.
 func (s *Store) RevokeCluster(ctx context.Context, name string) error {
 	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1 WHERE name = ?`), name)

@@ -171,7 +171,13 @@ func testReplaceAndRevoke(t *testing.T, s store.Store) {
 	if _, err := s.ClusterByCredential(ctx, "cred-1"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("replaced credential still valid: %v", err)
 	}
+	if live, err := s.LiveClusters(ctx); err != nil || len(live) != 1 || live[0] != "alpha" {
+		t.Fatalf("live clusters: %v %v", live, err)
+	}
 	must(t, s.RevokeCluster(ctx, "alpha"))
+	if live, err := s.LiveClusters(ctx); err != nil || len(live) != 0 {
+		t.Fatalf("live clusters after revocation: %v %v", live, err)
+	}
 	c, err := s.ClusterByCredential(ctx, "cred-2")
 	must(t, err)
 	if !c.Revoked || c.Labels["new"] != "yes" {

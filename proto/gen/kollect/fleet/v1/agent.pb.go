@@ -312,7 +312,8 @@ type WatchConfigResponse struct {
 	// bundles are sorted by name; an empty list means: prune everything hub-managed.
 	Bundles []*BundleAssignment `protobuf:"bytes,1,rep,name=bundles,proto3" json:"bundles,omitempty"`
 	// config_digest is "sha256:<hex>" over the bundle names, revisions and digests.
-	ConfigDigest  string                 `protobuf:"bytes,2,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	ConfigDigest string `protobuf:"bytes,2,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
+	// sent_at is when the hub assembled this configuration.
 	SentAt        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
