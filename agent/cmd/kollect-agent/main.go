@@ -19,6 +19,7 @@ func main() {
 	var (
 		o          agent.Options
 		namespaces string
+		err        error
 	)
 	flag.StringVar(&o.Cluster, "cluster-name", os.Getenv("KOLLECT_CLUSTER"), "Name of this cluster, stamped on every exported row (required).")
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
@@ -29,6 +30,8 @@ func main() {
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the agent may watch; empty means all.")
 	flag.BoolVar(&o.TenantMode, "tenant-mode", false, "Require a KollectScope in every namespace with Kollect objects.")
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones (default: a temporary directory).")
+	var hub hubFlags
+	hub.bind(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -41,6 +44,10 @@ func main() {
 		}
 	}
 	o.Sinks = sinks.Factories()
+	if o.Hub, err = hub.options(); err != nil {
+		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
+		os.Exit(2)
+	}
 	o.Log = log
 
 	mgr, err := agent.New(ctrl.GetConfigOrDie(), o)

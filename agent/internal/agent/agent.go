@@ -28,6 +28,7 @@ import (
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/hubclient"
 	"kollect.dev/agent/internal/inventory"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -56,6 +57,8 @@ type Options struct {
 	Backoff exporter.Backoff
 	// SinkRecheck is how often sinks are probed again when healthy.
 	SinkRecheck time.Duration
+	// Hub connects the agent to a fleet hub; nil runs the agent standalone.
+	Hub *hubclient.Options
 	// SkipNameValidation allows several agents in one process (tests, demo).
 	SkipNameValidation bool
 	Log                logr.Logger
@@ -151,6 +154,15 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		(&controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
 			Recorder: rec, Changed: invChanged}).SetupWithManager(mgr),
 		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
+	}
+	if o.Hub != nil {
+		hub := *o.Hub
+		hub.Cluster, hub.Log = o.Cluster, o.Log.WithName("hub")
+		hc, err := hubclient.New(hub, cfg, mgr.GetClient(), mgr.GetAPIReader(), mgr.GetCache())
+		if err != nil {
+			return fmt.Errorf("hub client: %w", err)
+		}
+		errs = append(errs, mgr.Add(hc))
 	}
 	for _, fam := range []kollectv1.SinkFamily{kollectv1.SinkFamilySnapshot, kollectv1.SinkFamilyDatabase, kollectv1.SinkFamilyEvent} {
 		errs = append(errs, (&controller.SinkReconciler{Client: mgr.GetClient(), Sinks: sinks, Family: fam, Recheck: o.SinkRecheck}).SetupWithManager(mgr))

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"kollect.dev/agent/internal/hubclient"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+type hubFlags struct {
+	url, caFingerprint, caFile             string
+	labels, namespaces, defaultNamespace   string
+	bootstrapSecret, credentialSecret, own string
+	replace                                bool
+}
+
+func (h *hubFlags) bind(fs *flag.FlagSet) {
+	fs.StringVar(&h.url, "hub-url", "", "URL of the fleet hub (https://host:port); empty runs the agent standalone.")
+	fs.StringVar(&h.caFingerprint, "hub-ca-fingerprint", "", "Pin the hub's CA: sha256:<hex> as the hub prints it.")
+	fs.StringVar(&h.caFile, "hub-ca-file", "", "PEM file of the CA that signed the hub's certificate (instead of a pin).")
+	fs.StringVar(&h.labels, "cluster-labels", "", "Labels of this cluster for bundle selection: k=v,k2=v2.")
+	fs.StringVar(&h.namespaces, "hub-namespaces", "", "Namespaces hub bundles may write to (comma-separated); empty allows all.")
+	fs.StringVar(&h.defaultNamespace, "hub-default-namespace", "", "Namespace for bundle objects that name none (default: the agent's).")
+	fs.StringVar(&h.own, "pod-namespace", os.Getenv("POD_NAMESPACE"), "The agent's own namespace (Secrets for the hub credential).")
+	fs.StringVar(&h.bootstrapSecret, "hub-bootstrap-secret", "kollect-hub-bootstrap", "Secret (in the agent's namespace) holding the bootstrap token under key token.")
+	fs.StringVar(&h.credentialSecret, "hub-credential-secret", "kollect-hub-credential", "Secret (in the agent's namespace) where the agent keeps its hub credential.")
+	fs.BoolVar(&h.replace, "hub-replace-existing", false, "Take over this cluster name from a previous agent (the token must allow it).")
+}
+
+func (h *hubFlags) options() (*hubclient.Options, error) {
+	if h.url == "" {
+		return nil, nil
+	}
+	if h.own == "" {
+		return nil, errors.New("--pod-namespace (or POD_NAMESPACE) is required with --hub-url")
+	}
+	labels := map[string]string{}
+	for _, kv := range splitList(h.labels) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--cluster-labels: %q is not key=value", kv)
+		}
+		labels[k] = v
+	}
+	def := h.defaultNamespace
+	if def == "" {
+		def = h.own
+	}
+	return &hubclient.Options{
+		URL: h.url, CAFingerprint: h.caFingerprint, CAFile: h.caFile, Labels: labels,
+		BootstrapSecret:   types.NamespacedName{Namespace: h.own, Name: h.bootstrapSecret},
+		CredentialSecret:  types.NamespacedName{Namespace: h.own, Name: h.credentialSecret},
+		ReplaceExisting:   h.replace,
+		AllowedNamespaces: splitList(h.namespaces), DefaultNamespace: def, AgentVersion: version,
+	}, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

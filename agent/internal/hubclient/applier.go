@@ -1,0 +1,308 @@
+package hubclient
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// kollectKinds are the kinds the hub may manage: kollect.dev only, by design.
+var kollectKinds = []string{
+	"KollectProfile", "KollectTarget", "KollectClusterTarget", "KollectInventory", "KollectClusterInventory",
+	"KollectSnapshotSink", "KollectDatabaseSink", "KollectEventSink", "KollectScope", "KollectClusterScope",
+}
+
+const kollectGroup = "kollect.dev"
+
+type objectKey struct {
+	gvk       schema.GroupVersionKind
+	namespace string
+	name      string
+}
+
+func keyOf(u *unstructured.Unstructured) objectKey {
+	return objectKey{gvk: u.GroupVersionKind(), namespace: u.GetNamespace(), name: u.GetName()}
+}
+
+// Applier makes the cluster hold exactly the objects of the assigned bundles.
+type Applier struct {
+	c       client.Client
+	allowed []string
+	defNS   string
+	log     logr.Logger
+
+	mu      sync.Mutex
+	desired map[objectKey]*unstructured.Unstructured
+	results map[string]*fleetv1.AppliedBundle // by bundle
+	digest  string
+	drifts  int
+}
+
+// NewApplier returns an applier for the given client.
+func NewApplier(c client.Client, o Options) *Applier {
+	return &Applier{c: c, allowed: o.AllowedNamespaces, defNS: o.DefaultNamespace, log: o.Log,
+		desired: map[objectKey]*unstructured.Unstructured{}, results: map[string]*fleetv1.AppliedBundle{}}
+}
+
+// Apply applies a complete desired configuration and prunes what it no longer holds. Per-object
+// failures are recorded in the results; the returned error is only for failures to talk to
+// the API server about pruning.
+func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) error {
+	desired := map[objectKey]*unstructured.Unstructured{}
+	results := map[string]*fleetv1.AppliedBundle{}
+	for _, b := range cfg.GetBundles() {
+		ab := &fleetv1.AppliedBundle{Bundle: b.GetBundle(), Revision: b.GetRevision(), Digest: b.GetDigest()}
+		results[b.GetBundle()] = ab
+		objs, err := decode(b.GetManifests())
+		if err != nil {
+			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Result: fleetv1.ApplyResult_APPLY_RESULT_FAILED,
+				Message: "bundle manifests do not decode: " + err.Error()})
+			continue
+		}
+		for _, u := range objs {
+			ref := refOf(u)
+			if reason := a.refuse(u); reason != "" {
+				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED, Message: reason})
+				continue
+			}
+			a.stamp(u, b)
+			ref = refOf(u)
+			if err := a.apply(ctx, u); err != nil {
+				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_FAILED, Message: err.Error()})
+				continue
+			}
+			desired[keyOf(u)] = u
+			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED})
+		}
+	}
+	pruned, err := a.prune(ctx, desired)
+	for _, p := range pruned {
+		bundle := p.GetLabels()[LabelBundle]
+		ab := results[bundle]
+		if ab == nil {
+			ab = &fleetv1.AppliedBundle{Bundle: bundle}
+			results[bundle] = ab
+		}
+		ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: refOf(p), Result: fleetv1.ApplyResult_APPLY_RESULT_PRUNED})
+	}
+	a.mu.Lock()
+	a.desired, a.results = desired, results
+	if err == nil {
+		a.digest = cfg.GetConfigDigest()
+	}
+	a.mu.Unlock()
+	return err
+}
+
+// refuse explains why an object is outside the local allowlist, or returns "".
+func (a *Applier) refuse(u *unstructured.Unstructured) string {
+	gvk := u.GroupVersionKind()
+	if gvk.Group != kollectGroup || !slices.Contains(kollectKinds, gvk.Kind) {
+		return fmt.Sprintf("%s is not a Kollect kind: the hub may only manage kollect.dev objects", gvk.GroupKind())
+	}
+	if u.GetName() == "" {
+		return "object has no name"
+	}
+	if strings.HasPrefix(gvk.Kind, "KollectCluster") {
+		if u.GetNamespace() != "" {
+			return gvk.Kind + " is cluster-scoped and must not name a namespace"
+		}
+		return ""
+	}
+	ns := u.GetNamespace()
+	if ns == "" {
+		ns = a.defNS
+	}
+	if ns == "" {
+		return "namespaced object without a namespace, and the agent has no default namespace"
+	}
+	if len(a.allowed) > 0 && !slices.Contains(a.allowed, ns) {
+		return fmt.Sprintf("namespace %s is not in the agent's allowlist (%s)", ns, strings.Join(a.allowed, ", "))
+	}
+	u.SetNamespace(ns)
+	return ""
+}
+
+// stamp marks an object as hub-managed with its bundle and revision.
+func (a *Applier) stamp(u *unstructured.Unstructured, b *fleetv1.BundleAssignment) {
+	labels := u.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels[LabelManagedBy], labels[LabelBundle] = managedByValue, b.GetBundle()
+	u.SetLabels(labels)
+	ann := u.GetAnnotations()
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[AnnotationRevision], ann[AnnotationDigest] = strconv.FormatInt(b.GetRevision(), 10), b.GetDigest()
+	u.SetAnnotations(ann)
+	// Fields the API server owns must not be in an apply configuration.
+	u.SetResourceVersion("")
+	u.SetUID("")
+	unstructured.RemoveNestedField(u.Object, "status")
+}
+
+// apply is a server-side apply that takes ownership of every field it sets. Applying an
+// unchanged object is a no-op for the API server: nothing is written.
+func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error {
+	obj := u.DeepCopy()
+	if err := a.c.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("server-side apply of %s %s: %w", u.GetKind(), nameOf(u), err)
+	}
+	return nil
+}
+
+// prune deletes hub-managed objects that the desired configuration does not hold.
+func (a *Applier) prune(ctx context.Context, desired map[objectKey]*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var pruned []*unstructured.Unstructured
+	var errs []error
+	for _, kind := range kollectKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: kollectGroup, Version: "v1alpha1", Kind: kind + "List"})
+		if err := a.c.List(ctx, list, client.MatchingLabels{LabelManagedBy: managedByValue}); err != nil {
+			errs = append(errs, fmt.Errorf("listing hub-managed %s: %w", kind, err))
+			continue
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			if _, ok := desired[keyOf(u)]; ok {
+				continue
+			}
+			if err := a.c.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("pruning %s %s: %w", kind, nameOf(u), err))
+				continue
+			}
+			a.log.Info("pruned hub-managed object", "kind", kind, "name", nameOf(u))
+			pruned = append(pruned, u)
+		}
+	}
+	return pruned, errors.Join(errs...)
+}
+
+// RevertDrift re-applies the desired version of obj when a field manager other than the hub
+// changed its spec (kubectl edit, another controller). It reports whether it reverted.
+func (a *Applier) RevertDrift(ctx context.Context, live *unstructured.Unstructured) (bool, error) {
+	a.mu.Lock()
+	want, ok := a.desired[keyOf(live)]
+	a.mu.Unlock()
+	if !ok {
+		return false, nil
+	}
+	editor := foreignSpecEditor(live)
+	if editor == "" {
+		return false, nil
+	}
+	// Replace the spec wholesale: a server-side apply would keep fields the editor added.
+	fresh := live.DeepCopy()
+	fresh.Object["spec"] = want.DeepCopy().Object["spec"]
+	fresh.SetLabels(want.GetLabels())
+	fresh.SetAnnotations(mergeAnnotations(live.GetAnnotations(), want.GetAnnotations()))
+	fresh.SetManagedFields(nil)
+	if err := a.c.Update(ctx, fresh, client.FieldOwner(FieldManager)); err != nil {
+		return false, fmt.Errorf("reverting %s %s: %w", live.GetKind(), nameOf(live), err)
+	}
+	// Own the fields again through apply so later revisions apply cleanly.
+	if err := a.apply(ctx, want); err != nil {
+		return true, err
+	}
+	a.mu.Lock()
+	a.drifts++
+	if ab := a.results[want.GetLabels()[LabelBundle]]; ab != nil {
+		ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: refOf(want), Result: fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED,
+			Message: fmt.Sprintf("local edit by %q reverted", editor)})
+	}
+	a.mu.Unlock()
+	a.log.Info("reverted local edit of a hub-managed object", "kind", live.GetKind(), "name", nameOf(live), "editor", editor)
+	return true, nil
+}
+
+// foreignSpecEditor returns the field manager, other than the hub, that last wrote the spec.
+func foreignSpecEditor(u *unstructured.Unstructured) string {
+	for _, mf := range u.GetManagedFields() {
+		if mf.Manager == FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
+			continue
+		}
+		if bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:spec"`)) {
+			return mf.Manager
+		}
+	}
+	return ""
+}
+
+func mergeAnnotations(live, want map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range live {
+		out[k] = v
+	}
+	for k, v := range want {
+		out[k] = v
+	}
+	return out
+}
+
+// Snapshot returns the applied bundles (sorted) and the digest of the last complete apply.
+func (a *Applier) Snapshot() ([]*fleetv1.AppliedBundle, string, int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make([]*fleetv1.AppliedBundle, 0, len(a.results))
+	for _, b := range a.results {
+		out = append(out, b)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].GetBundle() < out[j].GetBundle() })
+	return out, a.digest, a.drifts
+}
+
+// Managed reports whether key is one of the desired objects.
+func (a *Applier) Managed(gvk schema.GroupVersionKind, nn types.NamespacedName) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.desired[objectKey{gvk: gvk, namespace: nn.Namespace, name: nn.Name}]
+	return ok
+}
+
+func decode(manifests string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func refOf(u *unstructured.Unstructured) *fleetv1.ObjectRef {
+	return &fleetv1.ObjectRef{ApiVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func nameOf(u metav1.Object) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}

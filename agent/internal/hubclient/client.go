@@ -1,0 +1,268 @@
+package hubclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// Client is the agent's side of the hub protocol. It runs on the elected leader only.
+type Client struct {
+	o       Options
+	c       client.Client
+	reader  client.Reader
+	cache   cache.Cache
+	cfg     *rest.Config
+	applier *Applier
+	api     fleetv1connect.AgentServiceClient
+
+	mu         sync.Mutex
+	credential string
+	heartbeat  time.Duration
+	k8sVersion string
+}
+
+// New returns a hub client. reader must be uncached: the agent reads its own Secrets only.
+func New(o Options, cfg *rest.Config, c client.Client, reader client.Reader, ca cache.Cache) (*Client, error) {
+	if o.URL == "" || o.Cluster == "" {
+		return nil, errors.New("hub URL and cluster name are required")
+	}
+	hc := &Client{o: o, c: c, reader: reader, cache: ca, cfg: cfg, heartbeat: defaultHeartbeat,
+		applier: NewApplier(c, o)}
+	api, err := newAgentClient(o, hc.currentCredential)
+	if err != nil {
+		return nil, err
+	}
+	hc.api = api
+	return hc, nil
+}
+
+// NeedLeaderElection: only the leader talks to the hub and applies configuration.
+func (h *Client) NeedLeaderElection() bool { return true }
+
+func (h *Client) currentCredential() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.credential
+}
+
+// Start registers if needed, then holds the config stream and sends heartbeats until ctx ends.
+// Errors reaching the hub are retried; the agent keeps its last configuration meanwhile.
+func (h *Client) Start(ctx context.Context) error {
+	if v, err := discovery.NewDiscoveryClientForConfigOrDie(h.cfg).ServerVersion(); err == nil {
+		h.k8sVersion = v.GitVersion
+	}
+	if err := h.watchDrift(ctx); err != nil {
+		return err
+	}
+	for attempt := 0; ; attempt++ {
+		err := h.ensureCredential(ctx)
+		if err == nil {
+			break
+		}
+		h.o.Log.Error(err, "registering with the hub")
+		if !sleep(ctx, backoff(attempt)) {
+			return nil
+		}
+	}
+	go h.heartbeatLoop(ctx)
+	h.configLoop(ctx)
+	return nil
+}
+
+// ensureCredential loads the stored credential, or registers with the bootstrap token.
+func (h *Client) ensureCredential(ctx context.Context) error {
+	sec := &corev1.Secret{}
+	err := h.reader.Get(ctx, h.o.CredentialSecret, sec)
+	if err == nil && len(sec.Data["credential"]) > 0 {
+		h.mu.Lock()
+		h.credential = string(sec.Data["credential"])
+		h.mu.Unlock()
+		return nil
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("reading credential Secret %s: %w", h.o.CredentialSecret, err)
+	}
+	boot := &corev1.Secret{}
+	if err := h.reader.Get(ctx, h.o.BootstrapSecret, boot); err != nil {
+		return fmt.Errorf("no credential yet and no bootstrap token Secret %s: %w", h.o.BootstrapSecret, err)
+	}
+	resp, err := h.api.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
+		ClusterName: h.o.Cluster, Labels: h.o.Labels, BootstrapToken: string(boot.Data["token"]),
+		ReplaceExisting: h.o.ReplaceExisting, AgentVersion: h.o.AgentVersion, KubernetesVersion: h.k8sVersion,
+	}))
+	if err != nil {
+		return fmt.Errorf("registering cluster %s: %w", h.o.Cluster, err)
+	}
+	cred := resp.Msg.GetCredential()
+	store := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.o.CredentialSecret.Namespace, Name: h.o.CredentialSecret.Name,
+		Labels: map[string]string{LabelManagedBy: "kollect-agent"}}, Data: map[string][]byte{"credential": []byte(cred)}}
+	if err := h.c.Create(ctx, store); apierrors.IsAlreadyExists(err) {
+		err = h.c.Update(ctx, store)
+	} else if err != nil {
+		return fmt.Errorf("storing the hub credential in Secret %s: %w", h.o.CredentialSecret, err)
+	}
+	h.mu.Lock()
+	h.credential = cred
+	if d := resp.Msg.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
+		h.heartbeat = d.AsDuration()
+	}
+	h.mu.Unlock()
+	h.o.Log.Info("registered with the hub", "cluster", h.o.Cluster)
+	return nil
+}
+
+// configLoop holds the WatchConfig stream, reconnecting with backoff.
+func (h *Client) configLoop(ctx context.Context) {
+	for attempt := 0; ctx.Err() == nil; {
+		received, err := h.watchOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if received {
+			attempt = 0
+		}
+		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			h.o.Log.Error(err, "the hub refused this agent's credential; keeping the last applied configuration")
+		} else {
+			h.o.Log.Info("config stream ended, reconnecting", "error", fmt.Sprint(err))
+		}
+		if !sleep(ctx, backoff(attempt)) {
+			return
+		}
+		attempt++
+	}
+}
+
+func (h *Client) watchOnce(ctx context.Context) (received bool, err error) {
+	_, digest, _ := h.applier.Snapshot()
+	stream, err := h.api.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{AppliedConfigDigest: digest}))
+	if err != nil {
+		return false, err
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		received = true
+		msg := stream.Msg()
+		if _, applied, _ := h.applier.Snapshot(); applied == msg.GetConfigDigest() && applied != "" {
+			continue // a reconnect: the cluster already holds this configuration
+		}
+		if err := h.applier.Apply(ctx, msg); err != nil {
+			h.o.Log.Error(err, "applying hub configuration")
+		}
+		h.sendHeartbeat(ctx) // tell the hub at once what was applied
+	}
+	return received, stream.Err()
+}
+
+func (h *Client) heartbeatLoop(ctx context.Context) {
+	for {
+		h.sendHeartbeat(ctx)
+		h.mu.Lock()
+		d := h.heartbeat
+		h.mu.Unlock()
+		if !sleep(ctx, d) {
+			return
+		}
+	}
+}
+
+func (h *Client) sendHeartbeat(ctx context.Context) {
+	invs, sinks, err := collectStatus(ctx, h.c)
+	if err != nil {
+		h.o.Log.Error(err, "collecting heartbeat status")
+	}
+	bundles, digest, _ := h.applier.Snapshot()
+	req := &fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{
+		AgentVersion: h.o.AgentVersion, KubernetesVersion: h.k8sVersion, ConfigDigest: digest,
+		Bundles: bundles, Inventories: invs, Sinks: sinks, ObservedAt: timestamppb.Now(),
+	}}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := h.api.ReportStatus(cctx, connect.NewRequest(req))
+	if err != nil {
+		h.o.Log.V(1).Info("heartbeat failed", "error", err.Error())
+		return
+	}
+	if d := resp.Msg.GetHeartbeatInterval(); d != nil && d.AsDuration() > 0 {
+		h.mu.Lock()
+		h.heartbeat = d.AsDuration()
+		h.mu.Unlock()
+	}
+}
+
+// watchDrift reverts local edits of hub-managed objects as soon as the agent's cache sees them.
+func (h *Client) watchDrift(ctx context.Context) error {
+	for _, kind := range kollectKinds {
+		gvk := schema.GroupVersionKind{Group: kollectGroup, Version: "v1alpha1", Kind: kind}
+		// Typed objects share the informers the agent's controllers already run.
+		typed, err := h.c.Scheme().New(gvk)
+		if err != nil {
+			return fmt.Errorf("kind %s: %w", kind, err)
+		}
+		inf, err := h.cache.GetInformer(ctx, typed.(client.Object))
+		if err != nil {
+			return fmt.Errorf("watching %s for drift: %w", kind, err)
+		}
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(_, obj any) { h.checkDrift(ctx, gvk, obj) },
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (h *Client) checkDrift(ctx context.Context, gvk schema.GroupVersionKind, obj any) {
+	cobj, ok := obj.(client.Object)
+	if !ok || cobj.GetLabels()[LabelManagedBy] != managedByValue {
+		return
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvk)
+	if err := h.reader.Get(ctx, client.ObjectKeyFromObject(cobj), live); err != nil {
+		return
+	}
+	reverted, err := h.applier.RevertDrift(ctx, live)
+	if err != nil {
+		h.o.Log.Error(err, "reverting drift")
+	}
+	if reverted {
+		h.sendHeartbeat(ctx)
+	}
+}
+
+func backoff(attempt int) time.Duration {
+	d := time.Second << min(attempt, 5)
+	d = min(d, maxReconnectInterval)
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

@@ -1,0 +1,46 @@
+package hubclient
+
+import (
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Labels and annotations on every object the hub manages.
+const (
+	FieldManager         = "kollect-hub"
+	LabelManagedBy       = "kollect.dev/managed-by"
+	LabelBundle          = "kollect.dev/bundle"
+	AnnotationRevision   = "kollect.dev/bundle-revision"
+	AnnotationDigest     = "kollect.dev/bundle-digest"
+	managedByValue       = "kollect-hub"
+	defaultHeartbeat     = 15 * time.Second
+	maxReconnectInterval = 30 * time.Second
+)
+
+// Options configure the hub connection.
+type Options struct {
+	// URL of the hub, https://host:port.
+	URL string
+	// CAFingerprint pins the hub's CA ("sha256:<hex>" of its DER); CAFile trusts a PEM bundle
+	// instead. With neither, the system roots verify the hub.
+	CAFingerprint string
+	CAFile        string
+	// Cluster is the agent's cluster name; Labels are the cluster's labels for bundle selection.
+	Cluster string
+	Labels  map[string]string
+	// BootstrapSecret holds the bootstrap token under key "token"; CredentialSecret is where the
+	// agent keeps its credential (key "credential"). Both in the agent's namespace.
+	BootstrapSecret  types.NamespacedName
+	CredentialSecret types.NamespacedName
+	// ReplaceExisting takes over the cluster name from a previous agent (token must allow it).
+	ReplaceExisting bool
+	// AllowedNamespaces limits where namespaced hub objects may be applied; empty allows all.
+	AllowedNamespaces []string
+	// DefaultNamespace receives namespaced objects that name none.
+	DefaultNamespace string
+	// AgentVersion is reported in heartbeats.
+	AgentVersion string
+	Log          logr.Logger
+}

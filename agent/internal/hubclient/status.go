@@ -1,0 +1,111 @@
+package hubclient
+
+import (
+	"context"
+	"sort"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// collectStatus assembles the heartbeat from the cluster's Kollect objects: inventories with
+// their item counts and conditions, and per sink the freshest export and last error. Rows are
+// never sent: the hub only sees counts.
+func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventoryStatus, []*fleetv1.SinkStatus, error) {
+	var invs kollectv1.KollectInventoryList
+	if err := c.List(ctx, &invs); err != nil {
+		return nil, nil, err
+	}
+	var cinvs kollectv1.KollectClusterInventoryList
+	if err := c.List(ctx, &cinvs); err != nil {
+		return nil, nil, err
+	}
+	sinks := map[string]*fleetv1.SinkStatus{}
+	var out []*fleetv1.InventoryStatus
+	add := func(ns, name string, st kollectv1.KollectInventoryStatus) {
+		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions)})
+		for _, s := range st.Sinks {
+			sns := s.Namespace
+			if sns == "" {
+				sns = ns
+			}
+			kind := sinkKind(s.Family)
+			key := kind + "/" + sns + "/" + s.Name
+			cur := sinks[key]
+			if cur == nil {
+				cur = &fleetv1.SinkStatus{Kind: kind, Namespace: sns, Name: s.Name, Type: sinkType(ctx, c, s.Family, sns, s.Name)}
+				sinks[key] = cur
+			}
+			if s.LastExportTime != nil && (cur.LastSuccessTime == nil || s.LastExportTime.After(cur.LastSuccessTime.AsTime())) {
+				cur.LastSuccessTime = timestamppb.New(s.LastExportTime.Time)
+			}
+			if s.LastError != "" {
+				cur.LastError = s.LastError
+				cur.ErrorClass = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
+				if s.ErrorClass == "terminal" {
+					cur.ErrorClass = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL
+				}
+			}
+		}
+	}
+	for _, i := range invs.Items {
+		add(i.Namespace, i.Name, i.Status)
+	}
+	for _, i := range cinvs.Items {
+		add("", i.Name, i.Status)
+	}
+	sinkList := make([]*fleetv1.SinkStatus, 0, len(sinks))
+	for _, s := range sinks {
+		sinkList = append(sinkList, s)
+	}
+	sort.Slice(sinkList, func(i, j int) bool {
+		return sinkList[i].Kind+sinkList[i].Namespace+sinkList[i].Name < sinkList[j].Kind+sinkList[j].Namespace+sinkList[j].Name
+	})
+	return out, sinkList, nil
+}
+
+func conditions(in []metav1.Condition) []*fleetv1.Condition {
+	out := make([]*fleetv1.Condition, 0, len(in))
+	for _, c := range in {
+		out = append(out, &fleetv1.Condition{Type: c.Type, Status: string(c.Status), Reason: c.Reason, Message: c.Message,
+			LastTransitionTime: timestamppb.New(c.LastTransitionTime.Time)})
+	}
+	return out
+}
+
+func sinkKind(f kollectv1.SinkFamily) string {
+	switch f {
+	case kollectv1.SinkFamilySnapshot:
+		return "KollectSnapshotSink"
+	case kollectv1.SinkFamilyDatabase:
+		return "KollectDatabaseSink"
+	default:
+		return "KollectEventSink"
+	}
+}
+
+func sinkType(ctx context.Context, c client.Reader, f kollectv1.SinkFamily, ns, name string) string {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	switch f {
+	case kollectv1.SinkFamilySnapshot:
+		s := &kollectv1.KollectSnapshotSink{}
+		if c.Get(ctx, key, s) == nil {
+			return string(s.Spec.Type)
+		}
+	case kollectv1.SinkFamilyDatabase:
+		s := &kollectv1.KollectDatabaseSink{}
+		if c.Get(ctx, key, s) == nil {
+			return string(s.Spec.Type)
+		}
+	default:
+		s := &kollectv1.KollectEventSink{}
+		if c.Get(ctx, key, s) == nil {
+			return string(s.Spec.Type)
+		}
+	}
+	return ""
+}
