@@ -36,6 +36,8 @@ type InventoryReconciler struct {
 	Sinks    *SinkBuilder
 	Elected  <-chan struct{}
 	Recorder recorder.EventRecorder
+	// Scopes enforces KollectScopes; nil enforces nothing.
+	Scopes *ScopeGate
 	// Changed receives inventories whose status may have changed.
 	Changed chan event.TypedGenericEvent[inventory.Key]
 
@@ -50,12 +52,14 @@ type builtSink struct {
 
 // inventoryObject abstracts over the two inventory kinds.
 type inventoryObject struct {
-	obj      client.Object
-	timing   kollectv1.ExportTiming
-	suspend  bool
-	targets  []collector.TargetKey
-	missing  []string
-	sinks    []inventory.SinkRef
+	obj     client.Object
+	timing  kollectv1.ExportTiming
+	suspend bool
+	targets []collector.TargetKey
+	missing []string
+	sinks   []inventory.SinkRef
+	// denied are scope problems: targets left out, sinks not bound, cadence raised.
+	denied   []scopeProblem
 	status   *kollectv1.KollectInventoryStatus
 	statusOf func(client.Object) any
 }
@@ -167,6 +171,9 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		return ctrl.Result{}, err
 	}
 	before := o.obj.DeepCopyObject().(client.Object)
+	if err := r.applyScopes(ctx, key, o); err != nil {
+		return ctrl.Result{}, err
+	}
 	bindings, sinkProblems := r.bindings(ctx, key, o)
 	cfg := inventory.Config{
 		Key: key, Generation: o.obj.GetGeneration(), Targets: o.targets, Sinks: bindings,
@@ -308,16 +315,23 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			fmt.Sprintf("%d items from %d targets", st.ItemCount, len(o.targets)))
 	}
 	// Degraded: something is wrong but the rest works.
+	// Scope problems come first and give the reason: they are the operator's decision, the
+	// others are faults.
 	var problems []string
 	reason := ReasonNoProblems
-	if len(forbidden) > 0 {
-		problems, reason = append(problems, forbidden...), ReasonForbidden
+	for _, p := range o.denied {
+		problems = append(problems, p.message)
 	}
-	if len(sinkProblems) > 0 {
-		problems, reason = append(problems, sinkProblems...), ReasonSinkInvalid
+	for _, c := range []struct {
+		reason string
+		msgs   []string
+	}{{ReasonForbidden, forbidden}, {ReasonSinkInvalid, sinkProblems}, {ReasonExportFailed, failing}} {
+		if len(c.msgs) > 0 {
+			problems, reason = append(problems, c.msgs...), c.reason
+		}
 	}
-	if len(failing) > 0 {
-		problems, reason = append(problems, failing...), ReasonExportFailed
+	if len(o.denied) > 0 {
+		reason = o.denied[0].reason
 	}
 	setCondition(&s.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))
 	// Synced: every sink holds the current snapshot.
@@ -365,6 +379,8 @@ func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		watch(&kollectv1.KollectSnapshotSink{}, related),
 		watch(&kollectv1.KollectDatabaseSink{}, related),
 		watch(&kollectv1.KollectEventSink{}, related),
+		watch(&kollectv1.KollectScope{}, related),
+		watch(&kollectv1.KollectClusterScope{}, r.allInventories),
 		c.Watch(source.TypedChannel(r.Changed, handler.TypedFuncs[inventory.Key, inventory.Key]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[inventory.Key], q invQueue) {
 				q.AddAfter(e.Object, 200*time.Millisecond) // coalesce worker and snapshot updates

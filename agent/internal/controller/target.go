@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/scope"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -37,6 +38,8 @@ type TargetReconciler struct {
 	Collector *collector.Collector
 	Elected   <-chan struct{}
 	Recorder  recorder.EventRecorder
+	// Scopes enforces KollectScopes; nil enforces nothing.
+	Scopes *ScopeGate
 	// Refresh receives targets whose counts may have changed (from the inventory manager).
 	Refresh chan event.TypedGenericEvent[collector.TargetKey]
 }
@@ -75,13 +78,23 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 	t, err := r.load(ctx, key)
 	if apierrors.IsNotFound(err) {
 		r.Collector.RemoveTarget(key)
+		r.Scopes.forgetTarget(key)
 		return ctrl.Result{}, nil
 	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	before := t.obj.DeepCopyObject().(client.Object)
-	result, ready, reason, msg := r.register(ctx, key, t)
+	result, ready, reason, msg, err := r.register(ctx, key, t)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	// Every replica records permissions: a standby's inventories must leave the same rows out.
+	if isScopeReason(reason) {
+		r.Scopes.setTarget(key, scope.Decision{Reason: reason, Message: msg})
+	} else {
+		r.Scopes.setTarget(key, scope.Allow)
+	}
 	if !elected(r.Elected) {
 		return result, nil
 	}
@@ -92,16 +105,34 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", msg)
 	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
-	if ready || reason == ReasonSyncing {
+	switch {
+	case ready || reason == ReasonSyncing:
 		r.reportSelection(key, t, gen)
-	} else {
+	case isScopeReason(reason):
+		// Counts stay as last reported: the objects still exist, they are just not permitted.
+		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, reason, msg)
+	default:
 		apimeta.RemoveStatusCondition(&t.status.Conditions, kollectv1.ConditionDegraded)
 	}
 	return result, patchStatusIfChanged(ctx, r.Client, before, t.obj, t.statusOf)
 }
 
 // register resolves the profile and the kind and hands the target to the collector.
-func (r *TargetReconciler) register(ctx context.Context, key collector.TargetKey, t *targetObject) (ctrl.Result, bool, string, string) {
+func (r *TargetReconciler) register(ctx context.Context, key collector.TargetKey, t *targetObject) (ctrl.Result, bool, string, string, error) {
+	res, ready, reason, msg := r.registerChecked(ctx, key, t)
+	if reason == reasonScopeError {
+		return res, false, "", "", errors.New(msg)
+	}
+	return res, ready, reason, msg, nil
+}
+
+// reasonScopeError marks a failure to load scopes; the reconcile is retried.
+const reasonScopeError = "scope-error"
+
+// notPermitted is appended to scope denials on targets: what the denial means for the data.
+const notPermitted = "; not permitted: the target collects nothing and its rows are no longer exported"
+
+func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.TargetKey, t *targetObject) (ctrl.Result, bool, string, string) {
 	prof := &kollectv1.KollectProfile{}
 	if err := r.Get(ctx, t.profileRef, prof); err != nil {
 		r.Collector.RemoveTarget(key)
@@ -116,6 +147,15 @@ func (r *TargetReconciler) register(ctx context.Context, key collector.TargetKey
 		return ctrl.Result{}, false, ReasonProfileNotReady, fmt.Sprintf("KollectProfile %s does not compile: %v", t.profileRef, err)
 	}
 	gvk := schema.GroupVersionKind{Group: prof.Spec.Target.Group, Version: prof.Spec.Target.Version, Kind: prof.Spec.Target.Kind}
+	rules, err := r.Scopes.Rules(ctx, key.Namespace)
+	if err != nil {
+		return ctrl.Result{}, false, reasonScopeError, err.Error()
+	}
+	// The kind is checked before it is resolved so a denied kind never starts a watch.
+	if d := rules.Kind(gvk.GroupKind()); !d.Allowed {
+		r.Collector.RemoveTarget(key)
+		return ctrl.Result{}, false, d.Reason, d.Message + notPermitted
+	}
 	mapping, err := r.Mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil {
 		r.Collector.RemoveTarget(key)
@@ -126,6 +166,10 @@ func (r *TargetReconciler) register(ctx context.Context, key collector.TargetKey
 		return ctrl.Result{}, false, ReasonKindNotFound, err.Error()
 	}
 	namespaced := mapping.Scope.Name() == apimeta.RESTScopeNameNamespace
+	if d := rules.Target(gvk.GroupKind(), namespaced, scope.TargetReach(key.Namespace, t.selection)); !d.Allowed {
+		r.Collector.RemoveTarget(key)
+		return ctrl.Result{}, false, d.Reason, d.Message + notPermitted
+	}
 	profileKey := fmt.Sprintf("%s@%d/%s", t.profileRef, prof.Generation, prof.UID)
 	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, profileKey, compiled)
 	if err != nil {
@@ -198,6 +242,8 @@ func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
 		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectClusterTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
 		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectProfile{}), handler.TypedEnqueueRequestsFromMapFunc(byProfile))),
+		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectScope{}), handler.TypedEnqueueRequestsFromMapFunc(r.targetsOfScope))),
+		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectClusterScope{}), handler.TypedEnqueueRequestsFromMapFunc(r.targetsOfScope))),
 		c.Watch(source.TypedChannel(r.Refresh, handler.TypedFuncs[collector.TargetKey, collector.TargetKey]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[collector.TargetKey], q handlerQueue) {
 				q.AddAfter(e.Object, time.Second) // coalesce bursts of refreshes
@@ -221,6 +267,32 @@ func (r *TargetReconciler) targetsOfProfile(ctx context.Context, p client.Object
 	if err := r.List(ctx, &clusterTargets); err == nil {
 		for _, t := range clusterTargets.Items {
 			if t.Spec.ProfileRef.Name == p.GetName() && t.Spec.ProfileRef.Namespace == p.GetNamespace() {
+				out = append(out, collector.TargetKey{Name: t.Name})
+			}
+		}
+	}
+	return out
+}
+
+// targetsOfScope lists the targets a scope change may affect: those of the scope's namespace,
+// or every target for a cluster scope.
+func (r *TargetReconciler) targetsOfScope(ctx context.Context, sc client.Object) []collector.TargetKey {
+	ns, all := scopeNamespaces(sc)
+	var out []collector.TargetKey
+	var opts []client.ListOption
+	if !all {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	var nsTargets kollectv1.KollectTargetList
+	if err := r.List(ctx, &nsTargets, opts...); err == nil {
+		for _, t := range nsTargets.Items {
+			out = append(out, collector.TargetKey{Namespace: t.Namespace, Name: t.Name})
+		}
+	}
+	if all {
+		var clusterTargets kollectv1.KollectClusterTargetList
+		if err := r.List(ctx, &clusterTargets); err == nil {
+			for _, t := range clusterTargets.Items {
 				out = append(out, collector.TargetKey{Name: t.Name})
 			}
 		}

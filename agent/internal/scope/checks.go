@@ -249,3 +249,17 @@ func listOrNone(l []string) string {
 	}
 	return fmt.Sprint(strings.Join(l, ", "))
 }
+
+// Minimums returns the largest minimum debounce and resync interval of the governing scopes,
+// so a reconciler can hold an admitted-but-now-too-fast inventory to the current floor.
+func (r Rules) Minimums() (debounce, resync time.Duration) {
+	for _, ru := range r.rules {
+		if d := ru.spec.MinDebounce; d != nil && d.Duration > debounce {
+			debounce = d.Duration
+		}
+		if d := ru.spec.MinResyncInterval; d != nil && d.Duration > resync {
+			resync = d.Duration
+		}
+	}
+	return debounce, resync
+}
