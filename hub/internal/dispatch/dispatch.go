@@ -157,17 +157,31 @@ func (d *Dispatcher) Kick() {
 	}
 }
 
+// minGap is the least time between two snapshots started by Kick.
+const minGap = 100 * time.Millisecond
+
 // Run builds a snapshot at once, then on every Kick and whenever a poll finds the config epoch
 // moved, until ctx ends.
 func (d *Dispatcher) Run(ctx context.Context, poll time.Duration) {
 	t := time.NewTicker(poll)
 	defer t.Stop()
 	d.refreshLogged(ctx)
+	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-d.kick:
+			// Registrations arrive in bursts (a fleet rolling out agents, or reconnecting
+			// after a hub restart); a short gap lets one snapshot serve the whole burst
+			// instead of one snapshot of the whole fleet per agent.
+			if wait := minGap - time.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+			}
 		case <-t.C:
 			e, err := d.store.ConfigEpoch(ctx)
 			if err != nil {
@@ -181,6 +195,7 @@ func (d *Dispatcher) Run(ctx context.Context, poll time.Duration) {
 			}
 		}
 		d.refreshLogged(ctx)
+		last = time.Now()
 	}
 }
 
