@@ -10,7 +10,10 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/memory"
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink/snapshot"
@@ -30,6 +33,10 @@ type Sink struct {
 
 	mu     sync.Mutex
 	mirror *mirror
+	// published maps a branch to the checksum this sink last found or put there. Other
+	// agents only ever touch their own files, so while the checksum is unchanged there is
+	// nothing to render or fetch; a resync checks the branch again.
+	published map[string]string
 }
 
 var _ export.Sink = (*Sink)(nil)
@@ -70,7 +77,7 @@ func NewFromConfig(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{cfg: c, opts: opts, env: env, branch: c.Branch, mirror: m}, nil
+	return &Sink{cfg: c, opts: opts, env: env, branch: c.Branch, mirror: m, published: map[string]string{}}, nil
 }
 
 // Branch is the branch the sink commits to.
@@ -98,6 +105,11 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
+	key := branch + "\x00" + b.Envelope.Cluster + "\x00" + b.Envelope.Inventory
+	if !b.Resync && s.published[key] == b.Envelope.Checksum {
+		return Result{Subject: subject}, nil
+	}
 	rendered, err := s.opts.Render(&b.Envelope)
 	if err != nil {
 		return Result{}, err
@@ -121,11 +133,16 @@ func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string
 			parent = tips[base]
 		}
 		commit, subject, err := s.commit(b, rendered, blobs, stored, parent)
-		if err != nil || commit.IsZero() {
-			return Result{Subject: subject, Attempts: attempt}, err
+		if err != nil {
+			return Result{}, err
+		}
+		if commit.IsZero() {
+			s.published[key] = b.Envelope.Checksum
+			return Result{Subject: subject, Attempts: attempt}, nil
 		}
 		err = s.mirror.push(ctx, branch, commit)
 		if err == nil {
+			s.published[key] = b.Envelope.Checksum
 			s.env.Log.V(1).Info("pushed", "branch", branch, "commit", commit.String(), "attempts", attempt)
 			return Result{Commit: commit, Subject: subject, Attempts: attempt}, nil
 		}
@@ -154,7 +171,10 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 		}
 		baseTree = c.TreeHash
 	}
-	ed := newTreeEditor(store, baseTree)
+	// New objects are staged in memory and stored as one packfile once the commit exists:
+	// 100k loose objects would cost 100k temporary files, and the push reads packs faster.
+	staging := memory.NewStorage()
+	ed := newTreeEditor(store, staging, baseTree)
 	var docs docChanges
 	keep := make(map[string]bool, len(r.Files()))
 	for i, f := range r.Files() {
@@ -176,7 +196,7 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 			docs.added = append(docs.added, f.Path)
 		}
 		if !stored[blobs[i]] {
-			obj := store.NewEncodedObject()
+			obj := staging.NewEncodedObject()
 			obj.SetType(plumbing.BlobObject)
 			w, err := obj.Writer()
 			if err != nil {
@@ -188,10 +208,9 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 			if err := w.Close(); err != nil {
 				return plumbing.ZeroHash, "", err
 			}
-			if _, err := store.SetEncodedObject(obj); err != nil {
+			if _, err := staging.SetEncodedObject(obj); err != nil {
 				return plumbing.ZeroHash, "", fmt.Errorf("storing %s: %w", f.Path, err)
 			}
-			stored[blobs[i]] = true
 		}
 	}
 	// Prune: documents of this cluster and inventory that the export no longer holds.
@@ -223,15 +242,51 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 	if !parent.IsZero() {
 		c.ParentHashes = []plumbing.Hash{parent}
 	}
-	obj := store.NewEncodedObject()
+	obj := staging.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
 		return plumbing.ZeroHash, "", fmt.Errorf("encoding commit: %w", err)
 	}
-	h, err := store.SetEncodedObject(obj)
+	h, err := staging.SetEncodedObject(obj)
 	if err != nil {
 		return plumbing.ZeroHash, "", fmt.Errorf("storing commit: %w", err)
 	}
+	if err := storePack(store, staging); err != nil {
+		return plumbing.ZeroHash, "", err
+	}
+	for bh := range staging.Blobs {
+		stored[bh] = true // a retry on a newer tip reuses them
+	}
 	return h, subject, nil
+}
+
+// storePack moves the staged objects into the mirror as one packfile (loose objects when the
+// storage cannot take packs).
+func storePack(store storer.EncodedObjectStorer, staging *memory.Storage) error {
+	hashes := make([]plumbing.Hash, 0, len(staging.Objects))
+	for h := range staging.Objects {
+		hashes = append(hashes, h)
+	}
+	pw, ok := store.(storer.PackfileWriter)
+	if !ok {
+		for _, o := range staging.Objects {
+			if _, err := store.SetEncodedObject(o); err != nil {
+				return fmt.Errorf("storing objects: %w", err)
+			}
+		}
+		return nil
+	}
+	w, err := pw.PackfileWriter()
+	if err != nil {
+		return fmt.Errorf("opening a pack in the git cache: %w", err)
+	}
+	if _, err := packfile.NewEncoder(w, staging, false).Encode(hashes, 0); err != nil {
+		_ = w.Close()
+		return fmt.Errorf("packing %d objects: %w", len(hashes), err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("storing a pack in the git cache: %w", err)
+	}
+	return nil
 }
 
 // Probe lists the remote's branches with the sink's credentials: unreachable remotes are

@@ -14,7 +14,8 @@ import (
 // treeEditor edits a git tree in memory, loading only the subtrees a path touches, and writes
 // back only the trees it changed.
 type treeEditor struct {
-	store storer.EncodedObjectStorer
+	store storer.EncodedObjectStorer // reads existing trees
+	out   storer.EncodedObjectStorer // receives new trees
 	root  *treeNode
 }
 
@@ -30,8 +31,8 @@ type treeEntry struct {
 	sub  *treeNode // loaded subtree of a directory entry
 }
 
-func newTreeEditor(store storer.EncodedObjectStorer, root plumbing.Hash) *treeEditor {
-	return &treeEditor{store: store, root: &treeNode{hash: root}}
+func newTreeEditor(store, out storer.EncodedObjectStorer, root plumbing.Hash) *treeEditor {
+	return &treeEditor{store: store, out: out, root: &treeNode{hash: root}}
 }
 
 func (e *treeEditor) load(n *treeNode) error {
@@ -211,11 +212,11 @@ func (e *treeEditor) write(n *treeNode) (plumbing.Hash, bool, error) {
 		return te.Name
 	}
 	sort.Slice(t.Entries, func(i, j int) bool { return sortKey(t.Entries[i]) < sortKey(t.Entries[j]) })
-	obj := e.store.NewEncodedObject()
+	obj := e.out.NewEncodedObject()
 	if err := t.Encode(obj); err != nil {
 		return plumbing.ZeroHash, false, fmt.Errorf("encoding tree: %w", err)
 	}
-	h, err := e.store.SetEncodedObject(obj)
+	h, err := e.out.SetEncodedObject(obj)
 	if err != nil {
 		return plumbing.ZeroHash, false, fmt.Errorf("storing tree: %w", err)
 	}

@@ -36,18 +36,19 @@ var errConflict = errors.New("manifest changed concurrently")
 
 // Export writes the documents that changed, then the manifest, then prunes.
 func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
-	rendered, err := s.opts.Render(&b.Envelope)
-	if err != nil {
-		return err
-	}
-	manifestKey := s.key(rendered.ManifestPath)
+	manifestKey := s.key(snapshot.ManifestPath(b.Envelope.Cluster, b.Envelope.Inventory))
 	old, etag, err := s.readManifest(ctx, manifestKey)
 	if err != nil {
 		return err
 	}
-	if old != nil && !b.Resync && sameExport(old, &rendered.Manifest) {
-		s.last = Stats{Unchanged: len(rendered.Files())}
-		return nil // nothing changed: not even the manifest is rewritten
+	if !b.Resync && s.opts.Current(old, b.Envelope.Checksum) {
+		// The store already holds this snapshot: nothing to render, nothing to write.
+		s.last = Stats{Unchanged: len(old.Files)}
+		return nil
+	}
+	rendered, err := s.opts.Render(&b.Envelope)
+	if err != nil {
+		return err
 	}
 	var listed []string
 	if old == nil || b.Resync {
@@ -70,20 +71,6 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 	s.last = Stats{Written: len(plan.Write), Unchanged: plan.Unchanged, Deleted: len(plan.Delete), ManifestWritten: true}
 	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", len(plan.Write), "deleted", len(plan.Delete))
 	return nil
-}
-
-// sameExport reports whether the stored manifest already describes this content.
-func sameExport(old, cur *snapshot.Manifest) bool {
-	if old.Checksum != cur.Checksum || old.Format != cur.Format || old.Compression != cur.Compression ||
-		old.Layout != cur.Layout || old.PathTemplate != cur.PathTemplate || len(old.Files) != len(cur.Files) {
-		return false
-	}
-	for i := range old.Files {
-		if old.Files[i].Path != cur.Files[i].Path || old.Files[i].SHA256 != cur.Files[i].SHA256 {
-			return false
-		}
-	}
-	return true
 }
 
 func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest, string, error) {

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -21,7 +22,23 @@ type Manifest struct {
 	Compression   string    `json:"compression"`
 	Layout        string    `json:"layout"`
 	PathTemplate  string    `json:"pathTemplate"`
-	Files         []File    `json:"files"`
+	Promoted      []string  `json:"promotedAttributes,omitempty"`
+	// Renderer identifies the rendering code: a new Kollect that renders differently
+	// rewrites documents even when the rows did not change.
+	Renderer string `json:"renderer"`
+	Files    []File `json:"files"`
+}
+
+// RendererVersion changes whenever the bytes rendered for the same rows change.
+const RendererVersion = "kollect-snapshot/1"
+
+// Current reports whether m already describes an export of the snapshot with this checksum
+// under these options, so nothing needs rendering or writing: rendering is a pure function
+// of the rows and the options.
+func (o Options) Current(m *Manifest, checksum string) bool {
+	return m != nil && m.Checksum == checksum && m.Renderer == RendererVersion && m.Format == string(o.Format) &&
+		m.Compression == string(o.Compression) && m.Layout == string(o.Mode) && m.PathTemplate == o.Template &&
+		slices.Equal(m.Promoted, o.Promoted)
 }
 
 // File is one document: its path relative to the sink's root, the SHA-256 of its stored bytes

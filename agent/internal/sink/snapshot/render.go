@@ -66,6 +66,8 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 			Compression:   string(o.Compression),
 			Layout:        string(o.Mode),
 			PathTemplate:  o.Template,
+			Promoted:      o.Promoted,
+			Renderer:      RendererVersion,
 			Files:         files,
 		},
 		ManifestPath: ManifestPath(env.Cluster, env.Inventory),

@@ -38,13 +38,16 @@ func encodeYAML(cluster, inventory, checksum string, rows []*export.Row) ([]byte
 		} {
 			field(&buf, "  ", kv[0], kv[1])
 		}
-		attrs, err := r.AttributeMap()
-		if err != nil {
-			return nil, err
-		}
 		buf.WriteString("  attributes:")
-		if err := yamlValue(&buf, "    ", attrs); err != nil {
-			return nil, fmt.Errorf("attributes of %s: %w", r.Key(), err)
+		if err := yamlAttributes(&buf, r.Attributes); err != nil {
+			// Not the canonical form this fast path reads: take the general path.
+			attrs, err := r.AttributeMap()
+			if err != nil {
+				return nil, err
+			}
+			if err := yamlValue(&buf, "    ", attrs); err != nil {
+				return nil, fmt.Errorf("attributes of %s: %w", r.Key(), err)
+			}
 		}
 	}
 	return buf.Bytes(), nil

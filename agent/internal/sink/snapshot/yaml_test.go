@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"encoding/json"
 	"testing"
 
@@ -53,5 +54,38 @@ func TestYAMLReadsBackExactly(t *testing.T) {
 	jb, _ := json.Marshal(b)
 	if string(ja) != string(jb) {
 		t.Errorf("attributes read back as\n%s\nwant\n%s\nYAML:\n%s", ja, jb, data)
+	}
+}
+
+// TestYAMLFastPathMatchesGeneralPath renders attributes both ways and requires identical
+// bytes, and checks that non-canonical JSON falls back to the general path.
+func TestYAMLFastPathMatchesGeneralPath(t *testing.T) {
+	for _, attrs := range []map[string]any{
+		{}, {"a": 1}, {"s": "x: y", "n": -1.5e3, "b": false, "z": nil},
+		{"nested": map[string]any{"list": []any{1, "two", map[string]any{"k": "v"}, []any{1, []any{}}}, "e": map[string]any{}, "l": []any{}}},
+		{"esc": "quote\" and \\ and \u00e9 and \n", "plain": "registry.example/app:1.2", "num": "007"},
+	} {
+		raw, err := export.EncodeAttributes(attrs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fast, general bytes.Buffer
+		if err := yamlAttributes(&fast, raw); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+		r := export.Row{Attributes: raw}
+		m, _ := r.AttributeMap()
+		if err := yamlValue(&general, "    ", m); err != nil {
+			t.Fatal(err)
+		}
+		if fast.String() != general.String() {
+			t.Errorf("%s:\nfast:\n%s\ngeneral:\n%s", raw, fast.String(), general.String())
+		}
+	}
+	var buf bytes.Buffer
+	for _, bad := range []string{`{"a": 1}`, `{"a":1`, `[1]x`, `{"a":tru}`} {
+		if err := yamlAttributes(&buf, json.RawMessage(bad)); err == nil || buf.Len() != 0 {
+			t.Errorf("%s: accepted (%q)", bad, buf.String())
+		}
 	}
 }
