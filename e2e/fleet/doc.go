@@ -1,0 +1,5 @@
+// Package fleet runs the fleet scenario end to end on local control planes: a real kollect-hub
+// and one real kollect-agent per cluster, registered with a bootstrap token, receiving a
+// bundle over Connect RPC and exporting rows labelled with their cluster to one shared git
+// repository. e2e/kind-fleet runs the same scenario on kind clusters where Docker exists.
+package fleet

@@ -1,0 +1,242 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/durationpb"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+const bundleTemplate = `apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: configmaps}
+spec:
+  target: {version: v1, kind: ConfigMap}
+  attributes:
+    - {name: color, jsonPath: "{.data.color}", optional: true}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterTarget
+metadata: {name: configmaps}
+spec:
+  profileRef: {name: configmaps, namespace: kollect-system}
+  labelSelector: {matchLabels: {inventory: fleet}}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectSnapshotSink
+metadata: {name: fleet-repo}
+spec:
+  type: git
+  git: {url: "file://%s"}
+  layout: {mode: document}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterInventory
+metadata: {name: fleet}
+spec:
+  targets: [{name: configmaps}]
+  sinks:
+    snapshot: [{name: fleet-repo, namespace: kollect-system}]
+  debounce: %s
+  maxDelay: 10s
+`
+
+// TestFleet: a hub and three agents on three control planes. A bundle reaches all three,
+// each exports with its cluster label to one repository; a local edit of a hub-managed
+// object is reverted and reported; the hub restarting changes nothing on the clusters; with
+// the hub down the agents keep exporting; a revoked agent is refused; a viewer cannot change
+// a bundle; a bundle with a broken CEL expression is refused naming the object.
+func TestFleet(t *testing.T) {
+	ctx := context.Background()
+	work := t.TempDir()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, work, fmt.Sprintf("127.0.0.1:%d", port))
+	admin := h.fleet(h.adminToken)
+
+	tok, err := admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
+		Description: "e2e", Ttl: durationpb.New(time.Hour), MaxUses: 3}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cps, err := testenv.StartN("fleet", 3, testenv.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = testenv.StopAll(cps) })
+	repo, err := testenv.InitBareRepo(filepath.Join(work, "fleet.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps {
+		startAgent(t, cp, h, tok.Msg.GetSecret(), "env=e2e")
+		for _, name := range []string{"red", "blue"} {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"inventory": "fleet"}},
+				Data: map[string]string{"color": name}}
+			if err := cp.Client.Create(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	eventually(t, 60*time.Second, "three registered clusters", func() (bool, string) {
+		l, err := admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(l.Msg.GetClusters()) == 3, fmt.Sprint(len(l.Msg.GetClusters()))
+	})
+
+	// A viewer may look but not change bundles.
+	viewer, err := admin.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: "viewer", Role: fleetv1.Role_ROLE_VIEWER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifests := fmt.Sprintf(bundleTemplate, repo, "1s")
+	selector := &fleetv1.LabelSelector{MatchLabels: map[string]string{"env": "e2e"}}
+	_, err = h.fleet(viewer.Msg.GetSecret()).ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "inventory", Manifests: manifests, ClusterSelector: selector}))
+	if connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("viewer ApplyBundle: %v, want PermissionDenied", err)
+	}
+	// A broken CEL expression is refused with the object's name.
+	bad := strings.Replace(manifests, `jsonPath: "{.data.color}"`, `cel: "object.data.color +"`, 1)
+	_, err = admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "inventory", Manifests: bad, ClusterSelector: selector}))
+	if err == nil || !strings.Contains(err.Error(), "configmaps") {
+		t.Fatalf("bad CEL bundle: %v, want a refusal naming KollectProfile configmaps", err)
+	}
+
+	if _, err := admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "inventory", Manifests: manifests, ClusterSelector: selector, Message: "first"})); err != nil {
+		t.Fatal(err)
+	}
+	// Every cluster exports its own rows, labelled with its name, to the shared repository.
+	eventually(t, 120*time.Second, "all three clusters in the repository", func() (bool, string) {
+		files := repoFiles(t, repo)
+		var missing []string
+		for _, cp := range cps {
+			if !strings.Contains(files, cp.Name+"/fleet.yaml") {
+				missing = append(missing, cp.Name)
+			}
+		}
+		return len(missing) == 0, "missing " + strings.Join(missing, ",") + " in\n" + files
+	})
+	doc := repoShow(t, repo, cps[1].Name+"/fleet.yaml")
+	if !strings.Contains(doc, "cluster: "+cps[1].Name) || strings.Contains(doc, "cluster: "+cps[0].Name) || !strings.Contains(doc, "color: blue") {
+		t.Fatalf("%s/fleet.yaml:\n%s", cps[1].Name, doc)
+	}
+
+	// A local edit of a hub-managed object is reverted and reported to the hub.
+	c0 := cps[0].Client
+	inv := &kollectv1.KollectClusterInventory{}
+	if err := c0.Get(ctx, client.ObjectKey{Name: "fleet"}, inv); err != nil {
+		t.Fatal(err)
+	}
+	inv.Spec.Debounce = metav1.Duration{Duration: 7 * time.Second}
+	if err := c0.Update(ctx, inv, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the edit reverted", func() (bool, string) {
+		_ = c0.Get(ctx, client.ObjectKey{Name: "fleet"}, inv)
+		return inv.Spec.Debounce.Duration == time.Second, inv.Spec.Debounce.String()
+	})
+	eventually(t, 30*time.Second, "the drift reported to the hub", func() (bool, string) {
+		c, err := admin.GetCluster(ctx, connect.NewRequest(&fleetv1.GetClusterRequest{Name: cps[0].Name}))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, b := range c.Msg.GetStatus().GetBundles() {
+			for _, o := range b.GetObjects() {
+				if o.GetResult() == fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED && strings.Contains(o.GetMessage(), "kubectl-edit") {
+					return true, ""
+				}
+			}
+		}
+		return false, c.Msg.String()
+	})
+
+	// The hub restarts: agents reconnect and nothing is re-applied.
+	before := inventoryVersions(t, cps)
+	h.stop()
+	// With the hub down, agents keep exporting.
+	c2 := cps[2].Client
+	if err := c2.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "green",
+		Labels: map[string]string{"inventory": "fleet"}}, Data: map[string]string{"color": "green"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "an export while the hub is down", func() (bool, string) {
+		d := repoShow(t, repo, cps[2].Name+"/fleet.yaml")
+		return strings.Contains(d, "color: green"), d
+	})
+	h.start()
+	eventually(t, 60*time.Second, "agents heartbeat to the restarted hub", func() (bool, string) {
+		l, err := admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, c := range l.Msg.GetClusters() {
+			if time.Since(c.GetLastHeartbeat().AsTime()) > 3*time.Second {
+				return false, c.GetName() + " has no recent heartbeat"
+			}
+		}
+		return true, ""
+	})
+	time.Sleep(2 * time.Second)
+	if after := inventoryVersions(t, cps); after != before {
+		t.Fatalf("hub restart re-applied objects: resourceVersions %s -> %s", before, after)
+	}
+
+	// A revoked agent is refused on its next call.
+	if _, err := admin.RevokeAgent(ctx, connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: cps[2].Name})); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the revoked cluster shown as revoked", func() (bool, string) {
+		c, err := admin.GetCluster(ctx, connect.NewRequest(&fleetv1.GetClusterRequest{Name: cps[2].Name}))
+		if err != nil {
+			return false, err.Error()
+		}
+		return c.Msg.GetCluster().GetState() == fleetv1.ClusterState_CLUSTER_STATE_REVOKED, c.Msg.GetCluster().GetState().String()
+	})
+}
+
+func inventoryVersions(t *testing.T, cps []*testenv.ControlPlane) string {
+	var parts []string
+	for _, cp := range cps {
+		inv := &kollectv1.KollectClusterInventory{}
+		if err := cp.Client.Get(context.Background(), client.ObjectKey{Name: "fleet"}, inv); err != nil {
+			t.Fatal(err)
+		}
+		applied := ""
+		for _, mf := range inv.ManagedFields {
+			if mf.Manager == "kollect-hub" && mf.Operation == metav1.ManagedFieldsOperationApply && mf.Time != nil {
+				applied = mf.Time.String()
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s:gen%d@%s", cp.Name, inv.Generation, applied))
+	}
+	return strings.Join(parts, ",")
+}
+
+func repoFiles(t *testing.T, repo string) string {
+	out, _ := exec.Command("git", "--git-dir", repo, "ls-tree", "-r", "--name-only", "main").CombinedOutput()
+	return string(out)
+}
+
+func repoShow(t *testing.T, repo, path string) string {
+	out, _ := exec.Command("git", "--git-dir", repo, "show", "main:"+path).CombinedOutput()
+	return string(out)
+}

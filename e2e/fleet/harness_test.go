@@ -1,0 +1,191 @@
+package fleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"golang.org/x/net/http2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kollect.dev/e2e/testenv"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// bins holds the binaries built once for the package.
+var bins struct{ hub, agent string }
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kollect-fleet-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.hub, bins.agent = filepath.Join(dir, "kollect-hub"), filepath.Join(dir, "kollect-agent")
+	for pkg, out := range map[string]string{"./hub/cmd/kollect-hub": bins.hub, "./agent/cmd/kollect-agent": bins.agent} {
+		cmd := exec.Command("go", "build", "-o", out, pkg)
+		cmd.Dir = "../.."
+		if b, err := cmd.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
+			os.Exit(1)
+		}
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// hub is a running kollect-hub process.
+type hub struct {
+	t           *testing.T
+	dir, addr   string
+	fingerprint string
+	adminToken  string
+	cmd         *exec.Cmd
+}
+
+func startHub(t *testing.T, dir, addr string) *hub {
+	t.Helper()
+	h := &hub{t: t, dir: dir, addr: addr}
+	h.start()
+	t.Cleanup(h.stop)
+	return h
+}
+
+func (h *hub) start() {
+	h.t.Helper()
+	log, err := os.OpenFile(filepath.Join(h.dir, "hub.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.cmd = exec.Command(bins.hub, "--listen", h.addr, "--data-dir", filepath.Join(h.dir, "data"),
+		"--heartbeat-interval", "1s", "--stale-after", "5s", "--offline-after", "20s", "--poll-interval", "500ms")
+	h.cmd.Stdout, h.cmd.Stderr = log, log
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := h.cmd.Start(); err != nil {
+		h.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", h.addr, time.Second); err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			raw, _ := os.ReadFile(filepath.Join(h.dir, "hub.log"))
+			h.t.Fatalf("hub did not start:\n%s", raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(h.dir, "data", "pki", "ca.crt"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	block, _ := pem.Decode(caPEM)
+	sum := sha256.Sum256(block.Bytes)
+	h.fingerprint = "sha256:" + hex.EncodeToString(sum[:])
+	tok, err := os.ReadFile(filepath.Join(h.dir, "data", "admin-token"))
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.adminToken = strings.TrimSpace(string(tok))
+}
+
+func (h *hub) stop() {
+	if h.cmd != nil && h.cmd.Process != nil {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		_ = h.cmd.Wait()
+		h.cmd = nil
+	}
+}
+
+// fleet returns a FleetService client acting with token.
+func (h *hub) fleet(token string) fleetv1connect.FleetServiceClient {
+	caPEM, _ := os.ReadFile(filepath.Join(h.dir, "data", "pki", "ca.crt"))
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+	return fleetv1connect.NewFleetServiceClient(hc, "https://"+h.addr, connect.WithInterceptors(auth))
+}
+
+// agent is a running kollect-agent process for one control plane.
+type agent struct {
+	cp  *testenv.ControlPlane
+	cmd *exec.Cmd
+	log string
+}
+
+func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, labels string) *agent {
+	t.Helper()
+	ctx := context.Background()
+	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
+	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
+		StringData: map[string]string{"token": token}})
+	a := &agent{cp: cp, log: filepath.Join(t.TempDir(), "agent.log")}
+	logFile, err := os.Create(a.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.cmd = exec.Command(bins.agent, "--cluster-name", cp.Name, "--cluster-labels", labels,
+		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.fingerprint, "--pod-namespace", "kollect-system",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", t.TempDir())
+	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		_ = a.cmd.Wait()
+		if t.Failed() {
+			raw, _ := os.ReadFile(a.log)
+			t.Logf("agent %s log (tail):\n%s", cp.Name, tail(string(raw), 40))
+		}
+	})
+	return a
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		ok, msg := cond()
+		if ok {
+			return
+		}
+		last = msg
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %s waiting for %s: %s", timeout, what, last)
+}
