@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +12,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"kollect.dev/hub/internal/pki"
+	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
 
@@ -211,5 +215,42 @@ func TestProtocols(t *testing.T) {
 		if _, err := c.GetFleetHealth(context.Background(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{})); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestBringYourOwnCertificate serves a certificate chain the operator brings; agents pin the
+// last certificate of the chain (its CA).
+func TestBringYourOwnCertificate(t *testing.T) {
+	ca, err := pki.LoadOrCreate(t.TempDir(), []string{"127.0.0.1"}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	chain := filepath.Join(dir, "chain.pem")
+	key := filepath.Join(dir, "key.pem")
+	var pemChain []byte
+	for _, der := range ca.Certificate.Certificate {
+		pemChain = append(pemChain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})...)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(ca.Certificate.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(chain, pemChain, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(key, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hubDir := t.TempDir()
+	h := startHub(t, hubDir, func(c *server.Config) { c.TLSCert, c.TLSKey = chain, key })
+	if h.srv.Identity().Fingerprint != ca.Fingerprint {
+		t.Fatalf("fingerprint %s, want the brought CA's %s", h.srv.Identity().Fingerprint, ca.Fingerprint)
+	}
+	if _, err := os.Stat(filepath.Join(hubDir, "pki")); !os.IsNotExist(err) {
+		t.Errorf("the hub made its own CA although a certificate was brought: %v", err)
+	}
+	if _, err := h.admin.ListClusters(context.Background(), connect.NewRequest(&fleetv1.ListClustersRequest{})); err != nil {
+		t.Fatalf("call over the brought certificate: %v", err)
 	}
 }
