@@ -2,6 +2,8 @@ package gcs
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -97,6 +99,9 @@ func classify(op string, err error) error {
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		return export.TerminalError(wrapped)
 	}
+	if isCertificateError(err) {
+		return export.TerminalError(wrapped) // untrusted until the TLS settings change
+	}
 	return export.TransientError(wrapped)
 }
 
@@ -137,3 +142,13 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Pre
 
 // Close closes the client.
 func (s *Sink) Close() error { return s.client.Close() }
+
+// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
+// settings change.
+func isCertificateError(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
+}

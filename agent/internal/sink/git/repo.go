@@ -2,6 +2,8 @@ package git
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -153,11 +155,21 @@ func classify(op string, err error) error {
 		return export.TransientError(wrapped)
 	case isAuthError(err):
 		return export.TerminalError(fmt.Errorf("%s: credentials refused: %w", op, err))
-	case errors.Is(err, transport.ErrRepositoryNotFound):
+	case errors.Is(err, transport.ErrRepositoryNotFound), isCertificateError(err):
 		return export.TerminalError(wrapped)
 	default:
 		return export.TransientError(wrapped)
 	}
+}
+
+// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
+// settings change.
+func isCertificateError(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
 }
 
 func ctxErr(err error) bool {

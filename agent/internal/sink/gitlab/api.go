@@ -3,6 +3,8 @@ package gitlab
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -121,6 +123,9 @@ func classify(op string, err error) error {
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		return export.TerminalError(wrapped)
 	}
+	if isCertificateError(err) {
+		return export.TerminalError(wrapped) // untrusted until the TLS settings change
+	}
 	return export.TransientError(wrapped)
 }
 
@@ -161,4 +166,14 @@ func (a *api) CreateMergeRequest(ctx context.Context, source, target, title, des
 func (a *api) UpdateMergeRequest(ctx context.Context, iid int, title, description string) error {
 	body := map[string]any{"title": title, "description": description}
 	return a.do(ctx, http.MethodPut, fmt.Sprintf("%s/merge_requests/%d", a.projectPath(), iid), nil, body, &MergeRequest{})
+}
+
+// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
+// settings change.
+func isCertificateError(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var host x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
 }
