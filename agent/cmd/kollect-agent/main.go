@@ -29,6 +29,14 @@ func main() {
 	flag.StringVar(&o.LeaderElectionID, "leader-election-id", "kollect-agent.kollect.dev", "Name of the leader-election Lease.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the agent may watch; empty means all.")
 	flag.BoolVar(&o.TenantMode, "tenant-mode", false, "Require a KollectScope in every namespace with Kollect objects.")
+	flag.IntVar(&o.WebhookPort, "webhook-port", 0, "Port of the validating webhooks for the Kollect kinds; 0 disables them.")
+	flag.StringVar(&o.CertDir, "webhook-cert-dir", "/tmp/kollect-webhook-certs", "Directory of the webhook's tls.crt and tls.key.")
+	flag.BoolVar(&o.ManageWebhookCerts, "manage-webhook-certs", true,
+		"Issue and rotate the webhook certificate (self-signed CA) and patch the CA bundle; false serves what is mounted in --webhook-cert-dir (cert-manager).")
+	flag.StringVar(&o.WebhookConfigName, "webhook-config-name", "kollect-agent", "Name of the agent's ValidatingWebhookConfiguration.")
+	flag.StringVar(&o.WebhookService, "webhook-service", "kollect-agent-webhook", "Service in front of the webhook (the certificate's DNS names).")
+	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret.")
+	flag.StringVar(&o.WebhookSecretName, "webhook-secret", "kollect-agent-webhook-tls", "Secret holding the webhook CA and serving certificate.")
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones (default: a temporary directory).")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)

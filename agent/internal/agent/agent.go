@@ -24,12 +24,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"kollect.dev/agent/internal/certs"
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/exporter"
 	"kollect.dev/agent/internal/hubclient"
 	"kollect.dev/agent/internal/inventory"
+	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -59,6 +62,23 @@ type Options struct {
 	SinkRecheck time.Duration
 	// Hub connects the agent to a fleet hub; nil runs the agent standalone.
 	Hub *hubclient.Options
+	// WebhookPort serves the validating webhooks of the Kollect kinds; 0 disables them.
+	WebhookPort int
+	// WebhookHost is the webhook server's listen address (default: every interface).
+	WebhookHost string
+	// CertDir holds the webhook server's tls.crt and tls.key: written by the agent when
+	// ManageWebhookCerts is set, mounted (cert-manager) otherwise.
+	CertDir string
+	// ManageWebhookCerts makes the agent issue and rotate its own serving certificate (a
+	// self-signed CA in WebhookSecretName) and patch the CA bundle into WebhookConfigName.
+	ManageWebhookCerts bool
+	// WebhookConfigName is the ValidatingWebhookConfiguration of the agent.
+	WebhookConfigName string
+	// WebhookService and WebhookNamespace name the Service in front of the webhook (the
+	// certificate's DNS names) and the namespace of the certificate Secret.
+	WebhookService, WebhookNamespace string
+	// WebhookSecretName holds the CA and serving certificate (default kollect-agent-webhook-tls).
+	WebhookSecretName string
 	// SkipNameValidation allows several agents in one process (tests, demo).
 	SkipNameValidation bool
 	Log                logr.Logger
@@ -94,7 +114,12 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
 		}
 	}
+	webhookServer, certMgr, err := webhookServing(cfg, o)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           webhookServer,
 		Scheme:                  Scheme(),
 		Logger:                  o.Log,
 		Cache:                   cacheOpts,
@@ -116,7 +141,55 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err := setup(mgr, cfg, o); err != nil {
 		return nil, err
 	}
+	if o.WebhookPort > 0 {
+		kollectwebhook.Register(mgr.GetWebhookServer(), mgr.GetScheme(),
+			&kollectwebhook.ClientLookup{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), TenantMode: o.TenantMode})
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			return nil, err
+		}
+	}
+	if certMgr != nil {
+		if err := mgr.Add(certMgr); err != nil {
+			return nil, err
+		}
+	}
 	return mgr, nil
+}
+
+// webhookServing builds the webhook server and, when the agent manages its certificates,
+// issues them before the server starts (it reads CertDir at start).
+func webhookServing(cfg *rest.Config, o Options) (webhook.Server, *certs.Manager, error) {
+	if o.WebhookPort <= 0 {
+		return nil, nil, nil
+	}
+	srv := webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir})
+	if !o.ManageWebhookCerts {
+		return srv, nil, nil
+	}
+	if o.CertDir == "" || o.WebhookService == "" || o.WebhookNamespace == "" {
+		return nil, nil, errors.New("managing webhook certificates needs a certificate directory, the webhook Service and its namespace")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("client for webhook certificates: %w", err)
+	}
+	secret := o.WebhookSecretName
+	if secret == "" {
+		secret = "kollect-agent-webhook-tls"
+	}
+	svc, ns := o.WebhookService, o.WebhookNamespace
+	cm, err := certs.New(certs.Options{Client: c, Namespace: ns, SecretName: secret, WebhookConfigName: o.WebhookConfigName,
+		DNSNames: []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc + "." + ns, svc},
+		CertDir:  o.CertDir, Log: o.Log.WithName("certs")})
+	if err != nil {
+		return nil, nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cm.Ensure(ctx); err != nil {
+		return nil, nil, fmt.Errorf("webhook certificates: %w", err)
+	}
+	return srv, cm, nil
 }
 
 func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
@@ -146,13 +219,17 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	sinks := controller.NewSinkBuilder(o.Sinks, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()
 	rec := mgr.GetEventRecorder("kollect-agent")
+	invRec := &controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
+		Recorder: rec, Changed: invChanged}
+	gate := &controller.ScopeGate{Reader: mgr.GetClient(), TenantMode: o.TenantMode, NamespaceLabels: nsLabels,
+		OnTargetPermission: func(k collector.TargetKey) { invRec.TargetPermissionChanged(context.Background(), k) }}
+	invRec.Scopes = gate
 	errs := []error{
 		mgr.Add(col), mgr.Add(invMgr),
 		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
-			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh}).SetupWithManager(mgr),
-		(&controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
-			Recorder: rec, Changed: invChanged}).SetupWithManager(mgr),
+			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh, Scopes: gate}).SetupWithManager(mgr),
+		invRec.SetupWithManager(mgr),
 		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
 	}
 	if o.Hub != nil {
