@@ -84,7 +84,9 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 	})
 
 	// The platform team withdraws ConfigMaps: the target is degraded, its rows leave the export.
-	setScope(t, ns, func(s *kollectv1.KollectScopeSpec) { s.AllowedKinds = []kollectv1.GroupKindRule{{Group: "apps", Kind: "*"}} })
+	setScope(t, ns, func(s *kollectv1.KollectScopeSpec) {
+		s.AllowedKinds = []kollectv1.GroupKindRule{{Group: "apps", Kind: "*"}}
+	})
 	scopeCondition(t, target, func() []metav1.Condition { return target.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
 		"ScopeKindDenied", "KollectScope tighten/limits does not allow core/ConfigMap", "not permitted")
 	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
