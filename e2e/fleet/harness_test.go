@@ -157,12 +157,18 @@ func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, la
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			// A goroutine dump shows where a stuck agent waits; keep the whole log.
+			_ = a.cmd.Process.Signal(syscall.SIGQUIT)
+			_ = a.cmd.Wait()
+			raw, _ := os.ReadFile(a.log)
+			keep := filepath.Join(os.TempDir(), "kollect-fleet-"+cp.Name+".log")
+			_ = os.WriteFile(keep, raw, 0o644)
+			t.Logf("agent %s log (tail, full log with goroutine dump in %s):\n%s", cp.Name, keep, tail(string(raw), 20))
+			return
+		}
 		_ = a.cmd.Process.Signal(syscall.SIGTERM)
 		_ = a.cmd.Wait()
-		if t.Failed() {
-			raw, _ := os.ReadFile(a.log)
-			t.Logf("agent %s log (tail):\n%s", cp.Name, tail(string(raw), 40))
-		}
 	})
 	return a
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,6 +108,14 @@ func benchMemory(b *testing.B, n int) {
 	debug.FreeOSMemory()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if path := os.Getenv("KOLLECT_HEAP_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
 	b.ReportMetric(float64(rssBytes()-base)/(1<<20), "agent-MiB-rss")
 	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 }

@@ -210,31 +210,33 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 		return st, nil
 	}
 	// The watch may still be projecting for an older profile generation; rows then wait.
-	if w.proj.profiles[t.ProfileKey] == nil {
+	pi, ok := w.proj.profileIndex[t.ProfileKey]
+	if !ok {
 		st.Synced = false
 		return st, nil
 	}
+	ti, hasMatch := w.proj.targetIndex[t.Key]
 	targetName := key.String()
 	items := w.items()
 	c.metrics.setObjects(t.GVK, len(items))
 	for _, it := range items {
-		if !t.selectsNamespace(it.Namespace, c.nsLabels) || !t.selectsName(it.Name) {
+		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(it.name) {
 			continue
 		}
-		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.Labels)) {
+		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.labels)) {
 			continue
 		}
-		if m, ok := it.matches[t.Key]; ok && !m {
+		if hasMatch && !it.matches[ti] {
 			continue
 		}
-		ex := it.attrs[t.ProfileKey]
+		ex := it.attrs[pi]
 		if ex.err != nil {
-			st.Failed = append(st.Failed, FailedObject{Namespace: it.Namespace, Name: it.Name, Err: ex.err})
+			st.Failed = append(st.Failed, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 			continue
 		}
 		st.Rows = append(st.Rows, export.Row{
 			Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-			Namespace: it.Namespace, Name: it.Name, UID: string(it.UID), Attributes: ex.json,
+			Namespace: it.namespace, Name: it.name, UID: it.uid, Attributes: ex.json,
 		})
 	}
 	sort.Slice(st.Failed, func(i, j int) bool {

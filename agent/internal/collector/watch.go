@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
@@ -22,17 +23,26 @@ import (
 )
 
 // item is what the store keeps of an object: identity, labels when a target selects on them
-// in the agent, and per profile the canonical attributes (or the extraction error), per target
-// the result of selections that need the whole object (CEL match, disagreeing field selectors).
+// in the agent, per profile the canonical attributes (or the extraction error) and per target
+// the result of selections that need the whole object (CEL match, disagreeing field
+// selectors). Profiles and targets are indexed by their position in the watch's projection,
+// so an item costs a few hundred bytes whatever the size of the object.
 type item struct {
-	metav1.ObjectMeta
-	attrs   map[string]extraction // by profile key
-	matches map[TargetKey]bool    // only for targets with such selections
+	namespace, name, uid string
+	labels               map[string]string
+	attrs                []extraction // by projection.profileIndex
+	matches              []bool       // by projection.targetIndex
 }
 
 type extraction struct {
 	json []byte
 	err  error
+}
+
+// GetObjectMeta lets the informer's store key items by namespace/name (meta.Accessor accepts
+// an ObjectMetaAccessor); the ObjectMeta is built on demand instead of being stored.
+func (i *item) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: i.namespace, Name: i.name, UID: types.UID(i.uid)}
 }
 
 // DeepCopyObject and GetObjectKind make item a runtime.Object for the informer machinery;
@@ -42,9 +52,13 @@ func (i *item) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind
 
 // projection is the frozen configuration of a kind's watch.
 type projection struct {
-	profiles map[string]*profile.Compiled
-	// objectTargets need the whole object at projection time.
+	profiles     map[string]*profile.Compiled
+	profileKeys  []string       // position → profile key
+	profileIndex map[string]int // profile key → position in item.attrs
+	// objectTargets need the whole object at projection time; targetIndex gives each one's
+	// position in item.matches.
 	objectTargets []*Target
+	targetIndex   map[TargetKey]int
 	keepLabels    bool
 	// server-side selectors, when every target agrees.
 	labelSelector labels.Selector
@@ -167,20 +181,18 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 			return obj, nil // already projected (tombstones carry stored items)
 		}
 		content := u.UnstructuredContent()
-		it := &item{ObjectMeta: metav1.ObjectMeta{
-			Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), ResourceVersion: u.GetResourceVersion(),
-		}}
+		it := &item{name: u.GetName(), namespace: u.GetNamespace(), uid: string(u.GetUID())}
 		if proj.keepLabels {
-			it.Labels = u.GetLabels()
+			it.labels = u.GetLabels()
 		}
-		it.attrs = make(map[string]extraction, len(proj.profiles))
-		for key, p := range proj.profiles {
-			raw, err := p.ExtractJSON(content)
-			it.attrs[key] = extraction{json: raw, err: err}
+		it.attrs = make([]extraction, len(proj.profileKeys))
+		for i, key := range proj.profileKeys {
+			raw, err := proj.profiles[key].ExtractJSON(content)
+			it.attrs[i] = extraction{json: raw, err: err}
 		}
 		if len(proj.objectTargets) > 0 {
-			it.matches = make(map[TargetKey]bool, len(proj.objectTargets))
-			for _, t := range proj.objectTargets {
+			it.matches = make([]bool, len(proj.objectTargets))
+			for i, t := range proj.objectTargets {
 				ok := true
 				if t.match != nil {
 					ok, _ = profile.EvalMatch(t.match, content)
@@ -188,7 +200,7 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 				if ok && !t.fieldSelector.Empty() && !t.fieldSelector.Matches(fieldSet(content, t.fieldSelector)) {
 					ok = false
 				}
-				it.matches[t.Key] = ok
+				it.matches[i] = ok
 			}
 		}
 		if metrics != nil && w.synced.Load() {
@@ -213,10 +225,15 @@ func (w *gvkWatch) items() []*item {
 
 // buildProjection derives a kind's watch configuration from its targets.
 func buildProjection(targets []*Target, agentNamespaces []string) *projection {
-	p := &projection{profiles: map[string]*profile.Compiled{}, labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
+	p := &projection{profiles: map[string]*profile.Compiled{}, profileIndex: map[string]int{}, targetIndex: map[TargetKey]int{},
+		labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Key.String() < targets[j].Key.String() })
 	sameLabels, sameFields := true, true
 	for i, t := range targets {
+		if _, ok := p.profiles[t.ProfileKey]; !ok {
+			p.profileIndex[t.ProfileKey] = len(p.profileKeys)
+			p.profileKeys = append(p.profileKeys, t.ProfileKey)
+		}
 		p.profiles[t.ProfileKey] = t.Profile
 		if i > 0 {
 			sameLabels = sameLabels && t.labelSelector.String() == targets[0].labelSelector.String()
@@ -234,6 +251,7 @@ func buildProjection(targets []*Target, agentNamespaces []string) *projection {
 			p.keepLabels = true
 		}
 		if t.match != nil || (!sameFields && !t.fieldSelector.Empty()) {
+			p.targetIndex[t.Key] = len(p.objectTargets)
 			p.objectTargets = append(p.objectTargets, t)
 		}
 	}
