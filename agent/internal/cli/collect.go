@@ -1,0 +1,268 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"kollect.dev/agent/internal/cli/engine"
+	"kollect.dev/agent/internal/cli/manifest"
+	"kollect.dev/agent/internal/cli/output"
+	"kollect.dev/agent/internal/export"
+)
+
+func init() { register(30, newCollectCmd) }
+
+type collectFlags struct {
+	rowFlags
+	kubeconfig string
+	contexts   []string
+	timeout    time.Duration
+}
+
+func newCollectCmd(env *Env) *cobra.Command {
+	var f collectFlags
+	c := &cobra.Command{
+		Use:   "collect CONFIG_FILE|DIR|- ...",
+		Short: "Collect rows once from one or several clusters, no operator needed",
+		Long: "collect runs the profiles, targets and inventories of the given files against the clusters of kubeconfig " +
+			"contexts (glob patterns allowed; the current context by default) and prints the rows, each labelled with its " +
+			"context's name as the cluster. It lists objects once per kind and cluster with your own credentials. " +
+			"A cluster that cannot be reached makes the exit code 2; the other clusters' rows are still printed.",
+		Example: "  kollect collect config.yaml --context 'prod-*' -o ndjson",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f.check(); err != nil {
+				return err
+			}
+			docs, err := manifest.Load(args, env.In)
+			if err != nil {
+				return usage(err)
+			}
+			return collect(cmd.Context(), env, docs, f)
+		},
+	}
+	f.bind(c)
+	c.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "Path of the kubeconfig file (default: $KUBECONFIG or ~/.kube/config).")
+	c.Flags().StringArrayVar(&f.contexts, "context", nil, "Kubeconfig context to collect from; a glob; repeatable (default: the current context).")
+	c.Flags().DurationVar(&f.timeout, "timeout", 2*time.Minute, "Time allowed per cluster.")
+	_ = c.RegisterFlagCompletionFunc("context", func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		raw, err := loadingRules(f.kubeconfig).Load()
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveError
+		}
+		var names []string
+		for n := range raw.Contexts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return names, cobra.ShellCompDirectiveNoFileComp
+	})
+	return c
+}
+
+func loadingRules(explicit string) *clientcmd.ClientConfigLoadingRules {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = explicit
+	return rules
+}
+
+// contextsMatching expands patterns against the kubeconfig; no pattern means the current one.
+func contextsMatching(rules *clientcmd.ClientConfigLoadingRules, patterns []string) ([]string, error) {
+	raw, err := rules.Load()
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if len(patterns) == 0 {
+		if raw.CurrentContext == "" {
+			return nil, errors.New("the kubeconfig has no current context: pass --context")
+		}
+		return []string{raw.CurrentContext}, nil
+	}
+	var names []string
+	for n := range raw.Contexts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("context pattern %q: %w", p, err)
+		}
+		matched := false
+		for _, n := range names {
+			if ok, _ := path.Match(p, n); ok {
+				matched = true
+				if !seen[n] {
+					seen[n] = true
+					out = append(out, n)
+				}
+			}
+		}
+		if !matched {
+			return nil, fmt.Errorf("no kubeconfig context matches %q (have: %s)", p, strings.Join(names, ", "))
+		}
+	}
+	return out, nil
+}
+
+func collect(ctx context.Context, env *Env, docs []*manifest.Doc, f collectFlags) error {
+	objs := make([]*unstructured.Unstructured, len(docs))
+	for i, d := range docs {
+		objs[i] = d.Object
+	}
+	cfg, err := engine.Load(objs)
+	if err != nil {
+		return findings("%v", err)
+	}
+	rules := loadingRules(f.kubeconfig)
+	contexts, err := contextsMatching(rules, f.contexts)
+	if err != nil {
+		return usage(err)
+	}
+	prog := &progress{env: env}
+	var rows []export.Row
+	var unreachable []string
+	failed := 0
+	for i, name := range contexts {
+		prog.set("[%d/%d] %s", i+1, len(contexts), name)
+		cctx, cancel := context.WithTimeout(ctx, f.timeout)
+		got, failures, err := collectContext(cctx, rules, name, cfg, f.inventory, func(msg string) {
+			prog.set("[%d/%d] %s: %s", i+1, len(contexts), name, msg)
+		})
+		cancel()
+		if err != nil {
+			prog.clear()
+			fmt.Fprintf(env.Err, "context %s: %v\n", name, err)
+			unreachable = append(unreachable, name)
+			continue
+		}
+		rows = append(rows, got...)
+		for _, fl := range failures {
+			prog.clear()
+			failed++
+			fmt.Fprintf(env.Err, "context %s: %s: target %s: not exported: %v\n", name, describe(fl.Object), fl.Target, fl.Err)
+		}
+	}
+	prog.clear()
+	if err := output.Write(env.Out, f.output, rows); err != nil {
+		return err
+	}
+	if len(unreachable) > 0 {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("could not collect from %s", strings.Join(unreachable, ", "))}
+	}
+	if failed > 0 {
+		return findings("%d objects not exported", failed)
+	}
+	return nil
+}
+
+// collectContext lists what the plan needs from one cluster and renders its rows.
+func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, name string, cfg *engine.Config, inventory string,
+	step func(string)) ([]export.Row, []engine.Failure, error) {
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	rc = rest.CopyConfig(rc)
+	rc.QPS, rc.Burst = 50, 100
+	disc, err := discovery.NewDiscoveryClientForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, err
+	}
+	jobs, err := cfg.Plan(inventory, func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return schema.GroupVersionResource{}, false, err
+		}
+		return m.Resource, m.Scope.Name() == apimeta.RESTScopeNameNamespace, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	byGVK := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
+	for _, j := range jobs {
+		gvk := j.Target.GVK
+		if _, done := byGVK[gvk]; done {
+			continue
+		}
+		step("listing " + j.Target.Resource.String())
+		items, err := list(ctx, dyn.Resource(j.Target.Resource))
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing %s: %w", j.Target.Resource, err)
+		}
+		byGVK[gvk] = items
+	}
+	nsLabels := map[string]labels.Set{}
+	if nsList, err := dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, n := range nsList.Items {
+			nsLabels[n.GetName()] = n.GetLabels()
+		}
+	}
+	rows, failures := engine.Rows(jobs, name, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
+		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
+	return rows, failures, nil
+}
+
+// list pages through every object of a resource in every namespace.
+func list(ctx context.Context, ri dynamic.NamespaceableResourceInterface) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		l, err := ri.List(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		for i := range l.Items {
+			out = append(out, &l.Items[i])
+		}
+		if opts.Continue = l.GetContinue(); opts.Continue == "" {
+			return out, nil
+		}
+	}
+}
+
+// progress draws one status line on a terminal and nothing otherwise.
+type progress struct {
+	env   *Env
+	drawn bool
+}
+
+func (p *progress) set(format string, args ...any) {
+	if !p.env.Terminal {
+		return
+	}
+	fmt.Fprintf(p.env.Err, "\r\033[K"+format, args...)
+	p.drawn = true
+}
+
+func (p *progress) clear() {
+	if p.drawn {
+		fmt.Fprint(p.env.Err, "\r\033[K")
+		p.drawn = false
+	}
+}

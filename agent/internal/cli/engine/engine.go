@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/profile"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Config is the Kollect configuration found in a set of objects.
+type Config struct {
+	profiles    map[types.NamespacedName]*kollectv1.KollectProfile
+	targets     map[collector.TargetKey]targetDef
+	inventories []inventoryDef
+	// Others are the objects that are not Kollect configuration (the data, for render).
+	Others []*unstructured.Unstructured
+}
+
+type targetDef struct {
+	profileRef types.NamespacedName
+	selection  kollectv1.TargetSelection
+	labels     map[string]string
+}
+
+type inventoryDef struct {
+	name    string // namespace/name or name, as rows carry it
+	targets []collector.TargetKey
+}
+
+// Load sorts objects into Kollect configuration and everything else.
+func Load(objs []*unstructured.Unstructured) (*Config, error) {
+	c := &Config{profiles: map[types.NamespacedName]*kollectv1.KollectProfile{}, targets: map[collector.TargetKey]targetDef{}}
+	var invs []*kollectv1.KollectInventory
+	var clusterInvs []*kollectv1.KollectClusterInventory
+	for _, u := range objs {
+		if u.GroupVersionKind().Group != kollectv1.GroupVersion.Group {
+			c.Others = append(c.Others, u)
+			continue
+		}
+		var err error
+		switch u.GetKind() {
+		case "KollectProfile":
+			p := &kollectv1.KollectProfile{}
+			if err = convert(u, p); err == nil {
+				c.profiles[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
+			}
+		case "KollectTarget":
+			t := &kollectv1.KollectTarget{}
+			if err = convert(u, t); err == nil {
+				c.targets[collector.TargetKey{Namespace: t.Namespace, Name: t.Name}] = targetDef{
+					profileRef: types.NamespacedName{Namespace: t.Namespace, Name: t.Spec.ProfileRef.Name}, selection: t.Spec.TargetSelection, labels: t.Labels}
+			}
+		case "KollectClusterTarget":
+			t := &kollectv1.KollectClusterTarget{}
+			if err = convert(u, t); err == nil {
+				c.targets[collector.TargetKey{Name: t.Name}] = targetDef{
+					profileRef: types.NamespacedName{Namespace: t.Spec.ProfileRef.Namespace, Name: t.Spec.ProfileRef.Name}, selection: t.Spec.TargetSelection, labels: t.Labels}
+			}
+		case "KollectInventory":
+			i := &kollectv1.KollectInventory{}
+			if err = convert(u, i); err == nil {
+				invs = append(invs, i)
+			}
+		case "KollectClusterInventory":
+			i := &kollectv1.KollectClusterInventory{}
+			if err = convert(u, i); err == nil {
+				clusterInvs = append(clusterInvs, i)
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	for _, i := range invs {
+		def, err := c.inventory(i.Namespace+"/"+i.Name, i.Namespace, i.Spec.Targets, nil, i.Spec.TargetSelector)
+		if err != nil {
+			return nil, err
+		}
+		c.inventories = append(c.inventories, def)
+	}
+	for _, i := range clusterInvs {
+		def, err := c.inventory(i.Name, "", nil, i.Spec.Targets, i.Spec.TargetSelector)
+		if err != nil {
+			return nil, err
+		}
+		c.inventories = append(c.inventories, def)
+	}
+	sort.Slice(c.inventories, func(a, b int) bool { return c.inventories[a].name < c.inventories[b].name })
+	return c, nil
+}
+
+func convert(u *unstructured.Unstructured, into any) error {
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, into)
+}
+
+// inventory resolves an inventory's targets as the agent does: named ones plus those its
+// selector matches (KollectTargets of its namespace, or KollectClusterTargets).
+func (c *Config) inventory(name, ns string, local []kollectv1.LocalObjectReference, cluster []kollectv1.ClusterTargetReference, sel *metav1.LabelSelector) (inventoryDef, error) {
+	seen := map[collector.TargetKey]bool{}
+	for _, r := range local {
+		seen[collector.TargetKey{Namespace: ns, Name: r.Name}] = true
+	}
+	for _, r := range cluster {
+		k := collector.TargetKey{Name: r.Name}
+		if r.Kind == kollectv1.TargetKindNamespaced {
+			k.Namespace = r.Namespace
+		}
+		seen[k] = true
+	}
+	if sel != nil {
+		s, err := metav1.LabelSelectorAsSelector(sel)
+		if err != nil {
+			return inventoryDef{}, fmt.Errorf("inventory %s: targetSelector: %w", name, err)
+		}
+		for k, t := range c.targets {
+			if k.Namespace == ns && s.Matches(labels.Set(t.labels)) {
+				seen[k] = true
+			}
+		}
+	}
+	def := inventoryDef{name: name}
+	for k := range seen {
+		def.targets = append(def.targets, k)
+	}
+	sort.Slice(def.targets, func(a, b int) bool { return def.targets[a].String() < def.targets[b].String() })
+	return def, nil
+}
+
+// Inventories names the inventories found, sorted.
+func (c *Config) Inventories() []string {
+	out := make([]string, len(c.inventories))
+	for i, inv := range c.inventories {
+		out[i] = inv.name
+	}
+	return out
+}
+
+// Resolver maps a kind to its resource and scope (a RESTMapper, or a guess from the input).
+type Resolver func(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced bool, err error)
+
+// Job is one target compiled for one inventory.
+type Job struct {
+	Inventory string
+	Target    *collector.Target
+}
+
+// Plan compiles the targets of the chosen inventories. With inventory empty every inventory
+// is planned; when the input has no inventory, every target is planned under the name
+// inventory (possibly empty), as if one inventory aggregated them all.
+func (c *Config) Plan(inventory string, resolve Resolver) ([]Job, error) {
+	invs := c.inventories
+	if inventory != "" || len(invs) == 0 {
+		invs = nil
+		for _, i := range c.inventories {
+			if i.name == inventory {
+				invs = append(invs, i)
+			}
+		}
+		if len(invs) == 0 {
+			all := inventoryDef{name: inventory}
+			for k := range c.targets {
+				all.targets = append(all.targets, k)
+			}
+			sort.Slice(all.targets, func(a, b int) bool { return all.targets[a].String() < all.targets[b].String() })
+			invs = []inventoryDef{all}
+		}
+	}
+	var jobs []Job
+	var errs []error
+	compiled := map[collector.TargetKey]*collector.Target{}
+	for _, inv := range invs {
+		for _, k := range inv.targets {
+			t, ok := compiled[k]
+			if !ok {
+				var err error
+				if t, err = c.compile(k, resolve); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				compiled[k] = t
+			}
+			jobs = append(jobs, Job{Inventory: inv.name, Target: t})
+		}
+	}
+	return jobs, errors.Join(errs...)
+}
+
+func (c *Config) compile(k collector.TargetKey, resolve Resolver) (*collector.Target, error) {
+	def, ok := c.targets[k]
+	if !ok {
+		return nil, fmt.Errorf("target %s: not found in the input", k)
+	}
+	p := c.profiles[def.profileRef]
+	if p == nil {
+		return nil, fmt.Errorf("target %s: KollectProfile %s not found in the input", k, def.profileRef)
+	}
+	prof, err := profile.Compile(p)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: KollectProfile %s: %w", k, def.profileRef, err)
+	}
+	gvk := schema.GroupVersionKind{Group: p.Spec.Target.Group, Version: p.Spec.Target.Version, Kind: p.Spec.Target.Kind}
+	gvr, namespaced, err := resolve(gvk)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", k, err)
+	}
+	t, err := collector.NewTarget(k, def.selection, gvk, gvr, namespaced, def.profileRef.String(), prof)
+	if err != nil {
+		return nil, fmt.Errorf("target %s: %w", k, err)
+	}
+	return t, nil
+}
+
+// Failure is an object a target selects whose extraction failed; the agent leaves it out of
+// the export and reports it on the target.
+type Failure struct {
+	Target collector.TargetKey
+	Object *unstructured.Unstructured
+	Err    error
+}
+
+// Objects returns the objects of one kind.
+type Objects func(gvk schema.GroupVersionKind) []*unstructured.Unstructured
+
+// Rows runs the jobs over the objects and returns each inventory's rows in canonical order
+// (inventories sorted by name), stamped with cluster.
+func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (labels.Set, bool)) ([]export.Row, []Failure) {
+	byInv := map[string][]export.Row{}
+	var failures []Failure
+	for _, j := range jobs {
+		t := j.Target
+		for _, obj := range objects(t.GVK) {
+			if !t.Selects(obj, nsLabels) {
+				continue
+			}
+			attrs, err := t.Profile.ExtractJSON(obj.Object)
+			if err != nil {
+				failures = append(failures, Failure{Target: t.Key, Object: obj, Err: err})
+				continue
+			}
+			byInv[j.Inventory] = append(byInv[j.Inventory], export.Row{
+				Cluster: cluster, Inventory: j.Inventory, Target: t.Key.String(),
+				Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
+				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Attributes: attrs,
+			})
+		}
+	}
+	names := make([]string, 0, len(byInv))
+	for n := range byInv {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []export.Row
+	for _, n := range names {
+		out = append(out, export.NewSnapshot(byInv[n]).Rows...)
+	}
+	return out, failures
+}
