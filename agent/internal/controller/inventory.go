@@ -183,14 +183,22 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		cfg.Resync = o.timing.ResyncInterval.Duration
 	}
 	r.Manager.Apply(cfg)
+	// A sink that could not be built (a Secret not there yet, a server down) is retried.
+	var result ctrl.Result
+	if len(sinkProblems) > 0 {
+		result.RequeueAfter = sinkRetry
+	}
 	if !elected(r.Elected) {
-		return ctrl.Result{}, nil
+		return result, nil
 	}
 	st, _ := r.Manager.Status(key)
 	fillInventoryStatus(o, st, sinkProblems)
 	r.eventOnNewProblem(before, o)
-	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
+	return result, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
 }
+
+// sinkRetry is how soon an inventory retries building a sink that failed to build.
+const sinkRetry = 30 * time.Second
 
 // bindings builds (or reuses) the sinks of an inventory.
 func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o *inventoryObject) ([]inventory.SinkBinding, []string) {
@@ -220,7 +228,7 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 		cacheKey := key.String() + "|" + ref.String()
 		b, ok := r.built[cacheKey]
 		if !ok || b.id != id {
-			s, err := r.Sinks.build(ctx, so)
+			s, err := r.Sinks.build(ctx, so, "inventory-"+key.String())
 			if err != nil {
 				problems = append(problems, err.Error())
 				continue

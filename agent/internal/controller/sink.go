@@ -36,7 +36,7 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	gen := obj.GetGeneration()
 	so.status.ObservedGeneration = gen
 	retry := r.Recheck
-	sink, err := r.Sinks.build(ctx, so)
+	sink, err := r.Sinks.build(ctx, so, "probe")
 	if err == nil {
 		defer sink.Close()
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -64,7 +65,9 @@ type SinkBuilder struct {
 	log       logr.Logger
 }
 
-func (b *SinkBuilder) build(ctx context.Context, so sinkObject) (export.Sink, error) {
+// build makes a sink instance for one consumer (an inventory, or the probe). Each consumer
+// gets its own working directory: two instances sharing a git clone would corrupt it.
+func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (export.Sink, error) {
 	f, ok := b.factories[so.typ]
 	if !ok {
 		return nil, export.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
@@ -72,7 +75,7 @@ func (b *SinkBuilder) build(ctx context.Context, so sinkObject) (export.Sink, er
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
 	env := export.Env{
 		Cluster: b.cluster, Namespace: ns, Name: name,
-		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name),
+		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
 		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),
 		Secrets: func(ctx context.Context, secret string) (map[string][]byte, error) {
 			s := &corev1.Secret{}
