@@ -190,6 +190,9 @@ func TestRestartKeepsIdentity(t *testing.T) {
 	if err != nil || strings.TrimSpace(string(raw)) != admin {
 		t.Fatalf("admin-token file: %q, %v", raw, err)
 	}
+	if raw, err := os.ReadFile(filepath.Join(dir, "ca-fingerprint")); err != nil || strings.TrimSpace(string(raw)) != fp {
+		t.Fatalf("ca-fingerprint file: %q, %v", raw, err)
+	}
 	first.stop()
 	second := startHub(t, dir)
 	if second.srv.AdminToken != "" {

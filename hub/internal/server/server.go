@@ -130,6 +130,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Scripts (the demo, e2e tests) read the fingerprint agents must pin from here.
+	if err := os.WriteFile(filepath.Join(cfg.DataDir, "ca-fingerprint"), []byte(s.identity.Fingerprint+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the CA fingerprint: %w", err)
+	}
 	dsn := cfg.StoreDSN
 	if dsn == "" {
 		dsn = filepath.Join(cfg.DataDir, "hub.db")
