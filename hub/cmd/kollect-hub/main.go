@@ -1,5 +1,3 @@
-// Command kollect-hub runs the Kollect fleet hub: it registers agents, distributes bundles of
-// Kollect configuration to them over Connect RPC and reports fleet health. See docs/hub.md.
 package main
 
 import (

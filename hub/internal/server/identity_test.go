@@ -15,6 +15,7 @@ import (
 	"kollect.dev/hub/internal/pki"
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
 func register(h *testHub, token, name string, replace bool) error {
@@ -217,6 +218,13 @@ func TestProtocols(t *testing.T) {
 		c := h.fleet(h.srv.AdminToken, opt...)
 		if _, err := c.GetFleetHealth(context.Background(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{})); err != nil {
 			t.Errorf("%s: %v", name, err)
+		}
+		// The agent's server stream works over every protocol too.
+		tok := h.bootstrapToken(t, time.Hour, 1, false)
+		_, cred := h.register(t, tok.GetSecret(), "via-"+name, nil)
+		agent := fleetv1connect.NewAgentServiceClient(h.httpClient(), h.url, append(opt, connect.WithInterceptors(bearer(cred)))...)
+		if first := watch(t, agent).next(t); first.GetConfigDigest() == "" {
+			t.Errorf("%s: WatchConfig sent %v", name, first)
 		}
 	}
 }
