@@ -18,6 +18,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/api/v1alpha1"
 )
 
@@ -95,7 +96,7 @@ func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env
 		kgo.RecordDeliveryTimeout(timeout),
 		kgo.ProducerLinger(5 * time.Millisecond),
 	}
-	tlsCfg, err := tlsConfig(ctx, cfg.TLS, env.Secrets)
+	tlsCfg, err := sinktls.Config(ctx, cfg.TLS, env.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -270,7 +271,7 @@ func classify(err error) error {
 		}
 		return export.TransientError(err)
 	}
-	if isTLSVerification(err) {
+	if sinktls.IsVerificationError(err) {
 		return export.TerminalError(err)
 	}
 	return export.TransientError(err)

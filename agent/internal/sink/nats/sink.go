@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/api/v1alpha1"
 )
 
@@ -98,7 +99,7 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env expor
 		// owed in the sink's own bounded buffer, and are re-published after reconnection.
 		nats.ReconnectBufSize(-1),
 	}
-	tlsCfg, err := tlsConfig(ctx, cfg.TLS, env.Secrets)
+	tlsCfg, err := sinktls.Config(ctx, cfg.TLS, env.Secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +220,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
-		if err := s.nc.LastError(); err != nil && (isAuth(err) || isTLSVerification(err)) {
+		if err := s.nc.LastError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
 			// Retrying in the background cannot fix credentials or certificates.
 			return export.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
@@ -289,7 +290,7 @@ func isAuth(err error) bool {
 
 // classify marks errors that retrying cannot fix (credentials, certificates) as terminal.
 func classify(err error) error {
-	if isAuth(err) || isTLSVerification(err) {
+	if isAuth(err) || sinktls.IsVerificationError(err) {
 		return export.TerminalError(err)
 	}
 	return export.TransientError(err)
