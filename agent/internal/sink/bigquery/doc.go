@@ -1,0 +1,15 @@
+// Package bigquery is the BigQuery database sink: a table of rows with the same columns as the
+// Postgres sink (attributes as JSON) and a state table with the last accepted checksum per
+// (cluster, inventory), in a dataset it creates when missing.
+//
+// An export that changes something stages its rows (the diff, or every row on a full
+// reconcile) in a fresh staging table that expires after an hour, then runs one multi-statement
+// transaction: a MERGE of the staging table into the rows table (upserts of rows whose content
+// differs, deletes of removed keys, and on a full reconcile deletes of this cluster's and
+// inventory's rows the snapshot lacks) and a MERGE of the new state. Readers therefore never
+// see a half-applied export, and a failure anywhere leaves the previous state, which the retry
+// starts from. An unchanged inventory costs one query of the state table and no write.
+//
+// The decision between nothing, the diff and a full reconcile is the Postgres sink's: the diff
+// only applies on top of the checksum it was computed from.
+package bigquery

@@ -1,0 +1,97 @@
+package bigquery
+
+import (
+	"context"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+func TestProbe(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	s := newSink(t, f, "east")
+	if err := s.Probe(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := mutations(f.Calls()); len(m) != 0 {
+		t.Fatalf("probe wrote: %v", m)
+	}
+	f.RejectAuth = true
+	if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+		t.Fatalf("rejected credentials: %v", err)
+	}
+	f.RejectAuth = false
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	sp := spec(f)
+	sp.Endpoint = "http://" + addr
+	off, err := New(ctx, sp, export.Env{Cluster: "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer off.Close()
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := off.Probe(pctx); err == nil || export.ClassOf(err) != export.Transient {
+		t.Fatalf("connection refused: %v", err)
+	}
+}
+
+func TestPreview(t *testing.T) {
+	ctx := context.Background()
+	f := newFake(t)
+	s := newSink(t, f, "east")
+	p, err := s.Preview(ctx, "east", "apps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(p.Statements, "\n")
+	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS `test.kollect`", "attributes JSON NOT NULL", "CLUSTER BY cluster, inventory, kind",
+		"BEGIN TRANSACTION", "WHEN NOT MATCHED BY SOURCE AND T.cluster = @cluster", "COMMIT TRANSACTION"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("preview lacks %q", want)
+		}
+	}
+	if m := mutations(f.Calls()); len(m) != 0 {
+		t.Fatalf("preview wrote: %v", m)
+	}
+	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ = s.Preview(ctx, "east", "apps"); !strings.Contains(p.Message, "holds 3 rows") {
+		t.Fatalf("message %q", p.Message)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	ctx := context.Background()
+	getter := func(_ context.Context, name string) (map[string][]byte, error) {
+		if name == "key" {
+			return map[string][]byte{"key.json": []byte(`{"type": "service_account"}`)}, nil
+		}
+		return map[string][]byte{}, nil
+	}
+	env := export.Env{Namespace: "ns", Name: "bq", Secrets: getter}
+	st, err := resolve(ctx, &v1alpha1.BigQuerySinkConfig{Project: "p", Dataset: "d", SecretRef: &v1alpha1.SecretReference{Name: "key"}}, env)
+	if err != nil || st.table != "rows" || st.location != "US" || len(st.options) != 1 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	for name, sp := range map[string]*v1alpha1.BigQuerySinkConfig{
+		"secret without key.json": {Project: "p", Dataset: "d", SecretRef: &v1alpha1.SecretReference{Name: "empty"}},
+		"no project":              {Dataset: "d"},
+	} {
+		if _, err := resolve(ctx, sp, env); err == nil || export.ClassOf(err) != export.Terminal {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

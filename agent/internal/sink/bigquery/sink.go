@@ -1,0 +1,176 @@
+package bigquery
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+
+	bq "cloud.google.com/go/bigquery"
+	"google.golang.org/api/googleapi"
+	"google.golang.org/api/option"
+
+	"kollect.dev/agent/internal/export"
+	v1alpha1 "kollect.dev/api/v1alpha1"
+)
+
+// Sink exports inventories into BigQuery.
+type Sink struct {
+	env    export.Env
+	cfg    *settings
+	dest   string
+	client *bq.Client
+
+	mu          sync.Mutex
+	provisioned bool
+}
+
+var _ export.Sink = (*Sink)(nil)
+
+// New builds a sink from its spec; extra client options (tests: an HTTP client) come last.
+func New(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env export.Env, opts ...option.ClientOption) (*Sink, error) {
+	cfg, err := resolve(ctx, spec, env)
+	if err != nil {
+		return nil, err
+	}
+	client, err := bq.NewClient(ctx, cfg.project, append(cfg.options, opts...)...)
+	if err != nil {
+		return nil, export.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	client.Location = cfg.location
+	return &Sink{env: env, cfg: cfg, client: client,
+		dest: fmt.Sprintf("bigquery://%s/%s.%s", cfg.project, cfg.dataset, cfg.table)}, nil
+}
+
+// Close releases the client.
+func (s *Sink) Close() error { return s.client.Close() }
+
+func (s *Sink) ensureProvisioned(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.provisioned {
+		return nil
+	}
+	if err := s.provision(ctx); err != nil {
+		return classify(fmt.Errorf("bigquery sink %s: %w", s.dest, err))
+	}
+	s.provisioned = true
+	return nil
+}
+
+// Export writes the batch: nothing when the state table holds the envelope's checksum,
+// otherwise a staged MERGE in one transaction (see the package documentation).
+func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+	if err := checkBatch(s.env.Cluster, b); err != nil {
+		return err
+	}
+	if err := s.ensureProvisioned(ctx); err != nil {
+		return err
+	}
+	if err := s.export(ctx, b); err != nil {
+		if isStatus(err, http.StatusNotFound) {
+			// The dataset or a table vanished under us: provision again on the retry.
+			s.mu.Lock()
+			s.provisioned = false
+			s.mu.Unlock()
+			return export.TransientError(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+		}
+		return classify(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+	}
+	return nil
+}
+
+// checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
+// envelope's cluster and inventory, and a stray row would escape that bound.
+func checkBatch(cluster string, b *export.Batch) error {
+	env := &b.Envelope
+	if env.Cluster == "" || env.Inventory == "" {
+		return export.Terminalf("bigquery sink: envelope without cluster or inventory")
+	}
+	if cluster != "" && env.Cluster != cluster {
+		return export.Terminalf("bigquery sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+	}
+	for _, rows := range [][]export.Row{env.Rows, b.Diff.Added, b.Diff.Changed, b.Diff.Deleted} {
+		for i := range rows {
+			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
+				return export.Terminalf("bigquery sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+			}
+		}
+	}
+	return nil
+}
+
+// Probe reads the dataset and table metadata: it authenticates and needs bigquery.datasets.get
+// and bigquery.tables.get. A missing dataset is fine (the first export creates it).
+func (s *Sink) Probe(ctx context.Context) error {
+	ds := s.client.Dataset(s.cfg.dataset)
+	if _, err := ds.Metadata(ctx); err != nil {
+		if isStatus(err, http.StatusNotFound) {
+			return nil
+		}
+		return classify(fmt.Errorf("bigquery sink %s: reading dataset: %w", s.dest, err))
+	}
+	if _, err := ds.Table(s.cfg.table).Metadata(ctx); err != nil && !isStatus(err, http.StatusNotFound) {
+		return classify(fmt.Errorf("bigquery sink %s: reading table: %w", s.dest, err))
+	}
+	return nil
+}
+
+// Preview shows the provisioning DDL and the statements of an export, and what the state
+// table holds for the inventory. It only reads.
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
+	p := export.Preview{Destination: s.dest}
+	p.Statements = append(s.ddl(),
+		fmt.Sprintf("SELECT checksum, item_count FROM %s WHERE cluster = %q AND inventory = %q", s.ref(s.cfg.table+"_state"), cluster, inventory),
+		"tabledata.insertAll into "+s.ref(s.cfg.table+"_stage_<random>")+" (expires after 1h): changed rows, or every row on a full reconcile",
+		s.script("<stage>", true))
+	st, err := s.readState(ctx, cluster, inventory)
+	switch {
+	case err != nil:
+		p.Message = fmt.Sprintf("state unreadable (%v): the first export provisions the dataset and tables", err)
+	case st == nil:
+		p.Message = fmt.Sprintf("no export of %s/%s recorded: the next export is a full load", cluster, inventory)
+	default:
+		p.Message = fmt.Sprintf("%s/%s holds %d rows at checksum %s: the next export applies a diff or nothing",
+			cluster, inventory, st.count, export.ShortChecksum(st.checksum))
+	}
+	return p, nil
+}
+
+// classify marks errors retrying cannot fix as terminal: invalid credentials or requests,
+// missing permissions. Rate limits, quota, conflicts (concurrent transactions), server errors
+// and network errors stay transient.
+func classify(err error) error {
+	if err == nil || export.ClassOf(err) == export.Terminal {
+		return err
+	}
+	var g *googleapi.Error
+	if errors.As(err, &g) {
+		for _, e := range g.Errors {
+			switch e.Reason {
+			case "rateLimitExceeded", "quotaExceeded", "backendError", "internalError":
+				return export.TransientError(err)
+			}
+		}
+		switch g.Code {
+		case http.StatusUnauthorized, http.StatusForbidden, http.StatusBadRequest:
+			return export.TerminalError(err)
+		}
+		return export.TransientError(err)
+	}
+	if strings.Contains(err.Error(), "oauth2") && strings.Contains(err.Error(), "invalid_grant") {
+		return export.TerminalError(err)
+	}
+	return export.TransientError(err)
+}
+
+// randomSuffix names staging tables.
+func randomSuffix() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
