@@ -64,14 +64,6 @@ func (w *writer) export(ctx context.Context, b *export.Batch) error {
 	if m == modeUnchanged {
 		return nil
 	}
-	// 1. Mark the export pending before touching rows.
-	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory},
-			{Key: "pending", Value: b.Envelope.Checksum}}}},
-		options.UpdateOne().SetUpsert(true)); err != nil {
-		return fmt.Errorf("marking the export pending: %w", err)
-	}
-	// 2. Rows.
 	now := bson.NewDateTimeFromTime(time.Now())
 	var models []mongo.WriteModel
 	var err error
@@ -83,6 +75,17 @@ func (w *writer) export(ctx context.Context, b *export.Batch) error {
 	if err != nil {
 		return err
 	}
+	if len(models) == 0 && st != nil && st.Pending == "" && st.Checksum == b.Envelope.Checksum {
+		return nil // a resync that found nothing to repair
+	}
+	// 1. Mark the export pending before touching rows.
+	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory},
+			{Key: "pending", Value: b.Envelope.Checksum}}}},
+		options.UpdateOne().SetUpsert(true)); err != nil {
+		return fmt.Errorf("marking the export pending: %w", err)
+	}
+	// 2. Rows.
 	if len(models) > 0 {
 		if _, err := w.rows.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
 			return fmt.Errorf("writing %d row operations: %w", len(models), err)
