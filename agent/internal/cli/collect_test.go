@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -130,53 +128,13 @@ func TestCollectConnectionErrorsExitTwo(t *testing.T) {
 // standard output with the lines shown below it; `$ echo $?` checks the exit code.
 func TestCLIDoc(t *testing.T) {
 	t.Setenv("KUBECONFIG", cluster(t))
-	t.Chdir("../../..")
-	f, err := os.Open("docs/cli.md")
+	doc, err := os.ReadFile("../../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	type step struct {
-		line int
-		cmd  string
-		want []string
-	}
-	var steps []step
-	inConsole := false
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		l := sc.Text()
-		switch {
-		case l == "```console":
-			inConsole = true
-		case inConsole && l == "```":
-			inConsole = false
-		case inConsole && strings.HasPrefix(l, "$ "):
-			steps = append(steps, step{line: n, cmd: strings.TrimPrefix(l, "$ ")})
-		case inConsole && len(steps) > 0:
-			steps[len(steps)-1].want = append(steps[len(steps)-1].want, l)
-		}
-	}
-	if len(steps) < 6 {
-		t.Fatalf("only %d commands found in docs/cli.md", len(steps))
-	}
-	lastCode := -1
-	for _, s := range steps {
-		if s.cmd == "echo $?" {
-			if len(s.want) != 1 || s.want[0] != strconv.Itoa(lastCode) {
-				t.Errorf("docs/cli.md:%d: exit code %d, the doc says %q", s.line, lastCode, s.want)
-			}
-			continue
-		}
-		args, err := splitArgs(strings.TrimPrefix(s.cmd, "kollect "))
-		if err != nil || !strings.HasPrefix(s.cmd, "kollect ") {
-			t.Fatalf("docs/cli.md:%d: cannot run %q", s.line, s.cmd)
-		}
-		out, errOut, code := run(t, "", args...)
-		lastCode = code
-		if len(s.want) > 0 && out != strings.Join(s.want, "\n")+"\n" {
-			t.Errorf("docs/cli.md:%d: %s\n--- got\n%s--- doc\n%s\n(stderr: %s)", s.line, s.cmd, out, strings.Join(s.want, "\n"), errOut)
-		}
+	t.Chdir("../../..")
+	if n := runDocCommands(t, "docs/cli.md", string(doc)); n < 6 {
+		t.Fatalf("only %d commands found in docs/cli.md", n)
 	}
 }
 
