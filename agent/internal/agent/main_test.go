@@ -65,6 +65,12 @@ func (r *recorders) factories() controller.SinkFactories {
 // startAgent runs an agent until the test ends (or stop is called).
 func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *recorders) (stop func()) {
 	t.Helper()
+	return startAgentWith(t, cfg, cluster, ns, recs.factories())
+}
+
+// startAgentWith runs an agent with the given sink factories (the real ones in sink tests).
+func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories controller.SinkFactories) (stop func()) {
+	t.Helper()
 	log := logr.Discard()
 	if tt, ok := t.(*testing.T); ok {
 		log = testr.NewWithOptions(tt, testr.Options{Verbosity: 0})
@@ -73,7 +79,7 @@ func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *record
 		cfg = cp.Config
 	}
 	mgr, err := New(cfg, Options{
-		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
+		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
 		CacheDir: t.TempDir(), Log: log,
 		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
