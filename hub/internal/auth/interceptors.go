@@ -142,6 +142,8 @@ var rules = map[string]rule{
 	fleetv1connect.FleetServiceListClustersProcedure:         {store.RoleViewer, false},
 	fleetv1connect.FleetServiceGetClusterProcedure:           {store.RoleViewer, false},
 	fleetv1connect.FleetServiceRevokeAgentProcedure:          {store.RoleAdmin, true},
+	fleetv1connect.FleetServiceSetClusterLabelsProcedure:     {store.RoleOperator, true},
+	fleetv1connect.FleetServiceDeleteClusterProcedure:        {store.RoleAdmin, true},
 	fleetv1connect.FleetServiceApplyBundleProcedure:          {store.RoleOperator, true},
 	fleetv1connect.FleetServiceListBundlesProcedure:          {store.RoleViewer, false},
 	fleetv1connect.FleetServiceGetBundleProcedure:            {store.RoleViewer, false},

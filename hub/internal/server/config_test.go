@@ -153,3 +153,54 @@ func TestWatchConfigFollowsBundles(t *testing.T) {
 		t.Fatalf("dry run stored a revision: %v", b.Msg)
 	}
 }
+
+func TestRelabelAndDeleteCluster(t *testing.T) {
+	h := startHub(t, "")
+	ctx := context.Background()
+	tok := h.bootstrapToken(t, time.Hour, 0, false)
+	agent, _ := h.register(t, tok.GetSecret(), "edge-1", map[string]string{"env": "dev"})
+	stream := watch(t, agent)
+	stream.next(t)
+	if _, err := h.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "base", Manifests: goodBundle, ClusterSelector: prodOnly()})); err != nil {
+		t.Fatal(err)
+	}
+	viewer := h.apiToken(t, "dashboard", fleetv1.Role_ROLE_VIEWER)
+	_, err := viewer.SetClusterLabels(ctx, connect.NewRequest(&fleetv1.SetClusterLabelsRequest{ClusterName: "edge-1"}))
+	wantCode(t, err, connect.CodePermissionDenied, "viewer relabelling")
+
+	// Relabelled into the selector: the bundle arrives.
+	resp, err := h.admin.SetClusterLabels(ctx, connect.NewRequest(&fleetv1.SetClusterLabelsRequest{
+		ClusterName: "edge-1", Labels: map[string]string{"env": "prod"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := resp.Msg.GetCluster(); c.GetLabels()["env"] != "prod" || len(c.GetBundles()) != 1 {
+		t.Fatalf("relabelled cluster: %v", c)
+	}
+	if got := stream.next(t); len(got.GetBundles()) != 1 || got.GetBundles()[0].GetBundle() != "base" {
+		t.Fatalf("after relabelling: %v", got)
+	}
+	_, err = h.admin.SetClusterLabels(ctx, connect.NewRequest(&fleetv1.SetClusterLabelsRequest{
+		ClusterName: "edge-1", Labels: map[string]string{"bad key!": "x"}}))
+	wantCode(t, err, connect.CodeInvalidArgument, "invalid label")
+
+	// Deleted: the stream ends, the agent is refused, the cluster is gone from the lists.
+	if _, err := h.admin.DeleteCluster(ctx, connect.NewRequest(&fleetv1.DeleteClusterRequest{ClusterName: "edge-1"})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-stream.err:
+		wantCode(t, err, connect.CodeUnauthenticated, "stream of a deleted cluster")
+	case <-time.After(10 * time.Second):
+		t.Fatal("stream of a deleted cluster stayed open")
+	}
+	_, err = agent.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "heartbeat of a deleted cluster")
+	list, err := viewer.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	if err != nil || len(list.Msg.GetClusters()) != 0 {
+		t.Fatalf("clusters after delete: %v %v", list.Msg, err)
+	}
+	_, err = h.admin.DeleteCluster(ctx, connect.NewRequest(&fleetv1.DeleteClusterRequest{ClusterName: "edge-1"}))
+	wantCode(t, err, connect.CodeNotFound, "deleting twice")
+}

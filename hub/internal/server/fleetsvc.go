@@ -77,6 +77,44 @@ func (f *fleetService) RevokeAgent(ctx context.Context, req *connect.Request[fle
 	return connect.NewResponse(&fleetv1.RevokeAgentResponse{}), nil
 }
 
+// SetClusterLabels implements FleetService.
+func (f *fleetService) SetClusterLabels(ctx context.Context, req *connect.Request[fleetv1.SetClusterLabelsRequest]) (*connect.Response[fleetv1.SetClusterLabelsResponse], error) {
+	name := req.Msg.GetClusterName()
+	if err := labelsel.ValidateLabels(req.Msg.GetLabels()); err != nil {
+		return nil, invalid("labels: %v", err)
+	}
+	if err := f.s.store.SetClusterLabels(ctx, name, req.Msg.GetLabels(), labelsel.Match); err != nil {
+		return nil, storeError(err)
+	}
+	f.s.dispatcher.Kick()
+	f.s.watcher.Poke()
+	auth.Note(ctx, "cluster/"+name, fmt.Sprintf("labels=%v", req.Msg.GetLabels()))
+	snap, err := f.s.view.Snapshot(ctx)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInternal, err)
+	}
+	out := &fleetv1.SetClusterLabelsResponse{}
+	for _, c := range snap.Clusters {
+		if c.GetName() == name {
+			out.Cluster = c
+		}
+	}
+	return connect.NewResponse(out), nil
+}
+
+// DeleteCluster implements FleetService.
+func (f *fleetService) DeleteCluster(ctx context.Context, req *connect.Request[fleetv1.DeleteClusterRequest]) (*connect.Response[fleetv1.DeleteClusterResponse], error) {
+	name := req.Msg.GetClusterName()
+	if err := f.s.store.DeleteCluster(ctx, name); err != nil {
+		return nil, storeError(err)
+	}
+	f.s.dispatcher.Disconnect(name, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("cluster %s was deleted from the fleet", name)))
+	f.s.watcher.Poke()
+	auth.Note(ctx, "cluster/"+name, "deleted")
+	f.s.log.InfoContext(ctx, "cluster deleted", "cluster", name, "by", actor(ctx))
+	return connect.NewResponse(&fleetv1.DeleteClusterResponse{}), nil
+}
+
 // GetFleetHealth implements FleetService.
 func (f *fleetService) GetFleetHealth(ctx context.Context, _ *connect.Request[fleetv1.GetFleetHealthRequest]) (*connect.Response[fleetv1.GetFleetHealthResponse], error) {
 	snap, err := f.s.view.Snapshot(ctx)

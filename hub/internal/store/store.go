@@ -51,6 +51,11 @@ type Store interface {
 	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
 	RevokeCluster(ctx context.Context, name string) error
+	// SetClusterLabels replaces a cluster's labels and re-selects its bundles: the latest
+	// revision of every bundle that now matches, none of the others.
+	SetClusterLabels(ctx context.Context, name string, labels map[string]string, match Matcher) error
+	// DeleteCluster removes a cluster and its desired revisions.
+	DeleteCluster(ctx context.Context, name string) error
 	// RecordHeartbeat stores an agent's status and its applied revisions.
 	RecordHeartbeat(ctx context.Context, h Heartbeat) error
 

@@ -196,6 +196,51 @@ func (s *Store) RevokeCluster(ctx context.Context, name string) error {
 	return nil
 }
 
+// SetClusterLabels implements store.Store.
+func (s *Store) SetClusterLabels(ctx context.Context, name string, labels map[string]string, match store.Matcher) error {
+	raw, err := json.Marshal(labels)
+	if err != nil {
+		return fmt.Errorf("encoding labels: %w", err)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpEpoch(ctx, tx); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ? WHERE name = ?`), string(raw), name)
+		if err != nil {
+			return fmt.Errorf("setting labels of %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("setting labels of %s: %w", name, store.ErrNotFound)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), name); err != nil {
+			return fmt.Errorf("clearing desired bundles of %s: %w", name, err)
+		}
+		return s.assignBundles(ctx, tx, name, labels, ms(nowUTC()), match)
+	})
+}
+
+// DeleteCluster implements store.Store.
+func (s *Store) DeleteCluster(ctx context.Context, name string) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpEpoch(ctx, tx); err != nil {
+			return err
+		}
+		// Explicitly, not by cascade: SQLite enforces foreign keys only when told to.
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), name); err != nil {
+			return fmt.Errorf("deleting desired bundles of %s: %w", name, err)
+		}
+		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM clusters WHERE name = ?`), name)
+		if err != nil {
+			return fmt.Errorf("deleting cluster %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("deleting cluster %s: %w", name, store.ErrNotFound)
+		}
+		return nil
+	})
+}
+
 // RecordHeartbeat implements store.Store.
 func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {

@@ -287,6 +287,21 @@ func testBundles(t *testing.T, s store.Store) {
 	if d := desiredOf(t, s, "prod-2"); d["base"] != 3 {
 		t.Fatalf("late joiner desired: %v", d)
 	}
+	// Relabelling re-selects: dev-1 becomes prod and gets base, then dev again and loses it.
+	must(t, s.SetClusterLabels(ctx, "dev-1", map[string]string{"env": "prod"}, matchAll))
+	if d := desiredOf(t, s, "dev-1"); d["base"] != 3 {
+		t.Fatalf("dev-1 after relabelling: %v", d)
+	}
+	must(t, s.SetClusterLabels(ctx, "dev-1", map[string]string{"env": "dev"}, matchAll))
+	if d := desiredOf(t, s, "dev-1"); len(d) != 0 {
+		t.Fatalf("dev-1 after relabelling back: %v", d)
+	}
+	if c, _ := s.GetCluster(ctx, "dev-1"); c.Labels["env"] != "dev" {
+		t.Fatalf("labels: %v", c.Labels)
+	}
+	if err := s.SetClusterLabels(ctx, "nope", nil, matchAll); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("relabelling unknown cluster: %v", err)
+	}
 	// Rollout primitive: move one cluster back to revision 1.
 	must(t, s.SetDesiredRevision(ctx, "base", 1, []string{"prod-2"}))
 	if d := desiredOf(t, s, "prod-2"); d["base"] != 1 {
@@ -317,6 +332,16 @@ func testBundles(t *testing.T, s store.Store) {
 		t.Fatalf("bundle: %+v", b)
 	}
 
+	must(t, s.DeleteCluster(ctx, "prod-1"))
+	if _, err := s.GetCluster(ctx, "prod-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleted cluster: %v", err)
+	}
+	if d := desiredOf(t, s, "prod-1"); len(d) != 0 {
+		t.Fatalf("desired of a deleted cluster: %v", d)
+	}
+	if err := s.DeleteCluster(ctx, "prod-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("deleting twice: %v", err)
+	}
 	must(t, s.DeleteBundle(ctx, "base"))
 	if all, _ := s.Desired(ctx, ""); len(all) != 0 {
 		t.Fatalf("desired after delete: %+v", all)

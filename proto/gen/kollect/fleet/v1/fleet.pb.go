@@ -212,6 +212,186 @@ func (x *GetClusterResponse) GetStatus() *AgentStatus {
 	return nil
 }
 
+// SetClusterLabelsRequest names a cluster and its new labels.
+type SetClusterLabelsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterLabelsRequest) Reset() {
+	*x = SetClusterLabelsRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterLabelsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterLabelsRequest) ProtoMessage() {}
+
+func (x *SetClusterLabelsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterLabelsRequest.ProtoReflect.Descriptor instead.
+func (*SetClusterLabelsRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetClusterLabelsRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *SetClusterLabelsRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+// SetClusterLabelsResponse holds the cluster with its new labels and bundles.
+type SetClusterLabelsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cluster       *Cluster               `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetClusterLabelsResponse) Reset() {
+	*x = SetClusterLabelsResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetClusterLabelsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetClusterLabelsResponse) ProtoMessage() {}
+
+func (x *SetClusterLabelsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetClusterLabelsResponse.ProtoReflect.Descriptor instead.
+func (*SetClusterLabelsResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetClusterLabelsResponse) GetCluster() *Cluster {
+	if x != nil {
+		return x.Cluster
+	}
+	return nil
+}
+
+// DeleteClusterRequest names the cluster to forget.
+type DeleteClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterRequest) Reset() {
+	*x = DeleteClusterRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterRequest) ProtoMessage() {}
+
+func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterRequest.ProtoReflect.Descriptor instead.
+func (*DeleteClusterRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *DeleteClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// DeleteClusterResponse is empty.
+type DeleteClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteClusterResponse) Reset() {
+	*x = DeleteClusterResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteClusterResponse) ProtoMessage() {}
+
+func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteClusterResponse.ProtoReflect.Descriptor instead.
+func (*DeleteClusterResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+}
+
 // RevokeAgentRequest names the cluster whose agent is revoked.
 type RevokeAgentRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -222,7 +402,7 @@ type RevokeAgentRequest struct {
 
 func (x *RevokeAgentRequest) Reset() {
 	*x = RevokeAgentRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -234,7 +414,7 @@ func (x *RevokeAgentRequest) String() string {
 func (*RevokeAgentRequest) ProtoMessage() {}
 
 func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -247,7 +427,7 @@ func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RevokeAgentRequest) GetClusterName() string {
@@ -266,7 +446,7 @@ type RevokeAgentResponse struct {
 
 func (x *RevokeAgentResponse) Reset() {
 	*x = RevokeAgentResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -278,7 +458,7 @@ func (x *RevokeAgentResponse) String() string {
 func (*RevokeAgentResponse) ProtoMessage() {}
 
 func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -291,7 +471,7 @@ func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 // ApplyBundleRequest uploads a bundle revision.
@@ -312,7 +492,7 @@ type ApplyBundleRequest struct {
 
 func (x *ApplyBundleRequest) Reset() {
 	*x = ApplyBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -324,7 +504,7 @@ func (x *ApplyBundleRequest) String() string {
 func (*ApplyBundleRequest) ProtoMessage() {}
 
 func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -337,7 +517,7 @@ func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ApplyBundleRequest) GetName() string {
@@ -396,7 +576,7 @@ type ApplyBundleResponse struct {
 
 func (x *ApplyBundleResponse) Reset() {
 	*x = ApplyBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -408,7 +588,7 @@ func (x *ApplyBundleResponse) String() string {
 func (*ApplyBundleResponse) ProtoMessage() {}
 
 func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -421,7 +601,7 @@ func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ApplyBundleResponse) GetRevision() *BundleRevision {
@@ -454,7 +634,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -466,7 +646,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -479,7 +659,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 // ListBundlesResponse holds bundles sorted by name.
@@ -492,7 +672,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +684,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +697,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*Bundle {
@@ -539,7 +719,7 @@ type GetBundleRequest struct {
 
 func (x *GetBundleRequest) Reset() {
 	*x = GetBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -551,7 +731,7 @@ func (x *GetBundleRequest) String() string {
 func (*GetBundleRequest) ProtoMessage() {}
 
 func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -564,7 +744,7 @@ func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleRequest.ProtoReflect.Descriptor instead.
 func (*GetBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetBundleRequest) GetName() string {
@@ -592,7 +772,7 @@ type GetBundleResponse struct {
 
 func (x *GetBundleResponse) Reset() {
 	*x = GetBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -604,7 +784,7 @@ func (x *GetBundleResponse) String() string {
 func (*GetBundleResponse) ProtoMessage() {}
 
 func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -617,7 +797,7 @@ func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleResponse.ProtoReflect.Descriptor instead.
 func (*GetBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetBundleResponse) GetBundle() *Bundle {
@@ -644,7 +824,7 @@ type ListBundleRevisionsRequest struct {
 
 func (x *ListBundleRevisionsRequest) Reset() {
 	*x = ListBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +836,7 @@ func (x *ListBundleRevisionsRequest) String() string {
 func (*ListBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +849,7 @@ func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListBundleRevisionsRequest) GetName() string {
@@ -689,7 +869,7 @@ type ListBundleRevisionsResponse struct {
 
 func (x *ListBundleRevisionsResponse) Reset() {
 	*x = ListBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -701,7 +881,7 @@ func (x *ListBundleRevisionsResponse) String() string {
 func (*ListBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -714,7 +894,7 @@ func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListBundleRevisionsResponse) GetRevisions() []*BundleRevision {
@@ -738,7 +918,7 @@ type DiffBundleRevisionsRequest struct {
 
 func (x *DiffBundleRevisionsRequest) Reset() {
 	*x = DiffBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +930,7 @@ func (x *DiffBundleRevisionsRequest) String() string {
 func (*DiffBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +943,7 @@ func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DiffBundleRevisionsRequest) GetName() string {
@@ -801,7 +981,7 @@ type DiffBundleRevisionsResponse struct {
 
 func (x *DiffBundleRevisionsResponse) Reset() {
 	*x = DiffBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +993,7 @@ func (x *DiffBundleRevisionsResponse) String() string {
 func (*DiffBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1006,7 @@ func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DiffBundleRevisionsResponse) GetFromRevision() int64 {
@@ -867,7 +1047,7 @@ type DeleteBundleRequest struct {
 
 func (x *DeleteBundleRequest) Reset() {
 	*x = DeleteBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1059,7 @@ func (x *DeleteBundleRequest) String() string {
 func (*DeleteBundleRequest) ProtoMessage() {}
 
 func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1072,7 @@ func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeleteBundleRequest) GetName() string {
@@ -911,7 +1091,7 @@ type DeleteBundleResponse struct {
 
 func (x *DeleteBundleResponse) Reset() {
 	*x = DeleteBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1103,7 @@ func (x *DeleteBundleResponse) String() string {
 func (*DeleteBundleResponse) ProtoMessage() {}
 
 func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1116,7 @@ func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 // CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -955,7 +1135,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1147,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1160,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CreateBootstrapTokenRequest) GetDescription() string {
@@ -1022,7 +1202,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1214,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1227,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() *BootstrapToken {
@@ -1073,7 +1253,7 @@ type ListBootstrapTokensRequest struct {
 
 func (x *ListBootstrapTokensRequest) Reset() {
 	*x = ListBootstrapTokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1265,7 @@ func (x *ListBootstrapTokensRequest) String() string {
 func (*ListBootstrapTokensRequest) ProtoMessage() {}
 
 func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1278,7 @@ func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 // ListBootstrapTokensResponse holds the tokens, newest first.
@@ -1111,7 +1291,7 @@ type ListBootstrapTokensResponse struct {
 
 func (x *ListBootstrapTokensResponse) Reset() {
 	*x = ListBootstrapTokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1303,7 @@ func (x *ListBootstrapTokensResponse) String() string {
 func (*ListBootstrapTokensResponse) ProtoMessage() {}
 
 func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1316,7 @@ func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListBootstrapTokensResponse) GetTokens() []*BootstrapToken {
@@ -1156,7 +1336,7 @@ type RevokeBootstrapTokenRequest struct {
 
 func (x *RevokeBootstrapTokenRequest) Reset() {
 	*x = RevokeBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1348,7 @@ func (x *RevokeBootstrapTokenRequest) String() string {
 func (*RevokeBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1361,7 @@ func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RevokeBootstrapTokenRequest) GetId() string {
@@ -1200,7 +1380,7 @@ type RevokeBootstrapTokenResponse struct {
 
 func (x *RevokeBootstrapTokenResponse) Reset() {
 	*x = RevokeBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1392,7 @@ func (x *RevokeBootstrapTokenResponse) String() string {
 func (*RevokeBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1405,7 @@ func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 // CreateAPITokenRequest describes a new API token.
@@ -1240,7 +1420,7 @@ type CreateAPITokenRequest struct {
 
 func (x *CreateAPITokenRequest) Reset() {
 	*x = CreateAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1432,7 @@ func (x *CreateAPITokenRequest) String() string {
 func (*CreateAPITokenRequest) ProtoMessage() {}
 
 func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1445,7 @@ func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateAPITokenRequest) GetName() string {
@@ -1293,7 +1473,7 @@ type CreateAPITokenResponse struct {
 
 func (x *CreateAPITokenResponse) Reset() {
 	*x = CreateAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1485,7 @@ func (x *CreateAPITokenResponse) String() string {
 func (*CreateAPITokenResponse) ProtoMessage() {}
 
 func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1498,7 @@ func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateAPITokenResponse) GetToken() *APIToken {
@@ -1344,7 +1524,7 @@ type ListAPITokensRequest struct {
 
 func (x *ListAPITokensRequest) Reset() {
 	*x = ListAPITokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1536,7 @@ func (x *ListAPITokensRequest) String() string {
 func (*ListAPITokensRequest) ProtoMessage() {}
 
 func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1549,7 @@ func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensRequest.ProtoReflect.Descriptor instead.
 func (*ListAPITokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 // ListAPITokensResponse holds the tokens, newest first.
@@ -1382,7 +1562,7 @@ type ListAPITokensResponse struct {
 
 func (x *ListAPITokensResponse) Reset() {
 	*x = ListAPITokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1394,7 +1574,7 @@ func (x *ListAPITokensResponse) String() string {
 func (*ListAPITokensResponse) ProtoMessage() {}
 
 func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1407,7 +1587,7 @@ func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensResponse.ProtoReflect.Descriptor instead.
 func (*ListAPITokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListAPITokensResponse) GetTokens() []*APIToken {
@@ -1427,7 +1607,7 @@ type RevokeAPITokenRequest struct {
 
 func (x *RevokeAPITokenRequest) Reset() {
 	*x = RevokeAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1619,7 @@ func (x *RevokeAPITokenRequest) String() string {
 func (*RevokeAPITokenRequest) ProtoMessage() {}
 
 func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1632,7 @@ func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RevokeAPITokenRequest) GetId() string {
@@ -1471,7 +1651,7 @@ type RevokeAPITokenResponse struct {
 
 func (x *RevokeAPITokenResponse) Reset() {
 	*x = RevokeAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1483,7 +1663,7 @@ func (x *RevokeAPITokenResponse) String() string {
 func (*RevokeAPITokenResponse) ProtoMessage() {}
 
 func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1496,7 +1676,7 @@ func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 // GetFleetHealthRequest is empty.
@@ -1508,7 +1688,7 @@ type GetFleetHealthRequest struct {
 
 func (x *GetFleetHealthRequest) Reset() {
 	*x = GetFleetHealthRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1700,7 @@ func (x *GetFleetHealthRequest) String() string {
 func (*GetFleetHealthRequest) ProtoMessage() {}
 
 func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1713,7 @@ func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 // VersionCount is how many clusters run one version.
@@ -1547,7 +1727,7 @@ type VersionCount struct {
 
 func (x *VersionCount) Reset() {
 	*x = VersionCount{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1739,7 @@ func (x *VersionCount) String() string {
 func (*VersionCount) ProtoMessage() {}
 
 func (x *VersionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1752,7 @@ func (x *VersionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionCount.ProtoReflect.Descriptor instead.
 func (*VersionCount) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *VersionCount) GetVersion() string {
@@ -1613,7 +1793,7 @@ type GetFleetHealthResponse struct {
 
 func (x *GetFleetHealthResponse) Reset() {
 	*x = GetFleetHealthResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1625,7 +1805,7 @@ func (x *GetFleetHealthResponse) String() string {
 func (*GetFleetHealthResponse) ProtoMessage() {}
 
 func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1638,7 +1818,7 @@ func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetFleetHealthResponse) GetClustersTotal() int64 {
@@ -1741,7 +1921,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1753,7 +1933,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1766,7 +1946,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 // WatchFleetResponse is one change.
@@ -1786,7 +1966,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1978,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1991,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WatchFleetResponse) GetEvent() isWatchFleetResponse_Event {
@@ -1909,7 +2089,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2101,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2114,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListAuditEventsRequest) GetLimit() int32 {
@@ -1961,7 +2141,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2153,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2166,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2009,7 +2189,18 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
 	"\x12GetClusterResponse\x123\n" +
 	"\acluster\x18\x01 \x01(\v2\x19.kollect.fleet.v1.ClusterR\acluster\x125\n" +
-	"\x06status\x18\x02 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"7\n" +
+	"\x06status\x18\x02 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"\xc6\x01\n" +
+	"\x17SetClusterLabelsRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12M\n" +
+	"\x06labels\x18\x02 \x03(\v25.kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"O\n" +
+	"\x18SetClusterLabelsResponse\x123\n" +
+	"\acluster\x18\x01 \x01(\v2\x19.kollect.fleet.v1.ClusterR\acluster\"9\n" +
+	"\x14DeleteClusterRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x17\n" +
+	"\x15DeleteClusterResponse\"7\n" +
 	"\x12RevokeAgentRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x15\n" +
 	"\x13RevokeAgentResponse\"\xe7\x01\n" +
@@ -2110,11 +2301,13 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xad\x0e\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xfa\x0f\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
-	"GetCluster\x12#.kollect.fleet.v1.GetClusterRequest\x1a$.kollect.fleet.v1.GetClusterResponse\x12Z\n" +
+	"GetCluster\x12#.kollect.fleet.v1.GetClusterRequest\x1a$.kollect.fleet.v1.GetClusterResponse\x12i\n" +
+	"\x10SetClusterLabels\x12).kollect.fleet.v1.SetClusterLabelsRequest\x1a*.kollect.fleet.v1.SetClusterLabelsResponse\x12`\n" +
+	"\rDeleteCluster\x12&.kollect.fleet.v1.DeleteClusterRequest\x1a'.kollect.fleet.v1.DeleteClusterResponse\x12Z\n" +
 	"\vRevokeAgent\x12$.kollect.fleet.v1.RevokeAgentRequest\x1a%.kollect.fleet.v1.RevokeAgentResponse\x12Z\n" +
 	"\vApplyBundle\x12$.kollect.fleet.v1.ApplyBundleRequest\x1a%.kollect.fleet.v1.ApplyBundleResponse\x12Z\n" +
 	"\vListBundles\x12$.kollect.fleet.v1.ListBundlesRequest\x1a%.kollect.fleet.v1.ListBundlesResponse\x12T\n" +
@@ -2145,125 +2338,136 @@ func file_kollect_fleet_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_fleet_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),          // 0: kollect.fleet.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),         // 1: kollect.fleet.v1.ListClustersResponse
 	(*GetClusterRequest)(nil),            // 2: kollect.fleet.v1.GetClusterRequest
 	(*GetClusterResponse)(nil),           // 3: kollect.fleet.v1.GetClusterResponse
-	(*RevokeAgentRequest)(nil),           // 4: kollect.fleet.v1.RevokeAgentRequest
-	(*RevokeAgentResponse)(nil),          // 5: kollect.fleet.v1.RevokeAgentResponse
-	(*ApplyBundleRequest)(nil),           // 6: kollect.fleet.v1.ApplyBundleRequest
-	(*ApplyBundleResponse)(nil),          // 7: kollect.fleet.v1.ApplyBundleResponse
-	(*ListBundlesRequest)(nil),           // 8: kollect.fleet.v1.ListBundlesRequest
-	(*ListBundlesResponse)(nil),          // 9: kollect.fleet.v1.ListBundlesResponse
-	(*GetBundleRequest)(nil),             // 10: kollect.fleet.v1.GetBundleRequest
-	(*GetBundleResponse)(nil),            // 11: kollect.fleet.v1.GetBundleResponse
-	(*ListBundleRevisionsRequest)(nil),   // 12: kollect.fleet.v1.ListBundleRevisionsRequest
-	(*ListBundleRevisionsResponse)(nil),  // 13: kollect.fleet.v1.ListBundleRevisionsResponse
-	(*DiffBundleRevisionsRequest)(nil),   // 14: kollect.fleet.v1.DiffBundleRevisionsRequest
-	(*DiffBundleRevisionsResponse)(nil),  // 15: kollect.fleet.v1.DiffBundleRevisionsResponse
-	(*DeleteBundleRequest)(nil),          // 16: kollect.fleet.v1.DeleteBundleRequest
-	(*DeleteBundleResponse)(nil),         // 17: kollect.fleet.v1.DeleteBundleResponse
-	(*CreateBootstrapTokenRequest)(nil),  // 18: kollect.fleet.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil), // 19: kollect.fleet.v1.CreateBootstrapTokenResponse
-	(*ListBootstrapTokensRequest)(nil),   // 20: kollect.fleet.v1.ListBootstrapTokensRequest
-	(*ListBootstrapTokensResponse)(nil),  // 21: kollect.fleet.v1.ListBootstrapTokensResponse
-	(*RevokeBootstrapTokenRequest)(nil),  // 22: kollect.fleet.v1.RevokeBootstrapTokenRequest
-	(*RevokeBootstrapTokenResponse)(nil), // 23: kollect.fleet.v1.RevokeBootstrapTokenResponse
-	(*CreateAPITokenRequest)(nil),        // 24: kollect.fleet.v1.CreateAPITokenRequest
-	(*CreateAPITokenResponse)(nil),       // 25: kollect.fleet.v1.CreateAPITokenResponse
-	(*ListAPITokensRequest)(nil),         // 26: kollect.fleet.v1.ListAPITokensRequest
-	(*ListAPITokensResponse)(nil),        // 27: kollect.fleet.v1.ListAPITokensResponse
-	(*RevokeAPITokenRequest)(nil),        // 28: kollect.fleet.v1.RevokeAPITokenRequest
-	(*RevokeAPITokenResponse)(nil),       // 29: kollect.fleet.v1.RevokeAPITokenResponse
-	(*GetFleetHealthRequest)(nil),        // 30: kollect.fleet.v1.GetFleetHealthRequest
-	(*VersionCount)(nil),                 // 31: kollect.fleet.v1.VersionCount
-	(*GetFleetHealthResponse)(nil),       // 32: kollect.fleet.v1.GetFleetHealthResponse
-	(*WatchFleetRequest)(nil),            // 33: kollect.fleet.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),           // 34: kollect.fleet.v1.WatchFleetResponse
-	(*ListAuditEventsRequest)(nil),       // 35: kollect.fleet.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),      // 36: kollect.fleet.v1.ListAuditEventsResponse
-	(*Cluster)(nil),                      // 37: kollect.fleet.v1.Cluster
-	(*AgentStatus)(nil),                  // 38: kollect.fleet.v1.AgentStatus
-	(*LabelSelector)(nil),                // 39: kollect.fleet.v1.LabelSelector
-	(*BundleRevision)(nil),               // 40: kollect.fleet.v1.BundleRevision
-	(*Bundle)(nil),                       // 41: kollect.fleet.v1.Bundle
-	(*durationpb.Duration)(nil),          // 42: google.protobuf.Duration
-	(*BootstrapToken)(nil),               // 43: kollect.fleet.v1.BootstrapToken
-	(Role)(0),                            // 44: kollect.fleet.v1.Role
-	(*APIToken)(nil),                     // 45: kollect.fleet.v1.APIToken
-	(*SinkFreshness)(nil),                // 46: kollect.fleet.v1.SinkFreshness
-	(*timestamppb.Timestamp)(nil),        // 47: google.protobuf.Timestamp
-	(*AuditEvent)(nil),                   // 48: kollect.fleet.v1.AuditEvent
+	(*SetClusterLabelsRequest)(nil),      // 4: kollect.fleet.v1.SetClusterLabelsRequest
+	(*SetClusterLabelsResponse)(nil),     // 5: kollect.fleet.v1.SetClusterLabelsResponse
+	(*DeleteClusterRequest)(nil),         // 6: kollect.fleet.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),        // 7: kollect.fleet.v1.DeleteClusterResponse
+	(*RevokeAgentRequest)(nil),           // 8: kollect.fleet.v1.RevokeAgentRequest
+	(*RevokeAgentResponse)(nil),          // 9: kollect.fleet.v1.RevokeAgentResponse
+	(*ApplyBundleRequest)(nil),           // 10: kollect.fleet.v1.ApplyBundleRequest
+	(*ApplyBundleResponse)(nil),          // 11: kollect.fleet.v1.ApplyBundleResponse
+	(*ListBundlesRequest)(nil),           // 12: kollect.fleet.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),          // 13: kollect.fleet.v1.ListBundlesResponse
+	(*GetBundleRequest)(nil),             // 14: kollect.fleet.v1.GetBundleRequest
+	(*GetBundleResponse)(nil),            // 15: kollect.fleet.v1.GetBundleResponse
+	(*ListBundleRevisionsRequest)(nil),   // 16: kollect.fleet.v1.ListBundleRevisionsRequest
+	(*ListBundleRevisionsResponse)(nil),  // 17: kollect.fleet.v1.ListBundleRevisionsResponse
+	(*DiffBundleRevisionsRequest)(nil),   // 18: kollect.fleet.v1.DiffBundleRevisionsRequest
+	(*DiffBundleRevisionsResponse)(nil),  // 19: kollect.fleet.v1.DiffBundleRevisionsResponse
+	(*DeleteBundleRequest)(nil),          // 20: kollect.fleet.v1.DeleteBundleRequest
+	(*DeleteBundleResponse)(nil),         // 21: kollect.fleet.v1.DeleteBundleResponse
+	(*CreateBootstrapTokenRequest)(nil),  // 22: kollect.fleet.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil), // 23: kollect.fleet.v1.CreateBootstrapTokenResponse
+	(*ListBootstrapTokensRequest)(nil),   // 24: kollect.fleet.v1.ListBootstrapTokensRequest
+	(*ListBootstrapTokensResponse)(nil),  // 25: kollect.fleet.v1.ListBootstrapTokensResponse
+	(*RevokeBootstrapTokenRequest)(nil),  // 26: kollect.fleet.v1.RevokeBootstrapTokenRequest
+	(*RevokeBootstrapTokenResponse)(nil), // 27: kollect.fleet.v1.RevokeBootstrapTokenResponse
+	(*CreateAPITokenRequest)(nil),        // 28: kollect.fleet.v1.CreateAPITokenRequest
+	(*CreateAPITokenResponse)(nil),       // 29: kollect.fleet.v1.CreateAPITokenResponse
+	(*ListAPITokensRequest)(nil),         // 30: kollect.fleet.v1.ListAPITokensRequest
+	(*ListAPITokensResponse)(nil),        // 31: kollect.fleet.v1.ListAPITokensResponse
+	(*RevokeAPITokenRequest)(nil),        // 32: kollect.fleet.v1.RevokeAPITokenRequest
+	(*RevokeAPITokenResponse)(nil),       // 33: kollect.fleet.v1.RevokeAPITokenResponse
+	(*GetFleetHealthRequest)(nil),        // 34: kollect.fleet.v1.GetFleetHealthRequest
+	(*VersionCount)(nil),                 // 35: kollect.fleet.v1.VersionCount
+	(*GetFleetHealthResponse)(nil),       // 36: kollect.fleet.v1.GetFleetHealthResponse
+	(*WatchFleetRequest)(nil),            // 37: kollect.fleet.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),           // 38: kollect.fleet.v1.WatchFleetResponse
+	(*ListAuditEventsRequest)(nil),       // 39: kollect.fleet.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),      // 40: kollect.fleet.v1.ListAuditEventsResponse
+	nil,                                  // 41: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	(*Cluster)(nil),                      // 42: kollect.fleet.v1.Cluster
+	(*AgentStatus)(nil),                  // 43: kollect.fleet.v1.AgentStatus
+	(*LabelSelector)(nil),                // 44: kollect.fleet.v1.LabelSelector
+	(*BundleRevision)(nil),               // 45: kollect.fleet.v1.BundleRevision
+	(*Bundle)(nil),                       // 46: kollect.fleet.v1.Bundle
+	(*durationpb.Duration)(nil),          // 47: google.protobuf.Duration
+	(*BootstrapToken)(nil),               // 48: kollect.fleet.v1.BootstrapToken
+	(Role)(0),                            // 49: kollect.fleet.v1.Role
+	(*APIToken)(nil),                     // 50: kollect.fleet.v1.APIToken
+	(*SinkFreshness)(nil),                // 51: kollect.fleet.v1.SinkFreshness
+	(*timestamppb.Timestamp)(nil),        // 52: google.protobuf.Timestamp
+	(*AuditEvent)(nil),                   // 53: kollect.fleet.v1.AuditEvent
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
-	37, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
-	37, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	38, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
-	39, // 3: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	40, // 4: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	41, // 5: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
-	41, // 6: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	40, // 7: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	40, // 8: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
-	42, // 9: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
-	43, // 10: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
-	43, // 11: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
-	44, // 12: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	45, // 13: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	45, // 14: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	31, // 15: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	31, // 16: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	46, // 17: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	42, // 18: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	42, // 19: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	47, // 20: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	37, // 21: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	41, // 22: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	47, // 23: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	48, // 24: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 25: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 26: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 27: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	6,  // 28: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	8,  // 29: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	10, // 30: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	12, // 31: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	14, // 32: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	16, // 33: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	18, // 34: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	20, // 35: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	22, // 36: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	24, // 37: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	26, // 38: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	28, // 39: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	30, // 40: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	33, // 41: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	35, // 42: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	1,  // 43: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 44: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 45: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	7,  // 46: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	9,  // 47: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	11, // 48: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	13, // 49: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	15, // 50: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	17, // 51: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	19, // 52: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	21, // 53: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	23, // 54: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	25, // 55: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	27, // 56: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	29, // 57: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	32, // 58: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	34, // 59: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	36, // 60: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	43, // [43:61] is the sub-list for method output_type
-	25, // [25:43] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	42, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
+	42, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	43, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
+	41, // 3: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	42, // 4: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	44, // 5: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	45, // 6: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	46, // 7: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
+	46, // 8: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	45, // 9: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	45, // 10: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
+	47, // 11: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 12: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
+	48, // 13: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
+	49, // 14: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
+	50, // 15: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	50, // 16: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	35, // 17: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	35, // 18: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	51, // 19: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	47, // 20: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	47, // 21: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	52, // 22: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	42, // 23: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	46, // 24: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	52, // 25: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	53, // 26: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 27: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 28: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 29: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	6,  // 30: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	8,  // 31: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	10, // 32: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	12, // 33: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	14, // 34: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	16, // 35: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	18, // 36: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	20, // 37: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	22, // 38: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	24, // 39: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	26, // 40: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	28, // 41: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	30, // 42: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	32, // 43: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	34, // 44: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	37, // 45: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	39, // 46: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	1,  // 47: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 48: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 49: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	7,  // 50: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	9,  // 51: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	11, // 52: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	13, // 53: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	15, // 54: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	17, // 55: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	19, // 56: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	21, // 57: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	23, // 58: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	25, // 59: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	27, // 60: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	29, // 61: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	31, // 62: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	33, // 63: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	36, // 64: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	38, // 65: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	40, // 66: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	47, // [47:67] is the sub-list for method output_type
+	27, // [27:47] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }
@@ -2272,7 +2476,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 		return
 	}
 	file_kollect_fleet_v1_types_proto_init()
-	file_kollect_fleet_v1_fleet_proto_msgTypes[34].OneofWrappers = []any{
+	file_kollect_fleet_v1_fleet_proto_msgTypes[38].OneofWrappers = []any{
 		(*WatchFleetResponse_Cluster)(nil),
 		(*WatchFleetResponse_ClusterRemoved)(nil),
 		(*WatchFleetResponse_Bundle)(nil),
@@ -2284,7 +2488,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_fleet_proto_rawDesc), len(file_kollect_fleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

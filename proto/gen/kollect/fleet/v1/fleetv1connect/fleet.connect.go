@@ -38,6 +38,12 @@ const (
 	FleetServiceListClustersProcedure = "/kollect.fleet.v1.FleetService/ListClusters"
 	// FleetServiceGetClusterProcedure is the fully-qualified name of the FleetService's GetCluster RPC.
 	FleetServiceGetClusterProcedure = "/kollect.fleet.v1.FleetService/GetCluster"
+	// FleetServiceSetClusterLabelsProcedure is the fully-qualified name of the FleetService's
+	// SetClusterLabels RPC.
+	FleetServiceSetClusterLabelsProcedure = "/kollect.fleet.v1.FleetService/SetClusterLabels"
+	// FleetServiceDeleteClusterProcedure is the fully-qualified name of the FleetService's
+	// DeleteCluster RPC.
+	FleetServiceDeleteClusterProcedure = "/kollect.fleet.v1.FleetService/DeleteCluster"
 	// FleetServiceRevokeAgentProcedure is the fully-qualified name of the FleetService's RevokeAgent
 	// RPC.
 	FleetServiceRevokeAgentProcedure = "/kollect.fleet.v1.FleetService/RevokeAgent"
@@ -92,6 +98,14 @@ type FleetServiceClient interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
+	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
+	// the cluster gets the latest revision of every bundle its new labels select and loses the
+	// others. The agent's own labels from Register are overwritten.
+	SetClusterLabels(context.Context, *connect.Request[v1.SetClusterLabelsRequest]) (*connect.Response[v1.SetClusterLabelsResponse], error)
+	// DeleteCluster forgets a decommissioned cluster (admin): its agent is refused from its next
+	// call, like a revoked one, and the cluster leaves every list and metric. Its name can be
+	// registered again.
+	DeleteCluster(context.Context, *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error)
 	// RevokeAgent revokes a cluster's agent credential; the agent is refused on its next call
 	// and its WatchConfig stream is closed (admin).
 	RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error)
@@ -159,6 +173,18 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+FleetServiceGetClusterProcedure,
 			connect.WithSchema(fleetServiceMethods.ByName("GetCluster")),
+			connect.WithClientOptions(opts...),
+		),
+		setClusterLabels: connect.NewClient[v1.SetClusterLabelsRequest, v1.SetClusterLabelsResponse](
+			httpClient,
+			baseURL+FleetServiceSetClusterLabelsProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("SetClusterLabels")),
+			connect.WithClientOptions(opts...),
+		),
+		deleteCluster: connect.NewClient[v1.DeleteClusterRequest, v1.DeleteClusterResponse](
+			httpClient,
+			baseURL+FleetServiceDeleteClusterProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("DeleteCluster")),
 			connect.WithClientOptions(opts...),
 		),
 		revokeAgent: connect.NewClient[v1.RevokeAgentRequest, v1.RevokeAgentResponse](
@@ -264,6 +290,8 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type fleetServiceClient struct {
 	listClusters         *connect.Client[v1.ListClustersRequest, v1.ListClustersResponse]
 	getCluster           *connect.Client[v1.GetClusterRequest, v1.GetClusterResponse]
+	setClusterLabels     *connect.Client[v1.SetClusterLabelsRequest, v1.SetClusterLabelsResponse]
+	deleteCluster        *connect.Client[v1.DeleteClusterRequest, v1.DeleteClusterResponse]
 	revokeAgent          *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
 	applyBundle          *connect.Client[v1.ApplyBundleRequest, v1.ApplyBundleResponse]
 	listBundles          *connect.Client[v1.ListBundlesRequest, v1.ListBundlesResponse]
@@ -290,6 +318,16 @@ func (c *fleetServiceClient) ListClusters(ctx context.Context, req *connect.Requ
 // GetCluster calls kollect.fleet.v1.FleetService.GetCluster.
 func (c *fleetServiceClient) GetCluster(ctx context.Context, req *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
 	return c.getCluster.CallUnary(ctx, req)
+}
+
+// SetClusterLabels calls kollect.fleet.v1.FleetService.SetClusterLabels.
+func (c *fleetServiceClient) SetClusterLabels(ctx context.Context, req *connect.Request[v1.SetClusterLabelsRequest]) (*connect.Response[v1.SetClusterLabelsResponse], error) {
+	return c.setClusterLabels.CallUnary(ctx, req)
+}
+
+// DeleteCluster calls kollect.fleet.v1.FleetService.DeleteCluster.
+func (c *fleetServiceClient) DeleteCluster(ctx context.Context, req *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error) {
+	return c.deleteCluster.CallUnary(ctx, req)
 }
 
 // RevokeAgent calls kollect.fleet.v1.FleetService.RevokeAgent.
@@ -378,6 +416,14 @@ type FleetServiceHandler interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
+	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
+	// the cluster gets the latest revision of every bundle its new labels select and loses the
+	// others. The agent's own labels from Register are overwritten.
+	SetClusterLabels(context.Context, *connect.Request[v1.SetClusterLabelsRequest]) (*connect.Response[v1.SetClusterLabelsResponse], error)
+	// DeleteCluster forgets a decommissioned cluster (admin): its agent is refused from its next
+	// call, like a revoked one, and the cluster leaves every list and metric. Its name can be
+	// registered again.
+	DeleteCluster(context.Context, *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error)
 	// RevokeAgent revokes a cluster's agent credential; the agent is refused on its next call
 	// and its WatchConfig stream is closed (admin).
 	RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error)
@@ -441,6 +487,18 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		FleetServiceGetClusterProcedure,
 		svc.GetCluster,
 		connect.WithSchema(fleetServiceMethods.ByName("GetCluster")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceSetClusterLabelsHandler := connect.NewUnaryHandler(
+		FleetServiceSetClusterLabelsProcedure,
+		svc.SetClusterLabels,
+		connect.WithSchema(fleetServiceMethods.ByName("SetClusterLabels")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceDeleteClusterHandler := connect.NewUnaryHandler(
+		FleetServiceDeleteClusterProcedure,
+		svc.DeleteCluster,
+		connect.WithSchema(fleetServiceMethods.ByName("DeleteCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
 	fleetServiceRevokeAgentHandler := connect.NewUnaryHandler(
@@ -545,6 +603,10 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceListClustersHandler.ServeHTTP(w, r)
 		case FleetServiceGetClusterProcedure:
 			fleetServiceGetClusterHandler.ServeHTTP(w, r)
+		case FleetServiceSetClusterLabelsProcedure:
+			fleetServiceSetClusterLabelsHandler.ServeHTTP(w, r)
+		case FleetServiceDeleteClusterProcedure:
+			fleetServiceDeleteClusterHandler.ServeHTTP(w, r)
 		case FleetServiceRevokeAgentProcedure:
 			fleetServiceRevokeAgentHandler.ServeHTTP(w, r)
 		case FleetServiceApplyBundleProcedure:
@@ -592,6 +654,14 @@ func (UnimplementedFleetServiceHandler) ListClusters(context.Context, *connect.R
 
 func (UnimplementedFleetServiceHandler) GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.GetCluster is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) SetClusterLabels(context.Context, *connect.Request[v1.SetClusterLabelsRequest]) (*connect.Response[v1.SetClusterLabelsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.SetClusterLabels is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) DeleteCluster(context.Context, *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.DeleteCluster is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error) {
