@@ -219,9 +219,9 @@ const (
 	Role_ROLE_UNSPECIFIED Role = 0
 	// ROLE_VIEWER reads clusters, bundles, health and the audit log.
 	Role_ROLE_VIEWER Role = 1
-	// ROLE_OPERATOR also applies and deletes bundles.
+	// ROLE_OPERATOR also applies and deletes bundles and changes cluster labels.
 	Role_ROLE_OPERATOR Role = 2
-	// ROLE_ADMIN also manages tokens and revokes agents.
+	// ROLE_ADMIN also manages tokens, revokes agents and deletes clusters.
 	Role_ROLE_ADMIN Role = 3
 )
 
