@@ -154,3 +154,52 @@ func (r *Rendered) Paths(n int) []string {
 	}
 	return out
 }
+
+// Partial is the part of an export that a diff touches: the documents holding a changed row
+// (rendered again whole, since a document may hold unchanged rows too) and the paths of
+// documents left without rows.
+type Partial struct {
+	Files  []File
+	Delete []string
+}
+
+// RenderChanged renders only the documents the diff touches. It is correct only when the
+// store holds exactly the previous snapshot rendered with the same options; callers fall
+// back to Render otherwise.
+func (o Options) RenderChanged(env *export.Envelope, d *export.Diff) (*Partial, error) {
+	tmpl := o.compile(env.Cluster, env.Inventory)
+	touched := map[string]bool{}
+	for _, rows := range [][]export.Row{d.Added, d.Changed, d.Deleted} {
+		for i := range rows {
+			touched[tmpl.expand(&rows[i])] = true
+		}
+	}
+	groups := map[string][]*export.Row{}
+	for i := range env.Rows {
+		r := &env.Rows[i]
+		if p := tmpl.expand(r); touched[p] {
+			groups[p] = append(groups[p], r)
+		}
+	}
+	out := &Partial{}
+	for p := range touched {
+		rows, ok := groups[p]
+		if !ok && !(o.Mode == v1alpha1.LayoutDocument && len(env.Rows) == 0) {
+			out.Delete = append(out.Delete, p)
+			continue
+		}
+		known := ""
+		if len(rows) == len(env.Rows) {
+			known = env.Checksum
+		}
+		data, err := o.encode(env.Cluster, env.Inventory, rows, known)
+		if err != nil {
+			return nil, export.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
+		}
+		sum := sha256.Sum256(data)
+		out.Files = append(out.Files, File{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: len(data), Rows: len(rows), Data: data})
+	}
+	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Path < out.Files[j].Path })
+	sort.Strings(out.Delete)
+	return out, nil
+}

@@ -289,3 +289,43 @@ func TestMatcherPrefixForListing(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderChangedMatchesFullRender(t *testing.T) {
+	for _, mode := range []v1alpha1.LayoutMode{v1alpha1.LayoutDocument, v1alpha1.LayoutPerResource, v1alpha1.LayoutByNamespace} {
+		o := mustOptions(t, "yaml", "", mode)
+		before := export.NewSnapshot(sampleRows(t))
+		rows := sampleRows(t)
+		rows[0] = row(t, "shop", "Deployment", "web", map[string]any{"replicas": 9})
+		rows = append(rows[:2], row(t, "new", "Pod", "x", map[string]any{}))[:3] // ops/probe and the node go, new/x comes
+		after := export.NewSnapshot(rows)
+		d := export.Compute(before, after)
+		env := &export.Envelope{Cluster: "east", Inventory: "workloads", Checksum: after.Checksum, Rows: after.Rows}
+		full, err := o.Render(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev, _ := o.Render(&export.Envelope{Cluster: "east", Inventory: "workloads", Checksum: before.Checksum, Rows: before.Rows})
+		part, err := o.RenderChanged(env, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Applying the partial render to the previous files must give the full render.
+		files := map[string]string{}
+		for _, f := range prev.Files() {
+			files[f.Path] = f.SHA256
+		}
+		for _, f := range part.Files {
+			files[f.Path] = f.SHA256
+		}
+		for _, p := range part.Delete {
+			delete(files, p)
+		}
+		want := map[string]string{}
+		for _, f := range full.Files() {
+			want[f.Path] = f.SHA256
+		}
+		if fmt.Sprint(files) != fmt.Sprint(want) {
+			t.Errorf("%s: partial render gives %v, full render %v", mode, files, want)
+		}
+	}
+}
