@@ -230,6 +230,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
 			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh, Scopes: gate}).SetupWithManager(mgr),
 		invRec.SetupWithManager(mgr),
+		(&controller.ScopeStatusReconciler{Client: mgr.GetClient(), Elected: mgr.Elected()}).SetupWithManager(mgr),
 		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
 	}
 	if o.Hub != nil {

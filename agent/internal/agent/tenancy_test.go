@@ -92,6 +92,7 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
 		"ScopeKindDenied", "target tighten/cm not permitted", "its rows are not exported")
+	violations(t, ns, 2) // the target and the inventory
 	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b[len(b)-1].Envelope.Rows) == 0 }) {
 		t.Fatalf("rows still exported after the scope withdrew the kind: %s", rowNames(rec.Last().Envelope.Rows))
 	}
@@ -105,6 +106,18 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 		t.Fatal("rows not exported again once permitted")
 	}
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionFalse, "AsExpected")
+	violations(t, ns, 0)
+}
+
+// violations waits for the scope's status to count n degraded objects.
+func violations(t *testing.T, ns string, n int32) {
+	t.Helper()
+	eventually(t, 20*time.Second, fmt.Sprintf("scope violations %d", n), func() (bool, string) {
+		s := &kollectv1.KollectScope{}
+		_ = cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "limits"}, s)
+		c := apimeta.FindStatusCondition(s.Status.Conditions, kollectv1.ConditionReady)
+		return s.Status.Violations == n && c != nil && c.Status == metav1.ConditionTrue, fmt.Sprintf("%+v", s.Status)
+	})
 }
 
 func TestTenantModeWithoutScopeDenies(t *testing.T) {
