@@ -66,6 +66,9 @@ func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row)
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
 	}
+	if e.prev != nil {
+		b.PreviousChecksum = e.prev.Checksum
+	}
 	res, err := e.sink.Publish(ctx, b, e.sink.Branch(), "")
 	if err != nil {
 		t.Fatalf("export: %v", err)
@@ -175,6 +178,19 @@ func TestPerResourceOverFileCommitsOnlyChanges(t *testing.T) {
 		t.Fatalf("prune commit: %q", touched)
 	}
 	if msg := git(t, dir, "log", "-1", "--format=%B"); !strings.Contains(msg, "0 added, 0 changed, 1 removed") {
+		t.Errorf("message:\n%s", msg)
+	}
+
+	// A restarted agent (new cache, full diff) renders everything and prunes what the
+	// repository holds beyond the snapshot, without touching other files.
+	restarted := &exporter{sink: newSink(t, "east", url, v1alpha1.LayoutPerResource, nil)}
+	restarted.export(t, ctx, rows[0])
+	git(t, dir, "pull", "-q", "--ff-only")
+	if touched := git(t, dir, "diff", "--name-status", "HEAD~1", "HEAD"); touched != "D\t"+want[1] {
+		t.Fatalf("full-render prune: %q", touched)
+	}
+	if msg := git(t, dir, "log", "-1", "--format=%B"); !strings.Contains(msg, "Full export of 1 rows: 0 documents added, 0 changed, 1 removed.") ||
+		!strings.Contains(msg, "Removed:\n  "+want[1]) {
 		t.Errorf("message:\n%s", msg)
 	}
 }

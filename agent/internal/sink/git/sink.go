@@ -110,13 +110,10 @@ func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string
 	if !b.Resync && s.published[key] == b.Envelope.Checksum {
 		return Result{Subject: subject}, nil
 	}
-	rendered, err := s.opts.Render(&b.Envelope)
+	incremental := !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.published[key] == b.PreviousChecksum
+	ch, err := s.change(b, incremental)
 	if err != nil {
 		return Result{}, err
-	}
-	blobs := make([]plumbing.Hash, len(rendered.Files()))
-	for i, f := range rendered.Files() {
-		blobs[i] = plumbing.ComputeHash(plumbing.BlobObject, f.Data)
 	}
 	stored := map[plumbing.Hash]bool{}
 	for attempt := 1; ; attempt++ {
@@ -132,7 +129,14 @@ func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string
 		if !ok && base != "" {
 			parent = tips[base]
 		}
-		commit, subject, err := s.commit(b, rendered, blobs, stored, parent)
+		if !ok && ch.prune == nil {
+			// The branch is gone (a merged merge-request branch, deleted): what we put
+			// there is not known to be on the base, so render everything.
+			if ch, err = s.change(b, false); err != nil {
+				return Result{}, err
+			}
+		}
+		commit, subject, err := s.commit(b, ch, stored, parent)
 		if err != nil {
 			return Result{}, err
 		}
@@ -159,9 +163,44 @@ func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string
 	}
 }
 
+// change is what an export writes: documents (with their blob hashes), and either the
+// matcher of owned files to prune (a full render) or explicit paths to remove (a render of
+// the documents a diff touches).
+type change struct {
+	files  []snapshot.File
+	blobs  []plumbing.Hash
+	prune  *snapshot.Matcher
+	remove []string
+}
+
+// change renders the batch: only the documents its diff touches when incremental (the branch
+// is known to hold the previous snapshot: this sink put or found it there, and the diff is
+// relative to it), everything otherwise.
+func (s *Sink) change(b *export.Batch, incremental bool) (*change, error) {
+	ch := &change{}
+	if incremental {
+		part, err := s.opts.RenderChanged(&b.Envelope, &b.Diff)
+		if err != nil {
+			return nil, err
+		}
+		ch.files, ch.remove = part.Files, part.Delete
+	} else {
+		rendered, err := s.opts.Render(&b.Envelope)
+		if err != nil {
+			return nil, err
+		}
+		ch.files, ch.prune = rendered.Files(), rendered.Matcher
+	}
+	ch.blobs = make([]plumbing.Hash, len(ch.files))
+	for i, f := range ch.files {
+		ch.blobs[i] = plumbing.ComputeHash(plumbing.BlobObject, f.Data)
+	}
+	return ch, nil
+}
+
 // commit applies the rendered documents to parent's tree and stores a commit when the tree
 // changed; it returns the zero hash when parent already holds the export.
-func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Hash, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
+func (s *Sink) commit(b *export.Batch, ch *change, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
 	store := s.mirror.repo.Storer
 	var baseTree plumbing.Hash
 	if !parent.IsZero() {
@@ -176,8 +215,9 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 	staging := memory.NewStorage()
 	ed := newTreeEditor(store, staging, baseTree)
 	var docs docChanges
-	keep := make(map[string]bool, len(r.Files()))
-	for i, f := range r.Files() {
+	keep := make(map[string]bool, len(ch.files))
+	blobs := ch.blobs
+	for i, f := range ch.files {
 		keep[f.Path] = true
 		_, existed, err := ed.Get(f.Path)
 		if err != nil {
@@ -213,14 +253,23 @@ func (s *Sink) commit(b *export.Batch, r *snapshot.Rendered, blobs []plumbing.Ha
 			}
 		}
 	}
-	// Prune: documents of this cluster and inventory that the export no longer holds.
-	err := ed.Walk(r.Matcher.Prefix, func(path string, _ plumbing.Hash) {
-		if !keep[path] && r.Matcher.Match(path) {
-			docs.removed = append(docs.removed, path)
+	if m := ch.prune; m != nil {
+		// Prune: documents of this cluster and inventory that the export no longer holds.
+		err := ed.Walk(m.Prefix, func(path string, _ plumbing.Hash) {
+			if !keep[path] && m.Match(path) {
+				docs.removed = append(docs.removed, path)
+			}
+		})
+		if err != nil {
+			return plumbing.ZeroHash, "", err
 		}
-	})
-	if err != nil {
-		return plumbing.ZeroHash, "", err
+	}
+	for _, p := range ch.remove {
+		if _, ok, err := ed.Get(p); err != nil {
+			return plumbing.ZeroHash, "", err
+		} else if ok {
+			docs.removed = append(docs.removed, p)
+		}
 	}
 	for _, p := range docs.removed {
 		if err := ed.Delete(p); err != nil {
