@@ -220,3 +220,48 @@ func TestClusterScopeGovernsClusterObjects(t *testing.T) {
 	mustCreate(t, &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Spec: kollectv1.KollectTargetSpec{
 		ProfileRef: kollectv1.LocalObjectReference{Name: "cm"}}})
 }
+
+// TestFailsClosedForKollectKindsOnly points a copy of the configuration at a closed port for
+// one namespace: Kollect objects there are refused, everything else and status writes are not.
+func TestFailsClosedForKollectKindsOnly(t *testing.T) {
+	ctx := context.Background()
+	ns := "webhook-down"
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: map[string]string{"kollect.dev/test": ns}}}); err != nil {
+		t.Fatal(err)
+	}
+	p := cmProfile(ns, "before")
+	mustCreate(t, p)
+
+	down := kollectwebhook.Configuration("kollect-agent-down", admissionregistrationv1.ServiceReference{}, nil)
+	for i := range down.Webhooks {
+		w := &down.Webhooks[i]
+		url := "https://127.0.0.1:1" + *w.ClientConfig.Service.Path
+		w.ClientConfig = admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: cp.WebhookOptions().LocalServingCAData}
+		w.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"kollect.dev/test": ns}}
+		w.Name = "down-" + w.Name
+	}
+	mustCreate(t, down)
+	t.Cleanup(func() { _ = cp.Client.Delete(ctx, down) })
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := cp.Client.Create(ctx, cmProfile(ns, "during"))
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") {
+			break
+		}
+		if err == nil {
+			_ = cp.Client.Delete(ctx, cmProfile(ns, "during"))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Kollect kinds not refused while the webhook is unreachable: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := cp.Client.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unaffected"}}); err != nil {
+		t.Fatalf("a ConfigMap was refused: the webhook must only fail closed for Kollect kinds: %v", err)
+	}
+	p.Status.MetadataOnly = true
+	if err := cp.Client.Status().Update(ctx, p); err != nil {
+		t.Fatalf("status write refused while the webhook is down: %v", err)
+	}
+}
