@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	gogit "github.com/go-git/go-git/v5"
@@ -16,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"golang.org/x/crypto/ssh/knownhosts"
 
 	"kollect.dev/agent/internal/export"
 )
@@ -143,7 +145,9 @@ var errConflict = errors.New("push rejected")
 
 func isAuthError(err error) bool {
 	return errors.Is(err, transport.ErrAuthenticationRequired) || errors.Is(err, transport.ErrAuthorizationFailed) ||
-		errors.Is(err, transport.ErrInvalidAuthMethod)
+		errors.Is(err, transport.ErrInvalidAuthMethod) ||
+		// x/crypto/ssh reports a refused key as text only.
+		strings.Contains(err.Error(), "ssh: unable to authenticate")
 }
 
 // classify wraps err with op and marks credentials and missing repositories terminal;
@@ -162,14 +166,16 @@ func classify(op string, err error) error {
 	}
 }
 
-// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
-// settings change.
+// isCertificateError: an untrusted or mismatched server certificate or SSH host key stays so
+// until the TLS settings or known_hosts change.
 func isCertificateError(err error) bool {
 	var unknown x509.UnknownAuthorityError
 	var invalid x509.CertificateInvalidError
 	var host x509.HostnameError
 	var verify *tls.CertificateVerificationError
-	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
+	var hostKey *knownhosts.KeyError
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify) ||
+		errors.As(err, &hostKey) || strings.Contains(err.Error(), "knownhosts: key")
 }
 
 func ctxErr(err error) bool {
