@@ -46,17 +46,27 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 		s.last = Stats{Unchanged: len(old.Files)}
 		return nil
 	}
-	rendered, err := s.opts.Render(&b.Envelope)
-	if err != nil {
-		return err
-	}
-	var listed []string
-	if old == nil || b.Resync {
-		if listed, err = s.listOwned(ctx, rendered.Matcher); err != nil {
+	var rendered *snapshot.Rendered
+	var plan snapshot.Plan
+	if !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.opts.Current(old, b.PreviousChecksum) {
+		// The store holds the previous snapshot: render only the documents the diff touches.
+		if rendered, plan, err = s.opts.Patch(old, &b.Envelope, &b.Diff); err != nil {
 			return err
 		}
+	} else {
+		if rendered, err = s.opts.Render(&b.Envelope); err != nil {
+			return err
+		}
+		var listed []string
+		if old == nil || b.Resync {
+			// No trustworthy record of what is stored (first export, or a periodic
+			// resync): list the inventory's keys so stale documents are pruned too.
+			if listed, err = s.listOwned(ctx, rendered.Matcher); err != nil {
+				return err
+			}
+		}
+		plan = rendered.Plan(old.Hashes(), listed)
 	}
-	plan := rendered.Plan(old.Hashes(), listed)
 	if err := s.putAll(ctx, plan.Write); err != nil {
 		return err
 	}

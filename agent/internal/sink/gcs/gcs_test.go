@@ -120,6 +120,9 @@ func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
 	}
+	if e.prev != nil {
+		b.PreviousChecksum = e.prev.Checksum
+	}
 	if err := e.sink.Export(context.Background(), b); err != nil {
 		t.Fatalf("export: %v", err)
 	}

@@ -38,6 +38,9 @@ func benchBatches(b *testing.B, cluster string, n int) [3]*export.Batch {
 				Generation: int64(i + 1), ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 			Diff: export.Compute(prev, snap),
 		}
+		if prev != nil {
+			out[i].PreviousChecksum = prev.Checksum
+		}
 		prev = snap
 	}
 	return out

@@ -100,6 +100,9 @@ func (e *exporter) batch(rows ...export.Row) *export.Batch {
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
 	}
+	if e.prev != nil {
+		b.PreviousChecksum = e.prev.Checksum
+	}
 	e.prev = snap
 	return b
 }

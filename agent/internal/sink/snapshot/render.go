@@ -54,22 +54,7 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 		files[i] = File{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: len(data), Rows: len(groups[p]), Data: data}
 	}
 	return &Rendered{
-		Manifest: Manifest{
-			SchemaVersion: export.SchemaVersion,
-			Cluster:       env.Cluster,
-			Inventory:     env.Inventory,
-			Generation:    env.Generation,
-			ExportedAt:    env.ExportedAt.UTC(),
-			ItemCount:     len(env.Rows),
-			Checksum:      env.Checksum,
-			Format:        string(o.Format),
-			Compression:   string(o.Compression),
-			Layout:        string(o.Mode),
-			PathTemplate:  o.Template,
-			Promoted:      o.Promoted,
-			Renderer:      RendererVersion,
-			Files:         files,
-		},
+		Manifest:     o.manifest(env, files),
 		ManifestPath: ManifestPath(env.Cluster, env.Inventory),
 		Matcher:      o.Matcher(env.Cluster, env.Inventory),
 	}, nil
@@ -202,4 +187,65 @@ func (o Options) RenderChanged(env *export.Envelope, d *export.Diff) (*Partial, 
 	sort.Slice(out.Files, func(i, j int) bool { return out.Files[i].Path < out.Files[j].Path })
 	sort.Strings(out.Delete)
 	return out, nil
+}
+
+// Patch renders only the documents a diff touches and applies them to the manifest of the
+// previous snapshot, which the store holds: the new manifest lists every document, the plan
+// writes the touched ones whose bytes changed and deletes those left without rows. Callers
+// check first that old is Current for the diff's previous checksum.
+func (o Options) Patch(old *Manifest, env *export.Envelope, d *export.Diff) (*Rendered, Plan, error) {
+	part, err := o.RenderChanged(env, d)
+	if err != nil {
+		return nil, Plan{}, err
+	}
+	files := make(map[string]File, len(old.Files)+len(part.Files))
+	for _, f := range old.Files {
+		files[f.Path] = f
+	}
+	var plan Plan
+	for _, f := range part.Files {
+		if prev, ok := files[f.Path]; ok && prev.SHA256 == f.SHA256 {
+			plan.Unchanged++
+		} else {
+			plan.Write = append(plan.Write, f)
+		}
+		files[f.Path] = f
+	}
+	for _, p := range part.Delete {
+		if _, ok := files[p]; ok {
+			plan.Delete = append(plan.Delete, p)
+			delete(files, p)
+		}
+	}
+	plan.Unchanged += len(files) - len(part.Files)
+	list := make([]File, 0, len(files))
+	for _, f := range files {
+		list = append(list, f)
+	}
+	sort.Slice(list, func(i, j int) bool { return list[i].Path < list[j].Path })
+	r := &Rendered{
+		Manifest:     o.manifest(env, list),
+		ManifestPath: ManifestPath(env.Cluster, env.Inventory),
+		Matcher:      o.Matcher(env.Cluster, env.Inventory),
+	}
+	return r, plan, nil
+}
+
+func (o Options) manifest(env *export.Envelope, files []File) Manifest {
+	return Manifest{
+		SchemaVersion: export.SchemaVersion,
+		Cluster:       env.Cluster,
+		Inventory:     env.Inventory,
+		Generation:    env.Generation,
+		ExportedAt:    env.ExportedAt.UTC(),
+		ItemCount:     len(env.Rows),
+		Checksum:      env.Checksum,
+		Format:        string(o.Format),
+		Compression:   string(o.Compression),
+		Layout:        string(o.Mode),
+		PathTemplate:  o.Template,
+		Promoted:      o.Promoted,
+		Renderer:      RendererVersion,
+		Files:         files,
+	}
 }

@@ -327,5 +327,27 @@ func TestRenderChangedMatchesFullRender(t *testing.T) {
 		if fmt.Sprint(files) != fmt.Sprint(want) {
 			t.Errorf("%s: partial render gives %v, full render %v", mode, files, want)
 		}
+		// Patch builds the same manifest as the full render, and a plan of only the changes.
+		patched, plan, err := o.Patch(&prev.Manifest, env, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := patched.Manifest
+		got.Files = append([]File(nil), got.Files...)
+		for i := range got.Files {
+			got.Files[i].Data = nil
+		}
+		wantManifest := full.Manifest
+		wantManifest.Files = append([]File(nil), wantManifest.Files...)
+		for i := range wantManifest.Files {
+			wantManifest.Files[i].Data = nil
+		}
+		if string(got.Marshal()) != string(wantManifest.Marshal()) {
+			t.Errorf("%s: patched manifest\n%s\nwant\n%s", mode, got.Marshal(), wantManifest.Marshal())
+		}
+		fullPlan := full.Plan(prev.Manifest.Hashes(), nil)
+		if len(plan.Write) != len(fullPlan.Write) || fmt.Sprint(plan.Delete) != fmt.Sprint(fullPlan.Delete) {
+			t.Errorf("%s: patch plan %d writes %v deletes, full plan %d writes %v deletes", mode, len(plan.Write), plan.Delete, len(fullPlan.Write), fullPlan.Delete)
+		}
 	}
 }
