@@ -210,10 +210,10 @@ func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 		if _, done := byGVK[gvk]; done {
 			continue
 		}
-		step("listing " + j.Target.Resource.String())
+		step("listing " + resourceName(j.Target.Resource))
 		items, err := list(ctx, dyn.Resource(j.Target.Resource))
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing %s: %w", j.Target.Resource, err)
+			return nil, nil, fmt.Errorf("listing %s: %w", resourceName(j.Target.Resource), err)
 		}
 		byGVK[gvk] = items
 	}
@@ -226,6 +226,14 @@ func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	rows, failures := engine.Rows(jobs, name, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
 		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
 	return rows, failures, nil
+}
+
+// resourceName is kubectl's resource.version.group form.
+func resourceName(gvr schema.GroupVersionResource) string {
+	if gvr.Group == "" {
+		return gvr.Resource + "." + gvr.Version
+	}
+	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
 }
 
 // list pages through every object of a resource in every namespace.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -165,4 +166,24 @@ func splitArgs(s string) ([]string, error) {
 		out = append(out, cur.String())
 	}
 	return out, nil
+}
+
+func TestCollectProgressLineOnlyOnATerminal(t *testing.T) {
+	kc := cluster(t)
+	var out, errOut bytes.Buffer
+	code := Main(context.Background(), []string{"collect", "../../../docs/examples/cli/shop.yaml", "--kubeconfig", kc, "--context", "local-b", "-o", "ndjson"},
+		&Env{In: strings.NewReader(""), Out: &out, Err: &errOut, Terminal: true})
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	progress := errOut.String()
+	if !strings.Contains(progress, "\r\033[K[1/1] local-b: listing deployments.v1.apps") || !strings.HasSuffix(progress, "\r\033[K") {
+		t.Fatalf("progress line on a terminal: %q", progress)
+	}
+	if strings.Contains(out.String(), "\r") {
+		t.Fatal("progress leaked into the rows")
+	}
+	if _, errText, _ := run(t, "", "collect", "../../../docs/examples/cli/shop.yaml", "--kubeconfig", kc, "--context", "local-b"); errText != "" {
+		t.Fatalf("progress drawn without a terminal: %q", errText)
+	}
 }
