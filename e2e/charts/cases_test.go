@@ -1,0 +1,232 @@
+package charts
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// A fingerprint of the right shape; the charts only pass it on.
+const fingerprint = "sha256:20ccfce4c7216715f5e9edf4a92de2d08650bdd0f6ec449b0eaed931e5689d2f"
+
+// cases are the value combinations every test renders, validates and dry-run applies.
+var cases = []renderCase{
+	{name: "agent-default", chart: "agent", values: "clusterName: prod-eu-1\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(find(objs, "CustomResourceDefinition", "")); n != 10 {
+				t.Errorf("want the 10 Kollect CRDs, got %d", n)
+			}
+			for _, crd := range find(objs, "CustomResourceDefinition", "") {
+				if crd.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+					t.Errorf("CRD %s lacks helm.sh/resource-policy: keep", crd.GetName())
+				}
+			}
+			hasArg(t, objs, "--cluster-name=prod-eu-1")
+			hasArg(t, objs, "--leader-elect=true")
+			hasArg(t, objs, "--cache-dir=/var/cache/kollect")
+			hasArg(t, objs, "--webhook-port=9443")
+			hasArg(t, objs, "--manage-webhook-certs=true")
+			lacksArgPrefix(t, objs, "--hub-")
+			vwc := one(t, objs, "ValidatingWebhookConfiguration")
+			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+			if len(hooks) != 10 {
+				t.Errorf("want one webhook per Kollect kind (10), got %d", len(hooks))
+			}
+			// Secrets: only the release namespace, and never through a ClusterRole.
+			for _, cr := range find(objs, "ClusterRole", "") {
+				if strings.Contains(toJSON(cr.Object["rules"]), `"secrets"`) {
+					t.Errorf("ClusterRole %s grants access to Secrets", cr.GetName())
+				}
+			}
+			roles := find(objs, "Role", "kollect-agent-sink-secrets")
+			if len(roles) != 1 || roles[0].GetNamespace() != namespace {
+				t.Errorf("want one sink-secrets Role in %s, got %d", namespace, len(roles))
+			}
+			if len(find(objs, "PodDisruptionBudget", "")) != 0 {
+				t.Error("a PodDisruptionBudget with one replica would block every drain")
+			}
+		}},
+	{name: "agent-leader-election", chart: "agent", values: "clusterName: prod-eu-1\nreplicas: 3\nleaderElection: {enabled: true}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := one(t, objs, "Deployment")
+			if r, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(r) != "3" {
+				t.Errorf("replicas %v", r)
+			}
+			one(t, objs, "PodDisruptionBudget")
+			if _, ok, _ := unstructured.NestedMap(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity"); !ok {
+				t.Error("standbys are not spread over nodes")
+			}
+			if !strings.Contains(toJSON(find(objs, "Role", "kollect-agent")[0].Object["rules"]), "leases") {
+				t.Error("no Lease access for leader election")
+			}
+		}},
+	{name: "agent-hub", chart: "agent", values: `clusterName: prod-eu-1
+clusterLabels: {env: prod, region: eu}
+hub:
+  url: https://hub.example.internal:443
+  caFingerprint: ` + fingerprint + `
+  bootstrapToken: {token: kbt_0123456789}
+  namespaces: [team-a, team-b]
+rbac:
+  sinkNamespaces: [team-a, team-b]
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		hasArg(t, objs, "--hub-url=https://hub.example.internal:443")
+		hasArg(t, objs, "--hub-ca-fingerprint="+fingerprint)
+		hasArg(t, objs, "--cluster-labels=env=prod,region=eu")
+		hasArg(t, objs, "--hub-namespaces=team-a,team-b")
+		hasArg(t, objs, "--hub-bootstrap-secret=kollect-agent-hub-bootstrap")
+		s := find(objs, "Secret", "kollect-agent-hub-bootstrap")
+		if len(s) != 1 || toJSON(s[0].Object["stringData"]) != `{"token":"kbt_0123456789"}` {
+			t.Errorf("bootstrap Secret: %v", s)
+		}
+		if n := len(find(objs, "Role", "kollect-agent-sink-secrets")); n != 3 {
+			t.Errorf("want sink-secrets Roles in team-a, team-b and %s, got %d", namespace, n)
+		}
+		// Namespaced Kollect kinds are writable only in the allowlist (+ the default namespace).
+		if n := len(find(objs, "Role", "kollect-agent-hub-apply")); n != 3 {
+			t.Errorf("want hub-apply Roles in team-a, team-b and %s, got %d", namespace, n)
+		}
+	}},
+	{name: "agent-networkpolicy", chart: "agent", values: `clusterName: prod-eu-1
+hub:
+  url: https://10.20.0.5:8443
+  caFingerprint: ` + fingerprint + `
+  bootstrapToken: {existingSecret: my-token}
+networkPolicy:
+  enabled: true
+  apiServer: {cidrs: [10.0.0.1/32], ports: [443, 6443]}
+  hub: {cidrs: [10.20.0.5/32], ports: [8443]}
+  sinks:
+    - {cidrs: [10.30.0.0/16], ports: [5432, {port: 4222, protocol: TCP}]}
+  metricsFrom:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		np := one(t, objs, "NetworkPolicy")
+		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+		if len(egress) != 4 { // DNS, API server, hub, one sink
+			t.Errorf("want 4 egress rules, got %d: %s", len(egress), toJSON(egress))
+		}
+		if !strings.Contains(toJSON(egress), `"cidr":"10.20.0.5/32"`) || !strings.Contains(toJSON(egress), `"port":5432`) {
+			t.Errorf("egress lacks the hub or a sink: %s", toJSON(egress))
+		}
+		hasArg(t, objs, "--hub-bootstrap-secret=my-token")
+		if len(find(objs, "Secret", "")) != 0 {
+			t.Error("an existing bootstrap Secret must not be created")
+		}
+	}},
+	{name: "agent-monitoring", chart: "agent", values: `clusterName: prod-eu-1
+metrics:
+  serviceMonitor: {enabled: true, labels: {release: prometheus}}
+  prometheusRule: {enabled: true, staleAfterSeconds: 600}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		one(t, objs, "ServiceMonitor")
+		rules := toJSON(one(t, objs, "PrometheusRule").Object["spec"])
+		for _, want := range []string{"KollectExportStale", "kollect_export_last_success_timestamp_seconds", "\\u003e 600", "KollectExportErrors", "kollect_export_errors_total"} {
+			if !strings.Contains(rules, want) {
+				t.Errorf("PrometheusRule lacks %q: %s", want, rules)
+			}
+		}
+	}},
+	{name: "agent-cert-manager", chart: "agent", values: "clusterName: prod-eu-1\nwebhook: {certManager: {enabled: true}}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			one(t, objs, "Certificate")
+			one(t, objs, "Issuer")
+			hasArg(t, objs, "--manage-webhook-certs=false")
+			if one(t, objs, "ValidatingWebhookConfiguration").GetAnnotations()["cert-manager.io/inject-ca-from"] != namespace+"/kollect-agent-webhook" {
+				t.Error("the CA bundle is not injected by cert-manager")
+			}
+			for _, cr := range find(objs, "ClusterRole", "") {
+				if strings.Contains(toJSON(cr.Object["rules"]), "validatingwebhookconfigurations") {
+					t.Error("with cert-manager the agent must not patch its webhook configuration")
+				}
+			}
+		}},
+	{name: "agent-namespaced", chart: "agent", values: `clusterName: team-cluster
+watchNamespaces: [team-a, team-b]
+tenantMode: true
+webhook: {enabled: false}
+crds: {install: false}
+hub:
+  url: https://hub.example.internal
+  caCert: |
+    -----BEGIN CERTIFICATE-----
+    MIIB
+    -----END CERTIFICATE-----
+  bootstrapToken: {existingSecret: boot}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		hasArg(t, objs, "--namespaces=team-a,team-b")
+		hasArg(t, objs, "--tenant-mode")
+		hasArg(t, objs, "--hub-ca-file=/etc/kollect/hub-ca/ca.crt")
+		lacksArgPrefix(t, objs, "--webhook")
+		if len(find(objs, "CustomResourceDefinition", "")) != 0 || len(find(objs, "ValidatingWebhookConfiguration", "")) != 0 {
+			t.Error("CRDs or webhooks rendered although disabled")
+		}
+		if n := len(find(objs, "RoleBinding", "kollect-agent-watch")); n != 2 {
+			t.Errorf("want watch RoleBindings in the two namespaces, got %d", n)
+		}
+		if len(find(objs, "ClusterRoleBinding", namespace+"-kollect-agent-watch")) != 0 {
+			t.Error("watched resources granted cluster-wide despite watchNamespaces")
+		}
+		one(t, objs, "ConfigMap")
+	}},
+	{name: "hub-default", chart: "hub", values: "",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			d := one(t, objs, "Deployment")
+			if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "Recreate" {
+				t.Errorf("SQLite hub strategy %q, want Recreate", s)
+			}
+			pvc := one(t, objs, "PersistentVolumeClaim")
+			if pvc.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+				t.Error("the data claim (CA, database) would be deleted on uninstall")
+			}
+			hasArg(t, objs, "--hosts=kollect-hub,kollect-hub.kollect-system,kollect-hub.kollect-system.svc,kollect-hub.kollect-system.svc.cluster.local")
+			lacksArgPrefix(t, objs, "--store")
+			lacksArgPrefix(t, objs, "--tls-cert")
+		}},
+	{name: "hub-postgres-ha", chart: "hub", values: `replicas: 3
+store: {type: postgres, postgres: {existingSecret: hub-store}}
+tls: {existingSecret: hub-tls, hosts: [hub.example.internal]}
+service: {type: NodePort, nodePort: 30443}
+ingress: {enabled: true, className: nginx, host: hub.example.internal}
+serviceMonitor: {enabled: true}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		d := one(t, objs, "Deployment")
+		if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "RollingUpdate" {
+			t.Errorf("postgres hub strategy %q, want RollingUpdate", s)
+		}
+		if len(find(objs, "PersistentVolumeClaim", "")) != 0 {
+			t.Error("several replicas cannot share a ReadWriteOnce claim")
+		}
+		hasArg(t, objs, "--store=$(KOLLECT_HUB_STORE)")
+		hasArg(t, objs, "--tls-cert=/etc/kollect-hub/tls/tls.crt")
+		if !strings.Contains(toJSON(d.Object), `"secretKeyRef":{"key":"dsn","name":"hub-store"}`) {
+			t.Error("the store URL does not come from the Secret")
+		}
+		one(t, objs, "Ingress")
+		one(t, objs, "ServiceMonitor")
+	}},
+	{name: "hub-postgres-single", chart: "hub", values: "store: {type: postgres, postgres: {existingSecret: hub-store}}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			// One replica keeps its generated CA on the claim so the pinned fingerprint survives restarts.
+			one(t, objs, "PersistentVolumeClaim")
+		}},
+}
+
+// failures are values the charts must refuse, with the message a user needs.
+var failures = []struct {
+	chart, values, want string
+}{
+	{"agent", "", "clusterName is required"},
+	{"agent", "clusterName: Prod_1\n", "must be a DNS label"},
+	{"agent", "clusterName: a\nreplicas: 2\nleaderElection: {enabled: false}\n", "replicas > 1 needs leaderElection.enabled"},
+	{"agent", "clusterName: a\nhub: {url: https://h, caFingerprint: " + fingerprint + "}\n", "hub.bootstrapToken"},
+	{"agent", "clusterName: a\nhub: {url: http://h, caFingerprint: " + fingerprint + ", bootstrapToken: {token: x}}\n", "must start with https://"},
+	{"agent", "clusterName: a\nhub: {url: https://h, caFingerprint: abc, bootstrapToken: {token: x}}\n", "sha256:<64"},
+	{"agent", "clusterName: a\nnetworkPolicy: {enabled: true}\n", "networkPolicy.apiServer.cidrs"},
+	{"hub", "replicas: 2\n", "needs store.type postgres"},
+	{"hub", "store: {type: postgres}\n", "store.postgres.existingSecret"},
+	{"hub", "replicas: 3\nstore: {type: postgres, postgres: {existingSecret: s}}\n", "tls.existingSecret"},
+	{"hub", "store: {type: mysql}\n", "sqlite or postgres"},
+}

@@ -1,0 +1,255 @@
+package charts
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kollect.dev/e2e/testenv"
+)
+
+func toJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// TestLint runs helm lint --strict on each chart with the values of every case.
+func TestLint(t *testing.T) {
+	helm := tool(t, "helm")
+	for _, c := range cases {
+		vf := filepath.Join(t.TempDir(), "values.yaml")
+		if err := os.WriteFile(vf, []byte(c.values), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run(root, helm, "lint", "--strict", filepath.Join("charts", c.chart), "--namespace", namespace, "--values", vf); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		} else if !strings.Contains(out, "0 chart(s) failed") {
+			t.Errorf("%s: %s", c.name, out)
+		}
+	}
+}
+
+// TestRefusedValues: values that cannot work fail the render with a message naming the fix.
+func TestRefusedValues(t *testing.T) {
+	for _, f := range failures {
+		_, err := render(t, renderCase{chart: f.chart, values: f.values})
+		if err == nil {
+			t.Errorf("%s chart accepted %q", f.chart, f.values)
+			continue
+		}
+		if !strings.Contains(err.Error(), f.want) {
+			t.Errorf("%s chart with %q: error lacks %q:\n%v", f.chart, f.values, f.want, err)
+		}
+	}
+}
+
+// TestRenderValidateApply renders every case, validates each manifest with kubeconform against
+// schemas generated from the test apiserver, applies it with server-side dry-run, and runs the
+// case's own checks.
+func TestRenderValidateApply(t *testing.T) {
+	start := time.Now()
+	manifests := map[string]string{}
+	kinds := map[string]bool{}
+	for _, c := range cases {
+		out, err := render(t, c)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		manifests[c.name] = out
+		for _, o := range decode(t, out) {
+			kinds[strings.ToLower(o.GetKind())] = true
+		}
+	}
+	t.Logf("rendered %d cases in %s", len(cases), time.Since(start).Round(time.Millisecond))
+
+	cp, err := testenv.Start("charts", testenv.Options{ExtraCRDs: foreignCRDs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	ctx := context.Background()
+	// Namespaces the charts put objects in (the release's, sink and watch namespaces).
+	for _, ns := range []string{namespace, "team-a", "team-b"} {
+		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	schemas := t.TempDir()
+	n, err := writeSchemas(cp.Config, schemas, kinds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every rendered kind needs its schema: kubeconform must never skip a document.
+	for k := range kinds {
+		if m, _ := filepath.Glob(filepath.Join(schemas, k+"-*.json")); len(m) == 0 {
+			t.Fatalf("the apiserver's OpenAPI has no schema for kind %q", k)
+		}
+	}
+	t.Logf("wrote %d JSON schemas for %d kinds from the apiserver's OpenAPI v3", n, len(kinds))
+
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := filepath.Join(assets, "kubectl")
+	kubeconform := tool(t, "kubeconform")
+	total := 0
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(t.TempDir(), c.name+".yaml")
+			if err := os.WriteFile(file, []byte(manifests[c.name]), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			objs := decode(t, manifests[c.name])
+			total += len(objs)
+			out, err := run(root, kubeconform, "-strict", "-summary", "-output", "text",
+				"-schema-location", filepath.Join(schemas, schemaTemplate), file)
+			if err != nil {
+				t.Fatalf("kubeconform: %v", err)
+			}
+			// A skipped document was not validated at all.
+			if !strings.Contains(out, "Skipped: 0") || !strings.Contains(out, "Invalid: 0, Errors: 0") {
+				t.Fatalf("kubeconform: %s", out)
+			}
+			out, err = run(root, kubectl, "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "--force-conflicts",
+				"--dry-run=server", "--field-manager=kollect-chart-test", "-f", file)
+			if err != nil {
+				t.Fatalf("server-side dry-run: %v", err)
+			}
+			if got := strings.Count(out, "(server dry run)"); got != len(objs) {
+				t.Errorf("dry-run applied %d of %d objects:\n%s", got, len(objs), out)
+			}
+			if c.check != nil {
+				c.check(t, objs)
+			}
+		})
+	}
+	t.Logf("validated and dry-run applied %d objects of %d cases in %s", total, len(cases), time.Since(start).Round(time.Millisecond))
+
+	// The generated schemas must catch what a chart typo produces: an unknown field and a
+	// wrong type, each in a different kind.
+	t.Run("kubeconform-refuses", func(t *testing.T) {
+		bad := strings.Replace(manifests["agent-default"], "  replicas: 1\n", "  replica: 1\n", 1)
+		bad = strings.Replace(bad, "      port: 8080\n", "      port: [8080]\n", 1)
+		if bad == manifests["agent-default"] {
+			t.Fatal("the manifest changed shape: update this test's replacements")
+		}
+		file := filepath.Join(t.TempDir(), "bad.yaml")
+		if err := os.WriteFile(file, []byte(bad), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(root, kubeconform, "-strict", "-summary", "-output", "text",
+			"-schema-location", filepath.Join(schemas, schemaTemplate), file)
+		if err == nil {
+			t.Fatalf("kubeconform accepted an unknown field and a wrong type:\n%s", out)
+		}
+		for _, want := range []string{"replica", "Invalid: 2"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("kubeconform output lacks %q:\n%v", want, err)
+			}
+		}
+	})
+
+	t.Run("agent-rbac", func(t *testing.T) { testRBAC(t, cp, kubectl, manifests["agent-hub"]) })
+}
+
+// testRBAC installs the RBAC objects of the agent-hub case for real and asks the apiserver what
+// the agent's ServiceAccount may do: least privilege is what the authorizer says, not what the
+// templates look like.
+func testRBAC(t *testing.T, cp *testenv.ControlPlane, kubectl, manifest string) {
+	var keep []string
+	for _, o := range decode(t, manifest) {
+		switch o.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			keep = append(keep, toJSON(o.Object))
+		}
+	}
+	file := filepath.Join(t.TempDir(), "rbac.json")
+	if err := os.WriteFile(file, []byte(`{"apiVersion":"v1","kind":"List","items":[`+strings.Join(keep, ",")+`]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(root, kubectl, "--kubeconfig", cp.Kubeconfig, "apply", "--server-side", "-f", file); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	sa := "system:serviceaccount:" + namespace + ":kollect-agent"
+	for _, c := range []struct {
+		ns, verb, group, resource, sub, name string
+		want                                 bool
+	}{
+		{"team-a", "get", "", "secrets", "", "pg", true},
+		{namespace, "get", "", "secrets", "", "kollect-hub-bootstrap", true},
+		{"default", "get", "", "secrets", "", "pg", false},
+		{"", "list", "", "secrets", "", "", false},
+		{"team-a", "list", "", "secrets", "", "", false},
+		{"team-a", "watch", "", "secrets", "", "", false},
+		{namespace, "create", "", "secrets", "", "", true},
+		{namespace, "update", "", "secrets", "", "kollect-hub-credential", true},
+		{namespace, "update", "", "secrets", "", "someone-elses", false},
+		{"", "list", "apps", "deployments", "", "", true},
+		{"", "watch", "", "pods", "", "", true},
+		{"default", "delete", "apps", "deployments", "", "", false},
+		{"default", "update", "", "configmaps", "", "", false},
+		{"", "list", "kollect.dev", "kollectinventories", "", "", true},
+		{"default", "update", "kollect.dev", "kollectinventories", "status", "", true},
+		{"team-a", "create", "kollect.dev", "kollectprofiles", "", "", true},
+		{namespace, "patch", "kollect.dev", "kollectsnapshotsinks", "", "", true},
+		{"default", "create", "kollect.dev", "kollectprofiles", "", "", false},
+		{"", "create", "kollect.dev", "kollectclustertargets", "", "", true},
+		{namespace, "update", "coordination.k8s.io", "leases", "", "kollect-agent", true},
+		{"default", "update", "coordination.k8s.io", "leases", "", "kollect-agent", false},
+		{"default", "create", "", "events", "", "", true},
+		{"", "patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", namespace + "-kollect-agent", true},
+		{"", "patch", "admissionregistration.k8s.io", "validatingwebhookconfigurations", "", "other", false},
+		{"", "create", "apiextensions.k8s.io", "customresourcedefinitions", "", "", false},
+	} {
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: sa, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group,
+				Resource: c.resource, Subresource: c.sub, Name: c.name},
+		}}
+		if err := cp.Client.Create(context.Background(), sar); err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != c.want {
+			t.Errorf("%s %s %s/%s name=%q in %q: allowed=%v, want %v", c.verb, c.group, c.resource, c.sub, c.name, c.ns, sar.Status.Allowed, c.want)
+		}
+	}
+}
+
+// foreignCRDs are minimal CRDs for the kinds the charts render from other projects
+// (prometheus-operator, cert-manager), so their objects can be validated and dry-run applied:
+// only the identity is checked here, their spec is whatever the real CRD accepts.
+func foreignCRDs() []*apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	mk := func(group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
+		return &apiextensionsv1.CustomResourceDefinition{
+			ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+				Group: group, Scope: apiextensionsv1.NamespaceScoped,
+				Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, ListKind: kind + "List", Plural: plural, Singular: strings.ToLower(kind)},
+				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"spec": {Type: "object", XPreserveUnknownFields: &preserve},
+						},
+					}}}},
+			},
+		}
+	}
+	return []*apiextensionsv1.CustomResourceDefinition{
+		mk("monitoring.coreos.com", "ServiceMonitor", "servicemonitors"),
+		mk("monitoring.coreos.com", "PrometheusRule", "prometheusrules"),
+		mk("cert-manager.io", "Certificate", "certificates"),
+		mk("cert-manager.io", "Issuer", "issuers"),
+	}
+}
