@@ -9,10 +9,15 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/e2e/testenv"
 )
@@ -84,14 +89,25 @@ func TestRenderValidateApply(t *testing.T) {
 		}
 	}
 	schemas := t.TempDir()
-	n, err := writeSchemas(cp.Config, schemas, kinds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Every rendered kind needs its schema: kubeconform must never skip a document.
-	for k := range kinds {
-		if m, _ := filepath.Glob(filepath.Join(schemas, k+"-*.json")); len(m) == 0 {
-			t.Fatalf("the apiserver's OpenAPI has no schema for kind %q", k)
+	// Every rendered kind needs its schema: kubeconform must never skip a document. The
+	// apiserver publishes a new CRD's OpenAPI shortly after the CRD is established, so look again
+	// for a few seconds before failing.
+	var n int
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		if n, err = writeSchemas(cp.Config, schemas, kinds); err != nil {
+			t.Fatal(err)
+		}
+		var missing []string
+		for k := range kinds {
+			if m, _ := filepath.Glob(filepath.Join(schemas, k+"-*.json")); len(m) == 0 {
+				missing = append(missing, k)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the apiserver's OpenAPI has no schema for the kinds %v", missing)
 		}
 	}
 	t.Logf("wrote %d JSON schemas for %d kinds from the apiserver's OpenAPI v3", n, len(kinds))
@@ -160,6 +176,57 @@ func TestRenderValidateApply(t *testing.T) {
 	})
 
 	t.Run("agent-rbac", func(t *testing.T) { testRBAC(t, cp, kubectl, manifests["agent-hub"]) })
+	t.Run("helm-lifecycle", func(t *testing.T) { testLifecycle(t, cp) })
+}
+
+// testLifecycle installs, upgrades and uninstalls the charts with helm itself against the test
+// apiserver (nothing runs the pods; this is about what Helm does with the objects). The CRDs
+// exist already, as when someone applied api/crds by hand: --take-ownership adopts them.
+func testLifecycle(t *testing.T, cp *testenv.ControlPlane) {
+	ctx := context.Background()
+	const ns = "helm-test"
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	helm := func(args ...string) {
+		t.Helper()
+		if _, err := run(root, tool(t, "helm"), append(args, "--kubeconfig", cp.Kubeconfig, "--namespace", ns)...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crdKey := client.ObjectKey{Name: "kollectprofiles.kollect.dev"}
+	helm("install", "lifecycle", filepath.Join(root, "charts", "agent"), "--set", "clusterName=c1", "--take-ownership")
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := cp.Client.Get(ctx, crdKey, crd); err != nil {
+		t.Fatal(err)
+	}
+	if crd.Annotations["meta.helm.sh/release-name"] != "lifecycle" || crd.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Fatalf("CRD not owned by the release or not kept on uninstall: %v", crd.Annotations)
+	}
+	helm("upgrade", "lifecycle", filepath.Join(root, "charts", "agent"), "--set", "clusterName=c1", "--set", "replicas=2")
+	dep := &appsv1.Deployment{}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lifecycle-kollect-agent"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas != 2 {
+		t.Fatalf("upgrade did not apply replicas=2: %v", dep.Spec.Replicas)
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lifecycle-kollect-agent"}, &policyv1.PodDisruptionBudget{}); err != nil {
+		t.Fatalf("PodDisruptionBudget after scaling to 2: %v", err)
+	}
+	helm("install", "kollect-hub", filepath.Join(root, "charts", "hub"))
+	helm("uninstall", "lifecycle")
+	helm("uninstall", "kollect-hub")
+	// The CRDs (and with them every Kollect object) survive the uninstall; the rest is gone.
+	if err := cp.Client.Get(ctx, crdKey, crd); err != nil {
+		t.Fatalf("uninstall deleted the CRD: %v", err)
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Name: ns + "-lifecycle-kollect-agent"}, &admissionregistrationv1.ValidatingWebhookConfiguration{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("webhook configuration after uninstall: %v", err)
+	}
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "kollect-hub"}, &corev1.PersistentVolumeClaim{}); err != nil {
+		t.Fatalf("uninstall deleted the hub's data claim (CA, database): %v", err)
+	}
 }
 
 // testRBAC installs the RBAC objects of the agent-hub case for real and asks the apiserver what
