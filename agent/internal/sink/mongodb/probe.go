@@ -46,7 +46,7 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.P
 	p.Statements = append(p.Statements,
 		fmt.Sprintf("db.%s.findOne({_id: %q})", s.state.Name(), id),
 		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {pending: <checksum>}}, {upsert: true})", s.state.Name(), id),
-		fmt.Sprintf("db.%s.bulkWrite([updateOne({_id: \"%s/<target>/<uid>\"}, {$set: …, $setOnInsert: {first_seen}}, {upsert: true}), deleteOne({_id: …, cluster: %q, inventory: %q}), …], {ordered: false})",
+		fmt.Sprintf("db.%s.bulkWrite([updateOne({_id: \"%s/<target>/<uid>\"}, {$set: …, $setOnInsert: {first_seen}}, {upsert: true}), deleteMany({_id: {$in: [removed keys]}, cluster: %q, inventory: %q}), …], {ordered: false})",
 			s.rows.Name(), id, cluster, inventory),
 		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {checksum, item_count, exported_at}, $unset: {pending: \"\"}})", s.state.Name(), id),
 	)

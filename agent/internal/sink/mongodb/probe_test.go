@@ -71,7 +71,7 @@ func TestPreview(t *testing.T) {
 	}
 	joined := strings.Join(p.Statements, "\n")
 	for _, want := range []string{`createIndex({"cluster":1,"inventory":1,"target":1,"uid":1}, {name: "kollect_identity", unique: true})`,
-		`deleteOne({_id: …, cluster: "east", inventory: "apps"})`, `$unset: {pending: ""}`} {
+		`deleteMany({_id: {$in: [removed keys]}, cluster: "east", inventory: "apps"})`, `$unset: {pending: ""}`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("preview lacks %s:\n%s", want, joined)
 		}
