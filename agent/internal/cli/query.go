@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"kollect.dev/agent/internal/cli/output"
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/mongodb"
+	"kollect.dev/agent/internal/sink/postgres"
+)
+
+func init() { register(40, newQueryCmd) }
+
+type queryFlags struct {
+	postgresURL, schema, table         string
+	mongoURI, database, collection     string
+	cluster, inventory, kind, ns, name string
+	attrs                              []string
+	limit                              int
+	output                             string
+	timeout                            time.Duration
+}
+
+func newQueryCmd(env *Env) *cobra.Command {
+	var f queryFlags
+	c := &cobra.Command{
+		Use:   "query (--postgres URL | --mongodb URI --database DB) [filters]",
+		Short: "Query the rows a fleet exported to a shared PostgreSQL or MongoDB sink",
+		Long: "query reads the rows every agent exported to a database sink, across clusters, filtered by cluster, " +
+			"inventory, kind, namespace, name and attribute values (--attr key=value, repeatable; the value is JSON " +
+			"when it parses as JSON, a string otherwise; a map matches by containment).",
+		Example: "  kollect query --postgres postgres://reader@db/inventory --kind Deployment --attr team=payments\n" +
+			"  kollect query --mongodb mongodb://mongo:27017 --database inventory --cluster prod-eu-1 -o ndjson",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			filter, err := f.filter()
+			if err != nil {
+				return usage(err)
+			}
+			if !validFormat(f.output) {
+				return usage(fmt.Errorf("unknown output format %q (want one of %s)", f.output, strings.Join(output.Formats, ", ")))
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			rows, err := f.run(ctx, filter)
+			if err != nil {
+				return err
+			}
+			return output.Write(env.Out, f.output, rows)
+		},
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.postgresURL, "postgres", "", "PostgreSQL URL of the sink's database.")
+	fl.StringVar(&f.schema, "schema", "kollect", "Schema of the PostgreSQL sink.")
+	fl.StringVar(&f.table, "table", "rows", "Table of the PostgreSQL sink.")
+	fl.StringVar(&f.mongoURI, "mongodb", "", "MongoDB URI of the sink's deployment.")
+	fl.StringVar(&f.database, "database", "", "MongoDB database of the sink.")
+	fl.StringVar(&f.collection, "collection", "rows", "MongoDB collection of the sink.")
+	fl.StringVar(&f.cluster, "cluster", "", "Only rows of this cluster.")
+	fl.StringVar(&f.inventory, "inventory", "", "Only rows of this inventory (namespace/name or a cluster inventory's name).")
+	fl.StringVar(&f.kind, "kind", "", "Only rows of this kind.")
+	fl.StringVarP(&f.ns, "namespace", "n", "", "Only rows of objects in this namespace.")
+	fl.StringVar(&f.name, "name", "", "Only rows of objects with this name.")
+	fl.StringArrayVar(&f.attrs, "attr", nil, "Attribute filter key=value (repeatable).")
+	fl.IntVar(&f.limit, "limit", 1000, "At most this many rows.")
+	fl.StringVarP(&f.output, "output", "o", "table", "Output format: "+strings.Join(output.Formats, ", ")+".")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "Give up after this long.")
+	_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+func validFormat(f string) bool {
+	for _, o := range output.Formats {
+		if o == f {
+			return true
+		}
+	}
+	return false
+}
+
+// filter checks the flags and parses --attr values.
+func (f *queryFlags) filter() (postgres.Filter, error) {
+	switch {
+	case (f.postgresURL == "") == (f.mongoURI == ""):
+		return postgres.Filter{}, errors.New("give exactly one of --postgres and --mongodb")
+	case f.mongoURI != "" && f.database == "":
+		return postgres.Filter{}, errors.New("--mongodb needs --database")
+	}
+	pf := postgres.Filter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
+	for _, kv := range f.attrs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return pf, fmt.Errorf("--attr %q: want key=value", kv)
+		}
+		if pf.Attributes == nil {
+			pf.Attributes = map[string]any{}
+		}
+		var parsed any
+		if err := json.Unmarshal([]byte(v), &parsed); err != nil {
+			parsed = v // not JSON: a plain string
+		}
+		pf.Attributes[k] = parsed
+	}
+	return pf, nil
+}
+
+// run connects to the database, a connection error being exit code 2.
+func (f *queryFlags) run(ctx context.Context, pf postgres.Filter) ([]export.Row, error) {
+	if f.postgresURL != "" {
+		conn, err := pgx.Connect(ctx, f.postgresURL)
+		if err != nil {
+			return nil, usage(fmt.Errorf("connecting to PostgreSQL: %w", err))
+		}
+		defer conn.Close(context.Background())
+		recs, err := postgres.Query(ctx, conn, f.schema, f.table, pf)
+		if err != nil {
+			return nil, usage(err)
+		}
+		rows := make([]export.Row, len(recs))
+		for i := range recs {
+			rows[i] = recs[i].Row
+		}
+		return rows, nil
+	}
+	client, err := mongo.Connect(options.Client().ApplyURI(f.mongoURI).SetTimeout(f.timeout))
+	if err != nil {
+		return nil, usage(fmt.Errorf("connecting to MongoDB: %w", err))
+	}
+	defer client.Disconnect(context.Background())
+	mf := mongodb.Filter{Cluster: pf.Cluster, Inventory: pf.Inventory, Kind: pf.Kind, Namespace: pf.Namespace, Name: pf.Name,
+		Attributes: pf.Attributes, Limit: pf.Limit}
+	recs, err := mongodb.Query(ctx, client.Database(f.database).Collection(f.collection), mf)
+	if err != nil {
+		return nil, usage(err)
+	}
+	rows := make([]export.Row, len(recs))
+	for i := range recs {
+		rows[i] = recs[i].Row
+	}
+	return rows, nil
+}

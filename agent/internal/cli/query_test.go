@@ -1,0 +1,117 @@
+package cli
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink/mongodb"
+	"kollect.dev/agent/internal/sink/postgres"
+	"kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+)
+
+// fleetBatch is what two clusters exported: one Deployment of team a each and one of team b.
+func fleetBatch(t *testing.T, cluster string) *export.Batch {
+	t.Helper()
+	var rows []export.Row
+	for _, d := range []struct{ name, team string }{{"web", "a"}, {"api", "b"}} {
+		attrs, err := export.EncodeAttributes(map[string]any{"team": d.team, "replicas": int64(2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows = append(rows, export.Row{Cluster: cluster, Inventory: "shop/workloads", Target: "shop/deployments", Group: "apps",
+			Version: "v1", Kind: "Deployment", Namespace: "shop", Name: d.name, UID: cluster + "-" + d.name, Attributes: attrs})
+	}
+	snap := export.NewSnapshot(rows)
+	return &export.Batch{
+		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: "shop/workloads",
+			ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
+		Diff: export.Compute(nil, snap),
+	}
+}
+
+func secretsOf(data map[string]string) export.SecretGetter {
+	return func(context.Context, string) (map[string][]byte, error) {
+		out := map[string][]byte{}
+		for k, v := range data {
+			out[k] = []byte(v)
+		}
+		return out, nil
+	}
+}
+
+// TestQueryPostgresAcrossClusters exports two clusters' rows with the real postgres sink and
+// queries them back across the fleet with filters.
+func TestQueryPostgresAcrossClusters(t *testing.T) {
+	pg, err := testenv.StartPostgres()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	ctx := context.Background()
+	for _, cluster := range []string{"east", "west"} {
+		s, err := postgres.New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+			Schema: "kollect", Table: "rows", SSLMode: "disable", SecretRef: v1alpha1.SecretReference{Name: "pg"},
+			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
+			export.Env{Cluster: cluster, Namespace: "shop", Name: "db", Secrets: secretsOf(map[string]string{"username": "postgres", "password": "x"})})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Export(ctx, fleetBatch(t, cluster)); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	out, errOut, code := run(t, "", "query", "--postgres", pg.URL, "--kind", "Deployment", "--attr", "team=a", "-o", "ndjson")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], `"cluster":"east"`) || !strings.Contains(lines[1], `"cluster":"west"`) ||
+		!strings.Contains(out, `"name":"web"`) || strings.Contains(out, `"name":"api"`) {
+		t.Fatalf("query output:\n%s", out)
+	}
+	out, _, code = run(t, "", "query", "--postgres", pg.URL, "--cluster", "west")
+	if code != 0 || strings.Count(out, "west") != 2 || strings.Contains(out, "east") {
+		t.Fatalf("table for west (exit %d):\n%s", code, out)
+	}
+	if _, errOut, code := run(t, "", "query", "--postgres", "postgres://postgres@127.0.0.1:1/x?connect_timeout=2"); code != 2 || !strings.Contains(errOut, "connecting to PostgreSQL") {
+		t.Fatalf("unreachable database: exit %d, %s", code, errOut)
+	}
+	if _, _, code := run(t, "", "query", "--kind", "Deployment"); code != 2 {
+		t.Fatalf("no database given: exit %d, want 2", code)
+	}
+}
+
+// TestQueryMongoDB does the same against the MongoDB-wire server.
+func TestQueryMongoDB(t *testing.T) {
+	m, err := testenv.StartMongo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	ctx := context.Background()
+	for _, cluster := range []string{"east", "west"} {
+		s, err := mongodb.New(ctx, &v1alpha1.MongoDBSinkConfig{URI: m.URI, Database: "inventory", Collection: "rows"},
+			export.Env{Cluster: cluster, Namespace: "shop", Name: "mongo"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Export(ctx, fleetBatch(t, cluster)); err != nil {
+			t.Fatal(err)
+		}
+		s.Close()
+	}
+	out, errOut, code := run(t, "", "query", "--mongodb", m.URI, "--database", "inventory", "--name", "api", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Count(out, `"name": "api"`)+strings.Count(out, `"name":"api"`) != 2 || strings.Contains(out, `"web"`) {
+		t.Fatalf("query output:\n%s", out)
+	}
+}
