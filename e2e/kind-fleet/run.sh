@@ -9,12 +9,13 @@
 # Needs: docker, kind, kubectl, helm, go, curl, jq, openssl, git.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
 prefix=${KIND_PREFIX:-kollect}
 clusters=("$prefix-1" "$prefix-2" "$prefix-3")
-tag=kind-e2e
+tag=kind-e2e # the image tag agent-values.yaml and hub-values.yaml name
 pg=$prefix-postgres
-hub_port=30443
+hub_port=30443 # service.nodePort in hub-values.yaml
 keep=${KEEP:-0}
 work=$(mktemp -d "${TMPDIR:-/tmp}/kollect-kind-fleet.XXXXXX")
 
@@ -97,10 +98,7 @@ log "hub in ${clusters[0]} (charts/hub, NodePort $hub_port)"
 hub_ip=$(docker inspect -f '{{(index .NetworkSettings.Networks "kind").IPAddress}}' "${clusters[0]}-control-plane")
 hub="https://$hub_ip:$hub_port"
 helm --kube-context "kind-${clusters[0]}" install kollect-hub "$root/charts/hub" -n kollect-hub --create-namespace \
-  --set image.tag="$tag" --set image.pullPolicy=Never \
-  --set service.type=NodePort --set service.nodePort="$hub_port" \
-  --set "tls.hosts={$hub_ip}" --set heartbeatInterval=2s --set staleAfter=10s --set offlineAfter=30s \
-  --wait --timeout 3m >/dev/null
+  --values "$here/hub-values.yaml" --set "tls.hosts={$hub_ip}" --wait --timeout 3m >/dev/null
 hub_log() { kc "${clusters[0]}" -n kollect-hub logs deploy/kollect-hub; }
 fingerprint=$(hub_log | sed -n 's/.*Agents pin the hub CA: \(sha256:[0-9a-f]*\).*/\1/p' | head -1)
 admin=$(hub_log | grep -o 'kat_[A-Za-z0-9_-]*' | head -1)
@@ -126,13 +124,8 @@ for c in "${clusters[@]}"; do
   kc "$c" -n kollect-system create secret generic pg-credentials \
     --from-literal=username=kollect --from-literal=password=kollect >/dev/null
   helm --kube-context "kind-$c" install kollect-agent "$root/charts/agent" -n kollect-system \
-    --set clusterName="$c" --set clusterLabels.env=kind \
-    --set image.tag="$tag" --set image.pullPolicy=Never \
+    --values "$here/agent-values.yaml" --set clusterName="$c" \
     --set hub.url="$hub" --set hub.caFingerprint="$fingerprint" --set hub.bootstrapToken.token="$token" \
-    --set 'rbac.watchedResources[0].apiGroups={""}' --set 'rbac.watchedResources[0].resources={configmaps}' \
-    --set 'extraVolumes[0].name=fleet-git' --set 'extraVolumes[0].hostPath.path=/fleet.git' \
-    --set 'extraVolumes[0].hostPath.type=Directory' \
-    --set 'extraVolumeMounts[0].name=fleet-git' --set 'extraVolumeMounts[0].mountPath=/fleet.git' \
     --wait --timeout 3m >/dev/null
   for color in red blue; do
     kc "$c" -n default create configmap "$color" --from-literal=color="$color" >/dev/null
