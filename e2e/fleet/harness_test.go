@@ -28,7 +28,7 @@ import (
 )
 
 // bins holds the binaries built once for the package.
-var bins struct{ hub, agent string }
+var bins struct{ hub, agent, kollect string }
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kollect-fleet-bin-")
@@ -36,8 +36,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins.hub, bins.agent = filepath.Join(dir, "kollect-hub"), filepath.Join(dir, "kollect-agent")
-	for pkg, out := range map[string]string{"./hub/cmd/kollect-hub": bins.hub, "./agent/cmd/kollect-agent": bins.agent} {
+	bins.hub, bins.agent, bins.kollect = filepath.Join(dir, "kollect-hub"), filepath.Join(dir, "kollect-agent"), filepath.Join(dir, "kollect")
+	for pkg, out := range map[string]string{"./hub/cmd/kollect-hub": bins.hub, "./agent/cmd/kollect-agent": bins.agent,
+		"./agent/cmd/kollect": bins.kollect} {
 		cmd := exec.Command("go", "build", "-o", out, pkg)
 		cmd.Dir = "../.."
 		if b, err := cmd.CombinedOutput(); err != nil {

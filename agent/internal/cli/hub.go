@@ -1,0 +1,428 @@
+package cli
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/spf13/cobra"
+	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+func init() { register(50, newHubCmd) }
+
+// hubLogin is what `kollect hub login` stores, in $KOLLECT_HUB_CONFIG or
+// ~/.config/kollect/hub.json (mode 0600: it holds an API token).
+type hubLogin struct {
+	URL           string `json:"url"`
+	Token         string `json:"token"`
+	CAFingerprint string `json:"caFingerprint,omitempty"`
+	CAFile        string `json:"caFile,omitempty"`
+}
+
+func hubConfigPath() (string, error) {
+	if p := os.Getenv("KOLLECT_HUB_CONFIG"); p != "" {
+		return p, nil
+	}
+	dir, err := os.UserConfigDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "kollect", "hub.json"), nil
+}
+
+func loadHubLogin() (*hubLogin, error) {
+	p, err := hubConfigPath()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := os.ReadFile(p)
+	if err != nil {
+		return nil, fmt.Errorf("not logged in to a hub (%v): run kollect hub login first", err)
+	}
+	l := &hubLogin{}
+	if err := json.Unmarshal(raw, l); err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	return l, nil
+}
+
+// client builds a FleetService client that verifies the hub by CA pin, CA file or system roots.
+func (l *hubLogin) client() (fleetv1connect.FleetServiceClient, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	switch {
+	case l.CAFingerprint != "":
+		pin := l.CAFingerprint
+		cfg.InsecureSkipVerify = true // verified below against the pinned CA
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			roots := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates {
+				sum := sha256.Sum256(c.Raw)
+				if "sha256:"+hex.EncodeToString(sum[:]) == pin {
+					roots.AddCert(c)
+					inter := x509.NewCertPool()
+					for _, i := range cs.PeerCertificates[1:] {
+						inter.AddCert(i)
+					}
+					_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
+					return err
+				}
+			}
+			return fmt.Errorf("the hub's certificate chain lacks the pinned CA %s", pin)
+		}
+	case l.CAFile != "":
+		pem, err := os.ReadFile(l.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%s holds no PEM certificate", l.CAFile)
+		}
+	}
+	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}, Timeout: time.Minute}
+	token := l.Token
+	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+	return fleetv1connect.NewFleetServiceClient(hc, strings.TrimSuffix(l.URL, "/"), connect.WithInterceptors(auth)), nil
+}
+
+// hubErr maps an RPC failure to an exit code: refusals are findings (1), the rest usage or
+// connection errors (2).
+func hubErr(err error) error {
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeNotFound:
+		return findings("%v", err)
+	}
+	return usage(err)
+}
+
+func newHubCmd(env *Env) *cobra.Command {
+	hub := &cobra.Command{Use: "hub", Short: "Manage a fleet through its hub: clusters, bundles, tokens"}
+	var login hubLogin
+	loginCmd := &cobra.Command{
+		Use:   "login --url URL --token TOKEN [--ca-fingerprint sha256:…|--ca-file FILE]",
+		Short: "Check a hub URL and API token, and remember them for the other hub commands",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if login.URL == "" || login.Token == "" {
+				return usage(errors.New("--url and --token are required"))
+			}
+			c, err := login.client()
+			if err != nil {
+				return usage(err)
+			}
+			h, err := c.GetFleetHealth(cmd.Context(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{}))
+			if err != nil {
+				return hubErr(err)
+			}
+			p, err := hubConfigPath()
+			if err != nil {
+				return usage(err)
+			}
+			raw, _ := json.MarshalIndent(login, "", "  ")
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return usage(err)
+			}
+			if err := os.WriteFile(p, raw, 0o600); err != nil {
+				return usage(err)
+			}
+			fmt.Fprintf(env.Out, "logged in to %s (%d clusters); saved to %s\n", login.URL, h.Msg.GetClustersTotal(), p)
+			return nil
+		},
+	}
+	loginCmd.Flags().StringVar(&login.URL, "url", "", "Hub URL, https://host:port.")
+	loginCmd.Flags().StringVar(&login.Token, "token", "", "API token.")
+	loginCmd.Flags().StringVar(&login.CAFingerprint, "ca-fingerprint", "", "Pin the hub's CA (sha256:… as the hub prints it).")
+	loginCmd.Flags().StringVar(&login.CAFile, "ca-file", "", "PEM CA bundle that signed the hub's certificate.")
+	hub.AddCommand(loginCmd, hubClustersCmd(env), hubBundleCmd(env), hubTokenCmd(env), hubAgentCmd(env))
+	return hub
+}
+
+// withHub runs fn with a client from the saved login.
+func withHub(cmd *cobra.Command, fn func(context.Context, fleetv1connect.FleetServiceClient) error) error {
+	l, err := loadHubLogin()
+	if err != nil {
+		return usage(err)
+	}
+	c, err := l.client()
+	if err != nil {
+		return usage(err)
+	}
+	return fn(cmd.Context(), c)
+}
+
+func hubClustersCmd(env *Env) *cobra.Command {
+	var selector string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "clusters",
+		Short: "List clusters with their state, versions and bundle revisions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{LabelSelector: selector}))
+				if err != nil {
+					return hubErr(err)
+				}
+				if asJSON {
+					return printProto(env, resp.Msg)
+				}
+				w := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "CLUSTER\tSTATE\tAGENT\tKUBERNETES\tIN SYNC\tSINK ERRORS\tLAST HEARTBEAT")
+				for _, cl := range resp.Msg.GetClusters() {
+					hb := "never"
+					if cl.GetLastHeartbeat() != nil {
+						hb = time.Since(cl.GetLastHeartbeat().AsTime()).Round(time.Second).String() + " ago"
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%d\t%s\n", cl.GetName(), strings.TrimPrefix(cl.GetState().String(), "CLUSTER_STATE_"),
+						cl.GetAgentVersion(), cl.GetKubernetesVersion(), cl.GetConfigInSync(), cl.GetSinkErrors(), hb)
+				}
+				return w.Flush()
+			})
+		},
+	}
+	c.Flags().StringVarP(&selector, "selector", "l", "", "Only clusters whose labels match (k=v,k2=v2).")
+	c.Flags().BoolVar(&asJSON, "json", false, "Print JSON.")
+	return c
+}
+
+func hubBundleCmd(env *Env) *cobra.Command {
+	b := &cobra.Command{Use: "bundle", Short: "Apply, diff and list bundle revisions"}
+	var file, selector, message string
+	var dryRun bool
+	apply := &cobra.Command{
+		Use:   "apply NAME -f FILE --selector k=v,...",
+		Short: "Upload a new revision of a bundle (validated by the hub)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := readInput(env, file)
+			if err != nil {
+				return usage(err)
+			}
+			sel, err := parseSelector(selector)
+			if err != nil {
+				return usage(err)
+			}
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: args[0], Manifests: string(raw),
+					ClusterSelector: sel, Message: message, DryRun: dryRun}))
+				if err != nil {
+					return hubErr(err)
+				}
+				verb := "created"
+				switch {
+				case dryRun:
+					verb = "would create"
+				case !resp.Msg.GetCreated():
+					verb = "unchanged at"
+				}
+				fmt.Fprintf(env.Out, "bundle %s %s revision %d for %d clusters: %s\n", args[0], verb, resp.Msg.GetRevision().GetRevision(),
+					len(resp.Msg.GetSelectedClusters()), strings.Join(resp.Msg.GetSelectedClusters(), ", "))
+				return nil
+			})
+		},
+	}
+	apply.Flags().StringVarP(&file, "filename", "f", "", "Multi-document YAML of Kollect objects (- for standard input).")
+	apply.Flags().StringVarP(&selector, "selector", "l", "", "Clusters the bundle goes to: k=v,k2=v2 (empty: every cluster).")
+	apply.Flags().StringVarP(&message, "message", "m", "", "Change note stored with the revision.")
+	apply.Flags().BoolVar(&dryRun, "dry-run", false, "Validate and report without storing.")
+
+	var from, to int64
+	diff := &cobra.Command{
+		Use:   "diff NAME [--from R] [--to R]",
+		Short: "Show the unified diff between two revisions (default: the latest and the one before)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.DiffBundleRevisions(ctx, connect.NewRequest(&fleetv1.DiffBundleRevisionsRequest{Name: args[0], FromRevision: from, ToRevision: to}))
+				if err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "bundle %s: revision %d -> %d\n%s", args[0], resp.Msg.GetFromRevision(), resp.Msg.GetToRevision(), resp.Msg.GetUnifiedDiff())
+				if resp.Msg.GetSelectorChanged() {
+					fmt.Fprintln(env.Out, "the cluster selector changed")
+				}
+				return nil
+			})
+		},
+	}
+	diff.Flags().Int64Var(&from, "from", 0, "Older revision (0: the one before --to).")
+	diff.Flags().Int64Var(&to, "to", 0, "Newer revision (0: the latest).")
+
+	history := &cobra.Command{
+		Use:   "history NAME",
+		Short: "List a bundle's revisions",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.ListBundleRevisions(ctx, connect.NewRequest(&fleetv1.ListBundleRevisionsRequest{Name: args[0]}))
+				if err != nil {
+					return hubErr(err)
+				}
+				w := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "REVISION\tCREATED\tBY\tOBJECTS\tMESSAGE")
+				for _, r := range resp.Msg.GetRevisions() {
+					fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%s\n", r.GetRevision(), r.GetCreatedAt().AsTime().Format(time.RFC3339), r.GetCreatedBy(),
+						len(r.GetObjects()), r.GetMessage())
+				}
+				return w.Flush()
+			})
+		},
+	}
+	b.AddCommand(apply, diff, history)
+	return b
+}
+
+func hubTokenCmd(env *Env) *cobra.Command {
+	t := &cobra.Command{Use: "token", Short: "Create and revoke bootstrap and API tokens (admin)"}
+	var ttl time.Duration
+	var uses int64
+	var allowReplace bool
+	var description string
+	create := &cobra.Command{
+		Use:   "create",
+		Short: "Create a bootstrap token for registering agents; the secret is printed once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
+					Description: description, Ttl: durationpb.New(ttl), MaxUses: uses, AllowReplace: allowReplace}))
+				if err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "token %s (expires %s, %d uses)\nsecret: %s\n", resp.Msg.GetToken().GetId(),
+					resp.Msg.GetToken().GetExpiresAt().AsTime().Format(time.RFC3339), uses, resp.Msg.GetSecret())
+				return nil
+			})
+		},
+	}
+	create.Flags().DurationVar(&ttl, "ttl", 24*time.Hour, "How long the token can be used.")
+	create.Flags().Int64Var(&uses, "uses", 1, "How many agents may register with it.")
+	create.Flags().BoolVar(&allowReplace, "allow-replace", false, "Allow taking over an existing cluster name.")
+	create.Flags().StringVar(&description, "description", "", "What the token is for (audit log).")
+
+	var role, name string
+	createAPI := &cobra.Command{
+		Use:   "create-api --name NAME --role viewer|operator|admin",
+		Short: "Create an API token for people and automation; the secret is printed once",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			r, ok := fleetv1.Role_value["ROLE_"+strings.ToUpper(role)]
+			if !ok || r == 0 {
+				return usage(fmt.Errorf("--role %q: want viewer, operator or admin", role))
+			}
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				resp, err := c.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: name, Role: fleetv1.Role(r)}))
+				if err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "api token %s (%s)\nsecret: %s\n", resp.Msg.GetToken().GetId(), role, resp.Msg.GetSecret())
+				return nil
+			})
+		},
+	}
+	createAPI.Flags().StringVar(&name, "name", "", "Unique name (audit log).")
+	createAPI.Flags().StringVar(&role, "role", "viewer", "viewer, operator or admin.")
+
+	var api bool
+	revoke := &cobra.Command{
+		Use:   "revoke ID",
+		Short: "Revoke a bootstrap token (or an API token with --api)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				var err error
+				if api {
+					_, err = c.RevokeAPIToken(ctx, connect.NewRequest(&fleetv1.RevokeAPITokenRequest{Id: args[0]}))
+				} else {
+					_, err = c.RevokeBootstrapToken(ctx, connect.NewRequest(&fleetv1.RevokeBootstrapTokenRequest{Id: args[0]}))
+				}
+				if err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "revoked %s\n", args[0])
+				return nil
+			})
+		},
+	}
+	revoke.Flags().BoolVar(&api, "api", false, "ID is an API token.")
+	t.AddCommand(create, createAPI, revoke)
+	return t
+}
+
+func hubAgentCmd(env *Env) *cobra.Command {
+	a := &cobra.Command{Use: "agent", Short: "Revoke a cluster's agent (admin)"}
+	a.AddCommand(&cobra.Command{
+		Use:   "revoke CLUSTER",
+		Short: "Revoke the agent of a cluster; it is refused on its next call",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				if _, err := c.RevokeAgent(ctx, connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: args[0]})); err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "revoked the agent of %s\n", args[0])
+				return nil
+			})
+		},
+	})
+	return a
+}
+
+func readInput(env *Env, file string) ([]byte, error) {
+	switch file {
+	case "":
+		return nil, errors.New("-f FILE is required")
+	case "-":
+		return io.ReadAll(env.In)
+	}
+	return os.ReadFile(file)
+}
+
+func parseSelector(s string) (*fleetv1.LabelSelector, error) {
+	sel := &fleetv1.LabelSelector{MatchLabels: map[string]string{}}
+	for _, kv := range strings.Split(s, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return nil, fmt.Errorf("--selector %q: want k=v,k2=v2", s)
+		}
+		sel.MatchLabels[k] = v
+	}
+	return sel, nil
+}
+
+func printProto(env *Env, m proto.Message) error {
+	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(env.Out, string(raw))
+	return err
+}
