@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -197,10 +198,11 @@ func TestPerResourceOverFileCommitsOnlyChanges(t *testing.T) {
 
 func TestDocumentOverHTTPChangesOnlyTheRowsLines(t *testing.T) {
 	ctx := context.Background()
-	if _, err := gitServer.InitBareRepo("doc.git"); err != nil {
+	docRepo := uniqueRepo("doc")
+	if _, err := gitServer.InitBareRepo(docRepo); err != nil {
 		t.Fatal(err)
 	}
-	url := gitServer.URL + "/doc.git"
+	url := gitServer.URL + "/" + docRepo
 	e := &exporter{sink: newSink(t, "east", url, v1alpha1.LayoutDocument, map[string][]byte{"username": []byte(user), "password": []byte(pass)})}
 	var rows []export.Row
 	for i := range 50 {
@@ -229,10 +231,11 @@ func TestDocumentOverHTTPChangesOnlyTheRowsLines(t *testing.T) {
 
 func TestConcurrentClustersKeepLinearHistory(t *testing.T) {
 	ctx := context.Background()
-	if _, err := gitServer.InitBareRepo("shared.git"); err != nil {
+	sharedRepo := uniqueRepo("shared")
+	if _, err := gitServer.InitBareRepo(sharedRepo); err != nil {
 		t.Fatal(err)
 	}
-	url := gitServer.URL + "/shared.git"
+	url := gitServer.URL + "/" + sharedRepo
 	creds := map[string][]byte{"username": []byte(user), "password": []byte(pass)}
 	const rounds = 6
 	var mu sync.Mutex
@@ -287,7 +290,8 @@ func TestConcurrentClustersKeepLinearHistory(t *testing.T) {
 func TestProbeClassifiesFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := gitServer.InitBareRepo("probe.git"); err != nil {
+	probeRepo := uniqueRepo("probe")
+	if _, err := gitServer.InitBareRepo(probeRepo); err != nil {
 		t.Fatal(err)
 	}
 	good := map[string][]byte{"username": []byte(user), "password": []byte(pass)}
@@ -298,9 +302,9 @@ func TestProbeClassifiesFailures(t *testing.T) {
 		secret map[string][]byte
 		class  export.ErrorClass
 	}{
-		{"ok", gitServer.URL + "/probe.git", good, ""},
-		{"wrong password", gitServer.URL + "/probe.git", map[string][]byte{"username": []byte(user), "password": []byte("nope")}, export.Terminal},
-		{"no credentials", gitServer.URL + "/probe.git", nil, export.Terminal},
+		{"ok", gitServer.URL + "/" + probeRepo, good, ""},
+		{"wrong password", gitServer.URL + "/" + probeRepo, map[string][]byte{"username": []byte(user), "password": []byte("nope")}, export.Terminal},
+		{"no credentials", gitServer.URL + "/" + probeRepo, nil, export.Terminal},
 		{"missing repository", gitServer.URL + "/missing.git", good, export.Terminal},
 		{"missing file repository", "file://" + t.TempDir() + "/none.git", nil, export.Terminal},
 		{"unreachable", fmt.Sprintf("http://127.0.0.1:%d/x.git", port), good, export.Transient},
@@ -348,4 +352,11 @@ func TestCredentialsFromSecret(t *testing.T) {
 	if err != nil || string(c.CABundle) != "not a pem" {
 		t.Fatalf("CA bundle %q: %v", c.CABundle, err)
 	}
+}
+
+var repoCount atomic.Int64
+
+// uniqueRepo names a fresh repository on the shared server, so tests can run repeatedly.
+func uniqueRepo(base string) string {
+	return fmt.Sprintf("%s-%d.git", base, repoCount.Add(1))
 }

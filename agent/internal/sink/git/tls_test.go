@@ -18,7 +18,8 @@ import (
 // git server: the sink must refuse it without the CA and push through it with the CA read from
 // tls.caSecretRef.
 func TestHTTPSWithCustomCA(t *testing.T) {
-	if _, err := gitServer.InitBareRepo("tls.git"); err != nil {
+	tlsRepo := uniqueRepo("tls")
+	if _, err := gitServer.InitBareRepo(tlsRepo); err != nil {
 		t.Fatal(err)
 	}
 	backend, _ := url.Parse(gitServer.URL)
@@ -27,7 +28,7 @@ func TestHTTPSWithCustomCA(t *testing.T) {
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: front.Certificate().Raw})
 
 	build := func(withCA bool) *Sink {
-		cfg := &v1alpha1.GitSinkConfig{URL: front.URL + "/tls.git", Branch: "main", SecretRef: &v1alpha1.SecretReference{Name: "creds"}}
+		cfg := &v1alpha1.GitSinkConfig{URL: front.URL + "/" + tlsRepo, Branch: "main", SecretRef: &v1alpha1.SecretReference{Name: "creds"}}
 		if withCA {
 			cfg.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
 		}
@@ -55,7 +56,7 @@ func TestHTTPSWithCustomCA(t *testing.T) {
 	if res := e.export(t, context.Background(), pod(t, "east", "shop", "web", 1)); res.Commit.IsZero() {
 		t.Fatal("no commit over HTTPS")
 	}
-	dir := clone(t, "http://"+user+":"+pass+"@"+backend.Host+"/tls.git")
+	dir := clone(t, "http://"+user+":"+pass+"@"+backend.Host+"/"+tlsRepo)
 	if files := git(t, dir, "ls-files"); files != "east/workloads.yaml" {
 		t.Fatalf("files %q", files)
 	}

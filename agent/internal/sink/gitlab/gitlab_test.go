@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,17 +201,18 @@ func TestMergeRequestModeKeepsOneMergeRequestUpToDate(t *testing.T) {
 	ctx := context.Background()
 	fake := NewFakeGitLab("platform/inventory")
 	defer fake.Close()
-	if _, err := gitServer.InitBareRepo("mr.git"); err != nil {
+	mrRepo := uniqueRepo("mr")
+	if _, err := gitServer.InitBareRepo(mrRepo); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(t, fake, "mr.git", "platform/inventory", v1alpha1.GitLabMergeRequest, token)
-	mainBefore := lsRemote(t, "mr.git")["refs/heads/main"]
+	s := newSink(t, fake, mrRepo, "platform/inventory", v1alpha1.GitLabMergeRequest, token)
+	mainBefore := lsRemote(t, mrRepo)["refs/heads/main"]
 
 	b, snap := batch(nil, row(t, "web", 1), row(t, "api", 2))
 	if err := s.Export(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	refs := lsRemote(t, "mr.git")
+	refs := lsRemote(t, mrRepo)
 	if refs["refs/heads/main"] != mainBefore || refs["refs/heads/kollect/east/workloads"] == "" {
 		t.Fatalf("refs after the first export: %v", refs)
 	}
@@ -227,7 +229,7 @@ func TestMergeRequestModeKeepsOneMergeRequestUpToDate(t *testing.T) {
 	if err := s.Export(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	if lsRemote(t, "mr.git")["refs/heads/kollect/east/workloads"] != first || fake.writes != writes {
+	if lsRemote(t, mrRepo)["refs/heads/kollect/east/workloads"] != first || fake.writes != writes {
 		t.Fatal("an unchanged export pushed or wrote to the API")
 	}
 
@@ -236,9 +238,9 @@ func TestMergeRequestModeKeepsOneMergeRequestUpToDate(t *testing.T) {
 	if err := s.Export(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	second := lsRemote(t, "mr.git")["refs/heads/kollect/east/workloads"]
+	second := lsRemote(t, mrRepo)["refs/heads/kollect/east/workloads"]
 	dir := t.TempDir()
-	url := strings.Replace(gitServer.URL, "http://", "http://"+tokenUser+":"+token+"@", 1) + "/mr.git"
+	url := strings.Replace(gitServer.URL, "http://", "http://"+tokenUser+":"+token+"@", 1) + "/" + mrRepo
 	if out, err := exec.Command("git", "clone", "-q", "-b", "kollect/east/workloads", url, dir).CombinedOutput(); err != nil {
 		t.Fatalf("clone: %v: %s", err, out)
 	}
@@ -284,16 +286,17 @@ func TestMergeRequestModeKeepsOneMergeRequestUpToDate(t *testing.T) {
 func TestPushModeCommitsToTheBranch(t *testing.T) {
 	fake := NewFakeGitLab("g/p")
 	defer fake.Close()
-	if _, err := gitServer.InitBareRepo("push.git"); err != nil {
+	pushRepo := uniqueRepo("push")
+	if _, err := gitServer.InitBareRepo(pushRepo); err != nil {
 		t.Fatal(err)
 	}
-	s := newSink(t, fake, "push.git", "g/p", v1alpha1.GitLabPush, token)
-	before := lsRemote(t, "push.git")["refs/heads/main"]
+	s := newSink(t, fake, pushRepo, "g/p", v1alpha1.GitLabPush, token)
+	before := lsRemote(t, pushRepo)["refs/heads/main"]
 	b, _ := batch(nil, row(t, "web", 1))
 	if err := s.Export(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
-	if after := lsRemote(t, "push.git"); after["refs/heads/main"] == before || len(after) != 2 { // HEAD and main
+	if after := lsRemote(t, pushRepo); after["refs/heads/main"] == before || len(after) != 2 { // HEAD and main
 		t.Fatalf("refs %v", after)
 	}
 	if len(fake.openMRs()) != 0 {
@@ -305,22 +308,23 @@ func TestProbeAndPreview(t *testing.T) {
 	ctx := context.Background()
 	fake := NewFakeGitLab("g/p")
 	defer fake.Close()
-	if _, err := gitServer.InitBareRepo("probe.git"); err != nil {
+	probeRepo := uniqueRepo("probe")
+	if _, err := gitServer.InitBareRepo(probeRepo); err != nil {
 		t.Fatal(err)
 	}
-	if err := newSink(t, fake, "probe.git", "g/p", v1alpha1.GitLabMergeRequest, token).Probe(ctx); err != nil {
+	if err := newSink(t, fake, probeRepo, "g/p", v1alpha1.GitLabMergeRequest, token).Probe(ctx); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
 	for name, s := range map[string]*Sink{
-		"wrong token":     newSink(t, fake, "probe.git", "g/p", v1alpha1.GitLabMergeRequest, "wrong"),
-		"unknown project": newSink(t, fake, "probe.git", "g/other", v1alpha1.GitLabMergeRequest, token),
+		"wrong token":     newSink(t, fake, probeRepo, "g/p", v1alpha1.GitLabMergeRequest, "wrong"),
+		"unknown project": newSink(t, fake, probeRepo, "g/other", v1alpha1.GitLabMergeRequest, token),
 		"missing repo":    newSink(t, fake, "missing.git", "g/p", v1alpha1.GitLabMergeRequest, token),
 	} {
 		if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
 			t.Errorf("%s: want terminal, got %v", name, err)
 		}
 	}
-	s := newSink(t, fake, "probe.git", "g/p", v1alpha1.GitLabMergeRequest, token)
+	s := newSink(t, fake, probeRepo, "g/p", v1alpha1.GitLabMergeRequest, token)
 	fake.mu.Lock()
 	fake.fail = 1
 	fake.mu.Unlock()
@@ -331,7 +335,7 @@ func TestProbeAndPreview(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := "GitLab project g/p on " + fake.URL + ": " + gitServer.URL + "/probe.git branch main through a merge request from kollect/east/workloads"
+	want := "GitLab project g/p on " + fake.URL + ": " + gitServer.URL + "/" + probeRepo + " branch main through a merge request from kollect/east/workloads"
 	if p.Destination != want || p.Message != "kollect: east/workloads (<itemCount> items, <checksumShort>)" {
 		t.Errorf("preview %+v\nwant destination %s", p, want)
 	}
@@ -340,4 +344,11 @@ func TestProbeAndPreview(t *testing.T) {
 	if export.ClassOf(err) != export.Terminal {
 		t.Errorf("mergeRequest mode without a token: %v", err)
 	}
+}
+
+var repoCount atomic.Int64
+
+// uniqueRepo names a fresh repository on the shared server, so tests can run repeatedly.
+func uniqueRepo(base string) string {
+	return fmt.Sprintf("%s-%d.git", base, repoCount.Add(1))
 }
