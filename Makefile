@@ -20,7 +20,7 @@ help: ## Show the targets.
 ##@ The two commands a newcomer runs
 
 .PHONY: demo
-demo: build k8s-bins ## Run Kollect on an embedded local control plane and show the rows.
+demo: build k8s-bins ## A local fleet: a hub, two clusters with agents, rows exported to git.
 	@hack/demo.sh
 
 .PHONY: test
@@ -33,8 +33,7 @@ test: k8s-bins servers verify-generated lint ## Run every test of every module a
 .PHONY: build
 build: ## Build the binaries into bin/.
 	@mkdir -p $(BIN)
-	go build -ldflags "-s -w" -o $(BIN)/ ./agent/cmd/...
-	@if ls hub/cmd/*/main.go >/dev/null 2>&1; then go build -o $(BIN)/ ./hub/cmd/...; fi
+	go build -ldflags "-s -w" -o $(BIN)/ ./agent/cmd/... ./hub/cmd/...
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRDs from the API types.

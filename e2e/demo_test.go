@@ -9,29 +9,33 @@ import (
 )
 
 // TestDemo runs what `make demo` runs, non-interactively, so the newcomer's first command
-// keeps working: the agent binary exports the sample inventory to git and a scaled
-// Deployment becomes a one-row commit.
+// keeps working: a hub and two clusters whose agents receive the sample bundle through the
+// hub, export both clusters' rows to one git repository, and turn a scaled Deployment into a
+// one-row commit.
 func TestDemo(t *testing.T) {
 	root, err := filepath.Abs("..")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "kollect-agent")
-	build := exec.Command("go", "build", "-o", bin, "./agent/cmd/kollect-agent")
+	bins := t.TempDir()
+	build := exec.Command("go", "build", "-o", bins+"/", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
+		t.Fatalf("building the agent and the hub: %v\n%s", err, out)
 	}
 	demo := exec.Command("go", "run", "./e2e/cmd/kollect-demo")
 	demo.Dir = root
-	demo.Env = append(os.Environ(), "KOLLECT_DEMO_EXIT=1", "KOLLECT_AGENT_BIN="+bin)
+	demo.Env = append(os.Environ(), "KOLLECT_DEMO_EXIT=1", "KOLLECT_AGENT_BIN="+filepath.Join(bins, "kollect-agent"),
+		"KOLLECT_HUB_BIN="+filepath.Join(bins, "kollect-hub"))
 	out, err := demo.CombinedOutput()
 	if err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out)
 	}
 	for _, want := range []string{
+		"bundle inventory revision 1 goes to: east, west",
 		"kollectclusterinventory.kollect.dev/fleet",
-		"demo/fleet/Deployment.yaml",
+		"east/fleet/Deployment.yaml",
+		"west/fleet/Deployment.yaml",
 		"Rows: 0 added, 1 changed, 0 removed",
 		"Deployment shop/cart",
 		"+    replicas: 5",

@@ -14,7 +14,7 @@ if [ ! -x "$out/kube-apiserver" ] || [ ! -x "$out/etcd" ] || [ ! -x "$out/kubect
   echo "building kube-apiserver $k8s, etcd $etcd and kubectl into $out (cold: ~10 min)" >&2
   rm -rf "$out.tmp"
   "$mod/build.sh" "$out.tmp" >&2
-  rm -rf "$out"
-  mv "$out.tmp" "$out"
+  # Another build may have finished first: keep its result.
+  mv -T "$out.tmp" "$out" 2>/dev/null || rm -rf "$out.tmp"
 fi
 echo "$out"

@@ -28,7 +28,8 @@ for build in "$here"/servers/*/build.sh; do
     echo "building test server $name into $out" >&2
     rm -rf "$out.tmp" && mkdir -p "$out.tmp"
     "$build" "$out.tmp" >&2
-    mv "$out.tmp" "$out"
+    # Another build may have finished first: keep its result.
+    mv -T "$out.tmp" "$out" 2>/dev/null || rm -rf "$out.tmp"
   fi
   dirs+=("$out")
 done
