@@ -135,6 +135,9 @@ func TestFleet(t *testing.T) {
 		}
 		return len(missing) == 0, "missing " + strings.Join(missing, ",") + " in\n" + files
 	})
+	if merges, _ := exec.Command("git", "--git-dir", repo, "rev-list", "--merges", "main").CombinedOutput(); len(merges) != 0 {
+		t.Fatalf("three agents pushing to one repository made merge commits: %s", merges)
+	}
 	doc := repoShow(t, repo, cps[1].Name+"/fleet.yaml")
 	if !strings.Contains(doc, "cluster: "+cps[1].Name) || strings.Contains(doc, "cluster: "+cps[0].Name) || !strings.Contains(doc, "color: blue") {
 		t.Fatalf("%s/fleet.yaml:\n%s", cps[1].Name, doc)
