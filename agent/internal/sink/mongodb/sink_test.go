@@ -249,3 +249,32 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 		t.Fatalf("row did not round-trip:\n got %.300s\nwant %.300s", got[0].CanonicalJSON(), row.CanonicalJSON())
 	}
 }
+
+func TestDiffWithAnExistingAddedKeyReconciles(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s, _ := newSink(t, db, "east")
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	rows := mkRows("east", "apps", 4, 1)
+	if err := a.export(ctx, rows[:3]); err != nil {
+		t.Fatal(err)
+	}
+	// Someone wrote row 3 behind the agent's back: the diff's "added" key exists.
+	other, _ := newSink(t, db, "east")
+	if err := (&agent{sink: other, cluster: "east", inventory: "apps"}).export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	coll := collection(t, db, "rows_state")
+	if _, err := coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: "east/apps"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "checksum", Value: a.lastChecksum}}}}); err != nil {
+		t.Fatal(err)
+	}
+	next := append([]export.Row(nil), rows...)
+	next[0] = mkRow("east", "apps", 0, map[string]any{"replicas": 5})
+	if err := a.export(ctx, next); err != nil {
+		t.Fatal(err)
+	}
+	got := stored(t, collection(t, db, "rows"), "east")
+	if len(got) != 4 || got["east-uid-00000"] != `{"replicas":5}` {
+		t.Fatalf("after the fallback: %v", got)
+	}
+}

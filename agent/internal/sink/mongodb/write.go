@@ -87,9 +87,17 @@ func (w *writer) export(ctx context.Context, b *export.Batch) error {
 		return fmt.Errorf("marking the export pending: %w", err)
 	}
 	// 2. Rows.
-	if len(models) > 0 {
-		if _, err := w.rows.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
-			return fmt.Errorf("writing %d row operations: %w", len(models), err)
+	if err := w.bulk(ctx, models); err != nil {
+		if m != modeDiff || !onlyDuplicateKeys(err) {
+			return err
+		}
+		// The diff's idea of the stored rows was wrong (an added key existed): the unordered
+		// bulk applied everything else, and a full reconcile repairs the rest.
+		if models, err = w.reconcileModels(ctx, b.Envelope.Rows, now); err != nil {
+			return err
+		}
+		if err := w.bulk(ctx, models); err != nil {
+			return err
 		}
 	}
 	// 3. The new state, last.
@@ -105,6 +113,30 @@ func (w *writer) export(ctx context.Context, b *export.Batch) error {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	return nil
+}
+
+func (w *writer) bulk(ctx context.Context, models []mongo.WriteModel) error {
+	if len(models) == 0 {
+		return nil
+	}
+	if _, err := w.rows.BulkWrite(ctx, models, options.BulkWrite().SetOrdered(false)); err != nil {
+		return fmt.Errorf("writing %d row operations: %w", len(models), err)
+	}
+	return nil
+}
+
+// onlyDuplicateKeys reports a bulk write whose every failure is a duplicate key.
+func onlyDuplicateKeys(err error) bool {
+	var bwe mongo.BulkWriteException
+	if !errors.As(err, &bwe) || bwe.WriteConcernError != nil || len(bwe.WriteErrors) == 0 {
+		return false
+	}
+	for _, e := range bwe.WriteErrors {
+		if e.Code != 11000 {
+			return false
+		}
+	}
+	return true
 }
 
 // upsertModel writes a row by _id, keeping first_seen of an existing document.
@@ -152,11 +184,20 @@ func (w *writer) deleteModels(ids []string) []mongo.WriteModel {
 	return out
 }
 
+// diffModels inserts added rows (an upsert of a missing key costs FerretDB a collection scan;
+// a plain insert does not) and upserts changed ones. An added key that exists after all fails
+// with a duplicate key error, which Export answers with a full reconcile.
 func (w *writer) diffModels(b *export.Batch, now bson.DateTime) ([]mongo.WriteModel, error) {
-	ups := b.Diff.Upserts()
-	models := make([]mongo.WriteModel, 0, len(ups)+len(b.Diff.Deleted))
-	for i := range ups {
-		m, err := upsertModel(&ups[i], now)
+	models := make([]mongo.WriteModel, 0, len(b.Diff.Added)+len(b.Diff.Changed)+1)
+	for i := range b.Diff.Added {
+		m, err := insertModel(&b.Diff.Added[i], now)
+		if err != nil {
+			return nil, err
+		}
+		models = append(models, m)
+	}
+	for i := range b.Diff.Changed {
+		m, err := upsertModel(&b.Diff.Changed[i], now)
 		if err != nil {
 			return nil, err
 		}
