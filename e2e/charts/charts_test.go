@@ -175,7 +175,10 @@ func TestRenderValidateApply(t *testing.T) {
 		}
 	})
 
-	t.Run("agent-rbac", func(t *testing.T) { testRBAC(t, cp, kubectl, manifests["agent-hub"]) })
+	t.Run("agent-rbac", func(t *testing.T) {
+		testRBAC(t, cp, kubectl, manifests["agent-hub"])
+		testAgentRuns(t, cp, kubectl, decode(t, manifests["agent-hub"]))
+	})
 	t.Run("helm-lifecycle", func(t *testing.T) { testLifecycle(t, cp) })
 }
 
