@@ -3,6 +3,7 @@ package sinks
 import (
 	"context"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/controller"
@@ -18,8 +19,14 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// Factories returns the factory of every built-in sink type.
-func Factories() controller.SinkFactories {
+// Factories returns the factory of every built-in sink type. With a registerer, event sinks'
+// buffers are exported as metrics.
+func Factories(reg ...prometheus.Registerer) controller.SinkFactories {
+	var m *bufferMetrics
+	if len(reg) > 0 && reg[0] != nil {
+		m = newBufferMetrics()
+		reg[0].MustRegister(m)
+	}
 	return controller.SinkFactories{
 		"snapshot/git":    snapshot(git.New),
 		"snapshot/gitlab": snapshot(gitlab.New),
