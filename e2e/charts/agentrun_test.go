@@ -65,12 +65,7 @@ data: {color: red}
 // least-privilege RBAC must also be enough. Only what needs a kubelet differs: ports, and
 // directories instead of the pod's volumes.
 func testAgentRuns(t *testing.T, cp *testenv.ControlPlane, kubectl string, objs []*unstructured.Unstructured) {
-	bin := filepath.Join(t.TempDir(), "kollect-agent")
-	build := exec.Command("go", "build", "-o", bin, "./agent/cmd/kollect-agent")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent: %v\n%s", err, out)
-	}
+	bin := binary(t, "kollect-agent")
 	sa := "system:serviceaccount:" + namespace + ":kollect-agent"
 	cfg, err := cp.AddUser(sa, "system:serviceaccounts", "system:serviceaccounts:"+namespace)
 	if err != nil {
