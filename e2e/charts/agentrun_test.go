@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,13 +89,19 @@ current-context: c
 	if err != nil {
 		t.Fatal(err)
 	}
+	metricsPort, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	var agentArgs []string
 	for _, a := range args(t, objs) {
 		name, _, _ := strings.Cut(a, "=")
 		switch name {
 		case "--hub-url", "--hub-ca-fingerprint", "--hub-namespaces", "--hub-bootstrap-secret", "--hub-credential-secret", "--cluster-labels":
 			// No hub runs here (e2e/fleet covers the hub); the RBAC for it was checked above.
-		case "--metrics-bind-address", "--health-probe-bind-address":
+		case "--metrics-bind-address":
+			agentArgs = append(agentArgs, fmt.Sprintf("%s=127.0.0.1:%d", name, metricsPort))
+		case "--health-probe-bind-address":
 			agentArgs = append(agentArgs, name+"=0")
 		case "--cache-dir":
 			agentArgs = append(agentArgs, name+"="+filepath.Join(dir, "cache"))
@@ -165,6 +173,17 @@ current-context: c
 	// create permission on Secrets.
 	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: "kollect-agent-webhook-tls"}, &corev1.Secret{}); err != nil {
 		t.Errorf("webhook certificate Secret: %v", err)
+	}
+	// The series the chart's PrometheusRule alerts on, with the labels it matches on (the error
+	// counter has no series before a first error).
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(metrics), `kollect_export_last_success_timestamp_seconds{inventory="charts",sink="`) {
+		t.Errorf("metrics lack kollect_export_last_success_timestamp_seconds by inventory and sink:\n%s", metrics)
 	}
 	raw, _ := os.ReadFile(logPath)
 	if strings.Contains(strings.ToLower(string(raw)), "forbidden") {

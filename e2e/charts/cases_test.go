@@ -123,7 +123,9 @@ metrics:
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 		one(t, objs, "ServiceMonitor")
 		rules := toJSON(one(t, objs, "PrometheusRule").Object["spec"])
-		for _, want := range []string{"KollectExportStale", "kollect_export_last_success_timestamp_seconds", "\\u003e 600", "KollectExportErrors", "kollect_export_errors_total"} {
+		// kollect_export_errors_total is labelled by sink and class only: matching it on
+		// inventory would never fire.
+		for _, want := range []string{"KollectExportStale", "kollect_export_last_success_timestamp_seconds", "\\u003e 600", "and on (namespace, sink)\\n", "KollectExportErrors", "kollect_export_errors_total"} {
 			if !strings.Contains(rules, want) {
 				t.Errorf("PrometheusRule lacks %q: %s", want, rules)
 			}
