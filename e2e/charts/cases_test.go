@@ -84,9 +84,9 @@ rbac:
 		if n := len(find(objs, "Role", "kollect-agent-sink-secrets")); n != 3 {
 			t.Errorf("want sink-secrets Roles in team-a, team-b and %s, got %d", namespace, n)
 		}
-		// Namespaced Kollect kinds are writable only in the allowlist (+ the default namespace).
-		if n := len(find(objs, "Role", "kollect-agent-hub-apply")); n != 3 {
-			t.Errorf("want hub-apply Roles in team-a, team-b and %s, got %d", namespace, n)
+		// Namespaced Kollect kinds are writable only in the allowlist.
+		if n := len(find(objs, "Role", "kollect-agent-hub-apply")); n != 2 {
+			t.Errorf("want hub-apply Roles in team-a and team-b, got %d", n)
 		}
 	}},
 	{name: "agent-networkpolicy", chart: "agent", values: `clusterName: prod-eu-1

@@ -7,10 +7,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -49,38 +47,14 @@ func TestHubRuns(t *testing.T) {
 			hubArgs = append(hubArgs, a)
 		}
 	}
-	logPath := filepath.Join(dir, "hub.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary(t, "kollect-hub"), hubArgs...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		<-exited
-		if t.Failed() {
-			raw, _ := os.ReadFile(logPath)
-			t.Logf("hub log:\n%s", raw)
-		}
-	})
+	hub := start(t, "hub", binary(t, "kollect-hub"), nil, hubArgs...)
 
 	// Wait for the CA, then trust only it, and dial the loopback port under the Service's name.
 	caFile := filepath.Join(dir, "data", "pki", "ca.crt")
 	var resp *http.Response
 	for deadline := time.Now().Add(60 * time.Second); ; {
-		select {
-		case err := <-exited:
-			exited <- err
-			t.Fatalf("the hub exited: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		hub.alive(t)
+		time.Sleep(200 * time.Millisecond)
 		if caPEM, err := os.ReadFile(caFile); err == nil {
 			pool := x509.NewCertPool()
 			pool.AppendCertsFromPEM(caPEM)
@@ -102,9 +76,9 @@ func TestHubRuns(t *testing.T) {
 		t.Fatalf("/healthz: %s %s", resp.Status, body)
 	}
 	// What the chart's NOTES and README tell users to look for in the log.
-	raw, _ := os.ReadFile(logPath)
+	raw := hub.output()
 	for _, want := range []string{"admin API token", "Agents pin the hub CA: sha256:"} {
-		if !strings.Contains(string(raw), want) {
+		if !strings.Contains(raw, want) {
 			t.Errorf("hub log lacks %q, which the chart's NOTES tell users to grep for:\n%s", want, raw)
 		}
 	}
