@@ -16,6 +16,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -197,6 +198,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
 	reg := metricsRegistry(o.SkipNameValidation)
 	nsLabels := func(name string) (labels.Set, bool) {
 		ns := &corev1.Namespace{}
@@ -205,7 +210,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		}
 		return ns.Labels, true
 	}
-	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels,
+	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels, Metadata: meta,
 		Metrics: collector.NewMetrics(reg), Log: o.Log.WithName("collector")})
 
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 
 	"kollect.dev/agent/internal/export"
 )
@@ -17,6 +18,7 @@ import (
 // Collector runs the watches of every targeted kind and answers which rows a target selects.
 type Collector struct {
 	dyn        dynamic.Interface
+	meta       metadata.Interface
 	namespaces []string // the agent's allowed namespaces; empty means all
 	nsLabels   func(string) (labels.Set, bool)
 	metrics    *Metrics
@@ -33,6 +35,9 @@ type Collector struct {
 type Options struct {
 	// Namespaces limits every watch to these namespaces (the agent's RBAC scope).
 	Namespaces []string
+	// Metadata, when set, serves metadata-only watches for kinds whose profiles read only
+	// metadata.
+	Metadata metadata.Interface
 	// NamespaceLabels returns a namespace's labels, for namespaceSelector; nil disables it.
 	NamespaceLabels func(string) (labels.Set, bool)
 	Metrics         *Metrics
@@ -45,7 +50,7 @@ func New(dyn dynamic.Interface, opts Options) *Collector {
 	if nsLabels == nil {
 		nsLabels = func(string) (labels.Set, bool) { return nil, false }
 	}
-	return &Collector{dyn: dyn, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
+	return &Collector{dyn: dyn, meta: opts.Metadata, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
 		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}}
 }
 
@@ -157,7 +162,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 		return
 	}
 	proj := buildProjection(targets, c.namespaces)
-	w := newGVKWatch(c.dyn, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics)
+	w := newGVKWatch(c.dyn, c.meta, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics)
 	c.watches[gvk] = w
 	if c.ctx == nil {
 		return // started by Start
@@ -167,7 +172,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 	}
 	w.start(c.ctx, func() { c.notify(gvk) })
 	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
-		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles))
+		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles), "metadataOnly", proj.metadataOnly && c.meta != nil)
 	go c.notify(gvk)
 }
 

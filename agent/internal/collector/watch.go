@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
 	"kollect.dev/agent/internal/profile"
@@ -60,6 +61,9 @@ type projection struct {
 	objectTargets []*Target
 	targetIndex   map[TargetKey]int
 	keepLabels    bool
+	// metadataOnly watches object metadata only: every profile reads only metadata and no
+	// target needs the whole object.
+	metadataOnly bool
 	// server-side selectors, when every target agrees.
 	labelSelector labels.Selector
 	fieldSelector fields.Selector
@@ -73,6 +77,8 @@ type gvkWatch struct {
 	proj      *projection
 	informers []cache.SharedIndexInformer
 	cancel    context.CancelFunc
+	// metadataWatch is true when the informers list and watch object metadata only.
+	metadataWatch bool
 
 	mu      sync.Mutex
 	lastErr error
@@ -82,30 +88,50 @@ type gvkWatch struct {
 	synced atomic.Bool
 }
 
-func newGVKWatch(dyn dynamic.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, proj *projection,
-	onEvent func(), metrics *Metrics) *gvkWatch {
+func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
+	proj *projection, onEvent func(), metrics *Metrics) *gvkWatch {
 	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj}
+	tweak := func(o *metav1.ListOptions) {
+		if !proj.labelSelector.Empty() {
+			o.LabelSelector = proj.labelSelector.String()
+		}
+		if !proj.fieldSelector.Empty() {
+			o.FieldSelector = proj.fieldSelector.String()
+		}
+	}
 	for _, ns := range proj.namespaces {
-		client := dyn.Resource(gvr).Namespace(ns)
-		tweak := func(o *metav1.ListOptions) {
-			if !proj.labelSelector.Empty() {
-				o.LabelSelector = proj.labelSelector.String()
+		var lw *cache.ListWatch
+		var objType runtime.Object
+		if proj.metadataOnly && meta != nil {
+			// Every profile reads only metadata: the API server sends no spec or status.
+			client := meta.Resource(gvr).Namespace(ns)
+			objType = &metav1.PartialObjectMetadata{}
+			w.metadataWatch = true
+			lw = &cache.ListWatch{
+				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					tweak(&o)
+					return client.List(ctx, o)
+				},
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					tweak(&o)
+					return client.Watch(ctx, o)
+				},
 			}
-			if !proj.fieldSelector.Empty() {
-				o.FieldSelector = proj.fieldSelector.String()
+		} else {
+			client := dyn.Resource(gvr).Namespace(ns)
+			objType = &unstructured.Unstructured{}
+			lw = &cache.ListWatch{
+				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+					tweak(&o)
+					return client.List(ctx, o)
+				},
+				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+					tweak(&o)
+					return client.Watch(ctx, o)
+				},
 			}
 		}
-		lw := &cache.ListWatch{
-			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				tweak(&o)
-				return client.List(ctx, o)
-			},
-			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				tweak(&o)
-				return client.Watch(ctx, o)
-			},
-		}
-		inf := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{})
 		_ = inf.SetTransform(w.transform(metrics))
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			w.mu.Lock()
@@ -176,8 +202,17 @@ func isForbidden(err error) bool {
 func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 	proj := w.proj
 	return func(obj any) (any, error) {
-		u, ok := obj.(*unstructured.Unstructured)
-		if !ok {
+		var u *unstructured.Unstructured
+		switch o := obj.(type) {
+		case *unstructured.Unstructured:
+			u = o
+		case *metav1.PartialObjectMetadata:
+			content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+			if err != nil {
+				return nil, err
+			}
+			u = &unstructured.Unstructured{Object: content}
+		default:
 			return obj, nil // already projected (tombstones carry stored items)
 		}
 		content := u.UnstructuredContent()
@@ -254,6 +289,10 @@ func buildProjection(targets []*Target, agentNamespaces []string) *projection {
 			p.targetIndex[t.Key] = len(p.objectTargets)
 			p.objectTargets = append(p.objectTargets, t)
 		}
+	}
+	p.metadataOnly = len(p.objectTargets) == 0
+	for _, prof := range p.profiles {
+		p.metadataOnly = p.metadataOnly && prof.MetadataOnly
 	}
 	p.namespaces = watchNamespaces(targets, agentNamespaces)
 	return p
