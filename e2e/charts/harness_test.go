@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,12 +23,28 @@ var root = func() string {
 	return abs
 }()
 
-// tool returns the path of a chart-test tool from KOLLECT_TOOLS.
+// toolsDir is KOLLECT_TOOLS, or else what hack/ensure-tools.sh prints (building the tools when
+// the cache is cold), so that a plain `go test` works too.
+var toolsDir = sync.OnceValues(func() (string, error) {
+	if dir := os.Getenv("KOLLECT_TOOLS"); dir != "" {
+		return dir, nil
+	}
+	out, err := exec.Command(filepath.Join(root, "hack", "ensure-tools.sh")).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return "", fmt.Errorf("KOLLECT_TOOLS is not set and hack/ensure-tools.sh failed: %w\n%s", err, ee.Stderr)
+		}
+		return "", fmt.Errorf("KOLLECT_TOOLS is not set and hack/ensure-tools.sh failed: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+})
+
+// tool returns the path of a chart-test tool (helm, kubeconform, shellcheck).
 func tool(t testing.TB, name string) string {
 	t.Helper()
-	dir := os.Getenv("KOLLECT_TOOLS")
-	if dir == "" {
-		t.Fatal("KOLLECT_TOOLS is not set: export KOLLECT_TOOLS=$(hack/ensure-tools.sh) (make test does)")
+	dir, err := toolsDir()
+	if err != nil {
+		t.Fatal(err)
 	}
 	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
