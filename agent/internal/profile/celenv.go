@@ -5,6 +5,7 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/checker"
 	"github.com/google/cel-go/ext"
 	"k8s.io/apiserver/pkg/cel/library"
 )
@@ -48,9 +49,32 @@ func CompileCEL(expr string) (cel.Program, error) {
 	if iss.Err() != nil {
 		return nil, fmt.Errorf("%s", iss.Err())
 	}
-	prg, err := env.Program(ast, cel.CostLimit(CostLimit), cel.EvalOptions(cel.OptOptimize))
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	// Runtime cost tracking costs allocations on every evaluation. When the static estimate
+	// already proves the expression stays within the budget (no comprehension over data of
+	// unknown size), the tracking is left out; otherwise the budget is enforced at run time.
+	if est, err := env.EstimateCost(ast, objectSizes{}); err != nil || est.Max > CostLimit {
+		opts = append(opts, cel.CostLimit(CostLimit))
+	}
+	prg, err := env.Program(ast, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("planning CEL program: %w", err)
 	}
 	return prg, nil
+}
+
+// objectSizes bounds the size of any value read from an object by the largest request the
+// API server accepts (3 MiB): a string, list or map of an object is never larger.
+// Estimates built on it are sound, so an expression whose maximum fits the budget cannot
+// exceed it at run time.
+type objectSizes struct{}
+
+const maxObjectSize = 3 << 20
+
+func (objectSizes) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: maxObjectSize}
+}
+
+func (objectSizes) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
 }
