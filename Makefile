@@ -24,8 +24,8 @@ demo: build k8s-bins ## A local fleet: a hub, two clusters with agents, rows exp
 	@hack/demo.sh
 
 .PHONY: test
-test: k8s-bins servers verify-generated lint ## Run every test of every module against real servers.
-	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" \
+test: k8s-bins servers tools verify-generated lint ## Run every test of every module against real servers.
+	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
 		go test $(GOTEST_FLAGS) $(PKGS)
 
 ##@ Development
@@ -61,6 +61,10 @@ k8s-bins: ## Build etcd, kube-apiserver and kubectl from pinned modules (cached 
 .PHONY: servers
 servers: ## Install and build the sink servers the tests start (cached by version).
 	@hack/ensure-servers.sh >/dev/null
+
+.PHONY: tools
+tools: ## Build helm and kubeconform (chart tests) from pinned modules (cached by version).
+	@hack/ensure-tools.sh >/dev/null
 
 .PHONY: clean
 clean: ## Remove build output (the version-keyed caches stay).
