@@ -24,3 +24,11 @@ export PATH="$bin:$PATH"
 cd "$root/proto"
 buf lint
 buf generate
+
+# TypeScript for the dashboard, with the protoc-gen-es pinned in web/package-lock.json.
+# npm ci runs only when node_modules is missing or older than the lock file.
+web="$root/web"
+if [ ! -x "$web/node_modules/.bin/protoc-gen-es" ] || [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
+	(cd "$web" && npm ci --no-audit --no-fund --loglevel=error >&2)
+fi
+buf generate --template buf.gen.es.yaml
