@@ -22,10 +22,7 @@ import (
 const uploads = 8
 
 // Stats counts what the latest export did.
-type Stats struct {
-	Written, Unchanged, Deleted int
-	ManifestWritten             bool
-}
+type Stats = snapshot.Publication
 
 // LastStats describes the latest successful export.
 func (s *Sink) LastStats() Stats { return s.last }
@@ -37,48 +34,32 @@ var errConflict = errors.New("manifest changed concurrently")
 // Export writes the documents that changed, then the manifest, then prunes.
 func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 	manifestKey := s.key(snapshot.ManifestPath(b.Envelope.Cluster, b.Envelope.Inventory))
-	old, etag, err := s.readManifest(ctx, manifestKey)
+	st, err := snapshot.Publish[string](ctx, s.opts, objects{s}, manifestKey, b)
 	if err != nil {
 		return err
 	}
-	if !b.Resync && s.opts.Current(old, b.Envelope.Checksum) {
-		// The store already holds this snapshot: nothing to render, nothing to write.
-		s.last = Stats{Unchanged: len(old.Files)}
-		return nil
-	}
-	var rendered *snapshot.Rendered
-	var plan snapshot.Plan
-	if !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.opts.Current(old, b.PreviousChecksum) {
-		// The store holds the previous snapshot: render only the documents the diff touches.
-		if rendered, plan, err = s.opts.Patch(old, &b.Envelope, &b.Diff); err != nil {
-			return err
-		}
-	} else {
-		if rendered, err = s.opts.Render(&b.Envelope); err != nil {
-			return err
-		}
-		var listed []string
-		if old == nil || b.Resync {
-			// No trustworthy record of what is stored (first export, or a periodic
-			// resync): list the inventory's keys so stale documents are pruned too.
-			if listed, err = s.listOwned(ctx, rendered.Matcher); err != nil {
-				return err
-			}
-		}
-		plan = rendered.Plan(old.Hashes(), listed)
-	}
-	if err := s.putAll(ctx, plan.Write); err != nil {
-		return err
-	}
-	if err := s.putManifest(ctx, manifestKey, rendered.Manifest.Marshal(), etag); err != nil {
-		return err
-	}
-	if err := s.deleteAll(ctx, plan.Delete); err != nil {
-		return err
-	}
-	s.last = Stats{Written: len(plan.Write), Unchanged: plan.Unchanged, Deleted: len(plan.Delete), ManifestWritten: true}
-	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", len(plan.Write), "deleted", len(plan.Delete))
+	s.last = st
+	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", st.Written, "deleted", st.Deleted)
 	return nil
+}
+
+// objects gives snapshot.Publish the bucket operations of the sink.
+type objects struct{ s *Sink }
+
+func (o objects) ReadManifest(ctx context.Context, key string) (*snapshot.Manifest, string, error) {
+	return o.s.readManifest(ctx, key)
+}
+func (o objects) ListOwned(ctx context.Context, m *snapshot.Matcher) ([]string, error) {
+	return o.s.listOwned(ctx, m)
+}
+func (o objects) PutAll(ctx context.Context, files []snapshot.File) error {
+	return o.s.putAll(ctx, files)
+}
+func (o objects) PutManifest(ctx context.Context, key string, data []byte, v string) error {
+	return o.s.putManifest(ctx, key, data, v)
+}
+func (o objects) DeleteAll(ctx context.Context, paths []string) error {
+	return o.s.deleteAll(ctx, paths)
 }
 
 func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest, string, error) {
