@@ -91,8 +91,13 @@ func benchDiff(b *testing.B, size int) {
 		batch := a.batch(next)
 		b.StartTimer()
 		start := time.Now()
-		if err := s.Export(ctx, batch); err != nil {
-			b.Fatal(err)
+		// A deadline, as the exporter sets: FerretDB v1 has been seen to stop answering an
+		// update command here, and a benchmark must fail rather than hang.
+		ectx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := s.Export(ectx, batch)
+		cancel()
+		if err != nil {
+			b.Fatalf("diff export %d: %v", round, err)
 		}
 		durations = append(durations, time.Since(start))
 		a.accept()
