@@ -123,11 +123,23 @@ type Postgres struct {
 	Port int
 	// URL connects as the superuser postgres to database postgres.
 	URL string
+	// CAPEM is the CA of the server certificate when the server speaks TLS.
+	CAPEM []byte
+}
+
+// PostgresOptions configure StartPostgresWith.
+type PostgresOptions struct {
+	// TLS serves TLS (next to plain connections) with a certificate for 127.0.0.1 signed by a
+	// new CA, returned in Postgres.CAPEM.
+	TLS bool
 }
 
 // StartPostgres initialises and starts a PostgreSQL cluster with fsync off. initdb and postgres
 // refuse to run as root, so as root they run as the postgres user.
-func StartPostgres() (*Postgres, error) {
+func StartPostgres() (*Postgres, error) { return StartPostgresWith(PostgresOptions{}) }
+
+// StartPostgresWith starts a PostgreSQL cluster with options; see StartPostgres.
+func StartPostgresWith(opts PostgresOptions) (*Postgres, error) {
 	pgbin := os.Getenv("PGBIN")
 	if pgbin == "" {
 		pgbin = "/usr/lib/postgresql/15/bin"
@@ -171,6 +183,20 @@ func StartPostgres() (*Postgres, error) {
 	cmdline := append(append([]string{}, runAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-k", data, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	var caPEM []byte
+	if opts.TLS {
+		var certFile, keyFile string
+		if caPEM, certFile, keyFile, err = ServerCertificate(data); err != nil {
+			return nil, err
+		}
+		// postgres refuses a key readable by others or owned by another user.
+		if len(runAs) > 0 {
+			if out, err := exec.Command("chown", "postgres:postgres", certFile, keyFile).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("chown certificates: %v: %s", err, out)
+			}
+		}
+		cmdline = append(cmdline, "-c", "ssl=on", "-c", "ssl_cert_file="+certFile, "-c", "ssl_key_file="+keyFile)
+	}
 	url := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
 	ready := func() error {
 		out, err := exec.Command(filepath.Join(pgbin, "pg_isready"), "-h", "127.0.0.1", "-p", strconv.Itoa(port)).CombinedOutput()
@@ -183,7 +209,7 @@ func StartPostgres() (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Postgres{Process: p, Port: port, URL: url}, nil
+	return &Postgres{Process: p, Port: port, URL: url, CAPEM: caPEM}, nil
 }
 
 // CreateDatabase creates a fresh database and returns its URL, so tests sharing one server

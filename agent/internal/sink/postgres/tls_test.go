@@ -1,0 +1,54 @@
+package postgres
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
+)
+
+// TestVerifyFullWithCAFromSecret connects with sslmode verify-full to a PostgreSQL that serves
+// TLS, trusting the CA from a Secret; a CA that did not sign the server is a terminal error.
+func TestVerifyFullWithCAFromSecret(t *testing.T) {
+	pg, err := testenv.StartPostgresWith(testenv.PostgresOptions{TLS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	otherCA, _, _, err := testenv.ServerCertificate(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sinkWith := func(ca []byte) *Sink {
+		t.Helper()
+		secrets := func(_ context.Context, name string) (map[string][]byte, error) {
+			if name == "pg-ca" {
+				return map[string][]byte{"ca.crt": ca}, nil
+			}
+			return map[string][]byte{"username": []byte("postgres"), "password": []byte("unused")}, nil
+		}
+		s, err := New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+			Schema: "kollect", Table: "rows", SSLMode: "verify-full", SecretRef: v1alpha1.SecretReference{Name: "pg"},
+			TLS:              &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "pg-ca", Key: "ca.crt"}},
+			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
+			export.Env{Cluster: "east", Namespace: "ns", Name: "db", Secrets: secrets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	if err := sinkWith(pg.CAPEM).Probe(ctx); err != nil {
+		t.Fatalf("verify-full with the server's CA: %v", err)
+	}
+	err = sinkWith(otherCA).Probe(ctx)
+	if err == nil || export.ClassOf(err) != export.Terminal {
+		t.Fatalf("verify-full with another CA: %v (class %s), want a terminal error", err, export.ClassOf(err))
+	}
+}
