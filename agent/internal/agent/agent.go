@@ -18,6 +18,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -230,7 +231,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		OnTargetPermission: func(k collector.TargetKey) { invRec.TargetPermissionChanged(context.Background(), k) }}
 	invRec.Scopes = gate
 	errs := []error{
-		mgr.Add(col), mgr.Add(invMgr),
+		mgr.Add(col), mgr.Add(invMgr), mgr.Add(namespaceWatch{cache: mgr.GetCache(), changed: col.NamespacesChanged}),
 		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
 			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh, Scopes: gate}).SetupWithManager(mgr),
@@ -252,6 +253,38 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	}
 	return errors.Join(errs...)
 }
+
+// namespaceWatch tells the collector when namespace labels change, so targets that select
+// namespaces by label follow them. Every replica runs it, like the collector.
+type namespaceWatch struct {
+	cache   cache.Cache
+	changed func()
+}
+
+func (n namespaceWatch) Start(ctx context.Context) error {
+	inf, err := n.cache.GetInformer(ctx, &corev1.Namespace{})
+	if err != nil {
+		return fmt.Errorf("watching namespaces: %w", err)
+	}
+	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: func(any) { n.changed() },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*corev1.Namespace)
+			c, ok2 := newObj.(*corev1.Namespace)
+			if !ok1 || !ok2 || !labels.Equals(o.Labels, c.Labels) {
+				n.changed()
+			}
+		},
+		DeleteFunc: func(any) { n.changed() },
+	})
+	if err != nil {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+func (namespaceWatch) NeedLeaderElection() bool { return false }
 
 func nonZero(d time.Duration) *time.Duration {
 	if d == 0 {

@@ -79,7 +79,7 @@ func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factorie
 		cfg = cp.Config
 	}
 	mgr, err := New(cfg, Options{
-		Cluster: cluster, Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
+		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
 		CacheDir: t.TempDir(), Log: log,
 		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
@@ -98,6 +98,14 @@ func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factorie
 	stop = func() { once.Do(func() { cancel(); <-done }) }
 	t.Cleanup(stop)
 	return stop
+}
+
+// namespacesOf limits an agent to ns, or to nothing ("" means every namespace).
+func namespacesOf(ns string) []string {
+	if ns == "" {
+		return nil
+	}
+	return []string{ns}
 }
 
 func namespace(t *testing.T, name string) string {
