@@ -57,8 +57,8 @@ func TestSASLOverTLSWithCustomCA(t *testing.T) {
 			if err := sk.Probe(ctx); err != nil {
 				t.Fatalf("probe: %v", err)
 			}
-			ex := exporter{gen: int64(i * 10)}
-			if err := ex.export(ctx, sk, export.NewSnapshot([]export.Row{row(mech, i)})); err != nil {
+			ex := exporter{Gen: int64(i * 10)}
+			if err := ex.Export(ctx, sk, export.NewSnapshot([]export.Row{row(mech, i)})); err != nil {
 				t.Fatal(err)
 			}
 			// kfake drops the connection on a failed authentication where Kafka answers

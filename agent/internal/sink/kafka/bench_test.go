@@ -26,7 +26,7 @@ func BenchmarkInitialExport100k(b *testing.B) {
 		sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-initial-%d-%d", time.Now().UnixNano(), i)), export.Env{})
 		var ex exporter
 		start := time.Now()
-		if err := ex.export(b.Context(), sk, s); err != nil {
+		if err := ex.Export(b.Context(), sk, s); err != nil {
 			b.Fatal(err)
 		}
 		elapsed += time.Since(start)
@@ -41,7 +41,7 @@ func BenchmarkChurn1k(b *testing.B) {
 	rows := benchRows(100_000, 0)
 	sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-churn-%d", time.Now().UnixNano())), export.Env{})
 	var ex exporter
-	if err := ex.export(b.Context(), sk, export.NewSnapshot(append([]export.Row(nil), rows...))); err != nil {
+	if err := ex.Export(b.Context(), sk, export.NewSnapshot(append([]export.Row(nil), rows...))); err != nil {
 		b.Fatal(err)
 	}
 	var elapsed time.Duration
@@ -55,7 +55,7 @@ func BenchmarkChurn1k(b *testing.B) {
 		next := export.NewSnapshot(append([]export.Row(nil), rows...))
 		b.StartTimer()
 		start := time.Now()
-		if err := ex.export(b.Context(), sk, next); err != nil {
+		if err := ex.Export(b.Context(), sk, next); err != nil {
 			b.Fatal(err)
 		}
 		elapsed += time.Since(start)

@@ -25,7 +25,7 @@ func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
 	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
 	s3 := export.NewSnapshot([]export.Row{row("a", 2)})
 	for _, s := range []*export.Snapshot{s1, s2, s3} {
-		if err := ex.export(ctx, sk, s); err != nil {
+		if err := ex.Export(ctx, sk, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -59,7 +59,7 @@ func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
 
 	// Static data: the exporter hands the same snapshot again; nothing is produced.
 	before := endOffsets(t, "changes")
-	if err := ex.export(ctx, sk, s3); err != nil {
+	if err := ex.Export(ctx, sk, s3); err != nil {
 		t.Fatal(err)
 	}
 	if after := endOffsets(t, "changes"); after != before {
@@ -89,7 +89,7 @@ func TestCreatedTopicIsCompacted(t *testing.T) {
 		t.Fatalf("probe of a creatable topic: %v", err)
 	}
 	var ex exporter
-	if err := ex.export(t.Context(), sk, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
+	if err := ex.Export(t.Context(), sk, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
 		t.Fatal(err)
 	}
 	configs, err := sk.admin.DescribeTopicConfigs(t.Context(), "created")
@@ -169,7 +169,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			for i := range 300 {
 				vals[fmt.Sprint(i)] = 0
 			}
-			if err := ex.export(t.Context(), sk, snapshot()); err != nil {
+			if err := ex.Export(t.Context(), sk, snapshot()); err != nil {
 				t.Fatal(err)
 			}
 			if err := k.Signal(syscall.SIGSTOP); err != nil {
@@ -189,7 +189,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				vals[fmt.Sprint("new-", round)] = round
 				last = snapshot()
 				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-				err := ex.export(ctx, sk, last)
+				err := ex.Export(ctx, sk, last)
 				cancel()
 				if err == nil || export.ClassOf(err) != export.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
@@ -209,7 +209,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			var err2 error
 			for try := 0; try < 20; try++ {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				err2 = ex.export(ctx, sk, last)
+				err2 = ex.Export(ctx, sk, last)
 				cancel()
 				if err2 == nil {
 					break
@@ -234,14 +234,14 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 func TestRestartWithChangedDataResyncs(t *testing.T) {
 	first := newSink(t, spec(broker.Addr, "restart"), export.Env{})
 	var ex exporter
-	if err := ex.export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1), row("c", 1)})); err != nil {
+	if err := ex.Export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1), row("c", 1)})); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
 	restarted := newSink(t, spec(broker.Addr, "restart"), export.Env{})
-	ex2 := exporter{gen: 10} // the baseline is unknown after the restart
+	ex2 := exporter{Gen: 10} // the baseline is unknown after the restart
 	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("c", 1)})
-	if err := ex2.export(t.Context(), restarted, s2); err != nil {
+	if err := ex2.Export(t.Context(), restarted, s2); err != nil {
 		t.Fatal(err)
 	}
 	byKey := kcat(t, broker.Addr, "restart")
@@ -271,7 +271,7 @@ func TestSnapshotModeChunksUnderMessageLimit(t *testing.T) {
 	}
 	s := export.NewSnapshot(rows)
 	var ex exporter
-	if err := ex.export(t.Context(), sk, s); err != nil {
+	if err := ex.Export(t.Context(), sk, s); err != nil {
 		t.Fatal(err)
 	}
 	byKey := kcat(t, k.Addr, "snapshots")
@@ -292,7 +292,7 @@ func TestSnapshotModeChunksUnderMessageLimit(t *testing.T) {
 	if total != 2000 {
 		t.Fatalf("chunks hold %d rows, want 2000", total)
 	}
-	if err := ex.export(t.Context(), sk, s); err != nil {
+	if err := ex.Export(t.Context(), sk, s); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(kcat(t, k.Addr, "snapshots")["c1/pods/snapshot/0"]); n != 1 {

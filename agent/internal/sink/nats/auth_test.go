@@ -53,7 +53,7 @@ func TestNKeyOverTLSWithCustomCA(t *testing.T) {
 	}
 	var ex exporter
 	s := export.NewSnapshot([]export.Row{row("a", 1), row("b", 2)})
-	if err := ex.export(ctx, sk, s); err != nil {
+	if err := ex.Export(ctx, sk, s); err != nil {
 		t.Fatal(err)
 	}
 	untrusted := *sp.NATS

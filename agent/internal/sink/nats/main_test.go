@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -71,31 +72,8 @@ func row(uid string, v int) export.Row {
 		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
-// exporter mimics the agent's exporter: diffs against the snapshot the sink accepted last.
-type exporter struct {
-	accepted *export.Snapshot
-	gen      int64
-}
-
-func (e *exporter) batch(next *export.Snapshot) *export.Batch {
-	e.gen++
-	b := &export.Batch{Diff: export.Compute(e.accepted, next), Envelope: export.Envelope{
-		SchemaVersion: export.SchemaVersion, Cluster: "c1", Inventory: "pods", Generation: e.gen,
-		ExportedAt: time.Unix(1_800_000_000+e.gen, 0).UTC(), ItemCount: len(next.Rows),
-		Checksum: next.Checksum, Rows: next.Rows}}
-	if e.accepted != nil {
-		b.PreviousChecksum = e.accepted.Checksum
-	}
-	return b
-}
-
-func (e *exporter) export(ctx context.Context, s export.Sink, next *export.Snapshot) error {
-	if err := s.Export(ctx, e.batch(next)); err != nil {
-		return err
-	}
-	e.accepted = next
-	return nil
-}
+// exporter drives the sink the way the agent's exporter does.
+type exporter = sinktest.Exporter
 
 // client is an independent reader of the stream and bucket.
 type client struct {

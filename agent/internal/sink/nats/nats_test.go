@@ -23,7 +23,7 @@ func TestChangesInOrderPerKeyWithHeadersAndBucket(t *testing.T) {
 	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
 	s3 := export.NewSnapshot([]export.Row{row("a", 2)})
 	for _, s := range []*export.Snapshot{s1, s2, s3} {
-		if err := ex.export(ctx, sk, s); err != nil {
+		if err := ex.Export(ctx, sk, s); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,7 +53,7 @@ func TestChangesInOrderPerKeyWithHeadersAndBucket(t *testing.T) {
 
 	// Static data: the same snapshot again publishes nothing.
 	before := c.count(t, "CHANGES")
-	if err := ex.export(ctx, sk, s3); err != nil {
+	if err := ex.Export(ctx, sk, s3); err != nil {
 		t.Fatal(err)
 	}
 	if after := c.count(t, "CHANGES"); after != before {
@@ -66,7 +66,7 @@ func TestChangesInOrderPerKeyWithHeadersAndBucket(t *testing.T) {
 func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 	s := export.NewSnapshot([]export.Row{row("a", 1), row("b", 2), row("c", 3)})
 	var ex exporter
-	b := ex.batch(s)
+	b := ex.Batch(s)
 	for range 2 {
 		sk := newSink(t, spec(server.URL, "DEDUP", ""), defaultEnv)
 		if err := sk.Export(t.Context(), b); err != nil {
@@ -104,7 +104,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			for i := range 300 {
 				vals[fmt.Sprint(i)] = 0
 			}
-			if err := ex.export(t.Context(), sk, snapshot()); err != nil {
+			if err := ex.Export(t.Context(), sk, snapshot()); err != nil {
 				t.Fatal(err)
 			}
 			if err := srv.Signal(syscall.SIGSTOP); err != nil {
@@ -124,7 +124,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				vals[fmt.Sprint("new-", round)] = round
 				last = snapshot()
 				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-				err := ex.export(ctx, sk, last)
+				err := ex.Export(ctx, sk, last)
 				cancel()
 				if err == nil || export.ClassOf(err) != export.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
@@ -140,7 +140,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			var err2 error
 			for try := 0; try < 20; try++ {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				err2 = ex.export(ctx, sk, last)
+				err2 = ex.Export(ctx, sk, last)
 				cancel()
 				if err2 == nil {
 					break
@@ -166,14 +166,14 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 func TestRestartWithChangedDataResyncsAndDeletesStale(t *testing.T) {
 	first := newSink(t, spec(server.URL, "RESTART", "restart"), defaultEnv)
 	var ex exporter
-	if err := ex.export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})); err != nil {
+	if err := ex.Export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
 	restarted := newSink(t, spec(server.URL, "RESTART", "restart"), defaultEnv)
-	ex2 := exporter{gen: 10}
+	ex2 := exporter{Gen: 10}
 	s2 := export.NewSnapshot([]export.Row{row("a", 2)})
-	if err := ex2.export(t.Context(), restarted, s2); err != nil {
+	if err := ex2.Export(t.Context(), restarted, s2); err != nil {
 		t.Fatal(err)
 	}
 	c := dial(t, server.URL)
@@ -217,7 +217,7 @@ func TestCredentials(t *testing.T) {
 				t.Fatalf("probe with good credentials: %v", err)
 			}
 			var ex exporter
-			if err := ex.export(ctx, ok, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
+			if err := ex.Export(ctx, ok, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
 				t.Fatal(err)
 			}
 			bad := newSink(t, sp, export.Env{Cluster: "c1", Secrets: secrets(map[string]map[string][]byte{"nats": tc.bad})})
@@ -265,7 +265,7 @@ func TestSnapshotModePublishesNumberedChunks(t *testing.T) {
 	}
 	s := export.NewSnapshot(rows)
 	var ex exporter
-	if err := ex.export(t.Context(), sk, s); err != nil {
+	if err := ex.Export(t.Context(), sk, s); err != nil {
 		t.Fatal(err)
 	}
 	msgs := dial(t, server.URL).messages(t, "SNAP")
