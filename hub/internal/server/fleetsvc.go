@@ -19,7 +19,11 @@ import (
 
 // fleetService implements FleetService. Authorisation and auditing happen in auth.FleetAuth;
 // handlers only record what they changed with auth.Note.
-type fleetService struct{ s *Server }
+type fleetService struct {
+	// Transitional: the rollout RPCs answer CodeUnimplemented until the rollout engine lands.
+	fleetv1connect.UnimplementedFleetServiceHandler
+	s *Server
+}
 
 var _ fleetv1connect.FleetServiceHandler = (*fleetService)(nil)
 

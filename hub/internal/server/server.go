@@ -220,7 +220,7 @@ func (s *Server) routes() http.Handler {
 	limits := connect.WithReadMaxBytes(16 << 20)
 	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
 		connect.WithInterceptors(&auth.AgentAuth{Store: s.store}), limits)
-	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s},
+	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s},
 		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log}), limits)
 
 	r := chi.NewRouter()

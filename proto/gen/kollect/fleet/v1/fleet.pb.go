@@ -485,7 +485,10 @@ type ApplyBundleRequest struct {
 	// message is a change note stored with the revision.
 	Message string `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	// dry_run validates and reports what would change without storing anything.
-	DryRun        bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,6,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// hold stores the revision without sending it anywhere; start a rollout to distribute it.
+	// Clusters that register meanwhile get the bundle's stable revision.
+	Hold          bool `protobuf:"varint,7,opt,name=hold,proto3" json:"hold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -562,13 +565,20 @@ func (x *ApplyBundleRequest) GetDryRun() bool {
 	return false
 }
 
+func (x *ApplyBundleRequest) GetHold() bool {
+	if x != nil {
+		return x.Hold
+	}
+	return false
+}
+
 // ApplyBundleResponse reports the stored (or, with dry_run, the would-be) revision.
 type ApplyBundleResponse struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Revision *BundleRevision        `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	// created is false when the content equals the latest revision.
 	Created bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
-	// selected_clusters names the clusters the revision goes to.
+	// selected_clusters names the clusters the revision selects (and, without hold, goes to).
 	SelectedClusters []string `protobuf:"bytes,3,rep,name=selected_clusters,json=selectedClusters,proto3" json:"selected_clusters,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
@@ -1958,6 +1968,7 @@ type WatchFleetResponse struct {
 	//	*WatchFleetResponse_ClusterRemoved
 	//	*WatchFleetResponse_Bundle
 	//	*WatchFleetResponse_BundleRemoved
+	//	*WatchFleetResponse_Rollout
 	Event         isWatchFleetResponse_Event `protobuf_oneof:"event"`
 	Time          *timestamppb.Timestamp     `protobuf:"bytes,5,opt,name=time,proto3" json:"time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -2037,6 +2048,15 @@ func (x *WatchFleetResponse) GetBundleRemoved() string {
 	return ""
 }
 
+func (x *WatchFleetResponse) GetRollout() *Rollout {
+	if x != nil {
+		if x, ok := x.Event.(*WatchFleetResponse_Rollout); ok {
+			return x.Rollout
+		}
+	}
+	return nil
+}
+
 func (x *WatchFleetResponse) GetTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.Time
@@ -2068,6 +2088,12 @@ type WatchFleetResponse_BundleRemoved struct {
 	BundleRemoved string `protobuf:"bytes,4,opt,name=bundle_removed,json=bundleRemoved,proto3,oneof"`
 }
 
+type WatchFleetResponse_Rollout struct {
+	// rollout is a rollout's new state, without clusters (call GetRollout for them). Changes
+	// are coalesced: at most one event per rollout per second.
+	Rollout *Rollout `protobuf:"bytes,6,opt,name=rollout,proto3,oneof"`
+}
+
 func (*WatchFleetResponse_Cluster) isWatchFleetResponse_Event() {}
 
 func (*WatchFleetResponse_ClusterRemoved) isWatchFleetResponse_Event() {}
@@ -2075,6 +2101,8 @@ func (*WatchFleetResponse_ClusterRemoved) isWatchFleetResponse_Event() {}
 func (*WatchFleetResponse_Bundle) isWatchFleetResponse_Event() {}
 
 func (*WatchFleetResponse_BundleRemoved) isWatchFleetResponse_Event() {}
+
+func (*WatchFleetResponse_Rollout) isWatchFleetResponse_Event() {}
 
 // ListAuditEventsRequest pages through the audit log.
 type ListAuditEventsRequest struct {
@@ -2180,7 +2208,7 @@ var File_kollect_fleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckollect/fleet/v1/fleet.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckollect/fleet/v1/types.proto\"<\n" +
+	"\x1ckollect/fleet/v1/fleet.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ekollect/fleet/v1/rollout.proto\x1a\x1ckollect/fleet/v1/types.proto\"<\n" +
 	"\x13ListClustersRequest\x12%\n" +
 	"\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\"M\n" +
 	"\x14ListClustersResponse\x125\n" +
@@ -2203,14 +2231,15 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x15DeleteClusterResponse\"7\n" +
 	"\x12RevokeAgentRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x15\n" +
-	"\x13RevokeAgentResponse\"\xe7\x01\n" +
+	"\x13RevokeAgentResponse\"\xfb\x01\n" +
 	"\x12ApplyBundleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
 	"\tmanifests\x18\x03 \x01(\tR\tmanifests\x12J\n" +
 	"\x10cluster_selector\x18\x04 \x01(\v2\x1f.kollect.fleet.v1.LabelSelectorR\x0fclusterSelector\x12\x18\n" +
 	"\amessage\x18\x05 \x01(\tR\amessage\x12\x17\n" +
-	"\adry_run\x18\x06 \x01(\bR\x06dryRun\"\x9a\x01\n" +
+	"\adry_run\x18\x06 \x01(\bR\x06dryRun\x12\x12\n" +
+	"\x04hold\x18\a \x01(\bR\x04hold\"\x9a\x01\n" +
 	"\x13ApplyBundleResponse\x12<\n" +
 	"\brevision\x18\x01 \x01(\v2 .kollect.fleet.v1.BundleRevisionR\brevision\x12\x18\n" +
 	"\acreated\x18\x02 \x01(\bR\acreated\x12+\n" +
@@ -2289,19 +2318,20 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\roffline_after\x18\f \x01(\v2\x19.google.protobuf.DurationR\fofflineAfter\x12;\n" +
 	"\vcomputed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"computedAt\"\x13\n" +
-	"\x11WatchFleetRequest\"\x8c\x02\n" +
+	"\x11WatchFleetRequest\"\xc3\x02\n" +
 	"\x12WatchFleetResponse\x125\n" +
 	"\acluster\x18\x01 \x01(\v2\x19.kollect.fleet.v1.ClusterH\x00R\acluster\x12)\n" +
 	"\x0fcluster_removed\x18\x02 \x01(\tH\x00R\x0eclusterRemoved\x122\n" +
 	"\x06bundle\x18\x03 \x01(\v2\x18.kollect.fleet.v1.BundleH\x00R\x06bundle\x12'\n" +
-	"\x0ebundle_removed\x18\x04 \x01(\tH\x00R\rbundleRemoved\x12.\n" +
+	"\x0ebundle_removed\x18\x04 \x01(\tH\x00R\rbundleRemoved\x125\n" +
+	"\arollout\x18\x06 \x01(\v2\x19.kollect.fleet.v1.RolloutH\x00R\arollout\x12.\n" +
 	"\x04time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x04timeB\a\n" +
 	"\x05event\"K\n" +
 	"\x16ListAuditEventsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xfa\x0f\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\x99\x15\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
@@ -2324,7 +2354,15 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eGetFleetHealth\x12'.kollect.fleet.v1.GetFleetHealthRequest\x1a(.kollect.fleet.v1.GetFleetHealthResponse\x12Y\n" +
 	"\n" +
 	"WatchFleet\x12#.kollect.fleet.v1.WatchFleetRequest\x1a$.kollect.fleet.v1.WatchFleetResponse0\x01\x12f\n" +
-	"\x0fListAuditEvents\x12(.kollect.fleet.v1.ListAuditEventsRequest\x1a).kollect.fleet.v1.ListAuditEventsResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
+	"\x0fListAuditEvents\x12(.kollect.fleet.v1.ListAuditEventsRequest\x1a).kollect.fleet.v1.ListAuditEventsResponse\x12]\n" +
+	"\fStartRollout\x12%.kollect.fleet.v1.StartRolloutRequest\x1a&.kollect.fleet.v1.StartRolloutResponse\x12W\n" +
+	"\n" +
+	"GetRollout\x12#.kollect.fleet.v1.GetRolloutRequest\x1a$.kollect.fleet.v1.GetRolloutResponse\x12]\n" +
+	"\fListRollouts\x12%.kollect.fleet.v1.ListRolloutsRequest\x1a&.kollect.fleet.v1.ListRolloutsResponse\x12]\n" +
+	"\fPauseRollout\x12%.kollect.fleet.v1.PauseRolloutRequest\x1a&.kollect.fleet.v1.PauseRolloutResponse\x12`\n" +
+	"\rResumeRollout\x12&.kollect.fleet.v1.ResumeRolloutRequest\x1a'.kollect.fleet.v1.ResumeRolloutResponse\x12]\n" +
+	"\fAbortRollout\x12%.kollect.fleet.v1.AbortRolloutRequest\x1a&.kollect.fleet.v1.AbortRolloutResponse\x12f\n" +
+	"\x0fRollbackRollout\x12(.kollect.fleet.v1.RollbackRolloutRequest\x1a).kollect.fleet.v1.RollbackRolloutResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_kollect_fleet_v1_fleet_proto_rawDescOnce sync.Once
@@ -2393,7 +2431,22 @@ var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*APIToken)(nil),                     // 50: kollect.fleet.v1.APIToken
 	(*SinkFreshness)(nil),                // 51: kollect.fleet.v1.SinkFreshness
 	(*timestamppb.Timestamp)(nil),        // 52: google.protobuf.Timestamp
-	(*AuditEvent)(nil),                   // 53: kollect.fleet.v1.AuditEvent
+	(*Rollout)(nil),                      // 53: kollect.fleet.v1.Rollout
+	(*AuditEvent)(nil),                   // 54: kollect.fleet.v1.AuditEvent
+	(*StartRolloutRequest)(nil),          // 55: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 56: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 57: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 58: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 59: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 60: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 61: kollect.fleet.v1.RollbackRolloutRequest
+	(*StartRolloutResponse)(nil),         // 62: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 63: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 64: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 65: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 66: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 67: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 68: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
 	42, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
@@ -2421,53 +2474,68 @@ var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
 	52, // 22: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
 	42, // 23: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
 	46, // 24: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	52, // 25: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	53, // 26: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 27: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 28: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 29: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
-	6,  // 30: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
-	8,  // 31: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	10, // 32: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	12, // 33: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	14, // 34: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	16, // 35: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	18, // 36: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	20, // 37: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	22, // 38: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	24, // 39: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	26, // 40: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	28, // 41: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	30, // 42: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	32, // 43: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	34, // 44: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	37, // 45: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	39, // 46: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	1,  // 47: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 48: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 49: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	7,  // 50: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	9,  // 51: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	11, // 52: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	13, // 53: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	15, // 54: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	17, // 55: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	19, // 56: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	21, // 57: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	23, // 58: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	25, // 59: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	27, // 60: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	29, // 61: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	31, // 62: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	33, // 63: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	36, // 64: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	38, // 65: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	40, // 66: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	47, // [47:67] is the sub-list for method output_type
-	27, // [27:47] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	53, // 25: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	52, // 26: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	54, // 27: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 28: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 29: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 30: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	6,  // 31: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	8,  // 32: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	10, // 33: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	12, // 34: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	14, // 35: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	16, // 36: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	18, // 37: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	20, // 38: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	22, // 39: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	24, // 40: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	26, // 41: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	28, // 42: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	30, // 43: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	32, // 44: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	34, // 45: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	37, // 46: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	39, // 47: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	55, // 48: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	56, // 49: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	57, // 50: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	58, // 51: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	59, // 52: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	60, // 53: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	61, // 54: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 55: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 56: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 57: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	7,  // 58: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	9,  // 59: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	11, // 60: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	13, // 61: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	15, // 62: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	17, // 63: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	19, // 64: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	21, // 65: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	23, // 66: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	25, // 67: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	27, // 68: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	29, // 69: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	31, // 70: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	33, // 71: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	36, // 72: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	38, // 73: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	40, // 74: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	62, // 75: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	63, // 76: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	64, // 77: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	65, // 78: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	66, // 79: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	67, // 80: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	68, // 81: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	55, // [55:82] is the sub-list for method output_type
+	28, // [28:55] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }
@@ -2475,12 +2543,14 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 	if File_kollect_fleet_v1_fleet_proto != nil {
 		return
 	}
+	file_kollect_fleet_v1_rollout_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
 	file_kollect_fleet_v1_fleet_proto_msgTypes[38].OneofWrappers = []any{
 		(*WatchFleetResponse_Cluster)(nil),
 		(*WatchFleetResponse_ClusterRemoved)(nil),
 		(*WatchFleetResponse_Bundle)(nil),
 		(*WatchFleetResponse_BundleRemoved)(nil),
+		(*WatchFleetResponse_Rollout)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

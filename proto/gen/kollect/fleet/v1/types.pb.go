@@ -470,8 +470,14 @@ type Bundle struct {
 	UpdatedAt       *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	// selected_clusters is how many registered clusters the latest selector matches.
 	SelectedClusters int64 `protobuf:"varint,7,opt,name=selected_clusters,json=selectedClusters,proto3" json:"selected_clusters,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// stable_revision is the revision newly registered clusters get: the latest revision
+	// applied without hold, or the target of the last completed rollout. 0 while no revision
+	// has been released.
+	StableRevision int64 `protobuf:"varint,8,opt,name=stable_revision,json=stableRevision,proto3" json:"stable_revision,omitempty"`
+	// active_rollout_id is the bundle's progressing, paused or awaiting-approval rollout (0: none).
+	ActiveRolloutId int64 `protobuf:"varint,9,opt,name=active_rollout_id,json=activeRolloutId,proto3" json:"active_rollout_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Bundle) Reset() {
@@ -549,6 +555,20 @@ func (x *Bundle) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *Bundle) GetSelectedClusters() int64 {
 	if x != nil {
 		return x.SelectedClusters
+	}
+	return 0
+}
+
+func (x *Bundle) GetStableRevision() int64 {
+	if x != nil {
+		return x.StableRevision
+	}
+	return 0
+}
+
+func (x *Bundle) GetActiveRolloutId() int64 {
+	if x != nil {
+		return x.ActiveRolloutId
 	}
 	return 0
 }
@@ -1143,8 +1163,7 @@ func (x *AgentStatus) GetObservedAt() *timestamppb.Timestamp {
 }
 
 // ClusterBundle is one bundle's desired and applied revision on a cluster. The desired revision
-// is set by the hub per cluster (today: every selected cluster at once; staged rollouts move it
-// wave by wave).
+// is set by the hub per cluster: every selected cluster at once, or wave by wave in a rollout.
 type ClusterBundle struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Bundle          string                 `protobuf:"bytes,1,opt,name=bundle,proto3" json:"bundle,omitempty"`
@@ -1773,7 +1792,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"apiVersion\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1c\n" +
 	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x04 \x01(\tR\x04name\"\xd6\x02\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\"\xab\x03\n" +
 	"\x06Bundle\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12'\n" +
@@ -1783,7 +1802,9 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"created_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
 	"\n" +
 	"updated_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12+\n" +
-	"\x11selected_clusters\x18\a \x01(\x03R\x10selectedClusters\"\xf1\x02\n" +
+	"\x11selected_clusters\x18\a \x01(\x03R\x10selectedClusters\x12'\n" +
+	"\x0fstable_revision\x18\b \x01(\x03R\x0estableRevision\x12*\n" +
+	"\x11active_rollout_id\x18\t \x01(\x03R\x0factiveRolloutId\"\xf1\x02\n" +
 	"\x0eBundleRevision\x12\x16\n" +
 	"\x06bundle\x18\x01 \x01(\tR\x06bundle\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x1c\n" +

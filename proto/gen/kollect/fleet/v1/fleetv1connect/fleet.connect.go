@@ -90,6 +90,26 @@ const (
 	// FleetServiceListAuditEventsProcedure is the fully-qualified name of the FleetService's
 	// ListAuditEvents RPC.
 	FleetServiceListAuditEventsProcedure = "/kollect.fleet.v1.FleetService/ListAuditEvents"
+	// FleetServiceStartRolloutProcedure is the fully-qualified name of the FleetService's StartRollout
+	// RPC.
+	FleetServiceStartRolloutProcedure = "/kollect.fleet.v1.FleetService/StartRollout"
+	// FleetServiceGetRolloutProcedure is the fully-qualified name of the FleetService's GetRollout RPC.
+	FleetServiceGetRolloutProcedure = "/kollect.fleet.v1.FleetService/GetRollout"
+	// FleetServiceListRolloutsProcedure is the fully-qualified name of the FleetService's ListRollouts
+	// RPC.
+	FleetServiceListRolloutsProcedure = "/kollect.fleet.v1.FleetService/ListRollouts"
+	// FleetServicePauseRolloutProcedure is the fully-qualified name of the FleetService's PauseRollout
+	// RPC.
+	FleetServicePauseRolloutProcedure = "/kollect.fleet.v1.FleetService/PauseRollout"
+	// FleetServiceResumeRolloutProcedure is the fully-qualified name of the FleetService's
+	// ResumeRollout RPC.
+	FleetServiceResumeRolloutProcedure = "/kollect.fleet.v1.FleetService/ResumeRollout"
+	// FleetServiceAbortRolloutProcedure is the fully-qualified name of the FleetService's AbortRollout
+	// RPC.
+	FleetServiceAbortRolloutProcedure = "/kollect.fleet.v1.FleetService/AbortRollout"
+	// FleetServiceRollbackRolloutProcedure is the fully-qualified name of the FleetService's
+	// RollbackRollout RPC.
+	FleetServiceRollbackRolloutProcedure = "/kollect.fleet.v1.FleetService/RollbackRollout"
 )
 
 // FleetServiceClient is a client for the kollect.fleet.v1.FleetService service.
@@ -115,7 +135,8 @@ type FleetServiceClient interface {
 	// CEL expression in them is compiled; a bad bundle fails with CodeInvalidArgument and one
 	// line per offending object ("KollectProfile team-a/web: ..."). Content equal to the latest
 	// revision creates nothing (created = false). The revision goes at once to every connected
-	// cluster the selector matches.
+	// cluster the selector matches, unless hold is set. While the bundle has an active rollout,
+	// ApplyBundle without hold fails with CodeFailedPrecondition.
 	ApplyBundle(context.Context, *connect.Request[v1.ApplyBundleRequest]) (*connect.Response[v1.ApplyBundleResponse], error)
 	// ListBundles lists bundles (viewer).
 	ListBundles(context.Context, *connect.Request[v1.ListBundlesRequest]) (*connect.Response[v1.ListBundlesResponse], error)
@@ -144,12 +165,28 @@ type FleetServiceClient interface {
 	// GetFleetHealth summarises the fleet: clusters per state, version and config skew and the
 	// export-freshness matrix (viewer).
 	GetFleetHealth(context.Context, *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error)
-	// WatchFleet streams cluster and bundle changes (viewer): first the current clusters and
-	// bundles, then one event per change (heartbeats that change nothing visible are not sent,
-	// but state changes such as online → stale are).
+	// WatchFleet streams cluster, bundle and rollout changes (viewer): first the current
+	// clusters, bundles and active rollouts, then one event per change (heartbeats that change
+	// nothing visible are not sent, but state changes such as online → stale are).
 	WatchFleet(context.Context, *connect.Request[v1.WatchFleetRequest]) (*connect.ServerStreamForClient[v1.WatchFleetResponse], error)
 	// ListAuditEvents lists the audit log, newest first (viewer).
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
+	// StartRollout starts a staged rollout of a bundle revision (operator); with dry_run it only
+	// returns the plan (viewer is enough). CodeFailedPrecondition when the bundle already has an
+	// active rollout or the revision is already the stable one everywhere.
+	StartRollout(context.Context, *connect.Request[v1.StartRolloutRequest]) (*connect.Response[v1.StartRolloutResponse], error)
+	// GetRollout returns one rollout with its clusters (viewer).
+	GetRollout(context.Context, *connect.Request[v1.GetRolloutRequest]) (*connect.Response[v1.GetRolloutResponse], error)
+	// ListRollouts lists rollouts newest first (viewer): the history.
+	ListRollouts(context.Context, *connect.Request[v1.ListRolloutsRequest]) (*connect.Response[v1.ListRolloutsResponse], error)
+	// PauseRollout pauses an active rollout (operator).
+	PauseRollout(context.Context, *connect.Request[v1.PauseRolloutRequest]) (*connect.Response[v1.PauseRolloutResponse], error)
+	// ResumeRollout resumes a paused rollout or approves the next wave (operator).
+	ResumeRollout(context.Context, *connect.Request[v1.ResumeRolloutRequest]) (*connect.Response[v1.ResumeRolloutResponse], error)
+	// AbortRollout stops a rollout for good (operator).
+	AbortRollout(context.Context, *connect.Request[v1.AbortRolloutRequest]) (*connect.Response[v1.AbortRolloutResponse], error)
+	// RollbackRollout rolls a rollout back to its from_revision with a new rollout (operator).
+	RollbackRollout(context.Context, *connect.Request[v1.RollbackRolloutRequest]) (*connect.Response[v1.RollbackRolloutResponse], error)
 }
 
 // NewFleetServiceClient constructs a client for the kollect.fleet.v1.FleetService service. By
@@ -283,6 +320,48 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(fleetServiceMethods.ByName("ListAuditEvents")),
 			connect.WithClientOptions(opts...),
 		),
+		startRollout: connect.NewClient[v1.StartRolloutRequest, v1.StartRolloutResponse](
+			httpClient,
+			baseURL+FleetServiceStartRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("StartRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		getRollout: connect.NewClient[v1.GetRolloutRequest, v1.GetRolloutResponse](
+			httpClient,
+			baseURL+FleetServiceGetRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("GetRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		listRollouts: connect.NewClient[v1.ListRolloutsRequest, v1.ListRolloutsResponse](
+			httpClient,
+			baseURL+FleetServiceListRolloutsProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("ListRollouts")),
+			connect.WithClientOptions(opts...),
+		),
+		pauseRollout: connect.NewClient[v1.PauseRolloutRequest, v1.PauseRolloutResponse](
+			httpClient,
+			baseURL+FleetServicePauseRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("PauseRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		resumeRollout: connect.NewClient[v1.ResumeRolloutRequest, v1.ResumeRolloutResponse](
+			httpClient,
+			baseURL+FleetServiceResumeRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("ResumeRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		abortRollout: connect.NewClient[v1.AbortRolloutRequest, v1.AbortRolloutResponse](
+			httpClient,
+			baseURL+FleetServiceAbortRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("AbortRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		rollbackRollout: connect.NewClient[v1.RollbackRolloutRequest, v1.RollbackRolloutResponse](
+			httpClient,
+			baseURL+FleetServiceRollbackRolloutProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("RollbackRollout")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -308,6 +387,13 @@ type fleetServiceClient struct {
 	getFleetHealth       *connect.Client[v1.GetFleetHealthRequest, v1.GetFleetHealthResponse]
 	watchFleet           *connect.Client[v1.WatchFleetRequest, v1.WatchFleetResponse]
 	listAuditEvents      *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
+	startRollout         *connect.Client[v1.StartRolloutRequest, v1.StartRolloutResponse]
+	getRollout           *connect.Client[v1.GetRolloutRequest, v1.GetRolloutResponse]
+	listRollouts         *connect.Client[v1.ListRolloutsRequest, v1.ListRolloutsResponse]
+	pauseRollout         *connect.Client[v1.PauseRolloutRequest, v1.PauseRolloutResponse]
+	resumeRollout        *connect.Client[v1.ResumeRolloutRequest, v1.ResumeRolloutResponse]
+	abortRollout         *connect.Client[v1.AbortRolloutRequest, v1.AbortRolloutResponse]
+	rollbackRollout      *connect.Client[v1.RollbackRolloutRequest, v1.RollbackRolloutResponse]
 }
 
 // ListClusters calls kollect.fleet.v1.FleetService.ListClusters.
@@ -410,6 +496,41 @@ func (c *fleetServiceClient) ListAuditEvents(ctx context.Context, req *connect.R
 	return c.listAuditEvents.CallUnary(ctx, req)
 }
 
+// StartRollout calls kollect.fleet.v1.FleetService.StartRollout.
+func (c *fleetServiceClient) StartRollout(ctx context.Context, req *connect.Request[v1.StartRolloutRequest]) (*connect.Response[v1.StartRolloutResponse], error) {
+	return c.startRollout.CallUnary(ctx, req)
+}
+
+// GetRollout calls kollect.fleet.v1.FleetService.GetRollout.
+func (c *fleetServiceClient) GetRollout(ctx context.Context, req *connect.Request[v1.GetRolloutRequest]) (*connect.Response[v1.GetRolloutResponse], error) {
+	return c.getRollout.CallUnary(ctx, req)
+}
+
+// ListRollouts calls kollect.fleet.v1.FleetService.ListRollouts.
+func (c *fleetServiceClient) ListRollouts(ctx context.Context, req *connect.Request[v1.ListRolloutsRequest]) (*connect.Response[v1.ListRolloutsResponse], error) {
+	return c.listRollouts.CallUnary(ctx, req)
+}
+
+// PauseRollout calls kollect.fleet.v1.FleetService.PauseRollout.
+func (c *fleetServiceClient) PauseRollout(ctx context.Context, req *connect.Request[v1.PauseRolloutRequest]) (*connect.Response[v1.PauseRolloutResponse], error) {
+	return c.pauseRollout.CallUnary(ctx, req)
+}
+
+// ResumeRollout calls kollect.fleet.v1.FleetService.ResumeRollout.
+func (c *fleetServiceClient) ResumeRollout(ctx context.Context, req *connect.Request[v1.ResumeRolloutRequest]) (*connect.Response[v1.ResumeRolloutResponse], error) {
+	return c.resumeRollout.CallUnary(ctx, req)
+}
+
+// AbortRollout calls kollect.fleet.v1.FleetService.AbortRollout.
+func (c *fleetServiceClient) AbortRollout(ctx context.Context, req *connect.Request[v1.AbortRolloutRequest]) (*connect.Response[v1.AbortRolloutResponse], error) {
+	return c.abortRollout.CallUnary(ctx, req)
+}
+
+// RollbackRollout calls kollect.fleet.v1.FleetService.RollbackRollout.
+func (c *fleetServiceClient) RollbackRollout(ctx context.Context, req *connect.Request[v1.RollbackRolloutRequest]) (*connect.Response[v1.RollbackRolloutResponse], error) {
+	return c.rollbackRollout.CallUnary(ctx, req)
+}
+
 // FleetServiceHandler is an implementation of the kollect.fleet.v1.FleetService service.
 type FleetServiceHandler interface {
 	// ListClusters lists registered clusters (viewer).
@@ -433,7 +554,8 @@ type FleetServiceHandler interface {
 	// CEL expression in them is compiled; a bad bundle fails with CodeInvalidArgument and one
 	// line per offending object ("KollectProfile team-a/web: ..."). Content equal to the latest
 	// revision creates nothing (created = false). The revision goes at once to every connected
-	// cluster the selector matches.
+	// cluster the selector matches, unless hold is set. While the bundle has an active rollout,
+	// ApplyBundle without hold fails with CodeFailedPrecondition.
 	ApplyBundle(context.Context, *connect.Request[v1.ApplyBundleRequest]) (*connect.Response[v1.ApplyBundleResponse], error)
 	// ListBundles lists bundles (viewer).
 	ListBundles(context.Context, *connect.Request[v1.ListBundlesRequest]) (*connect.Response[v1.ListBundlesResponse], error)
@@ -462,12 +584,28 @@ type FleetServiceHandler interface {
 	// GetFleetHealth summarises the fleet: clusters per state, version and config skew and the
 	// export-freshness matrix (viewer).
 	GetFleetHealth(context.Context, *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error)
-	// WatchFleet streams cluster and bundle changes (viewer): first the current clusters and
-	// bundles, then one event per change (heartbeats that change nothing visible are not sent,
-	// but state changes such as online → stale are).
+	// WatchFleet streams cluster, bundle and rollout changes (viewer): first the current
+	// clusters, bundles and active rollouts, then one event per change (heartbeats that change
+	// nothing visible are not sent, but state changes such as online → stale are).
 	WatchFleet(context.Context, *connect.Request[v1.WatchFleetRequest], *connect.ServerStream[v1.WatchFleetResponse]) error
 	// ListAuditEvents lists the audit log, newest first (viewer).
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
+	// StartRollout starts a staged rollout of a bundle revision (operator); with dry_run it only
+	// returns the plan (viewer is enough). CodeFailedPrecondition when the bundle already has an
+	// active rollout or the revision is already the stable one everywhere.
+	StartRollout(context.Context, *connect.Request[v1.StartRolloutRequest]) (*connect.Response[v1.StartRolloutResponse], error)
+	// GetRollout returns one rollout with its clusters (viewer).
+	GetRollout(context.Context, *connect.Request[v1.GetRolloutRequest]) (*connect.Response[v1.GetRolloutResponse], error)
+	// ListRollouts lists rollouts newest first (viewer): the history.
+	ListRollouts(context.Context, *connect.Request[v1.ListRolloutsRequest]) (*connect.Response[v1.ListRolloutsResponse], error)
+	// PauseRollout pauses an active rollout (operator).
+	PauseRollout(context.Context, *connect.Request[v1.PauseRolloutRequest]) (*connect.Response[v1.PauseRolloutResponse], error)
+	// ResumeRollout resumes a paused rollout or approves the next wave (operator).
+	ResumeRollout(context.Context, *connect.Request[v1.ResumeRolloutRequest]) (*connect.Response[v1.ResumeRolloutResponse], error)
+	// AbortRollout stops a rollout for good (operator).
+	AbortRollout(context.Context, *connect.Request[v1.AbortRolloutRequest]) (*connect.Response[v1.AbortRolloutResponse], error)
+	// RollbackRollout rolls a rollout back to its from_revision with a new rollout (operator).
+	RollbackRollout(context.Context, *connect.Request[v1.RollbackRolloutRequest]) (*connect.Response[v1.RollbackRolloutResponse], error)
 }
 
 // NewFleetServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -597,6 +735,48 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(fleetServiceMethods.ByName("ListAuditEvents")),
 		connect.WithHandlerOptions(opts...),
 	)
+	fleetServiceStartRolloutHandler := connect.NewUnaryHandler(
+		FleetServiceStartRolloutProcedure,
+		svc.StartRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("StartRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceGetRolloutHandler := connect.NewUnaryHandler(
+		FleetServiceGetRolloutProcedure,
+		svc.GetRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("GetRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceListRolloutsHandler := connect.NewUnaryHandler(
+		FleetServiceListRolloutsProcedure,
+		svc.ListRollouts,
+		connect.WithSchema(fleetServiceMethods.ByName("ListRollouts")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServicePauseRolloutHandler := connect.NewUnaryHandler(
+		FleetServicePauseRolloutProcedure,
+		svc.PauseRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("PauseRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceResumeRolloutHandler := connect.NewUnaryHandler(
+		FleetServiceResumeRolloutProcedure,
+		svc.ResumeRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("ResumeRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceAbortRolloutHandler := connect.NewUnaryHandler(
+		FleetServiceAbortRolloutProcedure,
+		svc.AbortRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("AbortRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceRollbackRolloutHandler := connect.NewUnaryHandler(
+		FleetServiceRollbackRolloutProcedure,
+		svc.RollbackRollout,
+		connect.WithSchema(fleetServiceMethods.ByName("RollbackRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kollect.fleet.v1.FleetService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FleetServiceListClustersProcedure:
@@ -639,6 +819,20 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceWatchFleetHandler.ServeHTTP(w, r)
 		case FleetServiceListAuditEventsProcedure:
 			fleetServiceListAuditEventsHandler.ServeHTTP(w, r)
+		case FleetServiceStartRolloutProcedure:
+			fleetServiceStartRolloutHandler.ServeHTTP(w, r)
+		case FleetServiceGetRolloutProcedure:
+			fleetServiceGetRolloutHandler.ServeHTTP(w, r)
+		case FleetServiceListRolloutsProcedure:
+			fleetServiceListRolloutsHandler.ServeHTTP(w, r)
+		case FleetServicePauseRolloutProcedure:
+			fleetServicePauseRolloutHandler.ServeHTTP(w, r)
+		case FleetServiceResumeRolloutProcedure:
+			fleetServiceResumeRolloutHandler.ServeHTTP(w, r)
+		case FleetServiceAbortRolloutProcedure:
+			fleetServiceAbortRolloutHandler.ServeHTTP(w, r)
+		case FleetServiceRollbackRolloutProcedure:
+			fleetServiceRollbackRolloutHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -726,4 +920,32 @@ func (UnimplementedFleetServiceHandler) WatchFleet(context.Context, *connect.Req
 
 func (UnimplementedFleetServiceHandler) ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ListAuditEvents is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) StartRollout(context.Context, *connect.Request[v1.StartRolloutRequest]) (*connect.Response[v1.StartRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.StartRollout is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) GetRollout(context.Context, *connect.Request[v1.GetRolloutRequest]) (*connect.Response[v1.GetRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.GetRollout is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) ListRollouts(context.Context, *connect.Request[v1.ListRolloutsRequest]) (*connect.Response[v1.ListRolloutsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ListRollouts is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) PauseRollout(context.Context, *connect.Request[v1.PauseRolloutRequest]) (*connect.Response[v1.PauseRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.PauseRollout is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) ResumeRollout(context.Context, *connect.Request[v1.ResumeRolloutRequest]) (*connect.Response[v1.ResumeRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ResumeRollout is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) AbortRollout(context.Context, *connect.Request[v1.AbortRolloutRequest]) (*connect.Response[v1.AbortRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.AbortRollout is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) RollbackRollout(context.Context, *connect.Request[v1.RollbackRolloutRequest]) (*connect.Response[v1.RollbackRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.RollbackRollout is not implemented"))
 }
