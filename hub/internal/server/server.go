@@ -29,6 +29,7 @@ import (
 	"kollect.dev/hub/internal/pki"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
+	"kollect.dev/hub/internal/webui"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
@@ -240,6 +241,8 @@ func (s *Server) routes() http.Handler {
 		w.Header().Set("Content-Type", "application/x-pem-file")
 		_, _ = w.Write(s.identity.CAPEM)
 	})
+	// The dashboard takes every path no route above claims (chi matches the most specific).
+	r.Handle("/*", webui.Handler())
 	return r
 }
 
