@@ -99,15 +99,41 @@ func (l *hubLogin) client() (fleetv1connect.FleetServiceClient, error) {
 			return nil, fmt.Errorf("%s holds no PEM certificate", l.CAFile)
 		}
 	}
-	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}, Timeout: time.Minute}
-	token := l.Token
-	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
-		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+token)
-			return next(ctx, req)
+	// No client-wide timeout: it would cut WatchFleet streams; unary calls get one per call.
+	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}}
+	return fleetv1connect.NewFleetServiceClient(hc, strings.TrimSuffix(l.URL, "/"),
+		connect.WithInterceptors(hubAuth{token: l.Token, unaryTimeout: time.Minute})), nil
+}
+
+// hubAuth adds the API token to every call, unary and streaming, and bounds unary calls
+// that carry no deadline of their own.
+type hubAuth struct {
+	token        string
+	unaryTimeout time.Duration
+}
+
+func (a hubAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, a.unaryTimeout)
+			defer cancel()
 		}
-	})
-	return fleetv1connect.NewFleetServiceClient(hc, strings.TrimSuffix(l.URL, "/"), connect.WithInterceptors(auth)), nil
+		req.Header().Set("Authorization", "Bearer "+a.token)
+		return next(ctx, req)
+	}
+}
+
+func (a hubAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+a.token)
+		return conn
+	}
+}
+
+func (a hubAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
 // hubErr maps an RPC failure to an exit code: refusals are findings (1), the rest usage or
@@ -121,7 +147,7 @@ func hubErr(err error) error {
 }
 
 func newHubCmd(env *Env) *cobra.Command {
-	hub := &cobra.Command{Use: "hub", Short: "Manage a fleet through its hub: clusters, bundles, tokens"}
+	hub := &cobra.Command{Use: "hub", Short: "Manage a fleet through its hub: clusters, bundles, rollouts, tokens"}
 	var login hubLogin
 	loginCmd := &cobra.Command{
 		Use:   "login --url URL --token TOKEN [--ca-fingerprint sha256:…|--ca-file FILE]",
@@ -158,7 +184,7 @@ func newHubCmd(env *Env) *cobra.Command {
 	loginCmd.Flags().StringVar(&login.Token, "token", "", "API token.")
 	loginCmd.Flags().StringVar(&login.CAFingerprint, "ca-fingerprint", "", "Pin the hub's CA (sha256:… as the hub prints it).")
 	loginCmd.Flags().StringVar(&login.CAFile, "ca-file", "", "PEM CA bundle that signed the hub's certificate.")
-	hub.AddCommand(loginCmd, hubClustersCmd(env), hubBundleCmd(env), hubTokenCmd(env), hubAgentCmd(env))
+	hub.AddCommand(loginCmd, hubClustersCmd(env), hubBundleCmd(env), hubRolloutCmd(env), hubTokenCmd(env), hubAgentCmd(env))
 	return hub
 }
 
@@ -213,11 +239,14 @@ func hubClustersCmd(env *Env) *cobra.Command {
 func hubBundleCmd(env *Env) *cobra.Command {
 	b := &cobra.Command{Use: "bundle", Short: "Apply, diff and list bundle revisions"}
 	var file, selector, message string
-	var dryRun bool
+	var dryRun, hold bool
 	apply := &cobra.Command{
-		Use:   "apply NAME -f FILE --selector k=v,...",
+		Use:   "apply NAME -f FILE --selector k=v,... [--hold]",
 		Short: "Upload a new revision of a bundle (validated by the hub)",
-		Args:  cobra.ExactArgs(1),
+		Long: "apply uploads a new revision of a bundle. The hub validates it and sends it at once to every cluster the " +
+			"selector matches, unless --hold is set: a held revision is stored and goes nowhere until " +
+			"`kollect hub rollout start` moves the clusters to it in stages.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := readInput(env, file)
 			if err != nil {
@@ -229,7 +258,7 @@ func hubBundleCmd(env *Env) *cobra.Command {
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: args[0], Manifests: string(raw),
-					ClusterSelector: sel, Message: message, DryRun: dryRun}))
+					ClusterSelector: sel, Message: message, DryRun: dryRun, Hold: hold}))
 				if err != nil {
 					return hubErr(err)
 				}
@@ -240,8 +269,15 @@ func hubBundleCmd(env *Env) *cobra.Command {
 				case !resp.Msg.GetCreated():
 					verb = "unchanged at"
 				}
-				fmt.Fprintf(env.Out, "bundle %s %s revision %d for %d clusters: %s\n", args[0], verb, resp.Msg.GetRevision().GetRevision(),
-					len(resp.Msg.GetSelectedClusters()), strings.Join(resp.Msg.GetSelectedClusters(), ", "))
+				held := ""
+				if hold && resp.Msg.GetCreated() {
+					held = " (held)"
+				}
+				fmt.Fprintf(env.Out, "bundle %s %s revision %d%s for %d clusters: %s\n", args[0], verb, resp.Msg.GetRevision().GetRevision(),
+					held, len(resp.Msg.GetSelectedClusters()), strings.Join(resp.Msg.GetSelectedClusters(), ", "))
+				if hold && resp.Msg.GetCreated() && !dryRun {
+					fmt.Fprintf(env.Out, "distribute it with: kollect hub rollout start %s --revision %d\n", args[0], resp.Msg.GetRevision().GetRevision())
+				}
 				return nil
 			})
 		},
@@ -250,6 +286,7 @@ func hubBundleCmd(env *Env) *cobra.Command {
 	apply.Flags().StringVarP(&selector, "selector", "l", "", "Clusters the bundle goes to: k=v,k2=v2 (empty: every cluster).")
 	apply.Flags().StringVarP(&message, "message", "m", "", "Change note stored with the revision.")
 	apply.Flags().BoolVar(&dryRun, "dry-run", false, "Validate and report without storing.")
+	apply.Flags().BoolVar(&hold, "hold", false, "Store the revision without sending it anywhere; distribute it with kollect hub rollout start.")
 
 	var from, to int64
 	diff := &cobra.Command{

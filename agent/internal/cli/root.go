@@ -48,11 +48,31 @@ type Env struct {
 	Out, Err io.Writer
 	// Terminal is true when Err is a terminal: progress lines are drawn only then.
 	Terminal bool
+	// OutWidth is the width of Out in columns when Out is a terminal, 0 otherwise: live
+	// displays redraw in place only on a terminal and append plain lines elsewhere.
+	OutWidth func() int
 }
 
 // StdEnv uses the process's standard streams.
 func StdEnv() *Env {
-	return &Env{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+	env := &Env{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
+	if fd := int(os.Stdout.Fd()); term.IsTerminal(fd) {
+		env.OutWidth = func() int {
+			if w, _, err := term.GetSize(fd); err == nil && w > 0 {
+				return w
+			}
+			return 80
+		}
+	}
+	return env
+}
+
+// outWidth is Out's terminal width, 0 when Out is not a terminal.
+func (e *Env) outWidth() int {
+	if e.OutWidth == nil {
+		return 0
+	}
+	return e.OutWidth()
 }
 
 // command is a subcommand constructor; order sets the position in help output.
