@@ -1,0 +1,276 @@
+package fleetsim
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// Inventory is one simulated KollectInventory.
+type Inventory struct {
+	Namespace, Name string
+	Items           int64
+	// NotReady reports Ready=False with this reason.
+	NotReady string
+}
+
+// Sink is one simulated sink.
+type Sink struct {
+	Kind, Namespace, Name, Type string
+	// Age is how long before each heartbeat the last export succeeded; negative means never.
+	Age time.Duration
+	// Error is the last export error ("" for none) and Class its class.
+	Error string
+	Class fleetv1.SinkErrorClass
+}
+
+// Cluster describes one simulated agent and the cluster behind it.
+type Cluster struct {
+	Name         string
+	Labels       map[string]string
+	AgentVersion string
+	K8sVersion   string
+	Inventories  []Inventory
+	Sinks        []Sink
+	// DriftObject names an object (kind/name) reported as DRIFT_REVERTED instead of APPLIED.
+	DriftObject string
+	// Heartbeats stops the agent after this many heartbeats (0: never), so it turns stale and
+	// then offline, like a cluster that became unreachable.
+	Heartbeats int
+}
+
+// Fleet is a set of simulated agents talking to one hub.
+type Fleet struct {
+	hubURL    string
+	bootstrap string
+	client    *http.Client
+	interval  time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	agents map[string]*agent
+}
+
+// New prepares a fleet for the hub at hubURL (https://host:port) whose CA certificate is caPEM;
+// agents register with the bootstrap token and heartbeat every interval.
+func New(hubURL string, caPEM []byte, bootstrap string, interval time.Duration) (*Fleet, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("fleetsim: no certificate in the hub CA PEM")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Fleet{
+		hubURL: hubURL, bootstrap: bootstrap, interval: interval, ctx: ctx, cancel: cancel,
+		agents: map[string]*agent{},
+		client: &http.Client{Transport: &http.Transport{
+			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+			ForceAttemptHTTP2: true,
+		}},
+	}, nil
+}
+
+// Add registers a cluster and starts its agent. It returns once the hub accepted the
+// registration and the first heartbeat.
+func (f *Fleet) Add(ctx context.Context, c Cluster) error {
+	a := &agent{fleet: f, spec: c, kick: make(chan struct{}, 1)}
+	reg := fleetv1connect.NewAgentServiceClient(f.client, f.hubURL)
+	resp, err := reg.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
+		ClusterName: c.Name, Labels: c.Labels, BootstrapToken: f.bootstrap,
+		AgentVersion: c.AgentVersion, KubernetesVersion: c.K8sVersion,
+	}))
+	if err != nil {
+		return fmt.Errorf("registering %s: %w", c.Name, err)
+	}
+	a.credential = resp.Msg.GetCredential()
+	bearer := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+a.credential)
+			return next(ctx, req)
+		}
+	})
+	a.client = fleetv1connect.NewAgentServiceClient(f.client, f.hubURL, connect.WithInterceptors(bearer, streamBearer(a)))
+	if err := a.report(ctx); err != nil {
+		return fmt.Errorf("first heartbeat of %s: %w", c.Name, err)
+	}
+	f.mu.Lock()
+	f.agents[c.Name] = a
+	f.mu.Unlock()
+	f.wg.Add(2)
+	go func() { defer f.wg.Done(); a.watch(f.ctx) }()
+	go func() { defer f.wg.Done(); a.heartbeat(f.ctx) }()
+	return nil
+}
+
+// Stopped reports whether a cluster's agent has stopped (revoked, deleted or out of
+// heartbeats), and why.
+func (f *Fleet) Stopped(name string) (bool, error) {
+	f.mu.Lock()
+	a := f.agents[name]
+	f.mu.Unlock()
+	if a == nil {
+		return false, fmt.Errorf("no simulated cluster %s", name)
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopped, a.stopErr
+}
+
+// Close stops every agent.
+func (f *Fleet) Close() {
+	f.cancel()
+	f.wg.Wait()
+	f.client.CloseIdleConnections()
+}
+
+// streamBearer adds the credential to the WatchConfig stream.
+func streamBearer(a *agent) connect.Interceptor { return streamAuth{a} }
+
+type streamAuth struct{ a *agent }
+
+func (s streamAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+func (s streamAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+s.a.credential)
+		return conn
+	}
+}
+func (s streamAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// agent is one simulated agent.
+type agent struct {
+	fleet      *Fleet
+	spec       Cluster
+	credential string
+	client     fleetv1connect.AgentServiceClient
+	kick       chan struct{}
+
+	mu         sync.Mutex
+	config     *fleetv1.WatchConfigResponse
+	heartbeats int
+	stopped    bool
+	stopErr    error
+}
+
+func (a *agent) stop(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stopped, a.stopErr = true, err
+}
+
+func (a *agent) isStopped() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stopped
+}
+
+// watch follows WatchConfig, reconnecting after a second, until the hub refuses the agent.
+func (a *agent) watch(ctx context.Context) {
+	for ctx.Err() == nil && !a.isStopped() {
+		stream, err := a.client.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+		if err == nil {
+			for stream.Receive() {
+				a.mu.Lock()
+				a.config = stream.Msg()
+				a.mu.Unlock()
+				select { // apply at once: report the new revision without waiting a period
+				case a.kick <- struct{}{}:
+				default:
+				}
+			}
+			err = stream.Err()
+			_ = stream.Close()
+		}
+		if connect.CodeOf(err) == connect.CodeUnauthenticated {
+			a.stop(err)
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (a *agent) heartbeat(ctx context.Context) {
+	t := time.NewTicker(a.fleet.interval)
+	defer t.Stop()
+	for !a.isStopped() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-a.kick:
+		}
+		if a.spec.Heartbeats > 0 && a.heartbeats >= a.spec.Heartbeats {
+			a.stop(errors.New("simulated outage: out of heartbeats"))
+			return
+		}
+		if err := a.report(ctx); connect.CodeOf(err) == connect.CodeUnauthenticated {
+			a.stop(err)
+			return
+		}
+	}
+}
+
+// report sends one heartbeat: every received bundle applied, inventories and sinks as
+// specified.
+func (a *agent) report(ctx context.Context) error {
+	now := time.Now()
+	a.mu.Lock()
+	cfg := a.config
+	a.heartbeats++
+	a.mu.Unlock()
+	st := &fleetv1.AgentStatus{AgentVersion: a.spec.AgentVersion, KubernetesVersion: a.spec.K8sVersion,
+		ObservedAt: timestamppb.New(now)}
+	if cfg != nil {
+		st.ConfigDigest = cfg.GetConfigDigest()
+		for _, b := range cfg.GetBundles() {
+			ab := &fleetv1.AppliedBundle{Bundle: b.GetBundle(), Revision: b.GetRevision(), Digest: b.GetDigest()}
+			for _, o := range b.GetObjects() {
+				res := &fleetv1.ObjectResult{Object: o, Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED}
+				if a.spec.DriftObject != "" && a.spec.DriftObject == o.GetKind()+"/"+o.GetName() {
+					res.Result = fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED
+					res.Message = "spec edited in the cluster by kubectl; reverted to the hub's revision"
+				}
+				ab.Objects = append(ab.Objects, res)
+			}
+			st.Bundles = append(st.Bundles, ab)
+		}
+	}
+	for _, inv := range a.spec.Inventories {
+		cond := &fleetv1.Condition{Type: "Ready", Status: "True", Reason: "Exported", Message: "last export succeeded",
+			LastTransitionTime: timestamppb.New(now.Add(-time.Hour))}
+		if inv.NotReady != "" {
+			cond.Status, cond.Reason, cond.Message = "False", inv.NotReady, "export failing: see the sinks"
+		}
+		st.Inventories = append(st.Inventories, &fleetv1.InventoryStatus{Namespace: inv.Namespace, Name: inv.Name,
+			ItemCount: inv.Items, Conditions: []*fleetv1.Condition{cond}})
+	}
+	for _, s := range a.spec.Sinks {
+		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,
+			LastAttemptTime: timestamppb.New(now), LastError: s.Error, ErrorClass: s.Class}
+		if s.Age >= 0 {
+			ss.LastSuccessTime = timestamppb.New(now.Add(-s.Age))
+		}
+		st.Sinks = append(st.Sinks, ss)
+	}
+	_, err := a.client.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: st}))
+	return err
+}

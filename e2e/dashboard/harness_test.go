@@ -1,0 +1,177 @@
+package dashboard
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// root is the repository root, from this package's directory.
+const root = "../.."
+
+// tools are the programs the test needs; TestMain fails without them (make test installs
+// them: hack/ensure-browser.sh).
+var tools struct{ node, npm, chromium, hub string }
+
+func TestMain(m *testing.M) {
+	code, err := setup()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e/dashboard:", err)
+		os.Exit(1)
+	}
+	os.Exit(code(m))
+}
+
+func setup() (func(*testing.M) int, error) {
+	var err error
+	if tools.node, err = exec.LookPath("node"); err != nil {
+		return nil, fmt.Errorf("node is required (make test installs it with hack/ensure-browser.sh): %w", err)
+	}
+	if tools.npm, err = exec.LookPath("npm"); err != nil {
+		return nil, fmt.Errorf("npm is required: %w", err)
+	}
+	tools.chromium = os.Getenv("KOLLECT_CHROMIUM")
+	if tools.chromium == "" {
+		if tools.chromium, err = exec.LookPath("chromium"); err != nil {
+			return nil, fmt.Errorf("chromium is required (make test installs Debian's chromium with hack/ensure-browser.sh): %w", err)
+		}
+	}
+	// The dashboard is built first so that the hub binary embeds it.
+	if stale(filepath.Join(root, "web", "node_modules", ".package-lock.json"), filepath.Join(root, "web", "package-lock.json")) {
+		if err := run(filepath.Join(root, "web"), tools.npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"); err != nil {
+			return nil, err
+		}
+	}
+	if err := run(filepath.Join(root, "web"), tools.npm, "run", "--silent", "build"); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "kollect-dashboard-bin-")
+	if err != nil {
+		return nil, err
+	}
+	tools.hub = filepath.Join(dir, "kollect-hub")
+	if err := run(root, "go", "build", "-o", tools.hub, "./hub/cmd/kollect-hub"); err != nil {
+		return nil, err
+	}
+	return func(m *testing.M) int {
+		defer os.RemoveAll(dir)
+		return m.Run()
+	}, nil
+}
+
+// stale reports whether installed is missing or older than lock (npm ci is then due).
+func stale(installed, lock string) bool {
+	i, err := os.Stat(installed)
+	if err != nil {
+		return true
+	}
+	l, err := os.Stat(lock)
+	return err != nil || l.ModTime().After(i.ModTime())
+}
+
+func run(dir, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	cmd.Dir = dir
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s (in %s): %w", name, strings.Join(args, " "), dir, err)
+	}
+	return nil
+}
+
+// hub is a running kollect-hub process with its own CA.
+type hub struct {
+	url, dir   string
+	adminToken string
+	caPEM      []byte
+	cmd        *exec.Cmd
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startHub(t *testing.T) *hub {
+	t.Helper()
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	logPath := filepath.Join(dir, "hub.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &hub{url: "https://" + strings.Replace(addr, "127.0.0.1", "localhost", 1), dir: dir}
+	h.cmd = exec.Command(tools.hub, "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
+		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms")
+	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		_ = h.cmd.Wait()
+		logFile.Close()
+		if t.Failed() {
+			raw, _ := os.ReadFile(logPath)
+			t.Logf("hub log:\n%s", raw)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+		if c, dialErr := net.DialTimeout("tcp", addr, time.Second); dialErr == nil && err == nil {
+			c.Close()
+			h.adminToken = strings.TrimSpace(string(tok))
+			break
+		}
+		if time.Now().After(deadline) {
+			raw, _ := os.ReadFile(logPath)
+			t.Fatalf("hub did not start:\n%s", raw)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if h.caPEM, err = os.ReadFile(filepath.Join(dir, "data", "pki", "ca.crt")); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// httpClient trusts the hub's CA.
+func (h *hub) httpClient() *http.Client {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(h.caPEM)
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool}, ForceAttemptHTTP2: true}}
+}
+
+// fleet is a FleetService client acting with token.
+func (h *hub) fleet(token string) fleetv1connect.FleetServiceClient {
+	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
+		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+			req.Header().Set("Authorization", "Bearer "+token)
+			return next(ctx, req)
+		}
+	})
+	return fleetv1connect.NewFleetServiceClient(h.httpClient(), h.url, connect.WithInterceptors(auth))
+}

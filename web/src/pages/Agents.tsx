@@ -1,0 +1,4 @@
+// TEMPORARY: replaced by the real page in the next commits.
+export function Agents(_props: Record<string, unknown>) {
+  return <p>Agents</p>;
+}
