@@ -25,15 +25,27 @@ demo: build k8s-bins ## A local fleet: a hub, two clusters with agents, rows exp
 
 .PHONY: test
 test: k8s-bins servers tools verify-generated lint ## Run every test of every module against real servers.
+	@hack/ensure-web.sh --browser
+	cd web && npm run --silent test
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
 		go test $(GOTEST_FLAGS) $(PKGS)
 
 ##@ Development
 
 .PHONY: build
-build: ## Build the binaries into bin/.
+build: web ## Build the binaries into bin/ (the hub embeds the dashboard).
 	@mkdir -p $(BIN)
 	go build -ldflags "-s -w" -o $(BIN)/ ./agent/cmd/... ./hub/cmd/...
+
+.PHONY: web
+web: ## Build the dashboard (web/) into hub/internal/webui/dist, checking its JavaScript budget.
+	@hack/ensure-web.sh
+	cd web && npm run --silent build
+
+.PHONY: screenshots
+screenshots: ## Refresh docs/images/*.png: the dashboard e2e against a real hub and simulated fleet.
+	@hack/ensure-web.sh --browser
+	KOLLECT_SCREENSHOTS=1 go test -count=1 -run 'TestDashboard$$' ./e2e/dashboard/
 
 .PHONY: generate
 generate: ## Regenerate deepcopy code and CRDs from the API types.
