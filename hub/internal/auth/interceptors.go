@@ -134,38 +134,59 @@ var _ connect.Interceptor = (*FleetAuth)(nil)
 type rule struct {
 	role     store.Role
 	mutation bool
+	// readOnly, when set, says that this request only reads (a dry run): it then needs only
+	// the viewer role and is not audited.
+	readOnly func(msg any) bool
+}
+
+// dryRun reports whether a request asks for a dry run.
+func dryRun(msg any) bool {
+	d, ok := msg.(interface{ GetDryRun() bool })
+	return ok && d.GetDryRun()
 }
 
 // rules is the authorisation table: the minimum role of every FleetService procedure and
 // whether it changes state (and so is audited).
 var rules = map[string]rule{
-	fleetv1connect.FleetServiceListClustersProcedure:         {store.RoleViewer, false},
-	fleetv1connect.FleetServiceGetClusterProcedure:           {store.RoleViewer, false},
-	fleetv1connect.FleetServiceRevokeAgentProcedure:          {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceSetClusterLabelsProcedure:     {store.RoleOperator, true},
-	fleetv1connect.FleetServiceDeleteClusterProcedure:        {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceApplyBundleProcedure:          {store.RoleOperator, true},
-	fleetv1connect.FleetServiceListBundlesProcedure:          {store.RoleViewer, false},
-	fleetv1connect.FleetServiceGetBundleProcedure:            {store.RoleViewer, false},
-	fleetv1connect.FleetServiceListBundleRevisionsProcedure:  {store.RoleViewer, false},
-	fleetv1connect.FleetServiceDiffBundleRevisionsProcedure:  {store.RoleViewer, false},
-	fleetv1connect.FleetServiceDeleteBundleProcedure:         {store.RoleOperator, true},
-	fleetv1connect.FleetServiceCreateBootstrapTokenProcedure: {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceListBootstrapTokensProcedure:  {store.RoleAdmin, false},
-	fleetv1connect.FleetServiceRevokeBootstrapTokenProcedure: {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceCreateAPITokenProcedure:       {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceListAPITokensProcedure:        {store.RoleAdmin, false},
-	fleetv1connect.FleetServiceRevokeAPITokenProcedure:       {store.RoleAdmin, true},
-	fleetv1connect.FleetServiceGetFleetHealthProcedure:       {store.RoleViewer, false},
-	fleetv1connect.FleetServiceWatchFleetProcedure:           {store.RoleViewer, false},
-	fleetv1connect.FleetServiceListAuditEventsProcedure:      {store.RoleViewer, false},
+	fleetv1connect.FleetServiceListClustersProcedure:         {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceGetClusterProcedure:           {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceRevokeAgentProcedure:          {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceSetClusterLabelsProcedure:     {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceDeleteClusterProcedure:        {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceApplyBundleProcedure:          {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceListBundlesProcedure:          {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceGetBundleProcedure:            {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceListBundleRevisionsProcedure:  {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceDiffBundleRevisionsProcedure:  {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceDeleteBundleProcedure:         {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceCreateBootstrapTokenProcedure: {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceListBootstrapTokensProcedure:  {store.RoleAdmin, false, nil},
+	fleetv1connect.FleetServiceRevokeBootstrapTokenProcedure: {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceCreateAPITokenProcedure:       {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceListAPITokensProcedure:        {store.RoleAdmin, false, nil},
+	fleetv1connect.FleetServiceRevokeAPITokenProcedure:       {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceGetFleetHealthProcedure:       {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceWatchFleetProcedure:           {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceListAuditEventsProcedure:      {store.RoleViewer, false, nil},
+	// A dry-run StartRollout only plans, so viewers may ask for it.
+	fleetv1connect.FleetServiceStartRolloutProcedure:    {store.RoleOperator, true, dryRun},
+	fleetv1connect.FleetServiceGetRolloutProcedure:      {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceListRolloutsProcedure:    {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServicePauseRolloutProcedure:    {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceResumeRolloutProcedure:   {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceAbortRolloutProcedure:    {store.RoleOperator, true, nil},
+	fleetv1connect.FleetServiceRollbackRolloutProcedure: {store.RoleOperator, true, nil},
 }
 
-// authorize resolves the token and checks its role for the procedure.
-func (f *FleetAuth) authorize(ctx context.Context, procedure string, h http.Header) (context.Context, rule, error) {
+// authorize resolves the token and checks its role for the procedure; msg is the request
+// message of a unary call (nil for streams).
+func (f *FleetAuth) authorize(ctx context.Context, procedure string, h http.Header, msg any) (context.Context, rule, error) {
 	r, known := rules[procedure]
 	if !known {
 		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("procedure %s is not authorised for anyone", procedure))
+	}
+	if r.readOnly != nil && msg != nil && r.readOnly(msg) {
+		r.role, r.mutation = store.RoleViewer, false
 	}
 	secret, ok := bearer(h)
 	if !ok {
@@ -193,7 +214,7 @@ func procedureName(procedure string) string {
 func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		procedure := req.Spec().Procedure
-		ctx, r, err := f.authorize(ctx, procedure, req.Header())
+		ctx, r, err := f.authorize(ctx, procedure, req.Header(), req.Any())
 		if err != nil {
 			return nil, err
 		}
@@ -227,7 +248,7 @@ func (f *FleetAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor. Streams only read.
 func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader())
+		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), nil)
 		if err != nil {
 			return err
 		}

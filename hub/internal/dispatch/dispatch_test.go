@@ -63,7 +63,7 @@ func TestWakesOnlyChangedClusters(t *testing.T) {
 
 	sel, _ := labelsel.Encode(mustSel(t, `{"matchLabels":{"env":"prod"}}`))
 	if _, _, _, err := s.CreateRevision(ctx, store.Revision{Bundle: "base", Manifests: "x", Selector: sel, Digest: "d1",
-		Objects: "[]", CreatedAt: now}, "", labelsel.Match); err != nil {
+		Objects: "[]", CreatedAt: now}, "", false, labelsel.Match); err != nil {
 		t.Fatal(err)
 	}
 	d.Kick()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -23,7 +24,9 @@ type Sub struct {
 type Watcher struct {
 	View    *View
 	Bundles func(ctx context.Context) ([]*fleetv1.Bundle, error)
-	Log     *slog.Logger
+	// Rollouts, when set, lists the active and the most recent rollouts (without clusters).
+	Rollouts func(ctx context.Context) ([]*fleetv1.Rollout, error)
+	Log      *slog.Logger
 
 	poke chan struct{}
 	mu   sync.Mutex
@@ -31,6 +34,20 @@ type Watcher struct {
 	// last published state, to send only changes
 	clusters map[string]*fleetv1.Cluster
 	bundles  map[string]*fleetv1.Bundle
+	rollouts rolloutState
+	// pokeLater is set while a Poke for changes held back by RolloutInterval is pending.
+	pokeLater atomic.Bool
+}
+
+// RolloutInterval is the least time between two events of one rollout: a rollout of a large
+// fleet changes with every heartbeat, and a dashboard needs at most one update a second.
+const RolloutInterval = time.Second
+
+// rolloutState is what was last published of each rollout, and when.
+type rolloutState struct {
+	primed bool // false until the first listing after a subscriber arrived
+	last   map[int64]*fleetv1.Rollout
+	sent   map[int64]time.Time
 }
 
 // NewWatcher returns a Watcher; call Run to start it.
@@ -92,6 +109,7 @@ func (w *Watcher) publish(ctx context.Context) error {
 	w.mu.Unlock()
 	if idle {
 		w.clusters, w.bundles = nil, nil // the next subscriber starts from a full listing
+		w.rollouts = rolloutState{}
 		return nil
 	}
 	snap, err := w.View.Snapshot(ctx)
@@ -132,6 +150,11 @@ func (w *Watcher) publish(ctx context.Context) error {
 		}
 	}
 	w.clusters, w.bundles = nextClusters, nextBundles
+	rolloutEvents, err := w.rolloutEvents(ctx, now)
+	if err != nil {
+		return err
+	}
+	events = append(events, rolloutEvents...)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -150,4 +173,54 @@ func (w *Watcher) publish(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// rolloutEvents returns an event for every rollout that changed since it was last published,
+// at most one per rollout per RolloutInterval; a change held back is published by a later
+// pass. On the first pass only active rollouts are published (WatchFleet's listing sends
+// those); finished ones already in the history are not news.
+func (w *Watcher) rolloutEvents(ctx context.Context, now *timestamppb.Timestamp) ([]*fleetv1.WatchFleetResponse, error) {
+	if w.Rollouts == nil {
+		return nil, nil
+	}
+	list, err := w.Rollouts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st := &w.rollouts
+	if st.last == nil {
+		st.last, st.sent = map[int64]*fleetv1.Rollout{}, map[int64]time.Time{}
+	}
+	t := now.AsTime()
+	var (
+		events []*fleetv1.WatchFleetResponse
+		wait   time.Duration
+	)
+	for _, r := range list {
+		active := r.GetPhase() == fleetv1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING ||
+			r.GetPhase() == fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED ||
+			r.GetPhase() == fleetv1.RolloutPhase_ROLLOUT_PHASE_AWAITING_APPROVAL
+		prev, known := st.last[r.GetId()]
+		if !st.primed && !active {
+			st.last[r.GetId()] = r
+			continue
+		}
+		if known && proto.Equal(prev, r) {
+			continue
+		}
+		if since := t.Sub(st.sent[r.GetId()]); since < RolloutInterval {
+			wait = max(wait, RolloutInterval-since)
+			continue
+		}
+		st.last[r.GetId()], st.sent[r.GetId()] = r, t
+		events = append(events, &fleetv1.WatchFleetResponse{Event: &fleetv1.WatchFleetResponse_Rollout{Rollout: r}, Time: now})
+	}
+	st.primed = true
+	if wait > 0 && w.pokeLater.CompareAndSwap(false, true) {
+		time.AfterFunc(wait, func() {
+			w.pokeLater.Store(false)
+			w.Poke()
+		})
+	}
+	return events, nil
 }

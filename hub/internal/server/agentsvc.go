@@ -65,6 +65,7 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	a.s.dispatcher.Kick() // its desired bundles are new
+	a.s.rollouts.Wake()   // it may join a rollout
 	a.s.log.InfoContext(ctx, "agent registered", "cluster", m.GetClusterName(), "labels", m.GetLabels(),
 		"agentVersion", m.GetAgentVersion())
 	a.s.watcher.Poke()
@@ -136,6 +137,7 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	if err != nil {
 		return nil, storeError(err)
 	}
+	a.s.rollouts.Wake() // the heartbeat may pass or fail a rollout's gates
 	cfg, ok := a.s.dispatcher.Current(agent.Name)
 	if !ok {
 		if cfg, err = a.s.builder.ForCluster(ctx, agent.Name); err != nil {

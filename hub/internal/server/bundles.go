@@ -48,17 +48,21 @@ func (f *fleetService) ApplyBundle(ctx context.Context, req *connect.Request[fle
 		Digest: bundle.Digest(m.GetManifests(), selJSON), Objects: string(objects), CreatedBy: actor(ctx),
 		CreatedAt: f.s.cfg.Now(), Message: m.GetMessage()}
 	if m.GetDryRun() {
-		return f.dryRun(ctx, rev)
+		return f.dryRun(ctx, rev, m.GetHold())
 	}
-	out, created, selected, err := f.s.store.CreateRevision(ctx, rev, m.GetDescription(), labelsel.Match)
+	out, created, selected, err := f.s.store.CreateRevision(ctx, rev, m.GetDescription(), m.GetHold(), labelsel.Match)
 	if err != nil {
-		return nil, storeError(err)
+		return nil, rolloutError(err)
 	}
 	f.s.dispatcher.Kick()
 	f.s.watcher.Poke()
+	f.s.rollouts.Wake()
 	verb := "unchanged"
 	if created {
 		verb = "created"
+	}
+	if m.GetHold() {
+		verb += " and held"
 	}
 	auth.Note(ctx, fmt.Sprintf("bundle/%s@%d", out.Bundle, out.Revision),
 		fmt.Sprintf("%s %s, %d objects, %d clusters selected", verb, out.Digest, len(refs), len(selected)))
@@ -71,8 +75,18 @@ func (f *fleetService) ApplyBundle(ctx context.Context, req *connect.Request[fle
 	return connect.NewResponse(&fleetv1.ApplyBundleResponse{Revision: pr, Created: created, SelectedClusters: selected}), nil
 }
 
-// dryRun reports what ApplyBundle would store and where it would go, without storing it.
-func (f *fleetService) dryRun(ctx context.Context, rev store.Revision) (*connect.Response[fleetv1.ApplyBundleResponse], error) {
+// dryRun reports what ApplyBundle would store and where it would go, without storing it; it
+// refuses what ApplyBundle would refuse.
+func (f *fleetService) dryRun(ctx context.Context, rev store.Revision, hold bool) (*connect.Response[fleetv1.ApplyBundleResponse], error) {
+	if !hold {
+		active, err := f.s.store.ListRollouts(ctx, store.RolloutFilter{Bundle: rev.Bundle, ActiveOnly: true})
+		if err != nil {
+			return nil, storeError(err)
+		}
+		if len(active) > 0 {
+			return nil, rolloutError(&store.ActiveRolloutError{Bundle: rev.Bundle, RolloutID: active[0].ID})
+		}
+	}
 	latest, err := f.s.store.GetRevision(ctx, rev.Bundle, 0)
 	created := true
 	switch {
@@ -129,7 +143,8 @@ func (s *Server) listBundles(ctx context.Context) ([]*fleetv1.Bundle, error) {
 		}
 		out = append(out, &fleetv1.Bundle{Name: b.Name, Description: b.Description, LatestRevision: b.LatestRevision,
 			ClusterSelector: labelsel.ToProto(sel), CreatedAt: timestamppb.New(b.CreatedAt),
-			UpdatedAt: timestamppb.New(b.UpdatedAt), SelectedClusters: selected[b.Name]})
+			UpdatedAt: timestamppb.New(b.UpdatedAt), SelectedClusters: selected[b.Name],
+			StableRevision: b.StableRevision, ActiveRolloutId: b.ActiveRolloutID})
 	}
 	return out, nil
 }

@@ -19,11 +19,7 @@ import (
 
 // fleetService implements FleetService. Authorisation and auditing happen in auth.FleetAuth;
 // handlers only record what they changed with auth.Note.
-type fleetService struct {
-	// Transitional: the rollout RPCs answer CodeUnimplemented until the rollout engine lands.
-	fleetv1connect.UnimplementedFleetServiceHandler
-	s *Server
-}
+type fleetService struct{ s *Server }
 
 var _ fleetv1connect.FleetServiceHandler = (*fleetService)(nil)
 
@@ -92,6 +88,7 @@ func (f *fleetService) SetClusterLabels(ctx context.Context, req *connect.Reques
 	}
 	f.s.dispatcher.Kick()
 	f.s.watcher.Poke()
+	f.s.rollouts.Wake() // a relabelled cluster may join a rollout
 	auth.Note(ctx, "cluster/"+name, fmt.Sprintf("labels=%v", req.Msg.GetLabels()))
 	snap, err := f.s.view.Snapshot(ctx)
 	if err != nil {
@@ -150,6 +147,15 @@ func (f *fleetService) WatchFleet(ctx context.Context, _ *connect.Request[fleetv
 	}
 	for _, b := range bundles {
 		if err := stream.Send(&fleetv1.WatchFleetResponse{Event: &fleetv1.WatchFleetResponse_Bundle{Bundle: b}, Time: now}); err != nil {
+			return err
+		}
+	}
+	active, err := f.s.activeRollouts(ctx)
+	if err != nil {
+		return connect.NewError(connect.CodeInternal, err)
+	}
+	for _, r := range active {
+		if err := stream.Send(&fleetv1.WatchFleetResponse{Event: &fleetv1.WatchFleetResponse_Rollout{Rollout: r}, Time: now}); err != nil {
 			return err
 		}
 	}

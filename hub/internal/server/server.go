@@ -27,6 +27,7 @@ import (
 	"kollect.dev/hub/internal/fleet"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/pki"
+	"kollect.dev/hub/internal/rollout"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
 	"kollect.dev/hub/internal/webui"
@@ -55,7 +56,10 @@ type Config struct {
 	// CredentialRecheck is how often an open WatchConfig stream re-reads its cluster, to end
 	// streams revoked or replaced through another replica (this replica ends them at once).
 	CredentialRecheck time.Duration
-	Log               *slog.Logger
+	// RolloutInterval is how often the rollout engine re-evaluates active rollouts when no
+	// heartbeat wakes it sooner.
+	RolloutInterval time.Duration
+	Log             *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
@@ -75,6 +79,9 @@ func (c *Config) defaults() {
 	}
 	if c.CredentialRecheck == 0 {
 		c.CredentialRecheck = 30 * time.Second
+	}
+	if c.RolloutInterval == 0 {
+		c.RolloutInterval = time.Second
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
@@ -101,6 +108,7 @@ type Server struct {
 	dispatcher *dispatch.Dispatcher
 	view       *fleet.View
 	watcher    *fleet.Watcher
+	rollouts   *rollout.Engine
 	registry   *prometheus.Registry
 	handler    http.Handler
 
@@ -151,6 +159,14 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
 	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
 	s.watcher = fleet.NewWatcher(s.view, s.listBundles, s.log)
+	s.watcher.Rollouts = s.recentRollouts
+	s.rollouts = rollout.New(rollout.Config{Store: s.store, Thresholds: cfg.Thresholds, Now: cfg.Now, Log: s.log,
+		Changed: func(moved bool) {
+			if moved {
+				s.dispatcher.Kick()
+			}
+			s.watcher.Poke()
+		}})
 	if err := s.bootstrapAdmin(ctx); err != nil {
 		s.store.Close()
 		return nil, err
@@ -252,9 +268,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
+	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()
 	defer wg.Wait()
 
 	srv := &http.Server{

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -14,9 +15,27 @@ var (
 	ErrTokenInvalid = errors.New("bootstrap token invalid, expired, revoked or used up")
 	// ErrClusterExists: the cluster name is held by a live agent and replacement was not allowed.
 	ErrClusterExists = errors.New("cluster name already registered")
-	// ErrConflict: a uniqueness rule was broken (for example an API token name in use).
+	// ErrConflict: a uniqueness rule was broken (for example an API token name in use, or a
+	// second active rollout of a bundle).
 	ErrConflict = errors.New("conflict")
+	// ErrStale: a compare-and-swap lost: the rollout changed since it was read (another hub
+	// replica, or a user action, moved it first). Re-read and decide again.
+	ErrStale = errors.New("changed concurrently")
 )
+
+// ActiveRolloutError says a bundle has an active rollout that forbids the change. It matches
+// ErrConflict with errors.Is.
+type ActiveRolloutError struct {
+	Bundle    string
+	RolloutID int64
+}
+
+func (e *ActiveRolloutError) Error() string {
+	return fmt.Sprintf("bundle %s has active rollout %d: wait for it to complete, or abort it", e.Bundle, e.RolloutID)
+}
+
+// Is makes errors.Is(err, ErrConflict) true.
+func (e *ActiveRolloutError) Is(target error) bool { return target == ErrConflict }
 
 // Matcher reports whether a bundle's cluster selector (as stored, JSON) selects a cluster with
 // these labels. The store calls it inside its transactions so that a cluster registering while
@@ -41,8 +60,9 @@ type Store interface {
 
 	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
 	// replaces an existing one (new credential, new labels) when it is revoked or p.Replace is
-	// set. It sets the cluster's desired revisions to the latest revision of every bundle
-	// whose selector matches.
+	// set. It sets the cluster's desired revisions to the stable revision of every bundle whose
+	// stable revision's selector matches (the target revision instead for a cluster an active
+	// rollout has already moved).
 	RegisterCluster(ctx context.Context, p RegisterParams, match Matcher) (Cluster, error)
 	// ClusterByCredential returns the cluster holding this credential hash, revoked or not.
 	ClusterByCredential(ctx context.Context, hash string) (Cluster, error)
@@ -51,8 +71,10 @@ type Store interface {
 	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
 	RevokeCluster(ctx context.Context, name string) error
-	// SetClusterLabels replaces a cluster's labels and re-selects its bundles: the latest
-	// revision of every bundle that now matches, none of the others.
+	// SetClusterLabels replaces a cluster's labels and re-selects its bundles. Per bundle: a
+	// cluster an active rollout has moved keeps the target revision while its selector
+	// matches; otherwise a cluster keeps the revision it holds while that revision's selector
+	// matches; otherwise it gets the stable revision when its selector matches, else nothing.
 	SetClusterLabels(ctx context.Context, name string, labels map[string]string, match Matcher) error
 	// DeleteCluster removes a cluster and its desired revisions.
 	DeleteCluster(ctx context.Context, name string) error
@@ -61,9 +83,14 @@ type Store interface {
 
 	// CreateRevision stores rev as the bundle's next revision (creating the bundle) unless
 	// its digest equals the latest revision's, in which case it returns the latest with
-	// created=false. Either way every cluster the selector matches gets the revision as its
-	// desired revision, and clusters it no longer matches lose the bundle.
-	CreateRevision(ctx context.Context, rev Revision, description string, match Matcher) (out Revision, created bool, selected []string, err error)
+	// created=false. Without hold the revision becomes the bundle's stable revision, every
+	// cluster the selector matches gets it as its desired revision, and clusters it no longer
+	// matches lose the bundle; that is refused with an *ActiveRolloutError while the bundle has
+	// an active rollout. With hold only the revision is stored. selected names the clusters
+	// the selector matches either way.
+	CreateRevision(ctx context.Context, rev Revision, description string, hold bool, match Matcher) (out Revision, created bool, selected []string, err error)
+	// DeleteBundle marks the bundle deleted, takes it from every cluster and aborts its
+	// active rollout.
 	DeleteBundle(ctx context.Context, name string) error
 	ListBundles(ctx context.Context) ([]Bundle, error)
 	GetBundle(ctx context.Context, name string) (Bundle, error)
@@ -79,6 +106,22 @@ type Store interface {
 	Desired(ctx context.Context, cluster string) ([]Desired, error)
 	// ConfigEpoch increases with every change of desired configuration; hub replicas poll it.
 	ConfigEpoch(ctx context.Context) (int64, error)
+
+	// CreateRollout stores a new rollout (ID, Version, timestamps assigned) with its clusters.
+	// A bundle has at most one active rollout: a second one fails with an
+	// *ActiveRolloutError. supersede, when not nil, is an existing rollout's new state,
+	// written in the same transaction with a compare-and-swap on its Version (ErrStale) —
+	// how a rollback ends the rollout it replaces.
+	CreateRollout(ctx context.Context, r Rollout, clusters []RolloutCluster, supersede *Rollout) (Rollout, error)
+	GetRollout(ctx context.Context, id int64) (Rollout, error)
+	// RolloutClusters lists a rollout's clusters sorted by name.
+	RolloutClusters(ctx context.Context, id int64) ([]RolloutCluster, error)
+	// ListRollouts lists rollouts newest first.
+	ListRollouts(ctx context.Context, f RolloutFilter) ([]Rollout, error)
+	// ApplyRolloutStep writes one step of a rollout atomically; see RolloutStep. It fails with
+	// ErrStale when step.Rollout.Version is not the stored version, and returns the stored
+	// rollout (Version increased) otherwise.
+	ApplyRolloutStep(ctx context.Context, step RolloutStep, match Matcher) (Rollout, error)
 
 	AppendAudit(ctx context.Context, e AuditEvent) error
 	// ListAudit lists events newest first, older than beforeID when it is not 0.
@@ -164,8 +207,13 @@ type Bundle struct {
 	Description    string
 	LatestRevision int64
 	Selector       string // JSON of the latest revision's selector
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
+	// StableRevision is what newly selected clusters get: the latest revision created without
+	// hold, or the target of the last completed rollout; 0 while nothing was released.
+	StableRevision int64
+	// ActiveRolloutID is the bundle's active rollout, 0 when none.
+	ActiveRolloutID int64
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 // Revision is one immutable version of a bundle.

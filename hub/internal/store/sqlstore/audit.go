@@ -12,10 +12,14 @@ func nowUTC() time.Time { return time.Now().UTC() }
 
 // AppendAudit implements store.Store.
 func (s *Store) AppendAudit(ctx context.Context, e store.AuditEvent) error {
+	return s.appendAudit(ctx, s.db, e)
+}
+
+func (s *Store) appendAudit(ctx context.Context, q querier, e store.AuditEvent) error {
 	if e.Time.IsZero() {
 		e.Time = nowUTC()
 	}
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO audit_log (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)`),
+	_, err := q.ExecContext(ctx, s.q(`INSERT INTO audit_log (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)`),
 		ms(e.Time), e.Actor, e.Action, e.Target, e.Detail)
 	if err != nil {
 		return fmt.Errorf("writing audit event %s by %s: %w", e.Action, e.Actor, err)

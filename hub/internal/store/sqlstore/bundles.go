@@ -26,7 +26,7 @@ func scanRevision(sc interface{ Scan(...any) error }) (store.Revision, error) {
 }
 
 // CreateRevision implements store.Store.
-func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, description string, match store.Matcher) (store.Revision, bool, []string, error) {
+func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, description string, hold bool, match store.Matcher) (store.Revision, bool, []string, error) {
 	var (
 		out      store.Revision
 		created  bool
@@ -36,6 +36,15 @@ func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, descript
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.bumpEpoch(ctx, tx); err != nil {
 			return err
+		}
+		if !hold {
+			// Checked under the epoch lock that CreateRollout also takes, so a rollout and
+			// an immediate release of the same bundle cannot both happen.
+			if id, err := s.activeRollout(ctx, tx, rev.Bundle); err != nil {
+				return err
+			} else if id != 0 {
+				return &store.ActiveRolloutError{Bundle: rev.Bundle, RolloutID: id}
+			}
 		}
 		var latest, deleted int64
 		err := tx.QueryRowContext(ctx, s.q(`SELECT latest_revision, deleted FROM bundles WHERE name = ?`), rev.Bundle).
@@ -58,12 +67,17 @@ func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, descript
 			created = true
 			out = rev
 			out.Revision = latest + 1
-			if exists {
+			switch {
+			case exists && deleted != 0:
+				// A re-created bundle starts unreleased; its old stable revision is history.
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE bundles SET description = ?, latest_revision = ?, selector = ?,
-					deleted = 0, updated_at = ? WHERE name = ?`), description, out.Revision, rev.Selector, now, rev.Bundle)
-			} else {
+					deleted = 0, stable_revision = 0, updated_at = ? WHERE name = ?`), description, out.Revision, rev.Selector, now, rev.Bundle)
+			case exists:
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE bundles SET description = ?, latest_revision = ?, selector = ?,
+					updated_at = ? WHERE name = ?`), description, out.Revision, rev.Selector, now, rev.Bundle)
+			default:
 				_, err = tx.ExecContext(ctx, s.q(`INSERT INTO bundles (name, description, latest_revision, selector,
-					deleted, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?)`),
+					deleted, stable_revision, created_at, updated_at) VALUES (?, ?, ?, ?, 0, 0, ?, ?)`),
 					rev.Bundle, description, out.Revision, rev.Selector, now, now)
 			}
 			if err != nil {
@@ -75,8 +89,18 @@ func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, descript
 				return fmt.Errorf("inserting revision %d: %w", out.Revision, err)
 			}
 		}
-		selected, err = s.assignRevision(ctx, tx, out, now, match)
-		return err
+		matched, unmatched, err := s.matchClusters(ctx, tx, out.Selector, match, nil)
+		if err != nil {
+			return err
+		}
+		selected = matched
+		if hold {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE bundles SET stable_revision = ? WHERE name = ?`), out.Revision, out.Bundle); err != nil {
+			return fmt.Errorf("releasing revision %d: %w", out.Revision, err)
+		}
+		return s.assign(ctx, tx, out.Bundle, out.Revision, matched, unmatched, now)
 	})
 	if err != nil {
 		return store.Revision{}, false, nil, fmt.Errorf("creating revision of bundle %s: %w", rev.Bundle, err)
@@ -84,49 +108,67 @@ func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, descript
 	return out, created, selected, nil
 }
 
-// assignRevision makes rev the desired revision of every live cluster its selector matches and
-// removes the bundle from the clusters it no longer matches.
-func (s *Store) assignRevision(ctx context.Context, tx *sql.Tx, rev store.Revision, now int64, match store.Matcher) ([]string, error) {
+// matchClusters splits the live clusters (except those in skip) into those the selector
+// matches and the others, both sorted by name.
+func (s *Store) matchClusters(ctx context.Context, tx *sql.Tx, selector string, match store.Matcher, skip map[string]bool) (matched, unmatched []string, err error) {
 	rows, err := tx.QueryContext(ctx, `SELECT name, labels FROM clusters WHERE revoked = 0 ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
+		return nil, nil, fmt.Errorf("listing clusters: %w", err)
 	}
-	var selected, unselected []string
+	defer rows.Close()
 	for rows.Next() {
 		var name, raw string
 		if err := rows.Scan(&name, &raw); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reading cluster: %w", err)
+			return nil, nil, fmt.Errorf("reading cluster: %w", err)
+		}
+		if skip[name] {
+			continue
 		}
 		var labels map[string]string
 		if err := json.Unmarshal([]byte(raw), &labels); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("cluster %s labels: %w", name, err)
+			return nil, nil, fmt.Errorf("cluster %s labels: %w", name, err)
 		}
-		ok, err := match(rev.Selector, labels)
+		ok, err := match(selector, labels)
 		if err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("matching cluster %s: %w", name, err)
+			return nil, nil, fmt.Errorf("matching cluster %s: %w", name, err)
 		}
 		if ok {
-			selected = append(selected, name)
+			matched = append(matched, name)
 		} else {
-			unselected = append(unselected, name)
+			unmatched = append(unmatched, name)
 		}
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
+		return nil, nil, fmt.Errorf("listing clusters: %w", err)
 	}
-	if err := s.setDesired(ctx, tx, rev.Bundle, rev.Revision, selected, now); err != nil {
-		return nil, err
+	return matched, unmatched, nil
+}
+
+// assign makes revision the desired revision of bundle on the matched clusters and takes the
+// bundle from the unmatched ones.
+func (s *Store) assign(ctx context.Context, tx *sql.Tx, bundle string, revision int64, matched, unmatched []string, now int64) error {
+	if err := s.setDesired(ctx, tx, bundle, revision, matched, now); err != nil {
+		return err
 	}
-	for _, name := range unselected {
-		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ? AND bundle = ?`), name, rev.Bundle); err != nil {
-			return nil, fmt.Errorf("unassigning %s from %s: %w", rev.Bundle, name, err)
+	for _, name := range unmatched {
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ? AND bundle = ?`), name, bundle); err != nil {
+			return fmt.Errorf("unassigning %s from %s: %w", bundle, name, err)
 		}
 	}
-	return selected, nil
+	return nil
+}
+
+// activeRollout returns the id of the bundle's active rollout, 0 when none.
+func (s *Store) activeRollout(ctx context.Context, tx querier, bundle string) (int64, error) {
+	var id int64
+	err := tx.QueryRowContext(ctx, s.q(`SELECT id FROM rollouts WHERE bundle = ? AND active = 1`), bundle).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reading active rollout of %s: %w", bundle, err)
+	}
+	return id, nil
 }
 
 func (s *Store) setDesired(ctx context.Context, tx *sql.Tx, bundle string, revision int64, clusters []string, now int64) error {
@@ -176,18 +218,28 @@ func (s *Store) DeleteBundle(ctx context.Context, name string) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE bundle = ?`), name); err != nil {
 			return fmt.Errorf("unassigning bundle %s: %w", name, err)
 		}
+		now := ms(nowUTC())
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE rollouts SET phase = ?, active = 0, message = ?, updated_at = ?,
+			finished_at = ?, version = version + 1 WHERE bundle = ? AND active = 1`),
+			string(store.PhaseAborted), "aborted: the bundle was deleted", now, now, name); err != nil {
+			return fmt.Errorf("aborting the rollout of bundle %s: %w", name, err)
+		}
 		return nil
 	})
 }
 
-const bundleCols = `name, description, latest_revision, selector, created_at, updated_at`
+// bundleQuery reads bundles with their active rollout (at most one, by the unique index).
+const bundleQuery = `SELECT b.name, b.description, b.latest_revision, b.selector, b.stable_revision,
+	COALESCE(r.id, 0), b.created_at, b.updated_at
+	FROM bundles b LEFT JOIN rollouts r ON r.bundle = b.name AND r.active = 1`
 
 func scanBundle(sc interface{ Scan(...any) error }) (store.Bundle, error) {
 	var (
 		b                store.Bundle
 		created, updated int64
 	)
-	if err := sc.Scan(&b.Name, &b.Description, &b.LatestRevision, &b.Selector, &created, &updated); err != nil {
+	if err := sc.Scan(&b.Name, &b.Description, &b.LatestRevision, &b.Selector, &b.StableRevision, &b.ActiveRolloutID,
+		&created, &updated); err != nil {
 		return b, err
 	}
 	b.CreatedAt, b.UpdatedAt = fromMS(created), fromMS(updated)
@@ -196,7 +248,7 @@ func scanBundle(sc interface{ Scan(...any) error }) (store.Bundle, error) {
 
 // ListBundles implements store.Store.
 func (s *Store) ListBundles(ctx context.Context) ([]store.Bundle, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+bundleCols+` FROM bundles WHERE deleted = 0 ORDER BY name`)
+	rows, err := s.db.QueryContext(ctx, bundleQuery+` WHERE b.deleted = 0 ORDER BY b.name`)
 	if err != nil {
 		return nil, fmt.Errorf("listing bundles: %w", err)
 	}
@@ -217,7 +269,7 @@ func (s *Store) ListBundles(ctx context.Context) ([]store.Bundle, error) {
 
 // GetBundle implements store.Store.
 func (s *Store) GetBundle(ctx context.Context, name string) (store.Bundle, error) {
-	b, err := scanBundle(s.db.QueryRowContext(ctx, s.q(`SELECT `+bundleCols+` FROM bundles WHERE name = ? AND deleted = 0`), name))
+	b, err := scanBundle(s.db.QueryRowContext(ctx, s.q(bundleQuery+` WHERE b.name = ? AND b.deleted = 0`), name))
 	if err != nil {
 		return b, notFound(err, "bundle "+name)
 	}

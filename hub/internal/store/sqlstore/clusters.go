@@ -69,11 +69,8 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			if err != nil {
 				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
 			}
-			if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), p.Name); err != nil {
-				return fmt.Errorf("clearing desired bundles of %s: %w", p.Name, err)
-			}
 		}
-		return s.assignBundles(ctx, tx, p.Name, p.Labels, now, match)
+		return s.assignBundles(ctx, tx, p.Name, p.Labels, now, match, false)
 	})
 	if err != nil {
 		return store.Cluster{}, fmt.Errorf("registering cluster %s: %w", p.Name, err)
@@ -81,44 +78,103 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 	return s.GetCluster(ctx, p.Name)
 }
 
-// assignBundles gives a newly registered cluster the latest revision of every live bundle
-// whose selector matches its labels.
-func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, labels map[string]string, now int64, match store.Matcher) error {
-	rows, err := tx.QueryContext(ctx, `SELECT name, latest_revision, selector FROM bundles WHERE deleted = 0`)
+// assignBundles (re)selects every live bundle for a cluster with these labels, replacing its
+// desired revisions. Per bundle the candidate revisions are, in order: the target of an
+// active rollout that has already moved the cluster; with keepHeld, the revision the cluster
+// holds; the bundle's stable revision. The first candidate whose selector matches wins, and
+// a cluster matching none of them loses the bundle. (A moved cluster that no longer matches
+// the target loses the bundle too: that is what moving it would have done.)
+func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, labels map[string]string, now int64, match store.Matcher, keepHeld bool) error {
+	type candidate struct {
+		rev      int64
+		selector string
+	}
+	stable := map[string]candidate{}
+	var names []string
+	rows, err := tx.QueryContext(ctx, `SELECT b.name, b.stable_revision, COALESCE(r.selector, '') FROM bundles b
+		LEFT JOIN bundle_revisions r ON r.bundle = b.name AND r.revision = b.stable_revision
+		WHERE b.deleted = 0 ORDER BY b.name`)
 	if err != nil {
 		return fmt.Errorf("listing bundles: %w", err)
 	}
-	type pick struct {
-		name string
-		rev  int64
-	}
-	var picks []pick
 	for rows.Next() {
 		var (
-			name, sel string
-			rev       int64
+			name string
+			c    candidate
 		)
-		if err := rows.Scan(&name, &rev, &sel); err != nil {
+		if err := rows.Scan(&name, &c.rev, &c.selector); err != nil {
 			rows.Close()
 			return fmt.Errorf("reading bundle: %w", err)
 		}
-		ok, err := match(sel, labels)
-		if err != nil {
-			rows.Close()
-			return fmt.Errorf("bundle %s selector: %w", name, err)
-		}
-		if ok {
-			picks = append(picks, pick{name, rev})
-		}
+		names = append(names, name)
+		stable[name] = c
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("listing bundles: %w", err)
 	}
-	for _, p := range picks {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO cluster_bundles (cluster, bundle, desired_revision, updated_at)
-			VALUES (?, ?, ?, ?)`), cluster, p.name, p.rev, now); err != nil {
-			return fmt.Errorf("assigning bundle %s to %s: %w", p.name, cluster, err)
+	readCandidates := func(query string) (map[string]candidate, error) {
+		out := map[string]candidate{}
+		rows, err := tx.QueryContext(ctx, s.q(query), cluster)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var (
+				name string
+				c    candidate
+			)
+			if err := rows.Scan(&name, &c.rev, &c.selector); err != nil {
+				return nil, err
+			}
+			out[name] = c
+		}
+		return out, rows.Err()
+	}
+	moved, err := readCandidates(`SELECT r.bundle, r.to_revision, br.selector FROM rollouts r
+		JOIN rollout_clusters rc ON rc.rollout_id = r.id
+		JOIN bundle_revisions br ON br.bundle = r.bundle AND br.revision = r.to_revision
+		WHERE r.active = 1 AND rc.cluster = ? AND rc.moved_at > 0`)
+	if err != nil {
+		return fmt.Errorf("reading rollouts of %s: %w", cluster, err)
+	}
+	held := map[string]candidate{}
+	if keepHeld {
+		if held, err = readCandidates(`SELECT cb.bundle, cb.desired_revision, br.selector FROM cluster_bundles cb
+			JOIN bundle_revisions br ON br.bundle = cb.bundle AND br.revision = cb.desired_revision
+			WHERE cb.cluster = ?`); err != nil {
+			return fmt.Errorf("reading desired bundles of %s: %w", cluster, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), cluster); err != nil {
+		return fmt.Errorf("clearing desired bundles of %s: %w", cluster, err)
+	}
+	for _, name := range names {
+		var cands []candidate
+		if c, ok := moved[name]; ok {
+			cands = append(cands, c)
+		} else {
+			if c, ok := held[name]; ok {
+				cands = append(cands, c)
+			}
+			if c := stable[name]; c.rev > 0 {
+				cands = append(cands, c)
+			}
+		}
+		for _, c := range cands {
+			ok, err := match(c.selector, labels)
+			if err != nil {
+				return fmt.Errorf("bundle %s selector: %w", name, err)
+			}
+			if !ok {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO cluster_bundles (cluster, bundle, desired_revision, updated_at)
+				VALUES (?, ?, ?, ?)`), cluster, name, c.rev, now); err != nil {
+				return fmt.Errorf("assigning bundle %s to %s: %w", name, cluster, err)
+			}
+			break
 		}
 	}
 	return nil
@@ -213,10 +269,7 @@ func (s *Store) SetClusterLabels(ctx context.Context, name string, labels map[st
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("setting labels of %s: %w", name, store.ErrNotFound)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), name); err != nil {
-			return fmt.Errorf("clearing desired bundles of %s: %w", name, err)
-		}
-		return s.assignBundles(ctx, tx, name, labels, ms(nowUTC()), match)
+		return s.assignBundles(ctx, tx, name, labels, ms(nowUTC()), match, true)
 	})
 }
 

@@ -40,6 +40,8 @@ func Run(t *testing.T, newStore Factory) {
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
 		"Audit":                   testAudit,
+		"HoldAndStable":           testHoldAndStable,
+		"Rollouts":                testRollouts,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -253,7 +255,7 @@ func testBundles(t *testing.T, s store.Store) {
 	epoch0, err := s.ConfigEpoch(ctx)
 	must(t, err)
 
-	r1, created, selected, err := s.CreateRevision(ctx, revision("base", "a: 1\n", `{"env":"prod"}`), "desc", matchAll)
+	r1, created, selected, err := s.CreateRevision(ctx, revision("base", "a: 1\n", `{"env":"prod"}`), "desc", false, matchAll)
 	must(t, err)
 	if !created || r1.Revision != 1 || len(selected) != 1 || selected[0] != "prod-1" {
 		t.Fatalf("first revision: %+v created=%v selected=%v", r1, created, selected)
@@ -262,12 +264,12 @@ func testBundles(t *testing.T, s store.Store) {
 		t.Fatalf("config epoch did not move: %d → %d", epoch0, epoch)
 	}
 	// The same content again creates nothing.
-	same, created, _, err := s.CreateRevision(ctx, revision("base", "a: 1\n", `{"env":"prod"}`), "desc", matchAll)
+	same, created, _, err := s.CreateRevision(ctx, revision("base", "a: 1\n", `{"env":"prod"}`), "desc", false, matchAll)
 	must(t, err)
 	if created || same.Revision != 1 {
 		t.Fatalf("identical upload: %+v created=%v", same, created)
 	}
-	r2, created, _, err := s.CreateRevision(ctx, revision("base", "a: 2\n", `{}`), "desc 2", matchAll)
+	r2, created, _, err := s.CreateRevision(ctx, revision("base", "a: 2\n", `{}`), "desc 2", false, matchAll)
 	must(t, err)
 	if !created || r2.Revision != 2 {
 		t.Fatalf("second revision: %+v", r2)
@@ -276,7 +278,7 @@ func testBundles(t *testing.T, s store.Store) {
 		t.Fatalf("dev-1 desired after selector widened: %v", d)
 	}
 	// Narrowing the selector takes the bundle away from dev-1.
-	_, _, _, err = s.CreateRevision(ctx, revision("base", "a: 3\n", `{"env":"prod"}`), "", matchAll)
+	_, _, _, err = s.CreateRevision(ctx, revision("base", "a: 3\n", `{"env":"prod"}`), "", false, matchAll)
 	must(t, err)
 	if d := desiredOf(t, s, "dev-1"); len(d) != 0 {
 		t.Fatalf("dev-1 still has %v", d)
@@ -353,7 +355,7 @@ func testBundles(t *testing.T, s store.Store) {
 		t.Fatalf("bundles after delete: %+v", bs)
 	}
 	// Re-creating continues the numbering; history stays.
-	r4, _, _, err := s.CreateRevision(ctx, revision("base", "a: 3\n", `{"env":"prod"}`), "", matchAll)
+	r4, _, _, err := s.CreateRevision(ctx, revision("base", "a: 3\n", `{"env":"prod"}`), "", false, matchAll)
 	must(t, err)
 	if r4.Revision != 4 {
 		t.Fatalf("revision after re-create: %d", r4.Revision)
@@ -368,7 +370,7 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	bootstrap(t, s, "tok", 0, time.Hour, false)
 	_, err := register(s, "tok", "alpha", "c1", map[string]string{}, false)
 	must(t, err)
-	_, _, _, err = s.CreateRevision(ctx, revision("base", "x", `{}`), "", matchAll)
+	_, _, _, err = s.CreateRevision(ctx, revision("base", "x", `{}`), "", false, matchAll)
 	must(t, err)
 	at := t0.Add(time.Hour)
 	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: at, AgentVersion: "v2",

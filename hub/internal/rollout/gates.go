@@ -1,0 +1,259 @@
+package rollout
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"kollect.dev/hub/internal/store"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// Gate names, as RolloutCluster.gate reports them.
+const (
+	GateApplied          = "applied"
+	GateInventoriesReady = "inventoriesReady"
+	GateSinkErrors       = "sinkErrors"
+	GateItemCount        = "itemCount"
+	GateOffline          = "offline"
+	GateProgressDeadline = "progressDeadline"
+)
+
+// Verdict is a gate evaluation's outcome.
+type Verdict int
+
+// Verdicts.
+const (
+	// Pass: every gate holds.
+	Pass Verdict = iota
+	// Wait: not there yet, and nothing proves it never will be.
+	Wait
+	// Fail: a gate failed for good.
+	Fail
+)
+
+// Result is one cluster's gate evaluation. Gate and Message name the failing or awaited gate.
+type Result struct {
+	Verdict Verdict
+	// Applied is true once the agent reports the target applied.
+	Applied bool
+	Gate    string
+	Message string
+}
+
+// Target is what a moved cluster should report: the bundle at Revision, or (Absent) no
+// bundle at all because the target selector does not match it.
+type Target struct {
+	Bundle   string
+	Revision int64
+	Absent   bool
+}
+
+// startingReasons are Ready=False reasons of the agent (agent/internal/controller/status.go)
+// that clear by themselves: the inventory is still being built or exported.
+var startingReasons = map[string]bool{"Syncing": true, "ExportPending": true}
+
+// startingMessages are the TargetsIncomplete messages of an inventory that has simply not
+// finished its first snapshot, or whose watch has not synced yet.
+var startingMessages = []string{"no snapshot built yet", "waiting for the watch to sync"}
+
+// FailureSettle is how long (on the agent's clock: observed_at − last_transition_time) an
+// inventory must have been Ready=False for a failing reason before the gate fails. Right after
+// a new inventory is applied it briefly reports its target "not collected" until the target
+// controller catches up; only a failure that persists is the revision's fault.
+const FailureSettle = 10 * time.Second
+
+// Baseline records, from a cluster's status before it was moved, what the comparing gates
+// compare against. A nil status gives an unobserved baseline.
+func Baseline(st *fleetv1.AgentStatus) store.Baseline {
+	if st == nil {
+		return store.Baseline{}
+	}
+	b := store.Baseline{Observed: true, ItemCounts: map[string]int64{}}
+	for _, inv := range st.GetInventories() {
+		b.ItemCounts[inventoryKey(inv)] = inv.GetItemCount()
+	}
+	for _, s := range st.GetSinks() {
+		if s.GetLastError() != "" {
+			b.SinkErrors = append(b.SinkErrors, sinkKey(s))
+		}
+	}
+	sort.Strings(b.SinkErrors)
+	return b
+}
+
+func inventoryKey(inv *fleetv1.InventoryStatus) string {
+	return inv.GetNamespace() + "/" + inv.GetName()
+}
+
+func sinkKey(s *fleetv1.SinkStatus) string {
+	return s.GetKind() + "/" + s.GetNamespace() + "/" + s.GetName()
+}
+
+// Evaluate judges one moved cluster's gates from a status it reported after the move.
+// Failures win over waits: a cluster failing one gate fails even while another is pending.
+func Evaluate(g *fleetv1.RolloutGates, t Target, base store.Baseline, st *fleetv1.AgentStatus) Result {
+	if r := applied(t, st); r.Verdict != Pass {
+		return r
+	}
+	var wait *Result
+	if !g.GetSkipInventoriesReady() {
+		if r := inventoriesReady(st); r.Verdict == Fail {
+			return r
+		} else if r.Verdict == Wait {
+			wait = &r
+		}
+	}
+	if base.Observed && !g.GetSkipSinkErrors() {
+		if r := sinkErrors(base, st); r.Verdict == Fail {
+			return r
+		}
+	}
+	if pct := g.GetMaxItemCountChangePercent(); base.Observed && pct > 0 {
+		if r := itemCount(pct, base, st); r.Verdict == Fail {
+			return r
+		}
+	}
+	if wait != nil {
+		return *wait
+	}
+	return Result{Verdict: Pass, Applied: true}
+}
+
+func applied(t Target, st *fleetv1.AgentStatus) Result {
+	var ab *fleetv1.AppliedBundle
+	for _, b := range st.GetBundles() {
+		if b.GetBundle() == t.Bundle {
+			ab = b
+		}
+	}
+	if t.Absent {
+		if ab != nil {
+			return Result{Verdict: Wait, Gate: GateApplied, Message: fmt.Sprintf(
+				"waiting for the agent to remove bundle %s (the target selector does not match the cluster)", t.Bundle)}
+		}
+		return Result{Verdict: Pass, Applied: true}
+	}
+	if ab == nil {
+		return Result{Verdict: Wait, Gate: GateApplied, Message: fmt.Sprintf("waiting for revision %d (the agent reports no revision)", t.Revision)}
+	}
+	if ab.GetRevision() != t.Revision {
+		return Result{Verdict: Wait, Gate: GateApplied, Message: fmt.Sprintf("waiting for revision %d (the agent reports %d)", t.Revision, ab.GetRevision())}
+	}
+	for _, o := range ab.GetObjects() {
+		if r := o.GetResult(); r == fleetv1.ApplyResult_APPLY_RESULT_FAILED || r == fleetv1.ApplyResult_APPLY_RESULT_REFUSED {
+			what := "failed"
+			if r == fleetv1.ApplyResult_APPLY_RESULT_REFUSED {
+				what = "refused"
+			}
+			ref := o.GetObject()
+			name := ref.GetName()
+			if ref.GetNamespace() != "" {
+				name = ref.GetNamespace() + "/" + name
+			}
+			return Result{Verdict: Fail, Gate: GateApplied, Message: fmt.Sprintf("%s %s %s: %s", ref.GetKind(), name, what, o.GetMessage())}
+		}
+	}
+	return Result{Verdict: Pass, Applied: true}
+}
+
+func inventoriesReady(st *fleetv1.AgentStatus) Result {
+	var waiting []string
+	for _, inv := range st.GetInventories() {
+		var ready *fleetv1.Condition
+		for _, c := range inv.GetConditions() {
+			if c.GetType() == "Ready" {
+				ready = c
+			}
+		}
+		name := inventoryKey(inv)
+		switch {
+		case ready == nil:
+			waiting = append(waiting, name+": no Ready condition yet")
+		case ready.GetStatus() == "True":
+		case ready.GetStatus() != "False" || starting(ready):
+			waiting = append(waiting, fmt.Sprintf("%s: %s", name, condText(ready)))
+		case !settled(ready, st):
+			waiting = append(waiting, fmt.Sprintf("%s: %s (failing for less than %s)", name, condText(ready), FailureSettle))
+		default:
+			return Result{Verdict: Fail, Applied: true, Gate: GateInventoriesReady,
+				Message: fmt.Sprintf("inventory %s is not ready: %s", name, condText(ready))}
+		}
+	}
+	if len(waiting) > 0 {
+		return Result{Verdict: Wait, Applied: true, Gate: GateInventoriesReady, Message: "waiting for inventory " + strings.Join(waiting, "; ")}
+	}
+	return Result{Verdict: Pass, Applied: true}
+}
+
+func condText(c *fleetv1.Condition) string {
+	if c.GetMessage() == "" {
+		return c.GetReason()
+	}
+	return c.GetReason() + ": " + c.GetMessage()
+}
+
+func starting(c *fleetv1.Condition) bool {
+	if startingReasons[c.GetReason()] {
+		return true
+	}
+	if c.GetReason() == "TargetsIncomplete" {
+		for _, m := range startingMessages {
+			if strings.Contains(c.GetMessage(), m) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// settled reports whether a failing condition has held for FailureSettle on the agent's
+// clock. Without both times (a simulated or older agent) it is taken as settled.
+func settled(c *fleetv1.Condition, st *fleetv1.AgentStatus) bool {
+	if c.GetLastTransitionTime() == nil || st.GetObservedAt() == nil {
+		return true
+	}
+	return st.GetObservedAt().AsTime().Sub(c.GetLastTransitionTime().AsTime()) >= FailureSettle
+}
+
+func sinkErrors(base store.Baseline, st *fleetv1.AgentStatus) Result {
+	before := map[string]bool{}
+	for _, k := range base.SinkErrors {
+		before[k] = true
+	}
+	for _, s := range st.GetSinks() {
+		if s.GetLastError() != "" && !before[sinkKey(s)] {
+			return Result{Verdict: Fail, Applied: true, Gate: GateSinkErrors, Message: fmt.Sprintf(
+				"%s %s/%s started failing: %s", s.GetKind(), s.GetNamespace(), s.GetName(), s.GetLastError())}
+		}
+	}
+	return Result{Verdict: Pass, Applied: true}
+}
+
+func itemCount(pct float64, base store.Baseline, st *fleetv1.AgentStatus) Result {
+	for _, inv := range st.GetInventories() {
+		was, ok := base.ItemCounts[inventoryKey(inv)]
+		if !ok || was == 0 || notReady(inv) {
+			continue
+		}
+		change := float64(inv.GetItemCount()-was) / float64(was) * 100
+		if math.Abs(change) > pct {
+			return Result{Verdict: Fail, Applied: true, Gate: GateItemCount, Message: fmt.Sprintf(
+				"inventory %s has %d items, %d before the move (%+.1f%%, limit ±%g%%)", inventoryKey(inv),
+				inv.GetItemCount(), was, change, pct)}
+		}
+	}
+	return Result{Verdict: Pass, Applied: true}
+}
+
+// notReady: an inventory reporting Ready=False has no trustworthy count yet.
+func notReady(inv *fleetv1.InventoryStatus) bool {
+	for _, c := range inv.GetConditions() {
+		if c.GetType() == "Ready" {
+			return c.GetStatus() == "False"
+		}
+	}
+	return false
+}

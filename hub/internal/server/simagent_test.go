@@ -1,0 +1,223 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+)
+
+// behaviour is what a simulated agent reports for the revision of bundle "base" it applied
+// (0: none): its inventories and sinks.
+type behaviour func(rev int64) ([]*fleetv1.InventoryStatus, []*fleetv1.SinkStatus)
+
+// healthy reports one ready inventory of 100 items and one sink without error.
+func healthy(int64) ([]*fleetv1.InventoryStatus, []*fleetv1.SinkStatus) {
+	return []*fleetv1.InventoryStatus{readyInventory(100)},
+		[]*fleetv1.SinkStatus{{Kind: "KollectSnapshotSink", Namespace: "team-a", Name: "repo", Type: "git"}}
+}
+
+func readyInventory(items int64) *fleetv1.InventoryStatus {
+	return &fleetv1.InventoryStatus{Namespace: "team-a", Name: "workloads", ItemCount: items,
+		Conditions: []*fleetv1.Condition{{Type: "Ready", Status: "True", Reason: "SnapshotReady"}}}
+}
+
+// simAgent is a simulated agent speaking the real AgentService over HTTP/2: it holds a
+// WatchConfig stream (reconnecting when it ends, as the real agent does), "applies" every
+// configuration it receives and reports it with a heartbeat at once and then every beat.
+type simAgent struct {
+	name   string
+	client fleetv1connect.AgentServiceClient
+	beat   time.Duration // 0: heartbeat only when a configuration arrives
+
+	behave  atomic.Pointer[behaviour]
+	silent  atomic.Bool // true: sends no heartbeat (a cluster gone offline)
+	mu      sync.Mutex
+	cfg     *fleetv1.WatchConfigResponse
+	configs atomic.Int64
+}
+
+// startAgent registers a cluster and runs its simulated agent until the test ends.
+func (h *testHub) startAgent(t testing.TB, token, name string, labels map[string]string, beat time.Duration, b behaviour) *simAgent {
+	t.Helper()
+	client, _, err := h.tryRegister(token, name, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &simAgent{name: name, client: client, beat: beat}
+	a.behave.Store(&b)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); a.run(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return a
+}
+
+func (a *simAgent) setBehaviour(b behaviour) { a.behave.Store(&b) }
+
+func (a *simAgent) run(ctx context.Context) {
+	if a.beat > 0 {
+		go func() {
+			t := time.NewTicker(a.beat)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					a.heartbeat(ctx)
+				}
+			}
+		}()
+	}
+	for ctx.Err() == nil {
+		stream, err := a.client.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+		if err == nil {
+			for stream.Receive() {
+				a.mu.Lock()
+				a.cfg = stream.Msg()
+				a.mu.Unlock()
+				a.configs.Add(1)
+				a.heartbeat(ctx)
+			}
+			stream.Close()
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond): // the hub restarts: dial again
+		}
+	}
+}
+
+// status is what the agent reports: every bundle of its configuration applied.
+func (a *simAgent) status() *fleetv1.AgentStatus {
+	a.mu.Lock()
+	cfg := a.cfg
+	a.mu.Unlock()
+	st := &fleetv1.AgentStatus{AgentVersion: "v0.1.0", KubernetesVersion: "v1.37.2", ObservedAt: timestamppb.Now()}
+	var base int64
+	for _, b := range cfg.GetBundles() {
+		ab := &fleetv1.AppliedBundle{Bundle: b.GetBundle(), Revision: b.GetRevision(), Digest: b.GetDigest()}
+		for _, o := range b.GetObjects() {
+			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: o, Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED})
+		}
+		st.Bundles = append(st.Bundles, ab)
+		if b.GetBundle() == "base" {
+			base = b.GetRevision()
+		}
+	}
+	st.ConfigDigest = cfg.GetConfigDigest()
+	st.Inventories, st.Sinks = (*a.behave.Load())(base)
+	return st
+}
+
+func (a *simAgent) heartbeat(ctx context.Context) {
+	if a.silent.Load() {
+		return
+	}
+	// Errors are expected while the hub restarts; the next beat retries.
+	_, _ = a.client.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: a.status()}))
+}
+
+// revision returns the revision of bundle "base" the agent holds (0: none).
+func (a *simAgent) revision() int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, b := range a.cfg.GetBundles() {
+		if b.GetBundle() == "base" {
+			return b.GetRevision()
+		}
+	}
+	return 0
+}
+
+// manifests returns a valid bundle that differs for every n.
+func manifests(n int) string {
+	return strings.Replace(goodBundle, "replicas > 0", fmt.Sprintf("replicas > %d", n), 1)
+}
+
+// apply applies revision n of bundle "base" to every cluster labelled fleet=yes.
+func (h *testHub) apply(t testing.TB, n int, hold bool) int64 {
+	t.Helper()
+	resp, err := h.admin.ApplyBundle(context.Background(), connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "base", Manifests: manifests(n), Hold: hold,
+		ClusterSelector: &fleetv1.LabelSelector{MatchLabels: map[string]string{"fleet": "yes"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Msg.GetRevision().GetRevision()
+}
+
+// waitAgents waits until every agent holds revision rev of "base".
+func waitAgents(t testing.TB, rev int64, agents ...*simAgent) {
+	t.Helper()
+	eventually(t, func() error {
+		for _, a := range agents {
+			if got := a.revision(); got != rev {
+				return fmt.Errorf("%s holds revision %d, want %d", a.name, got, rev)
+			}
+		}
+		return nil
+	})
+}
+
+// waitRollout polls GetRollout until done accepts it, for up to 30 s.
+func (h *testHub) waitRollout(t testing.TB, id int64, what string, done func(*fleetv1.Rollout) bool) *fleetv1.Rollout {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := h.admin.GetRollout(context.Background(), connect.NewRequest(&fleetv1.GetRolloutRequest{Id: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := resp.Msg.GetRollout(); done(r) {
+			return r
+		} else if time.Now().After(deadline) {
+			t.Fatalf("rollout %d: %s not reached within 30s; now %v", id, what, r)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func phaseIs(p fleetv1.RolloutPhase) func(*fleetv1.Rollout) bool {
+	return func(r *fleetv1.Rollout) bool { return r.GetPhase() == p }
+}
+
+// clusterOf returns a rollout's cluster by name.
+func clusterOf(t testing.TB, r *fleetv1.Rollout, name string) *fleetv1.RolloutCluster {
+	t.Helper()
+	for _, c := range r.GetClusters() {
+		if c.GetCluster() == name {
+			return c
+		}
+	}
+	t.Fatalf("rollout %d has no cluster %s: %v", r.GetId(), name, r.GetClusters())
+	return nil
+}
+
+// auditActions lists the audit log's actions about one target, oldest first.
+func (h *testHub) auditActions(t testing.TB, target string) []string {
+	t.Helper()
+	resp, err := h.admin.ListAuditEvents(context.Background(), connect.NewRequest(&fleetv1.ListAuditEventsRequest{Limit: 1000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	evs := resp.Msg.GetEvents()
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].GetTarget() == target {
+			out = append(out, evs[i].GetActor()+" "+evs[i].GetAction())
+		}
+	}
+	return out
+}
