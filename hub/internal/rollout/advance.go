@@ -43,8 +43,9 @@ const Actor = "hub"
 // Advance computes a rollout's next step from stored state and the fleet as observed now; ok
 // is false when nothing changes. It removes clusters that left the fleet, adds joiners,
 // judges moved clusters, applies wave deadlines and the failure budget, starts, completes and
-// fills waves, and completes the rollout. Only a progressing rollout moves clusters, starts or
-// completes waves and enforces deadlines; paused ones still follow their moved clusters.
+// fills waves, and completes the rollout. Only a progressing rollout starts or completes
+// waves and enforces deadlines; one awaiting approval still moves joiners of waves that ran,
+// and a paused one moves nothing but still follows its moved clusters.
 func Advance(in Input) (step store.RolloutStep, ok bool) {
 	if !in.Rollout.Phase.Active() {
 		return step, false
@@ -60,8 +61,11 @@ func Advance(in Input) (step store.RolloutStep, ok bool) {
 	a.addJoiners()
 	a.judge()
 	a.budget()
-	if a.r.Phase == store.PhaseProgressing {
+	switch a.r.Phase {
+	case store.PhaseProgressing:
 		a.progress()
+	case store.PhaseAwaitingApproval:
+		a.move() // only joiners of waves that already ran: the next wave waits
 	}
 	if !a.changed {
 		return step, false

@@ -46,6 +46,13 @@ type hubOption func(*server.Config)
 
 func startHub(t testing.TB, dataDir string, opts ...hubOption) *testHub {
 	t.Helper()
+	return startHubAt(t, dataDir, "127.0.0.1:0", opts...)
+}
+
+// startHubAt is startHub listening on addr: a hub restarted on its data directory and
+// address is reached again by the agents of the one before.
+func startHubAt(t testing.TB, dataDir, addr string, opts ...hubOption) *testHub {
+	t.Helper()
 	if dataDir == "" {
 		dataDir = t.TempDir()
 	}
@@ -65,7 +72,7 @@ func startHub(t testing.TB, dataDir string, opts ...hubOption) *testHub {
 		cancel()
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
