@@ -36,6 +36,7 @@ func run() error {
 		offline    = flag.Duration("offline-after", health.DefaultThresholds.OfflineAfter, "heartbeat age after which a cluster is offline")
 		heartbeat  = flag.Duration("heartbeat-interval", 15*time.Second, "heartbeat interval agents are told to use")
 		poll       = flag.Duration("poll-interval", 2*time.Second, "how often to look for changes made through other replicas")
+		rollouts   = flag.Duration("rollout-interval", time.Second, "how often active rollouts are re-evaluated when no heartbeat prompts it sooner")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 	)
@@ -61,7 +62,7 @@ func run() error {
 	cfg := server.Config{
 		DataDir: *dataDir, StoreDSN: *storeDSN, TLSCert: *tlsCert, TLSKey: *tlsKey,
 		Thresholds:        health.Thresholds{StaleAfter: *stale, OfflineAfter: *offline},
-		HeartbeatInterval: *heartbeat, PollInterval: *poll, Log: log,
+		HeartbeatInterval: *heartbeat, PollInterval: *poll, RolloutInterval: *rollouts, Log: log,
 	}
 	if *hosts != "" {
 		cfg.Hosts = strings.Split(*hosts, ",")
