@@ -3,6 +3,8 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -217,5 +219,66 @@ func testRollouts(t *testing.T, s store.Store) {
 	must(t, s.DeleteBundle(ctx, "base"))
 	if a, _ := s.GetRollout(ctx, rb.ID); a.Phase != store.PhaseAborted || a.FinishedAt.IsZero() {
 		t.Fatalf("rollout of a deleted bundle: %+v", a)
+	}
+}
+
+// testRolloutRaces: of concurrent writers of one rollout version, or of concurrent starts of
+// rollouts of one bundle, exactly one wins — what lets every hub replica run the engine.
+func testRolloutRaces(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	_, _, _, err := s.CreateRevision(ctx, revision("base", "a: 1\n", `{}`), "", false, matchAll)
+	must(t, err)
+	const racers = 8
+	var (
+		wg               sync.WaitGroup
+		mu               sync.Mutex
+		won, lost, other int
+		first            store.Rollout
+	)
+	tally := func(err error, loss error) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case err == nil:
+			won++
+		case errors.Is(err, loss):
+			lost++
+		default:
+			other++
+			t.Errorf("unexpected: %v", err)
+		}
+	}
+	for range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := s.CreateRollout(ctx, newRollout("base", 1, 1), nil, nil)
+			if err == nil {
+				first = r
+			}
+			tally(err, store.ErrConflict)
+		}()
+	}
+	wg.Wait()
+	if won != 1 || lost != racers-1 {
+		t.Fatalf("concurrent starts: %d won, %d refused", won, lost)
+	}
+	won, lost = 0, 0
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := first
+			next.Message = fmt.Sprintf("writer %d", i)
+			_, err := s.ApplyRolloutStep(ctx, store.RolloutStep{Rollout: next}, matchAll)
+			tally(err, store.ErrStale)
+		}()
+	}
+	wg.Wait()
+	if won != 1 || lost != racers-1 {
+		t.Fatalf("concurrent steps of one version: %d won, %d lost", won, lost)
+	}
+	if r, _ := s.GetRollout(ctx, first.ID); r.Version != first.Version+1 {
+		t.Fatalf("version after the race: %d", r.Version)
 	}
 }

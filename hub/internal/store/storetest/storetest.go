@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore Factory) {
 		"Audit":                   testAudit,
 		"HoldAndStable":           testHoldAndStable,
 		"Rollouts":                testRollouts,
+		"RolloutRaces":            testRolloutRaces,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
