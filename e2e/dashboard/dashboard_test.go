@@ -81,6 +81,18 @@ func TestDashboard(t *testing.T) {
 		Message: "first revision"})); err != nil {
 		t.Fatal(err)
 	}
+	// prod-config selects only the env=prod clusters, which keep passing the rollout gates.
+	prod := strings.NewReplacer("name: deployments", "name: prod-deployments", "name: workloads", "name: prod-workloads",
+		"inventory: workloads", "inventory: prod-workloads", "name: inventory-repo", "name: prod-repo").Replace(workloads(t))
+	if _, err := admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+		Name: "prod-config", Description: "Production inventory", Manifests: prod, Message: "first revision",
+		ClusterSelector: &fleetv1.LabelSelector{MatchLabels: map[string]string{"env": "prod"}}})); err != nil {
+		t.Fatal(err)
+	}
+	fingerprint, err := os.ReadFile(filepath.Join(h.dir, "data", "ca-fingerprint"))
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	sim, err := fleetsim.New(h.url, h.caPEM, boot.Msg.GetSecret(), time.Second)
 	if err != nil {
@@ -105,7 +117,9 @@ func TestDashboard(t *testing.T) {
 		"KOLLECT_ADMIN_TOKEN="+h.adminToken,
 		"KOLLECT_SIM_URL=http://"+ln.Addr().String(),
 		"KOLLECT_CHROMIUM="+tools.chromium,
+		"KOLLECT_CA_FINGERPRINT="+strings.TrimSpace(string(fingerprint)),
 	)
+
 	if os.Getenv("KOLLECT_SCREENSHOTS") == "1" {
 		dir, err := filepath.Abs(filepath.Join(root, "docs", "images"))
 		if err != nil {

@@ -11,6 +11,7 @@ const hub = need("KOLLECT_HUB_URL");
 const adminToken = need("KOLLECT_ADMIN_TOKEN");
 const sim = need("KOLLECT_SIM_URL");
 const chromium = need("KOLLECT_CHROMIUM");
+const fingerprint = need("KOLLECT_CA_FINGERPRINT");
 const shots = process.env.KOLLECT_SCREENSHOT_DIR;
 
 function need(name) {
@@ -50,6 +51,37 @@ async function signIn(token) {
 async function signOut() {
   await page.getByRole("button", { name: "Sign out" }).click();
   await page.getByLabel("API token").waitFor();
+}
+
+async function go(path) {
+  // In-app navigation (no reload): the live feed and session stay as they are.
+  await page.evaluate((p) => {
+    window.history.pushState(null, "", p);
+    window.dispatchEvent(new PopStateEvent("popstate"));
+  }, path);
+}
+
+async function yamlOf(title) {
+  return page.getByLabel(`YAML of ${title}`);
+}
+
+async function replaceIn(title, from, to) {
+  const area = await yamlOf(title);
+  const text = await area.inputValue();
+  assert.ok(text.includes(from), `${title} does not contain ${from}:\n${text}`);
+  await area.fill(text.replace(from, to));
+}
+
+/** Uploads a held revision of a bundle through the editor: edit, dry run, store. */
+async function uploadRevision(bundle, title, from, to, note) {
+  await go(`/bundles/${bundle}/edit`);
+  await replaceIn(title, from, to);
+  await page.getByLabel("Change note").fill(note);
+  assert.equal(await page.getByRole("checkbox", { name: /Hold/ }).isChecked(), true, "a new revision of an existing bundle is held by default");
+  await page.getByRole("button", { name: "Validate (dry run)" }).click();
+  await page.getByRole("status").filter({ hasText: "Valid." }).waitFor();
+  await page.getByRole("button", { name: "Store revision (held)" }).click();
+  await page.getByRole("heading", { name: `Bundle ${bundle}` }).waitFor();
 }
 
 function row(table, text) {
@@ -101,6 +133,188 @@ test("filter and sort", async () => {
   const first = page.getByRole("table", { name: "Clusters" }).getByRole("row").nth(1);
   assert.match(await first.innerText(), /^staging-1/);
   await page.getByRole("button", { name: "Cluster", exact: true }).click();
+});
+
+test("the freshness matrix colours every cluster × sink and opens the cause", async () => {
+  await page.getByRole("link", { name: "Freshness" }).click();
+  await page.getByRole("heading", { name: "Export freshness" }).waitFor();
+  const cell = page.getByRole("button", { name: /^prod-us-1 warehouse: .*terminal error/ });
+  await cell.waitFor();
+  assert.match(await cell.getAttribute("class"), /cls-terminal/);
+  assert.match(await page.getByRole("button", { name: /^prod-ap-1 changes: .*circuit open error/ }).getAttribute("class"), /cls-circuit-open/);
+  assert.match(await page.getByRole("button", { name: /^dev-1 inventory-git: 26 h/ }).getAttribute("class"), /age-ancient/);
+  assert.match(await page.getByRole("button", { name: /^prod-eu-1 inventory-git: \d+ s ago$/ }).getAttribute("class"), /age-fresh/);
+  await cell.click();
+  const cause = page.getByRole("region", { name: "Export cause" });
+  await cause.getByTestId("cause").filter({ hasText: "password authentication failed" }).waitFor();
+  await screenshot("freshness");
+  await cause.getByRole("link", { name: "Open cluster prod-us-1" }).click();
+  await page.getByRole("heading", { name: /prod-us-1/ }).waitFor();
+});
+
+test("cluster detail shows inventories, sinks, applied objects and drift", async () => {
+  await go("/clusters/prod-eu-2");
+  await page.getByRole("table", { name: "Inventories" }).getByText("team-a/workloads").waitFor();
+  await page.getByRole("table", { name: "Inventories" }).getByText("Ready=True").first().waitFor();
+  await page.getByRole("table", { name: "Sinks" }).getByText("KollectDatabaseSink team-a/warehouse").waitFor();
+  await page.getByRole("list", { name: "Drift events" }).getByText(/KollectProfile deployments \(bundle workloads\): spec edited/).waitFor();
+  await page.getByRole("table", { name: "Objects of workloads" }).getByText("drift reverted").waitFor();
+  await page.getByRole("table", { name: "Objects of prod-config" }).getByText("applied").first().waitFor();
+  await page.getByRole("list", { name: "Heartbeat history" }).locator("li").nth(1).waitFor({ timeout: 10000 });
+  await screenshot("cluster");
+  // The cluster that stopped heartbeating still has its page, with what it last reported.
+  await go("/clusters/edge-7");
+  await page.getByRole("heading", { name: /edge-7\s+(stale|offline)/ }).waitFor();
+  await page.getByRole("table", { name: "Sinks" }).getByText("KollectSnapshotSink team-a/archive").waitFor();
+});
+
+test("a bad bundle is refused with the hub's message under the offending object", async () => {
+  await go("/bundles");
+  await row("Bundles", "workloads").getByRole("link", { name: "workloads" }).click();
+  await page.getByRole("heading", { name: "Bundle workloads" }).waitFor();
+  await page.getByLabel("Manifests").getByText("kind: KollectProfile").waitFor();
+  await page.getByRole("link", { name: "Edit / upload a revision" }).click();
+  await replaceIn("KollectProfile deployments", `cel: "object.spec.template.spec.containers.map(c, c.image)"`, `cel: "object.spec.template.spec.containers.map(c, c.image"`);
+  await page.getByRole("button", { name: "Validate (dry run)" }).click();
+  const doc = page.locator('[data-object="KollectProfile deployments"]');
+  await doc.getByRole("alert").filter({ hasText: "CEL compile error" }).waitFor();
+  assert.match(await doc.getByRole("alert").innerText(), /spec\.attributes\[1\] \(images\)\.cel/);
+  // Only the offending object carries the problem; nothing can be stored until a dry run passes.
+  assert.equal(await page.locator('[data-object="KollectTarget deployments"]').getByRole("alert").count(), 0);
+  assert.equal(await page.getByRole("button", { name: "Store revision (held)" }).isDisabled(), true);
+  await screenshot("bundle-editor");
+});
+
+test("a held revision is uploaded and diffed against the previous one", async () => {
+  await uploadRevision("prod-config", "KollectInventory prod-workloads", "debounce: 5s", "debounce: 10s", "slower debounce");
+  await page.getByRole("table", { name: "Revisions" }).getByText("slower debounce").waitFor();
+  await page.getByText("the latest is held").waitFor();
+  await page.getByRole("button", { name: "Show diff" }).click();
+  const diff = page.getByLabel("Diff");
+  await diff.locator(".del").filter({ hasText: "debounce: 5s" }).waitFor();
+  await diff.locator(".add").filter({ hasText: "debounce: 10s" }).waitFor();
+  await screenshot("bundles");
+});
+
+test("a rollout is previewed wave by wave, started, and watched to the end", async () => {
+  await page.getByRole("link", { name: "Start rollout" }).click();
+  await page.getByRole("heading", { name: "Start a rollout" }).waitFor();
+  assert.equal(await page.getByLabel("Bundle").inputValue(), "prod-config");
+  await page.getByLabel("Canary selector").fill("tier=canary");
+  await page.getByLabel("Wave size kind").selectOption("count");
+  await page.getByLabel("Wave size", { exact: true }).fill("2");
+  await page.getByRole("button", { name: "Preview waves" }).click();
+  const plan = page.getByRole("region", { name: "Preview" });
+  await plan.getByText("prod-config 1 → 2, 5 clusters").waitFor();
+  const canary = plan.getByRole("region", { name: "Wave canary" });
+  assert.deepEqual(await canary.locator("li").allInnerTexts(), ["prod-eu-1"]);
+  assert.equal(await plan.getByRole("region", { name: /^Wave wave/ }).count(), 2);
+  await page.getByRole("button", { name: "Start rollout" }).click();
+  await page.getByRole("heading", { name: /^Rollout #\d+: prod-config 1 → 2/ }).waitFor();
+  await page.getByRole("region", { name: "Wave canary" }).waitFor();
+  await page.getByRole("heading", { name: /completed$/ }).waitFor({ timeout: 90000 });
+  for (const name of ["canary", "wave 1", "wave 2"]) {
+    await page.getByRole("region", { name: `Wave ${name}` }).getByText("completed").waitFor();
+  }
+  assert.equal(await page.getByRole("table", { name: "Rollout clusters" }).getByText("healthy", { exact: true }).count(), 5);
+  await screenshot("rollout");
+  await go("/");
+  await row("Clusters", "prod-us-2").getByText("prod-config 2").waitFor();
+});
+
+test("a rollout is paused, resumed and aborted", async () => {
+  await uploadRevision("prod-config", "KollectInventory prod-workloads", "debounce: 10s", "debounce: 15s", "even slower");
+  await page.getByRole("link", { name: "Start rollout" }).click();
+  // Clusters must stay healthy for ten minutes: the rollout keeps progressing while we act.
+  await page.getByLabel("Healthy for (seconds)").fill("600");
+  await page.getByRole("button", { name: "Preview waves" }).click();
+  await page.getByRole("region", { name: "Preview" }).getByText("prod-config 2 → 3").waitFor();
+  await page.getByRole("button", { name: "Start rollout" }).click();
+  await page.getByRole("heading", { name: /progressing$/ }).waitFor();
+  await page.getByLabel("Reason").fill("checking the dashboards first");
+  await page.getByRole("button", { name: "Pause" }).click();
+  await page.getByRole("heading", { name: /paused$/ }).waitFor();
+  await page.getByTestId("rollout-message").filter({ hasText: "checking the dashboards first" }).waitFor();
+  await page.getByRole("button", { name: "Resume" }).click();
+  await page.getByRole("heading", { name: /progressing$/ }).waitFor();
+  await page.getByRole("button", { name: "Abort" }).click();
+  await page.getByRole("button", { name: "Yes" }).click();
+  await page.getByRole("heading", { name: /aborted$/ }).waitFor();
+  await go("/rollouts");
+  await page.getByRole("table", { name: "Rollout history" }).getByText("aborted").waitFor();
+  await page.getByRole("table", { name: "Rollout history" }).getByText("completed").waitFor();
+});
+
+test("an admin creates a bootstrap token and gets the helm command", async () => {
+  await page.getByRole("link", { name: "Agents & bootstrap" }).click();
+  await page.getByLabel("Cluster name").fill("prod-eu-9");
+  await page.getByLabel("Cluster labels").fill("env=prod, region=eu");
+  await page.getByLabel("Time to live (hours)").fill("2");
+  await page.getByRole("button", { name: "Create bootstrap token" }).click();
+  const cmd = await page.getByLabel("Install command").innerText();
+  assert.match(cmd, /--from-literal=token=kbt_[a-z0-9]+/);
+  for (const want of ["--set clusterName=prod-eu-9", "--set clusterLabels.env=prod", "--set clusterLabels.region=eu",
+    `--set hub.url=${hub}`, `--set hub.caFingerprint=${fingerprint}`, "--set hub.bootstrapToken.existingSecret=kollect-hub-bootstrap"]) {
+    assert.ok(cmd.includes(want), `the command lacks ${want}:\n${cmd}`);
+  }
+  await page.getByRole("table", { name: "Bootstrap tokens" }).getByText("for prod-eu-9").waitFor();
+});
+
+test("an admin revokes an agent, which the hub then refuses", async () => {
+  const agent = row("Agents", "dev-1");
+  await agent.getByRole("button", { name: "Revoke agent" }).click();
+  await agent.getByRole("button", { name: "Yes" }).click();
+  await agent.getByText("revoked").first().waitFor();
+  for (let i = 0; ; i++) {
+    const res = await (await fetch(`${sim}/clusters/dev-1`)).json();
+    if (res.stopped) {
+      assert.match(res.reason, /revoked/);
+      break;
+    }
+    assert.ok(i < 50, "the revoked agent is still running");
+    await new Promise((r) => setTimeout(r, 200));
+  }
+});
+
+test("a viewer sees everything but no button that changes anything", async () => {
+  await page.getByRole("link", { name: "API tokens" }).click();
+  await page.getByLabel("Name").fill("auditor");
+  await page.getByLabel("Role").selectOption({ label: "viewer: reads everything" });
+  await page.getByRole("button", { name: "Create API token" }).click();
+  const secret = (await page.getByLabel("API token secret").innerText()).trim();
+  assert.match(secret, /^kat_/);
+  await row("API tokens", "auditor").getByText("viewer").waitFor();
+  await signOut();
+  await signIn(secret);
+  await page.getByTestId("role").filter({ hasText: "viewer" }).waitFor();
+  const writes = /^(New bundle|Edit|Delete|Start rollout|Revoke|Pause|Resume|Abort|Roll back|Approve|Create|Store|Apply|Validate)/;
+  const check = async (path, ready) => {
+    await go(path);
+    await ready.waitFor();
+    const names = await page.getByRole("button").allInnerTexts();
+    const links = await page.getByRole("link").allInnerTexts();
+    assert.deepEqual([...names, ...links].filter((n) => writes.test(n.trim())), [], `write controls on ${path}`);
+  };
+  await check("/", row("Clusters", "prod-eu-1"));
+  await check("/clusters/prod-eu-1", page.getByRole("table", { name: "Inventories" }));
+  await check("/bundles", row("Bundles", "prod-config"));
+  await check("/bundles/prod-config", page.getByRole("table", { name: "Revisions" }).getByText("even slower"));
+  await check("/rollouts", page.getByRole("table", { name: "Rollout history" }).getByText("aborted"));
+  await check("/rollouts/1", page.getByRole("heading", { name: /completed$/ }));
+  assert.equal(await page.getByRole("link", { name: "Agents & bootstrap" }).count(), 0);
+  assert.equal(await page.getByRole("link", { name: "API tokens" }).count(), 0);
+  // The preview is allowed to viewers; starting is not offered.
+  await check("/rollouts/new?bundle=prod-config", page.getByRole("button", { name: "Preview waves" }));
+});
+
+test("dark mode", async () => {
+  await page.emulateMedia({ colorScheme: "dark" });
+  await go("/");
+  await row("Clusters", "prod-eu-1").waitFor();
+  const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
+  assert.equal(bg, "rgb(16, 19, 24)");
+  await screenshot("overview-dark");
+  await page.emulateMedia({ colorScheme: "light" });
 });
 
 test("no script error happened in the page", () => {

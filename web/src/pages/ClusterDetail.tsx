@@ -1,4 +1,373 @@
-// TEMPORARY: replaced by the real page in the next commits.
-export function ClusterDetail(_props: Record<string, unknown>) {
-  return <p>ClusterDetail</p>;
+// One cluster: what its agent last reported (inventories, sinks, applied objects, drift) and
+// what the hub wants it to run, with the admin's revoke and delete and the operator's labels.
+import { useEffect, useRef, useState } from "react";
+import { useCan, useFleetSnapshot, useSession } from "../api/context";
+import { ErrorClassBadge, Labels, StateBadge } from "../components/Badges";
+import { ConfirmButton } from "../components/ConfirmButton";
+import { ErrorBox } from "../components/ErrorBox";
+import { ApplyResult, ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
+import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
+import { Link, navigate } from "../lib/router";
+import { useQuery } from "../lib/useQuery";
+import { useNow } from "../lib/useNow";
+
+function LabelEditor({ cluster, onSaved }: { cluster: Cluster; onSaved: () => void }) {
+  const { fleet } = useSession();
+  const [editing, setEditing] = useState(false);
+  const [text, setText] = useState("");
+  const [error, setError] = useState<unknown>(null);
+  if (!editing) {
+    return (
+      <button
+        type="button"
+        onClick={() => {
+          setText(labelsText(cluster.labels));
+          setEditing(true);
+        }}
+      >
+        Edit labels
+      </button>
+    );
+  }
+  const save = async () => {
+    setError(null);
+    try {
+      const labels: Record<string, string> = {};
+      for (const part of text.split(",").map((p) => p.trim()).filter(Boolean)) {
+        const eq = part.indexOf("=");
+        if (eq <= 0) throw new Error(`"${part}" is not key=value`);
+        labels[part.slice(0, eq).trim()] = part.slice(eq + 1).trim();
+      }
+      await fleet.setClusterLabels({ clusterName: cluster.name, labels });
+      setEditing(false);
+      onSaved();
+    } catch (err) {
+      setError(err);
+    }
+  };
+  return (
+    <div className="panel">
+      <div className="field">
+        <label htmlFor="labels">
+          <span>Labels</span> <small>key=value, comma-separated; bundles are re-selected at once</small>
+        </label>
+        <input id="labels" value={text} onChange={(e) => setText(e.target.value)} />
+      </div>
+      <div className="actions">
+        <button type="button" className="primary" onClick={save}>
+          Save labels
+        </button>
+        <button type="button" onClick={() => setEditing(false)}>
+          Cancel
+        </button>
+      </div>
+      {error ? <ErrorBox error={error} /> : null}
+    </div>
+  );
+}
+
+/** Heartbeats seen while the page is open: the hub keeps only the last one per cluster. */
+function useHeartbeatHistory(name: string, last: number | undefined): number[] {
+  const [beats, setBeats] = useState<number[]>([]);
+  const seen = useRef(name);
+  useEffect(() => {
+    if (seen.current !== name) {
+      seen.current = name;
+      setBeats([]);
+    }
+    if (last === undefined) return;
+    setBeats((b) => (b[0] === last ? b : [last, ...b].slice(0, 20)));
+  }, [name, last]);
+  return beats;
+}
+
+function Status({ st }: { st: AgentStatus }) {
+  const drift = st.bundles.flatMap((b) =>
+    b.objects.filter((o) => o.result === ApplyResult.DRIFT_REVERTED).map((o) => ({ bundle: b.bundle, o })),
+  );
+  return (
+    <>
+      <h2>Inventories</h2>
+      {st.inventories.length ? (
+        <div className="table-wrap">
+          <table aria-label="Inventories">
+            <thead>
+              <tr>
+                <th>Inventory</th>
+                <th className="num">Items</th>
+                <th>Conditions</th>
+              </tr>
+            </thead>
+            <tbody>
+              {st.inventories.map((i) => (
+                <tr key={`${i.namespace}/${i.name}`}>
+                  <td>
+                    {i.namespace ? `${i.namespace}/` : ""}
+                    {i.name}
+                  </td>
+                  <td className="num">{count(i.itemCount)}</td>
+                  <td>
+                    {i.conditions.map((c) => (
+                      <div key={c.type}>
+                        <span className={`badge ${c.status === "True" ? "state-online" : "state-offline"}`}>
+                          {c.type}={c.status}
+                        </span>{" "}
+                        {c.reason} <span className="muted">{c.message}</span>{" "}
+                        <span className="muted" title={absolute(c.lastTransitionTime)}>
+                          (since {ago(c.lastTransitionTime)})
+                        </span>
+                      </div>
+                    ))}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : (
+        <p className="muted">The agent reports no inventory.</p>
+      )}
+
+      <h2 id="sinks">Sinks</h2>
+      {st.sinks.length ? (
+        <div className="table-wrap">
+          <table aria-label="Sinks">
+            <thead>
+              <tr>
+                <th>Sink</th>
+                <th>Type</th>
+                <th>Last success</th>
+                <th>Last attempt</th>
+                <th>Last error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {st.sinks.map((s) => (
+                <tr key={`${s.kind}/${s.namespace}/${s.name}`} className={s.errorClass !== SinkErrorClass.UNSPECIFIED ? "skew" : undefined}>
+                  <td>
+                    {s.kind} {s.namespace}/{s.name}
+                  </td>
+                  <td>{s.type}</td>
+                  <td title={absolute(s.lastSuccessTime)}>{ago(s.lastSuccessTime)}</td>
+                  <td title={absolute(s.lastAttemptTime)}>{ago(s.lastAttemptTime)}</td>
+                  <td>
+                    {s.lastError ? (
+                      <>
+                        <ErrorClassBadge cls={s.errorClass} /> <pre>{s.lastError}</pre>
+                      </>
+                    ) : (
+                      <span className="muted">none</span>
+                    )}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : (
+        <p className="muted">The agent reports no sink.</p>
+      )}
+
+      <h2>Drift</h2>
+      {drift.length ? (
+        <ul aria-label="Drift events">
+          {drift.map(({ bundle, o }) => (
+            <li key={`${bundle}/${o.object?.kind}/${o.object?.namespace}/${o.object?.name}`}>
+              <span className="badge res-drift-reverted">drift reverted</span> {o.object?.kind} {o.object?.namespace ? `${o.object.namespace}/` : ""}
+              {o.object?.name} (bundle {bundle}): {o.message || "a local edit was reverted"}
+            </li>
+          ))}
+        </ul>
+      ) : (
+        <p className="muted">No local edit of a hub-managed object was found in the last apply.</p>
+      )}
+
+      <h2>Applied objects</h2>
+      {st.bundles.length ? (
+        st.bundles.map((b) => (
+          <div key={b.bundle} className="panel">
+            <h3>
+              <Link to={`/bundles/${encodeURIComponent(b.bundle)}`}>{b.bundle}</Link> revision {b.revision.toString()}{" "}
+              <span className="muted mono">{b.digest.slice(0, 19)}</span>
+            </h3>
+            <table aria-label={`Objects of ${b.bundle}`}>
+              <thead>
+                <tr>
+                  <th>Object</th>
+                  <th>Result</th>
+                  <th>Message</th>
+                </tr>
+              </thead>
+              <tbody>
+                {b.objects.map((o) => (
+                  <tr key={`${o.object?.kind}/${o.object?.namespace}/${o.object?.name}`}>
+                    <td>
+                      {o.object?.kind} {o.object?.namespace ? `${o.object.namespace}/` : ""}
+                      {o.object?.name}
+                    </td>
+                    <td>
+                      <span className={`badge res-${applyResultName[o.result].replace(" ", "-")}`}>{applyResultName[o.result]}</span>
+                    </td>
+                    <td>{o.message || <span className="muted">–</span>}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        ))
+      ) : (
+        <p className="muted">The agent has applied no bundle.</p>
+      )}
+    </>
+  );
+}
+
+export function ClusterDetail({ name }: { name: string }) {
+  const { fleet } = useSession();
+  const snap = useFleetSnapshot();
+  const live = snap.clusters.get(name);
+  const liveBeat = ms(live?.lastHeartbeat);
+  const q = useQuery((signal) => fleet.getCluster({ name }, { signal }), [name, liveBeat, live?.state], { intervalMs: 10000 });
+  const canOperate = useCan(Role.OPERATOR);
+  const isAdmin = useCan(Role.ADMIN);
+  const [actionError, setActionError] = useState<unknown>(null);
+  const now = useNow(1000);
+  const c = q.data?.cluster ?? live;
+  const st = q.data?.status;
+  const beats = useHeartbeatHistory(name, ms(c?.lastHeartbeat));
+
+  if (!c) {
+    return (
+      <>
+        <h1>{name}</h1>
+        {q.error ? <ErrorBox error={q.error} onRetry={q.reload} /> : <p className="muted">Loading…</p>}
+        <Link to="/">Back to the fleet</Link>
+      </>
+    );
+  }
+  return (
+    <>
+      <div className="topline">
+        <h1>
+          {c.name} <StateBadge state={c.state} />
+        </h1>
+        <div className="actions">
+          {canOperate ? <LabelEditor cluster={c} onSaved={q.reload} /> : null}
+          {isAdmin && c.state !== ClusterState.REVOKED ? (
+            <ConfirmButton
+              confirm={`Revoke ${c.name}'s agent? It keeps what it applied but receives nothing more.`}
+              onConfirm={async () => {
+                setActionError(null);
+                try {
+                  await fleet.revokeAgent({ clusterName: c.name });
+                  q.reload();
+                } catch (err) {
+                  setActionError(err);
+                }
+              }}
+            >
+              Revoke agent
+            </ConfirmButton>
+          ) : null}
+          {isAdmin ? (
+            <ConfirmButton
+              confirm={`Delete ${c.name} from the fleet? Its agent is refused from its next call.`}
+              onConfirm={async () => {
+                setActionError(null);
+                try {
+                  await fleet.deleteCluster({ clusterName: c.name });
+                  navigate("/");
+                } catch (err) {
+                  setActionError(err);
+                }
+              }}
+            >
+              Delete cluster
+            </ConfirmButton>
+          ) : null}
+        </div>
+      </div>
+      {actionError ? <ErrorBox error={actionError} /> : null}
+      {q.error ? <ErrorBox error={q.error} onRetry={q.reload} compact /> : null}
+      <div className="grid2">
+        <section className="panel" aria-label="Agent">
+          <dl className="kv">
+            <dt>Labels</dt>
+            <dd>
+              <Labels labels={c.labels} />
+            </dd>
+            <dt>Agent version</dt>
+            <dd>
+              {c.agentVersion || "–"} {c.versionSkew ? <span className="skewmark">differs from the fleet's most common version</span> : null}
+            </dd>
+            <dt>Kubernetes</dt>
+            <dd>{c.kubernetesVersion || "–"}</dd>
+            <dt>Registered</dt>
+            <dd>{absolute(c.registeredAt)}</dd>
+            <dt>Configuration</dt>
+            <dd>
+              {c.configInSync ? "in sync" : <span className="skewmark">not in sync</span>}{" "}
+              <span className="muted mono" title="applied / desired digest">
+                {c.appliedConfigDigest.slice(7, 19) || "none"} / {c.desiredConfigDigest.slice(7, 19) || "none"}
+              </span>
+            </dd>
+            <dt>Sink errors</dt>
+            <dd>{c.sinkErrors.toString()}</dd>
+          </dl>
+        </section>
+        <section className="panel" aria-label="Heartbeats">
+          <dl className="kv">
+            <dt>Last heartbeat</dt>
+            <dd title={absolute(c.lastHeartbeat)}>{ms(c.lastHeartbeat) ? `${humanDuration(now - ms(c.lastHeartbeat)!)} ago` : "never"}</dd>
+            <dt>Agent clock</dt>
+            <dd>{st ? absolute(st.observedAt) : "–"}</dd>
+          </dl>
+          <h3>Heartbeats seen on this page</h3>
+          {beats.length ? (
+            <ol className="muted" aria-label="Heartbeat history">
+              {beats.map((b, i) => (
+                <li key={b}>
+                  {new Date(b).toLocaleTimeString()}
+                  {beats[i + 1] ? ` (+${humanDuration(b - beats[i + 1])})` : ""}
+                </li>
+              ))}
+            </ol>
+          ) : (
+            <p className="muted">None yet.</p>
+          )}
+          <p className="hint">The hub keeps only the last heartbeat; this list grows while the page is open.</p>
+        </section>
+      </div>
+      <h2>Bundles</h2>
+      {c.bundles.length ? (
+        <div className="table-wrap">
+          <table aria-label="Bundles of this cluster">
+            <thead>
+              <tr>
+                <th>Bundle</th>
+                <th className="num">Desired</th>
+                <th className="num">Applied</th>
+                <th className="num">Failed objects</th>
+              </tr>
+            </thead>
+            <tbody>
+              {c.bundles.map((b) => (
+                <tr key={b.bundle} className={b.desiredRevision !== b.appliedRevision ? "skew" : undefined}>
+                  <td>
+                    <Link to={`/bundles/${encodeURIComponent(b.bundle)}`}>{b.bundle}</Link>
+                  </td>
+                  <td className="num">{b.desiredRevision.toString()}</td>
+                  <td className="num">{b.appliedRevision ? b.appliedRevision.toString() : "none"}</td>
+                  <td className="num">{b.failedObjects.toString()}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      ) : (
+        <p className="muted">No bundle selects this cluster.</p>
+      )}
+      {st ? <Status st={st} /> : <p className="notice">No heartbeat yet: the agent has registered but not reported its status.</p>}
+    </>
+  );
 }

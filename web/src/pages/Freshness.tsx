@@ -1,4 +1,214 @@
-// TEMPORARY: replaced by the real page in the next commits.
-export function Freshness(_props: Record<string, unknown>) {
-  return <p>Freshness</p>;
+// The export-freshness matrix: one row per cluster, one column per sink, each cell coloured by
+// the age of the last successful export and by the class of the last error. A cell opens the
+// cause: the full error, when the sink last worked, and a link to the cluster.
+import { useMemo, useState } from "react";
+import { useFleetSnapshot, useSession } from "../api/context";
+import { ErrorClassBadge, StateBadge } from "../components/Badges";
+import { ErrorBox } from "../components/ErrorBox";
+import { Table, type Column } from "../components/Table";
+import { SinkErrorClass, type SinkFreshness } from "../gen/kollect/fleet/v1/types_pb";
+import { absolute, durationMsOf, errorClassName, humanDuration, ms } from "../lib/format";
+import { Link } from "../lib/router";
+import { useQuery } from "../lib/useQuery";
+
+export type AgeClass = "fresh" | "aging" | "old" | "ancient" | "never";
+
+/** Age buckets: under 5 minutes, under an hour, under a day, older; "never" without a success. */
+export function ageClass(lagMs: number | undefined): AgeClass {
+  if (lagMs === undefined) return "never";
+  if (lagMs < 5 * 60_000) return "fresh";
+  if (lagMs < 3600_000) return "aging";
+  if (lagMs < 86400_000) return "old";
+  return "ancient";
+}
+
+export function cellClass(f: SinkFreshness): string {
+  if (f.errorClass !== SinkErrorClass.UNSPECIFIED) return `cls-${errorClassName[f.errorClass].replace(" ", "-")}`;
+  return `age-${ageClass(lagOf(f))}`;
+}
+
+function lagOf(f: SinkFreshness): number | undefined {
+  return ms(f.lastSuccessTime) === undefined ? undefined : durationMsOf(f.lag);
+}
+
+export function sinkKey(f: SinkFreshness): string {
+  return `${f.sinkKind}/${f.sinkNamespace}/${f.sinkName}`;
+}
+
+interface Row {
+  cluster: string;
+  cells: Map<string, SinkFreshness>;
+}
+
+function Cause({ f, onClose }: { f: SinkFreshness; onClose: () => void }) {
+  const lag = lagOf(f);
+  return (
+    <section className="panel drawer" aria-label="Export cause" aria-live="polite">
+      <div className="topline">
+        <h2>
+          {f.sinkKind} {f.sinkNamespace}/{f.sinkName} on {f.cluster}
+        </h2>
+        <button type="button" onClick={onClose}>
+          Close
+        </button>
+      </div>
+      <dl className="kv">
+        <dt>Sink type</dt>
+        <dd>{f.sinkType}</dd>
+        <dt>Last successful export</dt>
+        <dd>
+          {absolute(f.lastSuccessTime)}
+          {lag !== undefined ? ` (${humanDuration(lag)} before the matrix was built)` : ""}
+        </dd>
+        <dt>Error class</dt>
+        <dd>{f.errorClass === SinkErrorClass.UNSPECIFIED ? "no error: the last attempt succeeded" : <ErrorClassBadge cls={f.errorClass} />}</dd>
+        {f.lastError ? (
+          <>
+            <dt>Last error</dt>
+            <dd>
+              <pre className="code" data-testid="cause">
+                {f.lastError}
+              </pre>
+            </dd>
+          </>
+        ) : null}
+        <dt>What to do</dt>
+        <dd>
+          {f.errorClass === SinkErrorClass.TERMINAL
+            ? "A terminal error does not heal by retrying: fix the sink's configuration or its credentials Secret in the cluster."
+            : f.errorClass === SinkErrorClass.CIRCUIT_OPEN
+              ? "The circuit breaker paused exports after repeated failures; the agent probes the sink again when it closes."
+              : f.errorClass === SinkErrorClass.TRANSIENT
+                ? "The agent retries with backoff; look at the sink server if the error persists."
+                : lag === undefined
+                  ? "This sink has never received an export from this cluster."
+                  : "Nothing: exports reach this sink."}
+        </dd>
+      </dl>
+      <p>
+        <Link to={`/clusters/${encodeURIComponent(f.cluster)}`}>Open cluster {f.cluster}</Link>
+      </p>
+    </section>
+  );
+}
+
+export function Freshness() {
+  const { fleet } = useSession();
+  const snap = useFleetSnapshot();
+  const q = useQuery((signal) => fleet.getFleetHealth({}, { signal }), [], { intervalMs: 5000 });
+  const [selected, setSelected] = useState<SinkFreshness | null>(null);
+  const [onlyProblems, setOnlyProblems] = useState(false);
+  const [text, setText] = useState("");
+
+  const { rows, sinks } = useMemo(() => {
+    const byCluster = new Map<string, Row>();
+    const sinks = new Map<string, SinkFreshness>();
+    for (const f of q.data?.exportFreshness ?? []) {
+      let r = byCluster.get(f.cluster);
+      if (!r) byCluster.set(f.cluster, (r = { cluster: f.cluster, cells: new Map() }));
+      r.cells.set(sinkKey(f), f);
+      if (!sinks.has(sinkKey(f))) sinks.set(sinkKey(f), f);
+    }
+    const sortedSinks = [...sinks.values()].sort((a, b) => sinkKey(a).localeCompare(sinkKey(b)));
+    return { rows: [...byCluster.values()], sinks: sortedSinks };
+  }, [q.data]);
+
+  const shown = rows.filter(
+    (r) =>
+      r.cluster.includes(text.trim()) &&
+      (!onlyProblems || [...r.cells.values()].some((f) => f.errorClass !== SinkErrorClass.UNSPECIFIED || ageClass(lagOf(f)) !== "fresh")),
+  );
+
+  const columns: Column<Row>[] = [
+    {
+      key: "cluster",
+      header: "Cluster",
+      sortValue: (r) => r.cluster,
+      render: (r) => {
+        const c = snap.clusters.get(r.cluster);
+        return (
+          <span className="labels">
+            <Link to={`/clusters/${encodeURIComponent(r.cluster)}`}>{r.cluster}</Link>
+            {c ? <StateBadge state={c.state} /> : null}
+          </span>
+        );
+      },
+    },
+    ...sinks.map(
+      (s): Column<Row> => ({
+        key: sinkKey(s),
+        header: (
+          <span title={`${s.sinkKind} ${s.sinkNamespace}/${s.sinkName}`}>
+            {s.sinkName}
+            <br />
+            <span className="muted">{s.sinkType}</span>
+          </span>
+        ),
+        className: "cell",
+        sortValue: (r) => {
+          const f = r.cells.get(sinkKey(s));
+          return f ? (lagOf(f) ?? Number.MAX_SAFE_INTEGER) : -1;
+        },
+        render: (r) => {
+          const f = r.cells.get(sinkKey(s));
+          if (!f) return <span className="muted cellbtn">–</span>;
+          const lag = lagOf(f);
+          return (
+            <button
+              type="button"
+              className={`cellbtn ${cellClass(f)}`}
+              aria-label={`${f.cluster} ${f.sinkName}: ${lag === undefined ? "never exported" : humanDuration(lag) + " ago"}${f.errorClass ? ", " + errorClassName[f.errorClass] + " error" : ""}`}
+              aria-pressed={selected !== null && sinkKey(selected) === sinkKey(f) && selected.cluster === f.cluster}
+              onClick={() => setSelected(f)}
+            >
+              {lag === undefined ? "never" : humanDuration(lag)}
+              {f.errorClass ? ` · ${errorClassName[f.errorClass]}` : ""}
+            </button>
+          );
+        },
+      }),
+    ),
+  ];
+
+  return (
+    <>
+      <div className="topline">
+        <h1>Export freshness</h1>
+        <span className="muted">
+          {q.data ? `Built ${absolute(q.data.computedAt)}; refreshed every 5 s` : ""}
+        </span>
+      </div>
+      <div className="legend" aria-label="Legend">
+        <span><i className="age-fresh" /> under 5 min</span>
+        <span><i className="age-aging" /> under 1 h</span>
+        <span><i className="age-old" /> under 1 day</span>
+        <span><i className="age-ancient" /> older, or terminal / circuit-open error</span>
+        <span><i className="cls-transient" /> transient error</span>
+        <span><i className="age-never" /> never exported</span>
+      </div>
+      {q.error ? <ErrorBox error={q.error} onRetry={q.reload} /> : null}
+      {selected ? <Cause f={selected} onClose={() => setSelected(null)} /> : null}
+      <div className="filters">
+        <input type="search" aria-label="Filter clusters" placeholder="Cluster name" value={text} onChange={(e) => setText(e.target.value)} />
+        <label>
+          <input type="checkbox" checked={onlyProblems} onChange={(e) => setOnlyProblems(e.target.checked)} /> only clusters with an error or an
+          export older than 5 min
+        </label>
+      </div>
+      {!q.data && !q.error ? (
+        <p className="muted">Loading…</p>
+      ) : (
+        <div className="matrix">
+          <Table
+            label="Freshness matrix"
+            rows={shown}
+            columns={columns}
+            rowKey={(r) => r.cluster}
+            initialSort={{ key: "cluster" }}
+            empty={rows.length ? "No cluster matches." : "No agent has reported a sink yet."}
+          />
+        </div>
+      )}
+    </>
+  );
 }

@@ -8,6 +8,7 @@ import { ClusterState, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { ago, agoMs, absolute, clusterStateName, count, ms } from "../lib/format";
 import { Link } from "../lib/router";
 import { StatusCache, useClusterStatus } from "../lib/statusCache";
+import { useNow } from "../lib/useNow";
 
 type StateFilter = "all" | "problems" | "skew" | keyof typeof stateByName;
 const stateByName = {
@@ -91,6 +92,7 @@ export function Overview() {
   const cache = useMemo(() => new StatusCache(fleet), [fleet]);
   const [text, setText] = useState("");
   const [state, setState] = useState<StateFilter>("all");
+  useNow(5000); // keeps "5 s ago" moving between fleet events
 
   const clusters = useMemo(() => [...snap.clusters.values()], [snap.clusters]);
   const counts = useMemo(() => {
