@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the sink servers the tests start: Debian packages when missing (PostgreSQL, git,
-# kcat) and one Go-built server per hack/servers/<name>/build.sh, each cached under
+# kcat, clang for the BigQuery emulator's cgo build) and one Go-built server per
+# hack/servers/<name>/build.sh, each cached under
 # ~/.cache/kollect/servers/<name>-<hash>. Prints the cache directories joined by ':', which
 # `make test` exports as KOLLECT_SERVERS for e2e/testenv.
 set -euo pipefail
@@ -11,6 +12,7 @@ need_apt=()
 [ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql-15)
 command -v git >/dev/null || need_apt+=(git)
 command -v kcat >/dev/null || need_apt+=(kcat)
+command -v clang++ >/dev/null || need_apt+=(clang)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "installing ${need_apt[*]} with apt-get" >&2
   if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi

@@ -4,11 +4,14 @@
 //
 // An export that changes something stages its rows (the diff, or every row on a full
 // reconcile) in a fresh staging table that expires after an hour, then runs one multi-statement
-// transaction: a MERGE of the staging table into the rows table (upserts of rows whose content
-// differs, deletes of removed keys, and on a full reconcile deletes of this cluster's and
-// inventory's rows the snapshot lacks) and a MERGE of the new state. Readers therefore never
-// see a half-applied export, and a failure anywhere leaves the previous state, which the retry
-// starts from. An unchanged inventory costs one query of the state table and no write.
+// transaction: INSERT … SELECT of the new version of changed rows and of new rows, one DELETE
+// of old versions, deleted keys and, on a full reconcile, this cluster's and inventory's rows
+// the snapshot lacks, and the new state. Readers therefore never see a half-applied export,
+// and a failure anywhere leaves the previous state, which the retry starts from. An unchanged
+// inventory costs one query of the state table and no write.
+//
+// The transaction avoids MERGE, UPDATE with joins and correlated subqueries in DML, which the
+// BigQuery emulator the tests run against cannot execute (see script in write.go).
 //
 // The decision between nothing, the diff and a full reconcile is the Postgres sink's: the diff
 // only applies on top of the checksum it was computed from.

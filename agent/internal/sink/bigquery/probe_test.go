@@ -2,39 +2,38 @@ package bigquery
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"kollect.dev/agent/internal/export"
 	v1alpha1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/e2e/testenv"
 )
 
 func TestProbe(t *testing.T) {
 	ctx := context.Background()
-	f := newFake(t)
-	s := newSink(t, f, "east")
+	s, rec := newSink(t, newDataset(t), "east")
 	if err := s.Probe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := mutations(f.Calls()); len(m) != 0 {
+	if m := mutations(rec.Calls()); len(m) != 0 {
 		t.Fatalf("probe wrote: %v", m)
 	}
-	f.RejectAuth = true
+	// The emulator has no authentication: revoked credentials are injected as 401 answers.
+	rec.RejectAuth(true)
 	if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
 		t.Fatalf("rejected credentials: %v", err)
 	}
-	f.RejectAuth = false
+	rec.RejectAuth(false)
 
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
-	l.Close()
-	sp := spec(f)
-	sp.Endpoint = "http://" + addr
+	sp := spec("nowhere")
+	sp.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
 	off, err := New(ctx, sp, export.Env{Cluster: "east"})
 	if err != nil {
 		t.Fatal(err)
@@ -49,20 +48,19 @@ func TestProbe(t *testing.T) {
 
 func TestPreview(t *testing.T) {
 	ctx := context.Background()
-	f := newFake(t)
-	s := newSink(t, f, "east")
+	s, rec := newSink(t, newDataset(t), "east")
 	p, err := s.Preview(ctx, "east", "apps")
 	if err != nil {
 		t.Fatal(err)
 	}
 	joined := strings.Join(p.Statements, "\n")
-	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS `test.kollect`", "attributes JSON NOT NULL", "CLUSTER BY cluster, inventory, kind",
-		"BEGIN TRANSACTION", "WHEN NOT MATCHED BY SOURCE AND T.cluster = @cluster", "COMMIT TRANSACTION"} {
+	for _, want := range []string{"CREATE SCHEMA IF NOT EXISTS `test.", "attributes JSON NOT NULL", "CLUSTER BY cluster, inventory, kind",
+		"BEGIN TRANSACTION", "NOT IN (SELECT CONCAT(target, '/', uid) FROM `test.", "COMMIT TRANSACTION"} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("preview lacks %q", want)
 		}
 	}
-	if m := mutations(f.Calls()); len(m) != 0 {
+	if m := mutations(rec.Calls()); len(m) != 0 {
 		t.Fatalf("preview wrote: %v", m)
 	}
 	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", 3, 1)); err != nil {

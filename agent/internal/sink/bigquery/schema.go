@@ -47,11 +47,14 @@ var stageSchema = bq.Schema{
 	{Name: "namespace", Type: bq.StringFieldType, Required: true},
 	{Name: "name", Type: bq.StringFieldType, Required: true},
 	{Name: "uid", Type: bq.StringFieldType, Required: true},
-	{Name: "attributes", Type: bq.JSONFieldType},
+	// JSON text, parsed by the script (PARSE_JSON): the emulator stores a JSON value sent
+	// through insertAll as a JSON string, BigQuery parses it; PARSE_JSON is the same on both.
+	// Never NULL ("{}" for deletes): the emulator's TO_JSON_STRING fails on NULL.
+	{Name: "attributes", Type: bq.StringFieldType, Required: true},
 }
 
-// clustering keeps one cluster's and inventory's rows together, which bounds the bytes a
-// MERGE scans.
+// clustering keeps one cluster's and inventory's rows together, which bounds the bytes the
+// export's statements scan.
 var clustering = &bq.Clustering{Fields: []string{"cluster", "inventory", "kind"}}
 
 // provision creates the dataset and the two tables when missing. Creation races with another

@@ -63,7 +63,7 @@ func (s *Sink) ensureProvisioned(ctx context.Context) error {
 }
 
 // Export writes the batch: nothing when the state table holds the envelope's checksum,
-// otherwise a staged MERGE in one transaction (see the package documentation).
+// otherwise a staged transaction (see the package documentation).
 func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 	if err := checkBatch(s.env.Cluster, b); err != nil {
 		return err

@@ -88,46 +88,62 @@ func (s *Sink) export(ctx context.Context, b *export.Batch) error {
 	q.Parameters = []bq.QueryParameter{
 		{Name: "cluster", Value: env.Cluster}, {Name: "inventory", Value: env.Inventory},
 		{Name: "checksum", Value: env.Checksum}, {Name: "item_count", Value: int64(len(env.Rows))},
-		{Name: "exported_at", Value: at.UTC()},
+		{Name: "exported_at", Value: at.UTC().Truncate(time.Microsecond)},
+		// TIMESTAMP keeps microseconds: the script finds the rows it wrote by this exact value.
+		{Name: "now", Value: time.Now().UTC().Truncate(time.Microsecond)},
 	}
 	if _, err := q.Read(ctx); err != nil {
-		return fmt.Errorf("merging: %w", err)
+		return fmt.Errorf("applying the staged rows: %w", err)
 	}
 	return nil
 }
 
-// script is the transaction that applies a staged export: the rows MERGE (with deletion of
-// unstaged rows of this cluster and inventory on a full reconcile) and the state MERGE.
+// script is the transaction that applies a staged export: the new version of changed rows
+// (keeping first_seen) and the new rows, then the removal of old versions, deleted rows and,
+// on a full reconcile, this cluster's and inventory's rows the snapshot lacks, then the state.
+//
+// It is plain INSERT … SELECT and DELETE with uncorrelated IN subqueries rather than one
+// MERGE: the BigQuery emulator the tests run against cannot run this MERGE (it supports a
+// single equality in ON and ignores the conditions of WHEN clauses), nor UPDATE with a join,
+// nor correlated subqueries in DML; this formulation is documented BigQuery SQL that both
+// run alike. Rows are matched on target || '/' || uid, which is unambiguous because a
+// Kubernetes UID never holds a '/'. CAST of the parameters is a no-op on BigQuery, where
+// they are typed; the emulator needs it to type parameters in a SELECT list.
 func (s *Sink) script(stage string, full bool) string {
+	rows := s.ref(s.cfg.table)
+	scope := "cluster = @cluster AND inventory = @inventory"
+	key := "CONCAT(target, '/', uid)"
 	changed := []string{}
 	for _, c := range []string{"api_group", "version", "kind", "namespace", "name"} {
 		changed = append(changed, "T."+c+" != S."+c)
 	}
-	changed = append(changed, "TO_JSON_STRING(T.attributes) != TO_JSON_STRING(S.attributes)")
+	changed = append(changed, "TO_JSON_STRING(T.attributes) != TO_JSON_STRING(PARSE_JSON(S.attributes))")
+	insert := "INSERT INTO " + rows + " (cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at)\n" +
+		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), S.target, S.api_group, S.version, S.kind, S.namespace, S.name, S.uid, PARSE_JSON(S.attributes), "
+	now := "CAST(@now AS TIMESTAMP)"
 	var sb strings.Builder
 	sb.WriteString("BEGIN TRANSACTION;\n")
-	fmt.Fprintf(&sb, `MERGE %s T
-USING %s S
-ON T.cluster = @cluster AND T.inventory = @inventory AND T.target = S.target AND T.uid = S.uid
-WHEN MATCHED AND S.op = 'delete' THEN DELETE
-WHEN MATCHED AND S.op = 'upsert' AND (%s) THEN UPDATE SET
-  api_group = S.api_group, version = S.version, kind = S.kind, namespace = S.namespace,
-  name = S.name, attributes = S.attributes, updated_at = CURRENT_TIMESTAMP()
-WHEN NOT MATCHED BY TARGET AND S.op = 'upsert' THEN INSERT
-  (cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at)
-  VALUES (@cluster, @inventory, S.target, S.api_group, S.version, S.kind, S.namespace, S.name, S.uid, S.attributes,
-          CURRENT_TIMESTAMP(), CURRENT_TIMESTAMP())`, s.ref(s.cfg.table), stage, strings.Join(changed, " OR "))
+	// 1. Changed rows: the new version beside the old one, which step 3 removes.
+	fmt.Fprintf(&sb, "%sT.first_seen, %s\nFROM %s S JOIN (SELECT * FROM %s WHERE %s) T ON T.target = S.target AND T.uid = S.uid\n"+
+		"WHERE S.op = 'upsert' AND (%s);\n", insert, now, stage, rows, scope, strings.Join(changed, " OR "))
+	// 2. New rows.
+	fmt.Fprintf(&sb, "%s%s, %s\nFROM %s S\nWHERE S.op = 'upsert' AND CONCAT(S.target, '/', S.uid) NOT IN (SELECT %s FROM %s WHERE %s);\n",
+		insert, now, now, stage, key, rows, scope)
+	// 3. Old versions of the rows step 1 rewrote, deleted rows, and on a full reconcile the
+	// rows the snapshot lacks: always within this cluster and inventory.
+	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND (\n"+
+		"  (updated_at != %s AND %s IN (SELECT %s FROM %s WHERE %s AND updated_at = %s))\n"+
+		"  OR %s IN (SELECT %s FROM %s WHERE op = 'delete')", rows, scope, now, key, key, rows, scope, now, key, key, stage)
 	if full {
-		sb.WriteString("\nWHEN NOT MATCHED BY SOURCE AND T.cluster = @cluster AND T.inventory = @inventory THEN DELETE")
+		fmt.Fprintf(&sb, "\n  OR %s NOT IN (SELECT %s FROM %s)", key, key, stage)
 	}
-	fmt.Fprintf(&sb, `;
-MERGE %s T
-USING (SELECT @cluster AS cluster, @inventory AS inventory) S
-ON T.cluster = S.cluster AND T.inventory = S.inventory
-WHEN MATCHED THEN UPDATE SET checksum = @checksum, item_count = @item_count, exported_at = @exported_at
-WHEN NOT MATCHED THEN INSERT (cluster, inventory, checksum, item_count, exported_at)
-  VALUES (@cluster, @inventory, @checksum, @item_count, @exported_at);
-COMMIT TRANSACTION;`, s.ref(s.cfg.table+"_state"))
+	sb.WriteString(");\n")
+	// 4. The state.
+	state := s.ref(s.cfg.table + "_state")
+	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s;\n", state, scope)
+	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at)\n"+
+		"VALUES (CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), CAST(@exported_at AS TIMESTAMP));\n", state)
+	sb.WriteString("COMMIT TRANSACTION;")
 	return sb.String()
 }
 
