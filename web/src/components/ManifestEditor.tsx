@@ -1,7 +1,7 @@
 // The bundle editor: one text area per YAML document, stacked like one file, so that the hub's
 // validation problems can be shown right under the object they name. Typing or pasting a
 // "---" line splits a document when the area loses focus.
-import type { ChangeEvent } from "react";
+import { useEffect, useRef, type ChangeEvent } from "react";
 import { describeDoc, docTitle, splitDocs, type Problem } from "../lib/manifests";
 
 export interface ManifestEditorProps {
@@ -12,6 +12,12 @@ export interface ManifestEditorProps {
 }
 
 export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestEditorProps) {
+  const root = useRef<HTMLDivElement>(null);
+  // Bring the first problem into view: the button that asked for validation is below the editor.
+  useEffect(() => {
+    const first = root.current?.querySelector(".problem");
+    first?.closest(".doc")?.scrollIntoView?.({ block: "start", behavior: "smooth" });
+  }, [problems]);
   const set = (i: number, text: string) => onChange(docs.map((d, j) => (j === i ? text : d)));
   const resplit = (i: number) => {
     const parts = splitDocs(docs[i]);
@@ -19,7 +25,7 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
   };
   const remove = (i: number) => onChange(docs.length > 1 ? docs.filter((_, j) => j !== i) : [""]);
   return (
-    <div className="editor" role="group" aria-label="Manifests">
+    <div className="editor" role="group" aria-label="Manifests" ref={root}>
       {docs.map((text, i) => {
         const d = describeDoc(text);
         const title = docTitle(d, i);
