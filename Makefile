@@ -24,7 +24,7 @@ demo: build k8s-bins ## A local fleet: a hub, two clusters with agents, rows exp
 	@hack/demo.sh
 
 .PHONY: test
-test: k8s-bins servers tools verify-generated lint ## Run every test of every module against real servers.
+test: k8s-bins servers tools verify-generated lint web ## Run every test of every module against real servers.
 	@hack/ensure-web.sh --browser
 	cd web && npm run --silent test
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
