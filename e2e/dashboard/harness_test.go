@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"io/fs"
 	"net"
 	"net/http"
 	"os"
@@ -56,8 +57,14 @@ func setup() (func(*testing.M) int, error) {
 			return nil, err
 		}
 	}
-	if err := run(filepath.Join(root, "web"), tools.npm, "run", "--silent", "build"); err != nil {
+	// make test builds the dashboard (make web) before any package compiles the hub; rebuilding
+	// it here then would empty the embedded directory under the feet of parallel go builds.
+	if built, err := dashboardFresh(); err != nil {
 		return nil, err
+	} else if !built {
+		if err := run(filepath.Join(root, "web"), tools.npm, "run", "--silent", "build"); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp("", "kollect-dashboard-bin-")
 	if err != nil {
@@ -71,6 +78,32 @@ func setup() (func(*testing.M) int, error) {
 		defer os.RemoveAll(dir)
 		return m.Run()
 	}, nil
+}
+
+// dashboardFresh reports whether the built dashboard (hub/internal/webui/dist/index.html) is
+// newer than every source file of web/.
+func dashboardFresh() (bool, error) {
+	built, err := os.Stat(filepath.Join(root, "hub", "internal", "webui", "dist", "index.html"))
+	if err != nil {
+		return false, nil
+	}
+	newer := false
+	web := filepath.Join(root, "web")
+	for _, p := range []string{"src", "public", "index.html", "vite.config.ts", "tsconfig.json", "package.json", "package-lock.json", "scripts"} {
+		err := filepath.WalkDir(filepath.Join(web, p), func(_ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if info, err := d.Info(); err == nil && info.ModTime().After(built.ModTime()) {
+				newer = true
+			}
+			return nil
+		})
+		if err != nil {
+			return false, fmt.Errorf("checking whether the dashboard is built: %w", err)
+		}
+	}
+	return !newer, nil
 }
 
 // stale reports whether installed is missing or older than lock (npm ci is then due).
