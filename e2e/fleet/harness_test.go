@@ -130,11 +130,16 @@ func (h *hub) fleet(token string) fleetv1connect.FleetServiceClient {
 	return fleetv1connect.NewFleetServiceClient(hc, "https://"+h.addr, connect.WithInterceptors(auth))
 }
 
-// agent is a running kollect-agent process for one control plane.
+// agent is a kollect-agent process for one control plane; stop and start simulate an agent
+// that goes away and comes back (its credential stays in the cluster's Secret).
 type agent struct {
-	cp  *testenv.ControlPlane
-	cmd *exec.Cmd
-	log string
+	t        *testing.T
+	cp       *testenv.ControlPlane
+	h        *hub
+	labels   string
+	cacheDir string
+	cmd      *exec.Cmd
+	log      string
 }
 
 func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, labels string) *agent {
@@ -143,21 +148,12 @@ func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, la
 	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
 	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
 		StringData: map[string]string{"token": token}})
-	a := &agent{cp: cp, log: filepath.Join(t.TempDir(), "agent.log")}
-	logFile, err := os.Create(a.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.cmd = exec.Command(bins.agent, "--cluster-name", cp.Name, "--cluster-labels", labels,
-		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.fingerprint, "--pod-namespace", "kollect-system",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", t.TempDir())
-	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
-	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
-	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := a.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	a := &agent{t: t, cp: cp, h: h, labels: labels, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
+	a.start()
 	t.Cleanup(func() {
+		if a.cmd == nil {
+			return
+		}
 		if t.Failed() {
 			// A goroutine dump shows where a stuck agent waits; keep the whole log.
 			_ = a.cmd.Process.Signal(syscall.SIGQUIT)
@@ -168,10 +164,54 @@ func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, la
 			t.Logf("agent %s log (tail, full log with goroutine dump in %s):\n%s", cp.Name, keep, tail(string(raw), 20))
 			return
 		}
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		_ = a.cmd.Wait()
+		a.stop()
 	})
 	return a
+}
+
+// start runs the agent process, appending to its log.
+func (a *agent) start() {
+	a.t.Helper()
+	logFile, err := os.OpenFile(a.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	a.cmd = exec.Command(bins.agent, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
+		"--hub-url", "https://"+a.h.addr, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir)
+	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+}
+
+// stop ends the agent process (SIGTERM) and waits for it.
+func (a *agent) stop() {
+	if a.cmd != nil && a.cmd.Process != nil {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		_ = a.cmd.Wait()
+	}
+	a.cmd = nil
+}
+
+// kollectCLI returns a runner of the kollect binary with its hub login kept in config; it
+// returns the combined output and the exit code.
+func kollectCLI(t *testing.T, config string) func(args ...string) (string, int) {
+	return func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(bins.kollect, args...)
+		cmd.Env = append(os.Environ(), "KOLLECT_HUB_CONFIG="+config)
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return string(out), code
+	}
 }
 
 func tail(s string, n int) string {

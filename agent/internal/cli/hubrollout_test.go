@@ -41,7 +41,7 @@ func sampleRollout() *fleetv1.Rollout {
 		},
 		Clusters: []*fleetv1.RolloutCluster{
 			{Cluster: "west", Wave: 1, State: fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_VERIFYING, Gate: "inventoriesReady",
-				Message: "KollectClusterInventory fleet: Ready=False TargetsIncomplete:\n target configmaps: the API server does not serve nope.example.com/v1, Kind=Nope",
+				Message: "inventory /fleet is not ready: TargetsIncomplete:\n widgets: target widgets is not collected",
 				MovedAt: at(2 * time.Minute)},
 			{Cluster: "north", Wave: 2, State: fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_PENDING},
 			{Cluster: "east", Wave: 0, State: fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_HEALTHY, MovedAt: at(3 * time.Minute),
@@ -54,7 +54,7 @@ func sampleRollout() *fleetv1.Rollout {
 func pausedRollout() *fleetv1.Rollout {
 	r := sampleRollout()
 	r.Phase = fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED
-	r.Message = "1 cluster failed (max failures 0): west: inventoriesReady"
+	r.Message = "paused: 1 cluster(s) failed, more than max_failures 0: west (inventoriesReady)"
 	r.Waves[1].ClustersInProgress, r.Waves[1].ClustersFailed = 0, 1
 	r.Clusters[0].State = fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED
 	r.Clusters[0].FinishedAt = at(0)
@@ -171,10 +171,14 @@ func TestRolloutEnded(t *testing.T) {
 		fleetv1.RolloutPhase_ROLLOUT_PHASE_ABORTED:    ExitFindings,
 		fleetv1.RolloutPhase_ROLLOUT_PHASE_SUPERSEDED: ExitFindings,
 	} {
-		done, err := rolloutEnded(&fleetv1.Rollout{Id: 3, Phase: phase, Message: "why"})
+		// The hub may start the message with the phase; the error says it once.
+		done, err := rolloutEnded(&fleetv1.Rollout{Id: 3, Phase: phase, Message: strings.ToLower(rolloutPhase(phase)) + ": why"})
 		code := ExitOK
 		if ee, ok := err.(*ExitError); ok {
 			code = ee.Code
+			if want := "rollout 3 " + strings.ToLower(rolloutPhase(phase)) + ": why"; ee.Error() != want {
+				t.Errorf("%s: %q, want %q", phase, ee.Error(), want)
+			}
 		}
 		if !done || code != want {
 			t.Errorf("%s: done %v, exit %d, want %d", phase, done, code, want)

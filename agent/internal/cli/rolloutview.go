@@ -239,6 +239,9 @@ func writeHistory(w io.Writer, rollouts []*fleetv1.Rollout) error {
 		if r.GetRollbackOf() != 0 {
 			msg = strings.TrimSuffix(fmt.Sprintf("rollback of %d; %s", r.GetRollbackOf(), msg), "; ")
 		}
+		if msg == "" {
+			msg = "-"
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%d -> %d\t%s\t%d/%d\t%d/%d\t%d\t%s\t%s\t%s\n", r.GetId(), r.GetBundle(), r.GetFromRevision(),
 			r.GetToRevision(), rolloutPhase(r.GetPhase()), done, len(r.GetWaves()), healthy, total, failed,
 			r.GetCreatedAt().AsTime().UTC().Format(time.RFC3339), r.GetCreatedBy(), msg)

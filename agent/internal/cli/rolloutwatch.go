@@ -90,12 +90,22 @@ func rolloutEnded(r *fleetv1.Rollout) (bool, error) {
 		return true, nil
 	case fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED, fleetv1.RolloutPhase_ROLLOUT_PHASE_ABORTED, fleetv1.RolloutPhase_ROLLOUT_PHASE_SUPERSEDED:
 		msg := strings.ToLower(rolloutPhase(r.GetPhase()))
-		if r.GetMessage() != "" {
-			msg += ": " + oneLine(r.GetMessage())
+		if why := rolloutReason(r); why != "" {
+			msg += ": " + why
 		}
 		return true, findings("rollout %d %s", r.GetId(), msg)
 	}
 	return false, nil
+}
+
+// rolloutReason is the rollout's message without the phase the hub may have put in front.
+func rolloutReason(r *fleetv1.Rollout) string {
+	msg := oneLine(r.GetMessage())
+	prefix := strings.ToLower(strings.ReplaceAll(rolloutPhase(r.GetPhase()), "_", " ")) + ": "
+	if len(msg) >= len(prefix) && strings.EqualFold(msg[:len(prefix)], prefix) {
+		msg = msg[len(prefix):]
+	}
+	return msg
 }
 
 // watchRolloutEvents signals changed for every WatchFleet event about rollout id, and once
@@ -171,16 +181,17 @@ func (p *rolloutDisplay) draw(r *fleetv1.Rollout) {
 }
 
 // progressFrame is the display of r: the title, why it stops (when it does), one line per
-// wave with a bar and counts, and the failing clusters (at most maxFailing, 0 for all).
+// wave with a bar and counts, and the clusters that failed or wait on a gate, with the gate
+// (at most maxFailing of them, 0 for all).
 func progressFrame(r *fleetv1.Rollout, maxFailing int) []frameLine {
 	lines := []frameLine{{"title", rolloutTitle(r)}}
 	switch r.GetPhase() {
 	case fleetv1.RolloutPhase_ROLLOUT_PHASE_AWAITING_APPROVAL:
 		lines = append(lines, frameLine{"message", fmt.Sprintf("  awaiting approval: %s (approve: kollect hub rollout resume %d)",
-			oneLine(r.GetMessage()), r.GetId())})
+			rolloutReason(r), r.GetId())})
 	case fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED:
 		lines = append(lines, frameLine{"message", fmt.Sprintf("  paused: %s (resume: kollect hub rollout resume %d; roll back: kollect hub rollout rollback %d)",
-			oneLine(r.GetMessage()), r.GetId(), r.GetId())})
+			rolloutReason(r), r.GetId(), r.GetId())})
 	default:
 		if r.GetMessage() != "" {
 			lines = append(lines, frameLine{"message", "  " + oneLine(r.GetMessage())})
@@ -201,11 +212,10 @@ func progressFrame(r *fleetv1.Rollout, maxFailing int) []frameLine {
 		if !needsAttention(c) {
 			continue
 		}
-		verb := "failing"
-		if c.GetState() == fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED {
-			verb = "failed"
+		text := fmt.Sprintf("  %s (%s) %s", c.GetCluster(), waveName(r, c.GetWave()), clusterState(c.GetState()))
+		if c.GetGate() != "" {
+			text += ", gate " + c.GetGate()
 		}
-		text := fmt.Sprintf("  %s %s (%s, %s) %s", verb, c.GetCluster(), waveName(r, c.GetWave()), clusterState(c.GetState()), c.GetGate())
 		if m := oneLine(c.GetMessage()); m != "" {
 			text += ": " + m
 		}
