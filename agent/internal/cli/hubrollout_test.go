@@ -97,6 +97,16 @@ func TestRolloutPlanGolden(t *testing.T) {
 	if err := writePlan(&b, started, false); err != nil {
 		t.Fatal(err)
 	}
+	b.WriteString("--- a rollback of one cluster\n")
+	rollback := sampleRollout()
+	rollback.Id, rollback.RollbackOf, rollback.FromRevision, rollback.ToRevision = 8, 7, 2, 1
+	rollback.Strategy = &fleetv1.RolloutStrategy{Gates: &fleetv1.RolloutGates{SkipInventoriesReady: true, SkipSinkErrors: true}}
+	rollback.Waves = rollback.Waves[:1]
+	rollback.Waves[0].Name = "wave 1"
+	rollback.Clusters = rollback.Clusters[2:]
+	if err := writePlan(&b, rollback, false); err != nil {
+		t.Fatal(err)
+	}
 	golden(t, "rollout.plan.golden", b.String())
 }
 

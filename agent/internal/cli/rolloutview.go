@@ -66,8 +66,12 @@ func strategyText(s *fleetv1.RolloutStrategy) string {
 		parts = append(parts, fmt.Sprintf("waves of %d", s.GetWaveSize().GetCount()))
 	case *fleetv1.WaveSize_Percent:
 		parts = append(parts, fmt.Sprintf("waves of %d%%", s.GetWaveSize().GetPercent()))
-	default:
-		parts = append(parts, "the rest in one wave")
+	case nil:
+		if s.GetCanarySelector() != nil {
+			parts = append(parts, "the rest in one wave")
+		} else {
+			parts = append(parts, "one wave")
+		}
 	}
 	if n := s.GetMaxConcurrency(); n > 0 {
 		parts = append(parts, fmt.Sprintf("at most %d moving at once", n))
@@ -143,12 +147,12 @@ func writePlan(w io.Writer, r *fleetv1.Rollout, dryRun bool) error {
 			total++
 		}
 	}
+	size := plural(total, "cluster") + " in " + plural(len(byWave), "wave")
 	if dryRun {
-		fmt.Fprintf(w, "plan for bundle %s: revision %d -> %d, %d clusters in %d waves\n", r.GetBundle(), r.GetFromRevision(),
-			r.GetToRevision(), total, len(byWave))
+		fmt.Fprintf(w, "plan for bundle %s: revision %d -> %d, %s\n", r.GetBundle(), r.GetFromRevision(), r.GetToRevision(), size)
 	} else {
-		fmt.Fprintf(w, "rollout %d started: bundle %s, revision %d -> %d, %d clusters in %d waves\n", r.GetId(), r.GetBundle(),
-			r.GetFromRevision(), r.GetToRevision(), total, len(byWave))
+		fmt.Fprintf(w, "rollout %d started: bundle %s, revision %d -> %d, %s\n", r.GetId(), r.GetBundle(), r.GetFromRevision(),
+			r.GetToRevision(), size)
 	}
 	fmt.Fprintf(w, "strategy: %s\n", strategyText(r.GetStrategy()))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -268,3 +272,11 @@ func sortedClusters(r *fleetv1.Rollout) []*fleetv1.RolloutCluster {
 
 // oneLine keeps a multi-line message on one table row.
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// plural is "1 wave", "2 waves".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
