@@ -182,6 +182,12 @@ test("a bad bundle is refused with the hub's message under the offending object"
   // Only the offending object carries the problem; nothing can be stored until a dry run passes.
   assert.equal(await page.locator('[data-object="KollectTarget deployments"]').getByRole("alert").count(), 0);
   assert.equal(await page.getByRole("button", { name: "Store revision (held)" }).isDisabled(), true);
+  // The editor scrolled the problem into view (the button that asked is below the editor).
+  const inView = await doc.getByRole("alert").evaluate((el) => {
+    const r = el.getBoundingClientRect();
+    return r.top >= 0 && r.bottom <= window.innerHeight;
+  });
+  assert.equal(inView, true, "the problem is not in view");
   await screenshot("bundle-editor");
 });
 
@@ -193,6 +199,7 @@ test("a held revision is uploaded and diffed against the previous one", async ()
   const diff = page.getByLabel("Diff");
   await diff.locator(".del").filter({ hasText: "debounce: 5s" }).waitFor();
   await diff.locator(".add").filter({ hasText: "debounce: 10s" }).waitFor();
+  await page.getByRole("heading", { name: "Revisions" }).evaluate((el) => el.scrollIntoView({ block: "start" }));
   await screenshot("bundles");
 });
 
@@ -310,7 +317,8 @@ test("a viewer sees everything but no button that changes anything", async () =>
 test("dark mode", async () => {
   await page.emulateMedia({ colorScheme: "dark" });
   await go("/");
-  await row("Clusters", "prod-eu-1").waitFor();
+  await row("Clusters", "prod-us-2").getByText("1,316").waitFor();
+  await row("Clusters", "staging-1").getByText("546").waitFor();
   const bg = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
   assert.equal(bg, "rgb(16, 19, 24)");
   await screenshot("overview-dark");

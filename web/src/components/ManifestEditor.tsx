@@ -16,7 +16,7 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
   // Bring the first problem into view: the button that asked for validation is below the editor.
   useEffect(() => {
     const first = root.current?.querySelector(".problem");
-    first?.closest(".doc")?.scrollIntoView?.({ block: "start", behavior: "smooth" });
+    first?.closest(".doc")?.scrollIntoView?.({ block: "start" });
   }, [problems]);
   const set = (i: number, text: string) => onChange(docs.map((d, j) => (j === i ? text : d)));
   const resplit = (i: number) => {

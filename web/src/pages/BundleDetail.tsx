@@ -130,23 +130,6 @@ export function BundleDetail({ name }: { name: string }) {
         </table>
       </div>
 
-      <h2>
-        YAML of revision {rev ? rev.revision.toString() : "…"}
-        {rev && rev.revision === bundle?.latestRevision ? " (latest)" : ""}
-      </h2>
-      {shown.error && bundle ? <ErrorBox error={shown.error} onRetry={shown.reload} /> : null}
-      {rev ? (
-        <>
-          <p className="muted">
-            Selector <code>{formatSelector(rev.clusterSelector) || "every cluster"}</code>; objects:{" "}
-            {rev.objects.map((o) => `${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`).join(", ")}
-          </p>
-          <pre className="code" aria-label="Manifests">
-            {rev.manifests}
-          </pre>
-        </>
-      ) : null}
-
       <h2>Diff</h2>
       {list.length < 2 ? (
         <p className="muted">One revision only: nothing to compare.</p>
@@ -189,6 +172,23 @@ export function BundleDetail({ name }: { name: string }) {
           ) : null}
         </>
       )}
+      <h2>
+        YAML of revision {rev ? rev.revision.toString() : "…"}
+        {rev && rev.revision === bundle?.latestRevision ? " (latest)" : ""}
+      </h2>
+      {shown.error && bundle ? <ErrorBox error={shown.error} onRetry={shown.reload} /> : null}
+      {rev ? (
+        <>
+          <p className="muted">
+            Selector <code>{formatSelector(rev.clusterSelector) || "every cluster"}</code>; objects:{" "}
+            {rev.objects.map((o) => `${o.kind} ${o.namespace ? o.namespace + "/" : ""}${o.name}`).join(", ")}
+          </p>
+          <pre className="code" aria-label="Manifests">
+            {rev.manifests}
+          </pre>
+        </>
+      ) : null}
+
     </>
   );
 }
