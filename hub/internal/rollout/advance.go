@@ -57,6 +57,7 @@ func Advance(in Input) (step store.RolloutStep, ok bool) {
 		a.rows[c.Cluster] = &c
 		a.order = append(a.order, c.Cluster)
 	}
+	sort.Strings(a.order) // clusters move in name order, whatever order they came in
 	a.removeGone()
 	a.addJoiners()
 	a.judge()

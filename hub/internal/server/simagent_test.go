@@ -44,6 +44,8 @@ type simAgent struct {
 	mu      sync.Mutex
 	cfg     *fleetv1.WatchConfigResponse
 	configs atomic.Int64
+	// reported is the revision of "base" in the last heartbeat the hub accepted.
+	reported atomic.Int64
 }
 
 // startAgent registers a cluster and runs its simulated agent until the test ends.
@@ -125,8 +127,17 @@ func (a *simAgent) heartbeat(ctx context.Context) {
 	if a.silent.Load() {
 		return
 	}
+	st := a.status()
 	// Errors are expected while the hub restarts; the next beat retries.
-	_, _ = a.client.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: a.status()}))
+	if _, err := a.client.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: st})); err == nil {
+		var rev int64
+		for _, b := range st.GetBundles() {
+			if b.GetBundle() == "base" {
+				rev = b.GetRevision()
+			}
+		}
+		a.reported.Store(rev)
+	}
 }
 
 // revision returns the revision of bundle "base" the agent holds (0: none).
@@ -158,13 +169,14 @@ func (h *testHub) apply(t testing.TB, n int, hold bool) int64 {
 	return resp.Msg.GetRevision().GetRevision()
 }
 
-// waitAgents waits until every agent holds revision rev of "base".
+// waitAgents waits until every agent holds revision rev of "base" and the hub has accepted a
+// heartbeat saying so (the baseline of a rollout is what the hub last heard).
 func waitAgents(t testing.TB, rev int64, agents ...*simAgent) {
 	t.Helper()
 	eventually(t, func() error {
 		for _, a := range agents {
-			if got := a.revision(); got != rev {
-				return fmt.Errorf("%s holds revision %d, want %d", a.name, got, rev)
+			if got, told := a.revision(), a.reported.Load(); got != rev || told != rev {
+				return fmt.Errorf("%s holds revision %d and reported %d, want %d", a.name, got, told, rev)
 			}
 		}
 		return nil
