@@ -263,7 +263,7 @@ func BenchmarkRollout(b *testing.B) {
 		}
 		waitAll(int64(rev), time.Minute)
 		b.ReportMetric(wall.Seconds()/float64(b.N), "s/rollout")
-		b.ReportMetric((cpuTime(b) - cpu0).Seconds()/float64(b.N), "CPU-s/rollout")
+		b.ReportMetric((cpuTime(b)-cpu0).Seconds()/float64(b.N), "CPU-s/rollout")
 		b.ReportMetric(float64(n), "agents")
 		b.ReportMetric(rssMiB(b), "RSS-MiB")
 	})
