@@ -181,3 +181,38 @@ func grantAllButSecrets(t *testing.T, user string) {
 func inventoryStatus(o client.Object) kollectv1.KollectInventoryStatus {
 	return o.(*kollectv1.KollectInventory).Status
 }
+
+// TestProfileRetargetedToUnservedKindTakesInventoryOutOfReady: a profile edited to name a kind
+// the cluster does not serve must not leave its inventory Ready on the old rows (staged
+// rollouts gate on that condition).
+func TestProfileRetargetedToUnservedKindTakesInventoryOutOfReady(t *testing.T) {
+	ns := namespace(t, "retarget")
+	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"}})
+	create(t, profileTarget(ns, "cms", kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		kollectv1.Attribute{Name: "name", CEL: "object.metadata.name"})...)
+	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"cms"}, 200*time.Millisecond))
+	recs := &recorders{}
+	startAgent(t, nil, "c1", ns, recs)
+
+	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+	ready := func() *metav1.Condition {
+		return condition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionReady)
+	}
+	eventually(t, 30*time.Second, "inventory Ready", func() (bool, string) {
+		c := ready()
+		return c != nil && c.Status == metav1.ConditionTrue, fmt.Sprint(c)
+	})
+
+	profile := &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cms"}}
+	if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(profile), profile); err != nil {
+		t.Fatal(err)
+	}
+	profile.Spec.Target = kollectv1.GroupVersionKind{Group: "nowhere.kollect.test", Version: "v1", Kind: "Gadget"}
+	if err := cp.Client.Update(context.Background(), profile); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "inventory not Ready after the retarget", func() (bool, string) {
+		c := ready()
+		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)
+	})
+}

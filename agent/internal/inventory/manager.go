@@ -36,6 +36,10 @@ type Manager struct {
 	// It has its own lock: runners consult it while the manager's lock is held.
 	bindingsMu sync.Mutex
 	bindings   map[string]string
+	// lastGVK remembers the kind each target watched (guarded by mu). When a target leaves the
+	// collector (its profile now names a kind the cluster does not serve), the collector's
+	// notification for the old kind is the inventory's only cue to rebuild and report it.
+	lastGVK map[collector.TargetKey]schema.GroupVersionKind
 }
 
 // Options configure a Manager.
@@ -54,7 +58,8 @@ type Options struct {
 // NewManager returns a manager fed by col.
 func NewManager(col *collector.Collector, o Options) *Manager {
 	m := &Manager{cluster: o.Cluster, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
-		onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{}}
+		onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{},
+		lastGVK: map[collector.TargetKey]schema.GroupVersionKind{}}
 	if m.onStatus == nil {
 		m.onStatus = func(Key) {}
 	}
@@ -147,7 +152,13 @@ func (m *Manager) kindChanged(gvk schema.GroupVersionKind) {
 	var dirty []*runner
 	for _, r := range m.invs {
 		for _, t := range r.targets() {
-			if g, ok := m.col.GVKOf(t); ok && g == gvk {
+			g, ok := m.col.GVKOf(t)
+			if ok {
+				m.lastGVK[t] = g
+			} else if g, ok = m.lastGVK[t]; ok {
+				delete(m.lastGVK, t) // removed from the collector: rebuild once, then forget
+			}
+			if ok && g == gvk {
 				dirty = append(dirty, r)
 				break
 			}
