@@ -85,6 +85,9 @@ func Baseline(st *fleetv1.AgentStatus) store.Baseline {
 }
 
 func inventoryKey(inv *fleetv1.InventoryStatus) string {
+	if inv.GetNamespace() == "" { // a KollectClusterInventory
+		return inv.GetName()
+	}
 	return inv.GetNamespace() + "/" + inv.GetName()
 }
 
