@@ -283,13 +283,37 @@ test("an admin revokes an agent, which the hub then refuses", async () => {
   }
 });
 
-test("a viewer sees everything but no button that changes anything", async () => {
-  await page.getByRole("link", { name: "API tokens" }).click();
-  await page.getByLabel("Name").fill("auditor");
-  await page.getByLabel("Role").selectOption({ label: "viewer: reads everything" });
+async function createToken(name, roleLabel) {
+  await go("/tokens");
+  await page.getByLabel("Name").fill(name);
+  await page.getByLabel("Role").selectOption({ label: roleLabel });
   await page.getByRole("button", { name: "Create API token" }).click();
+  await page.getByRole("status").filter({ hasText: `Token ${name} created` }).waitFor();
   const secret = (await page.getByLabel("API token secret").innerText()).trim();
   assert.match(secret, /^kat_/);
+  return secret;
+}
+
+test("an operator's role is recognised without changing anything", async () => {
+  const secret = await createToken("deployer", "operator: also bundles, rollouts, labels");
+  await row("API tokens", "deployer").getByText("operator").waitFor();
+  await signOut();
+  await signIn(secret);
+  await page.getByTestId("role").filter({ hasText: "operator" }).waitFor();
+  await page.getByRole("link", { name: "Rollouts" }).click();
+  await page.getByRole("link", { name: "Start rollout" }).waitFor();
+  assert.equal(await page.getByRole("link", { name: "API tokens" }).count(), 0);
+  // The role probe was refused before it could change anything: the audit log has no trace of it.
+  await page.getByRole("link", { name: "Audit log" }).click();
+  await page.getByRole("table", { name: "Audit events" }).getByText("CreateAPIToken").first().waitFor();
+  assert.equal(await page.getByRole("table", { name: "Audit events" }).getByText("SetClusterLabels").count(), 0);
+  await signOut();
+  await signIn(adminToken);
+  await page.getByTestId("role").filter({ hasText: "admin" }).waitFor();
+});
+
+test("a viewer sees everything but no button that changes anything", async () => {
+  const secret = await createToken("auditor", "viewer: reads everything");
   await row("API tokens", "auditor").getByText("viewer").waitFor();
   await signOut();
   await signIn(secret);

@@ -43,7 +43,6 @@ export function App({ makeClient = fleetClient }: { makeClient?: (token: string)
         setRestoreError(err);
       })
       .finally(() => setRestoring(false));
-    // eslint-disable-next-line react-hooks/exhaustive-deps
   }, []);
 
   const feed = useMemo(() => (signed ? new FleetFeed(signed.fleet) : null), [signed]);
