@@ -104,7 +104,11 @@ func TestDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ctl := &http.Server{Handler: fleetsim.ControlHandler(sim), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/clusters", fleetsim.ControlHandler(sim))
+	mux.Handle("/clusters/", fleetsim.ControlHandler(sim))
+	mux.Handle("/hub/restart", h.restartHandler())
+	ctl := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

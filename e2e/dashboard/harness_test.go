@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,10 +129,13 @@ func run(dir, name string, args ...string) error {
 
 // hub is a running kollect-hub process with its own CA.
 type hub struct {
-	url, dir   string
-	adminToken string
-	caPEM      []byte
-	cmd        *exec.Cmd
+	url, dir, addr string
+	adminToken     string
+	caPEM          []byte
+	log            *os.File
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
 }
 
 func freeAddr(t *testing.T) string {
@@ -147,47 +151,85 @@ func freeAddr(t *testing.T) string {
 func startHub(t *testing.T) *hub {
 	t.Helper()
 	dir := t.TempDir()
-	addr := freeAddr(t)
+	h := &hub{dir: dir, addr: freeAddr(t)}
+	h.url = "https://" + strings.Replace(h.addr, "127.0.0.1", "localhost", 1)
 	logPath := filepath.Join(dir, "hub.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := &hub{url: "https://" + strings.Replace(addr, "127.0.0.1", "localhost", 1), dir: dir}
-	h.cmd = exec.Command(tools.hub, "--listen", addr, "--data-dir", filepath.Join(dir, "data"),
-		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms")
-	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
-	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := h.cmd.Start(); err != nil {
+	var err error
+	if h.log, err = os.Create(logPath); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = h.cmd.Process.Signal(syscall.SIGTERM)
-		_ = h.cmd.Wait()
-		logFile.Close()
+		h.stop()
+		h.log.Close()
 		if t.Failed() {
 			raw, _ := os.ReadFile(logPath)
 			t.Logf("hub log:\n%s", raw)
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
-		if c, dialErr := net.DialTimeout("tcp", addr, time.Second); dialErr == nil && err == nil {
-			c.Close()
-			h.adminToken = strings.TrimSpace(string(tok))
-			break
-		}
-		if time.Now().After(deadline) {
-			raw, _ := os.ReadFile(logPath)
-			t.Fatalf("hub did not start:\n%s", raw)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := h.start(); err != nil {
+		t.Fatal(err)
 	}
+	tok, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.adminToken = strings.TrimSpace(string(tok))
 	if h.caPEM, err = os.ReadFile(filepath.Join(dir, "data", "pki", "ca.crt")); err != nil {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// start runs the hub on its address and data directory and waits until it accepts connections.
+func (h *hub) start() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.cmd = exec.Command(tools.hub, "--listen", h.addr, "--data-dir", filepath.Join(h.dir, "data"),
+		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms")
+	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
+	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := h.cmd.Start(); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", h.addr, time.Second); err == nil {
+			c.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("hub did not start on %s (see %s)", h.addr, h.log.Name())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (h *hub) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.cmd != nil {
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		_ = h.cmd.Wait()
+		h.cmd = nil
+	}
+}
+
+// restartHandler lets the browser test restart the hub (POST), to watch the dashboard reconnect.
+func (h *hub) restartHandler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		h.stop()
+		// Stay down long enough for the dashboard to notice and show it.
+		time.Sleep(2 * time.Second)
+		if err := h.start(); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 // httpClient trusts the hub's CA.

@@ -135,6 +135,17 @@ test("filter and sort", async () => {
   await page.getByRole("button", { name: "Cluster", exact: true }).click();
 });
 
+test("the dashboard reconnects on its own when the hub restarts", async () => {
+  await page.locator(".live.live-on").waitFor();
+  const restarted = fetch(`${sim}/hub/restart`, { method: "POST" });
+  // The last picture stays on screen while the stream is down.
+  await page.locator(".live.live-retry").filter({ hasText: /Reconnecting in \d+ s/ }).waitFor({ timeout: 15000 });
+  await row("Clusters", "prod-eu-1").waitFor();
+  assert.equal((await restarted).status, 204);
+  await page.locator(".live.live-on").waitFor({ timeout: 40000 });
+  await row("Clusters", "prod-eu-1").getByText("online").waitFor({ timeout: 30000 });
+});
+
 test("the freshness matrix colours every cluster × sink and opens the cause", async () => {
   await page.getByRole("link", { name: "Freshness" }).click();
   await page.getByRole("heading", { name: "Export freshness" }).waitFor();
