@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -134,6 +136,56 @@ func TestDashboard(t *testing.T) {
 	cmd := exec.CommandContext(ctx, tools.node, "--test", "--test-reporter=spec", "e2e/dashboard.test.mjs")
 	cmd.Dir = filepath.Join(root, "web")
 	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	t.Logf("browser test output:\n%s", out)
+	if err != nil {
+		t.Fatalf("browser test failed: %v", err)
+	}
+}
+
+// TestDashboardAtScale runs web/e2e/scale.test.mjs against a hub with 1,000 registered clusters.
+func TestDashboardAtScale(t *testing.T) {
+	const clusters = 1000
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	h := startHub(t)
+	boot, err := h.fleet(h.adminToken).CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
+		Description: "scale test", Ttl: durationpb.New(time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := fleetsim.New(h.url, h.caPEM, boot.Msg.GetSecret(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	start := time.Now()
+	var (
+		wg   sync.WaitGroup
+		slot = make(chan struct{}, 8)
+		errs = make(chan error, clusters)
+	)
+	for i := range clusters {
+		wg.Add(1)
+		slot <- struct{}{}
+		go func() {
+			defer func() { <-slot; wg.Done() }()
+			c := fleetsim.Healthy(fmt.Sprintf("scale-%04d", i), map[string]string{"shard": fmt.Sprint(i % 10)}, int64(100+i))
+			errs <- sim.Register(ctx, c)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("registered %d clusters in %v", clusters, time.Since(start).Round(time.Millisecond))
+	cmd := exec.CommandContext(ctx, tools.node, "--test", "--test-reporter=spec", "e2e/scale.test.mjs")
+	cmd.Dir = filepath.Join(root, "web")
+	cmd.Env = append(os.Environ(), "KOLLECT_HUB_URL="+h.url, "KOLLECT_ADMIN_TOKEN="+h.adminToken,
+		"KOLLECT_CHROMIUM="+tools.chromium, fmt.Sprintf("KOLLECT_CLUSTERS=%d", clusters))
 	out, err := cmd.CombinedOutput()
 	t.Logf("browser test output:\n%s", out)
 	if err != nil {

@@ -83,9 +83,20 @@ func New(hubURL string, caPEM []byte, bootstrap string, interval time.Duration) 
 	}, nil
 }
 
-// Add registers a cluster and starts its agent. It returns once the hub accepted the
-// registration and the first heartbeat.
-func (f *Fleet) Add(ctx context.Context, c Cluster) error {
+// Register registers a cluster and sends one heartbeat, without starting an agent: the cluster
+// then ages to stale and offline. It is how a test fills a large fleet cheaply.
+func (f *Fleet) Register(ctx context.Context, c Cluster) error {
+	a, err := f.register(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := a.report(ctx); err != nil {
+		return fmt.Errorf("heartbeat of %s: %w", c.Name, err)
+	}
+	return nil
+}
+
+func (f *Fleet) register(ctx context.Context, c Cluster) (*agent, error) {
 	a := &agent{fleet: f, spec: c, kick: make(chan struct{}, 1)}
 	reg := fleetv1connect.NewAgentServiceClient(f.client, f.hubURL)
 	resp, err := reg.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
@@ -93,7 +104,7 @@ func (f *Fleet) Add(ctx context.Context, c Cluster) error {
 		AgentVersion: c.AgentVersion, KubernetesVersion: c.K8sVersion,
 	}))
 	if err != nil {
-		return fmt.Errorf("registering %s: %w", c.Name, err)
+		return nil, fmt.Errorf("registering %s: %w", c.Name, err)
 	}
 	a.credential = resp.Msg.GetCredential()
 	bearer := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
@@ -103,6 +114,16 @@ func (f *Fleet) Add(ctx context.Context, c Cluster) error {
 		}
 	})
 	a.client = fleetv1connect.NewAgentServiceClient(f.client, f.hubURL, connect.WithInterceptors(bearer, streamBearer(a)))
+	return a, nil
+}
+
+// Add registers a cluster and starts its agent. It returns once the hub accepted the
+// registration and the first heartbeat.
+func (f *Fleet) Add(ctx context.Context, c Cluster) error {
+	a, err := f.register(ctx, c)
+	if err != nil {
+		return err
+	}
 	if err := a.report(ctx); err != nil {
 		return fmt.Errorf("first heartbeat of %s: %w", c.Name, err)
 	}
