@@ -4,9 +4,12 @@ import (
 	"context"
 	"maps"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 
 	"kollect.dev/agent/internal/export"
 )
@@ -276,5 +279,65 @@ func TestDiffWithAnExistingAddedKeyReconciles(t *testing.T) {
 	got := stored(t, collection(t, db, "rows"), "east")
 	if len(got) != 4 || got["east-uid-00000"] != `{"replicas":5}` {
 		t.Fatalf("after the fallback: %v", got)
+	}
+}
+
+// TestManyChangedRowsInOneExport changes 120 rows at once. FerretDB v1 stops answering an
+// update command of 100 or more matching updates (see updateChunk), so this export only
+// completes because the sink sends at most updateChunk updates per command, which the
+// command monitor checks too.
+func TestManyChangedRowsInOneExport(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	var mu sync.Mutex
+	largest := 0
+	mon := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName != "update" {
+			return
+		}
+		// OP_MSG carries the updates as a document sequence, which the event folds back into
+		// the command document.
+		n := 0
+		if arr, ok := e.Command.Lookup("updates").ArrayOK(); ok {
+			vals, _ := arr.Values()
+			n = len(vals)
+		}
+		mu.Lock()
+		largest = max(largest, n)
+		mu.Unlock()
+	}}
+	s, err := New(ctx, spec(db), testEnv("east"), WithMonitor(mon))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	if err := a.export(ctx, mkRows("east", "apps", 150, 1)); err != nil {
+		t.Fatal(err)
+	}
+	next := mkRows("east", "apps", 150, 1)
+	for i := range 120 {
+		next[i] = mkRow("east", "apps", i, map[string]any{"image": "registry.example/app:2"})
+	}
+	// Without chunking this export would wait for FerretDB forever: fail instead.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if err := a.export(cctx, next); err != nil {
+		t.Fatal(err)
+	}
+	got := stored(t, collection(t, db, "rows"), "east")
+	changed := 0
+	for _, attrs := range got {
+		if strings.Contains(attrs, "app:2") {
+			changed++
+		}
+	}
+	if len(got) != 150 || changed != 120 {
+		t.Fatalf("%d rows, %d changed", len(got), changed)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if largest == 0 || largest > updateChunk {
+		t.Fatalf("largest update command held %d updates (limit %d)", largest, updateChunk)
 	}
 }
