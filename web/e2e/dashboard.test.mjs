@@ -163,6 +163,23 @@ test("the freshness matrix colours every cluster × sink and opens the cause", a
   await page.getByRole("heading", { name: /prod-us-1/ }).waitFor();
 });
 
+test("the keyboard reaches everything, with a visible focus", async () => {
+  // A reload keeps the session (the token is in sessionStorage) and the page (the URL).
+  await page.reload();
+  await page.getByRole("heading", { name: /prod-us-1/ }).waitFor();
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");
+  await page.keyboard.press("Enter");
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
+  // A freshness cell is a real button: focus it, open the cause with Enter.
+  await go("/freshness");
+  const cell = page.getByRole("button", { name: /^staging-1 inventory-git: .*transient error/ });
+  await cell.focus();
+  assert.equal(await cell.evaluate((el) => getComputedStyle(el).outlineStyle), "solid");
+  await page.keyboard.press("Enter");
+  await page.getByRole("region", { name: "Export cause" }).getByTestId("cause").filter({ hasText: "context deadline exceeded" }).waitFor();
+});
+
 test("cluster detail shows inventories, sinks, applied objects and drift", async () => {
   await go("/clusters/prod-eu-2");
   await page.getByRole("table", { name: "Inventories" }).getByText("team-a/workloads").waitFor();
@@ -171,7 +188,7 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   await page.getByRole("list", { name: "Drift events" }).getByText(/KollectProfile deployments \(bundle workloads\): spec edited/).waitFor();
   await page.getByRole("table", { name: "Objects of workloads" }).getByText("drift reverted").waitFor();
   await page.getByRole("table", { name: "Objects of prod-config" }).getByText("applied").first().waitFor();
-  await page.getByRole("list", { name: "Heartbeat history" }).locator("li").nth(1).waitFor({ timeout: 10000 });
+  await page.getByRole("list", { name: "Heartbeat history" }).locator("li").nth(1).waitFor({ timeout: 20000 });
   await screenshot("cluster");
   // The cluster that stopped heartbeating still has its page, with what it last reported.
   await go("/clusters/edge-7");

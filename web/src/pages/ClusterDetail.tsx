@@ -227,7 +227,7 @@ export function ClusterDetail({ name }: { name: string }) {
   const snap = useFleetSnapshot();
   const live = snap.clusters.get(name);
   const liveBeat = ms(live?.lastHeartbeat);
-  const q = useQuery((signal) => fleet.getCluster({ name }, { signal }), [name, liveBeat, live?.state], { intervalMs: 10000 });
+  const q = useQuery((signal) => fleet.getCluster({ name }, { signal }), [name, liveBeat, live?.state], { intervalMs: 5000 });
   const canOperate = useCan(Role.OPERATOR);
   const isAdmin = useCan(Role.ADMIN);
   const [actionError, setActionError] = useState<unknown>(null);
