@@ -20,7 +20,7 @@ export class StatusCache {
   private queue: string[] = [];
   private running = 0;
 
-  constructor(private fleet: Fleet, private ttlMs = 20000, private concurrency = 6) {}
+  constructor(private fleet: Fleet, private ttlMs = 10000, private concurrency = 6) {}
 
   get(name: string): Entry {
     return this.entries.get(name) ?? empty;

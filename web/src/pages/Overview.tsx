@@ -5,7 +5,7 @@ import { Labels, StateBadge } from "../components/Badges";
 import { ErrorBox } from "../components/ErrorBox";
 import { Table, type Column } from "../components/Table";
 import { ClusterState, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
-import { ago, agoMs, absolute, clusterStateName, count, ms } from "../lib/format";
+import { agoMs, clusterStateName, count, ms } from "../lib/format";
 import { Link } from "../lib/router";
 import { StatusCache, useClusterStatus } from "../lib/statusCache";
 import { useNow } from "../lib/useNow";
@@ -84,6 +84,18 @@ function StatusCell({ cache, c, what }: { cache: StatusCache; c: Cluster; what: 
   }, undefined);
   if (!st.sinks.length) return <span className="muted">no sinks</span>;
   return <span title={last ? new Date(last).toLocaleString() : "never"}>{agoMs(last)}</span>;
+}
+
+/**
+ * WatchFleet sends a cluster again only when something visible changes, not on every
+ * heartbeat; the status fetched for the rows on screen carries a newer one.
+ */
+function HeartbeatCell({ cache, c }: { cache: StatusCache; c: Cluster }) {
+  const e = useClusterStatus(cache, c.name, ms(c.lastHeartbeat));
+  const live = ms(c.lastHeartbeat);
+  const fetched = ms(e.data?.cluster?.lastHeartbeat);
+  const t = live === undefined || (fetched !== undefined && fetched > live) ? fetched : live;
+  return <span title={t ? new Date(t).toLocaleString() : "never"}>{agoMs(t)}</span>;
 }
 
 export function Overview() {
@@ -171,7 +183,7 @@ export function Overview() {
       key: "heartbeat",
       header: "Heartbeat",
       sortValue: (c) => ms(c.lastHeartbeat) ?? 0,
-      render: (c) => <span title={absolute(c.lastHeartbeat)}>{ago(c.lastHeartbeat)}</span>,
+      render: (c) => <HeartbeatCell cache={cache} c={c} />,
     },
   ];
 
