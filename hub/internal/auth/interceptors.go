@@ -150,6 +150,7 @@ func dryRun(msg any) bool {
 var rules = map[string]rule{
 	fleetv1connect.FleetServiceListClustersProcedure:         {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceGetClusterProcedure:           {store.RoleViewer, false, nil},
+	fleetv1connect.FleetServiceListHeartbeatsProcedure:       {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceRevokeAgentProcedure:          {store.RoleAdmin, true, nil},
 	fleetv1connect.FleetServiceSetClusterLabelsProcedure:     {store.RoleOperator, true, nil},
 	fleetv1connect.FleetServiceDeleteClusterProcedure:        {store.RoleAdmin, true, nil},
@@ -165,6 +166,7 @@ var rules = map[string]rule{
 	fleetv1connect.FleetServiceCreateAPITokenProcedure:       {store.RoleAdmin, true, nil},
 	fleetv1connect.FleetServiceListAPITokensProcedure:        {store.RoleAdmin, false, nil},
 	fleetv1connect.FleetServiceRevokeAPITokenProcedure:       {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceWhoAmIProcedure:               {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceGetFleetHealthProcedure:       {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceWatchFleetProcedure:           {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceListAuditEventsProcedure:      {store.RoleViewer, false, nil},

@@ -78,10 +78,10 @@ func Build(inputs []Input, now time.Time, th Thresholds) *Fleet {
 					}
 				}
 			}
-			for _, s := range in.Status.GetSinks() {
-				if s.GetLastError() != "" {
-					pc.SinkErrors++
-				}
+			sum := Summarize(in.Status)
+			pc.SinkErrors, pc.Inventories, pc.Items, pc.InventoriesNotReady = sum.SinkErrors, sum.Inventories, sum.Items, sum.InventoriesNotReady
+			if !sum.LastExport.IsZero() {
+				pc.LastExportTime = timestamppb.New(sum.LastExport)
 			}
 		}
 		inSync := true

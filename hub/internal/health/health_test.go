@@ -28,7 +28,12 @@ func TestStatesSkewAndFreshness(t *testing.T) {
 		{Kind: "KollectDatabaseSink", Namespace: "ns", Name: "pg", Type: "postgres", LastError: "auth failed",
 			ErrorClass: fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL},
 	}, Bundles: []*fleetv1.AppliedBundle{{Bundle: "base", Revision: 1, Objects: []*fleetv1.ObjectResult{
-		{Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED}, {Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED}}}}}
+		{Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED}, {Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED}}}},
+		Inventories: []*fleetv1.InventoryStatus{
+			{Name: "ready", ItemCount: 10, Conditions: []*fleetv1.Condition{{Type: "Synced", Status: "False"}, {Type: "Ready", Status: "True"}}},
+			{Name: "failing", ItemCount: 5, Conditions: []*fleetv1.Condition{{Type: "Ready", Status: "False"}}},
+			{Name: "new", ItemCount: 2},
+		}}
 	f := Build([]Input{
 		{Cluster: cl("a-online", 10*time.Second, "v1"), Status: status, DesiredDigest: "d1",
 			Desired: []store.Desired{{Bundle: "base", Revision: 2, AppliedRevision: 1}}},
@@ -53,6 +58,14 @@ func TestStatesSkewAndFreshness(t *testing.T) {
 	}
 	if a.GetSinkErrors() != 1 || a.GetBundles()[0].GetFailedObjects() != 1 {
 		t.Errorf("a: sink errors %d, failed objects %d", a.GetSinkErrors(), a.GetBundles()[0].GetFailedObjects())
+	}
+	if a.GetInventories() != 3 || a.GetItems() != 17 || a.GetInventoriesNotReady() != 2 ||
+		!a.GetLastExportTime().AsTime().Equal(now.Add(-90*time.Second)) {
+		t.Errorf("a: inventories %d, items %d, not ready %d, last export %v", a.GetInventories(), a.GetItems(),
+			a.GetInventoriesNotReady(), a.GetLastExportTime())
+	}
+	if b.GetInventories() != 0 || b.GetLastExportTime() != nil {
+		t.Errorf("b without status: inventories %d, last export %v", b.GetInventories(), b.GetLastExportTime())
 	}
 	cells := f.Freshness()
 	// Sorted by cluster, sink kind, namespace and name: the database sink first.

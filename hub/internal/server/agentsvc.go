@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kollect.dev/hub/internal/auth"
+	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/labelsel"
 	"kollect.dev/hub/internal/store"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
@@ -128,8 +129,15 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 		applied[b.GetBundle()] = b.GetRevision()
 	}
 	now := a.s.cfg.Now()
+	sum := health.Summarize(st)
+	// agent is the cluster as it was before this heartbeat: its state says whether this
+	// heartbeat ends a silence.
+	record := store.HeartbeatRecord{AgentVersion: st.GetAgentVersion(), AppliedDigest: st.GetConfigDigest(),
+		Inventories: sum.Inventories, Items: sum.Items, InventoriesNotReady: sum.InventoriesNotReady,
+		SinkErrors: sum.SinkErrors, State: stateNames[health.State(agent, now, a.s.cfg.Thresholds)]}
 	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
-		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw)})
+		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw),
+		Record: record})
 	if errors.Is(err, store.ErrNotFound) {
 		// Revoked between authentication and now.
 		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", agent.Name))

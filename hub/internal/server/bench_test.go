@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
 // benchAgents is how many simulated agents BenchmarkConfigPropagation connects; override with
@@ -269,4 +271,98 @@ func BenchmarkRollout(b *testing.B) {
 	})
 	cancel()
 	wg.Wait()
+}
+
+// BenchmarkHeartbeat measures ReportStatus, the call every agent makes every heartbeat
+// interval, on a hub (SQLite store) with N registered clusters (KOLLECT_BENCH_AGENTS, default
+// 1,000), each reporting over its own TLS connection, 32 calls in flight. One op is one
+// heartbeat. "unchanged" repeats each cluster's status (the steady state of a fleet: most
+// heartbeats change nothing); "changed" reports a different item count every time, so each
+// heartbeat is news. CPU is the whole process: the hub and the simulated agents.
+func BenchmarkHeartbeat(b *testing.B) {
+	n := benchAgents(b)
+	h := startHub(b, "")
+	ctx := context.Background()
+	tok := h.bootstrapToken(b, time.Hour, 0, false)
+	agents := make([]fleetv1connect.AgentServiceClient, n)
+	var registering sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		sem <- struct{}{}
+		registering.Add(1)
+		go func() {
+			defer registering.Done()
+			defer func() { <-sem }()
+			client, _, err := h.tryRegister(tok.GetSecret(), fmt.Sprintf("c%05d", i), fleetLabels())
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			agents[i] = client
+		}()
+	}
+	registering.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+	h.apply(b, 1, false)
+	// Every cluster has reported once: the first heartbeat of a cluster is always news.
+	for i, a := range agents {
+		if _, err := a.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: benchStatus(i, 100)})); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	for _, changing := range []bool{false, true} {
+		name := "unchanged"
+		if changing {
+			name = "changed"
+		}
+		b.Run(fmt.Sprintf("%s/agents=%d", name, n), func(b *testing.B) {
+			var next, beat atomic.Int64
+			cpu0 := cpuTime(b)
+			b.SetParallelism(16) // 32 calls in flight on 2 cores
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := int(next.Add(1)) % n
+					items := int64(100)
+					if changing {
+						items += beat.Add(1)
+					}
+					st := benchStatus(i, items)
+					if _, err := agents[i].ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: st})); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/float64(b.N), "CPU-µs/op")
+			b.ReportMetric(float64(n), "agents")
+		})
+	}
+}
+
+// benchStatus is a typical heartbeat: one bundle of three applied objects, two ready
+// inventories and two sinks that export without error.
+func benchStatus(i int, items int64) *fleetv1.AgentStatus {
+	ready := []*fleetv1.Condition{{Type: "Ready", Status: "True", Reason: "SnapshotReady"}}
+	ok := timestamppb.New(time.Unix(1_800_000_000, 0))
+	st := &fleetv1.AgentStatus{AgentVersion: "v0.1.0", KubernetesVersion: "v1.37.2", ObservedAt: ok,
+		ConfigDigest: fmt.Sprintf("sha256:%064d", i),
+		Bundles:      []*fleetv1.AppliedBundle{{Bundle: "base", Revision: 1, Digest: "sha256:base"}},
+		Inventories: []*fleetv1.InventoryStatus{
+			{Namespace: "team-a", Name: "workloads", ItemCount: items, Conditions: ready},
+			{Namespace: "team-a", Name: "config", ItemCount: 40, Conditions: ready},
+		},
+		Sinks: []*fleetv1.SinkStatus{
+			{Kind: "KollectSnapshotSink", Namespace: "team-a", Name: "repo", Type: "git", LastSuccessTime: ok, LastAttemptTime: ok},
+			{Kind: "KollectDatabaseSink", Namespace: "team-a", Name: "warehouse", Type: "postgres", LastSuccessTime: ok, LastAttemptTime: ok},
+		},
+	}
+	for _, kind := range []string{"KollectProfile", "KollectInventory", "KollectSnapshotSink"} {
+		st.Bundles[0].Objects = append(st.Bundles[0].Objects, &fleetv1.ObjectResult{
+			Object: &fleetv1.ObjectRef{ApiVersion: "kollect.dev/v1alpha1", Kind: kind, Namespace: "team-a", Name: "web"},
+			Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED})
+	}
+	return st
 }

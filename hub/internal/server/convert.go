@@ -67,3 +67,24 @@ func auditToProto(e store.AuditEvent) *fleetv1.AuditEvent {
 	return &fleetv1.AuditEvent{Id: e.ID, Time: timestamppb.New(e.Time), Actor: e.Actor, Action: e.Action,
 		Target: e.Target, Detail: e.Detail}
 }
+
+// stateNames spell cluster states in the heartbeat history's rows.
+var stateNames = map[fleetv1.ClusterState]string{
+	fleetv1.ClusterState_CLUSTER_STATE_PENDING: "pending",
+	fleetv1.ClusterState_CLUSTER_STATE_ONLINE:  "online",
+	fleetv1.ClusterState_CLUSTER_STATE_STALE:   "stale",
+	fleetv1.ClusterState_CLUSTER_STATE_OFFLINE: "offline",
+	fleetv1.ClusterState_CLUSTER_STATE_REVOKED: "revoked",
+}
+
+func heartbeatToProto(r store.HeartbeatRecord) *fleetv1.HeartbeatRecord {
+	out := &fleetv1.HeartbeatRecord{Time: timestamppb.New(r.At), AgentVersion: r.AgentVersion,
+		AppliedConfigDigest: r.AppliedDigest, Inventories: r.Inventories, Items: r.Items,
+		InventoriesNotReady: r.InventoriesNotReady, SinkErrors: r.SinkErrors}
+	for state, name := range stateNames {
+		if name == r.State {
+			out.State = state
+		}
+	}
+	return out
+}

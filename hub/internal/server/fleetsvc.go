@@ -64,6 +64,35 @@ func (f *fleetService) GetCluster(ctx context.Context, req *connect.Request[flee
 	return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("cluster %q: %w", req.Msg.GetName(), store.ErrNotFound))
 }
 
+// ListHeartbeats implements FleetService.
+func (f *fleetService) ListHeartbeats(ctx context.Context, req *connect.Request[fleetv1.ListHeartbeatsRequest]) (*connect.Response[fleetv1.ListHeartbeatsResponse], error) {
+	if req.Msg.GetCluster() == "" {
+		return nil, invalid("cluster is required")
+	}
+	limit := int(req.Msg.GetLimit())
+	if limit <= 0 || limit > store.HistoryLimit {
+		limit = store.HistoryLimit
+	}
+	records, err := f.s.store.Heartbeats(ctx, req.Msg.GetCluster(), limit)
+	if err != nil {
+		return nil, storeError(err)
+	}
+	out := &fleetv1.ListHeartbeatsResponse{}
+	for _, r := range records {
+		out.Heartbeats = append(out.Heartbeats, heartbeatToProto(r))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// WhoAmI implements FleetService.
+func (f *fleetService) WhoAmI(ctx context.Context, _ *connect.Request[fleetv1.WhoAmIRequest]) (*connect.Response[fleetv1.WhoAmIResponse], error) {
+	p, ok := auth.PrincipalFrom(ctx)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("no API token"))
+	}
+	return connect.NewResponse(&fleetv1.WhoAmIResponse{Name: p.Name, Role: auth.RoleToProto(p.Role)}), nil
+}
+
 // RevokeAgent implements FleetService.
 func (f *fleetService) RevokeAgent(ctx context.Context, req *connect.Request[fleetv1.RevokeAgentRequest]) (*connect.Response[fleetv1.RevokeAgentResponse], error) {
 	name := req.Msg.GetClusterName()

@@ -78,8 +78,13 @@ type Store interface {
 	SetClusterLabels(ctx context.Context, name string, labels map[string]string, match Matcher) error
 	// DeleteCluster removes a cluster and its desired revisions.
 	DeleteCluster(ctx context.Context, name string) error
-	// RecordHeartbeat stores an agent's status and its applied revisions.
+	// RecordHeartbeat stores an agent's status and its applied revisions, and adds h.Record to
+	// the cluster's heartbeat history unless the newest record has the same values and is
+	// younger than HistoryInterval; the history keeps the newest HistoryLimit records.
 	RecordHeartbeat(ctx context.Context, h Heartbeat) error
+	// Heartbeats lists a cluster's heartbeat history, newest first, at most limit records
+	// (ErrNotFound for an unknown cluster).
+	Heartbeats(ctx context.Context, cluster string, limit int) ([]HeartbeatRecord, error)
 
 	// CreateRevision stores rev as the bundle's next revision (creating the bundle) unless
 	// its digest equals the latest revision's, in which case it returns the latest with
@@ -199,6 +204,37 @@ type Heartbeat struct {
 	AppliedDigest     string
 	Applied           map[string]int64 // bundle → applied revision
 	Status            string
+	// Record is the heartbeat's summary for the history; its At is the heartbeat's.
+	Record HeartbeatRecord
+}
+
+// The heartbeat history keeps a record of every heartbeat that changed a recorded value, of
+// at most one heartbeat per HistoryInterval otherwise, and only the newest HistoryLimit records
+// per cluster: a fleet of agents reporting the same status writes nothing more than once a
+// minute each.
+const (
+	HistoryInterval = time.Minute
+	HistoryLimit    = 100
+)
+
+// HeartbeatRecord is one entry of a cluster's heartbeat history.
+type HeartbeatRecord struct {
+	At                  time.Time
+	AgentVersion        string
+	AppliedDigest       string
+	Inventories         int64
+	Items               int64
+	InventoriesNotReady int64
+	SinkErrors          int64
+	// State is the cluster's state when the heartbeat arrived ("online", "pending", "stale",
+	// "offline").
+	State string
+}
+
+// SameValues reports whether two records differ in nothing but their time.
+func (r HeartbeatRecord) SameValues(o HeartbeatRecord) bool {
+	r.At = o.At
+	return r == o
 }
 
 // Bundle is a named, versioned set of manifests.

@@ -283,37 +283,15 @@ func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_bundles WHERE cluster = ?`), name); err != nil {
 			return fmt.Errorf("deleting desired bundles of %s: %w", name, err)
 		}
+		if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_heartbeats WHERE cluster = ?`), name); err != nil {
+			return fmt.Errorf("deleting heartbeat history of %s: %w", name, err)
+		}
 		res, err := tx.ExecContext(ctx, s.q(`DELETE FROM clusters WHERE name = ?`), name)
 		if err != nil {
 			return fmt.Errorf("deleting cluster %s: %w", name, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("deleting cluster %s: %w", name, store.ErrNotFound)
-		}
-		return nil
-	})
-}
-
-// RecordHeartbeat implements store.Store.
-func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
-			kubernetes_version = ?, applied_digest = ?, status = ? WHERE name = ? AND revoked = 0`),
-			ms(h.At), h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status, h.Cluster)
-		if err != nil {
-			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
-		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = 0 WHERE cluster = ?`), h.Cluster); err != nil {
-			return fmt.Errorf("recording applied revisions of %s: %w", h.Cluster, err)
-		}
-		for bundle, rev := range h.Applied {
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = ?
-				WHERE cluster = ? AND bundle = ?`), rev, h.Cluster, bundle); err != nil {
-				return fmt.Errorf("recording applied revision of %s/%s: %w", h.Cluster, bundle, err)
-			}
 		}
 		return nil
 	})

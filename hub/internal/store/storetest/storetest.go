@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore Factory) {
 		"ConcurrentRegistrations": testConcurrentRegistrations,
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
+		"HeartbeatHistory":        testHeartbeatHistory,
 		"Audit":                   testAudit,
 		"HoldAndStable":           testHoldAndStable,
 		"Rollouts":                testRollouts,

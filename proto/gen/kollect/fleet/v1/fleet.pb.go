@@ -212,6 +212,105 @@ func (x *GetClusterResponse) GetStatus() *AgentStatus {
 	return nil
 }
 
+// ListHeartbeatsRequest names a cluster.
+type ListHeartbeatsRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Cluster string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// limit defaults to 100, which is also the most the hub keeps.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHeartbeatsRequest) Reset() {
+	*x = ListHeartbeatsRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHeartbeatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHeartbeatsRequest) ProtoMessage() {}
+
+func (x *ListHeartbeatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHeartbeatsRequest.ProtoReflect.Descriptor instead.
+func (*ListHeartbeatsRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ListHeartbeatsRequest) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *ListHeartbeatsRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// ListHeartbeatsResponse holds heartbeat records, newest first.
+type ListHeartbeatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Heartbeats    []*HeartbeatRecord     `protobuf:"bytes,1,rep,name=heartbeats,proto3" json:"heartbeats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListHeartbeatsResponse) Reset() {
+	*x = ListHeartbeatsResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListHeartbeatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListHeartbeatsResponse) ProtoMessage() {}
+
+func (x *ListHeartbeatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListHeartbeatsResponse.ProtoReflect.Descriptor instead.
+func (*ListHeartbeatsResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ListHeartbeatsResponse) GetHeartbeats() []*HeartbeatRecord {
+	if x != nil {
+		return x.Heartbeats
+	}
+	return nil
+}
+
 // SetClusterLabelsRequest names a cluster and its new labels.
 type SetClusterLabelsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -223,7 +322,7 @@ type SetClusterLabelsRequest struct {
 
 func (x *SetClusterLabelsRequest) Reset() {
 	*x = SetClusterLabelsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -235,7 +334,7 @@ func (x *SetClusterLabelsRequest) String() string {
 func (*SetClusterLabelsRequest) ProtoMessage() {}
 
 func (x *SetClusterLabelsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -248,7 +347,7 @@ func (x *SetClusterLabelsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterLabelsRequest.ProtoReflect.Descriptor instead.
 func (*SetClusterLabelsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{4}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *SetClusterLabelsRequest) GetClusterName() string {
@@ -275,7 +374,7 @@ type SetClusterLabelsResponse struct {
 
 func (x *SetClusterLabelsResponse) Reset() {
 	*x = SetClusterLabelsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +386,7 @@ func (x *SetClusterLabelsResponse) String() string {
 func (*SetClusterLabelsResponse) ProtoMessage() {}
 
 func (x *SetClusterLabelsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +399,7 @@ func (x *SetClusterLabelsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetClusterLabelsResponse.ProtoReflect.Descriptor instead.
 func (*SetClusterLabelsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{5}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetClusterLabelsResponse) GetCluster() *Cluster {
@@ -320,7 +419,7 @@ type DeleteClusterRequest struct {
 
 func (x *DeleteClusterRequest) Reset() {
 	*x = DeleteClusterRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -332,7 +431,7 @@ func (x *DeleteClusterRequest) String() string {
 func (*DeleteClusterRequest) ProtoMessage() {}
 
 func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -345,7 +444,7 @@ func (x *DeleteClusterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterRequest.ProtoReflect.Descriptor instead.
 func (*DeleteClusterRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{6}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteClusterRequest) GetClusterName() string {
@@ -364,7 +463,7 @@ type DeleteClusterResponse struct {
 
 func (x *DeleteClusterResponse) Reset() {
 	*x = DeleteClusterResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -376,7 +475,7 @@ func (x *DeleteClusterResponse) String() string {
 func (*DeleteClusterResponse) ProtoMessage() {}
 
 func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[7]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -389,7 +488,7 @@ func (x *DeleteClusterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteClusterResponse.ProtoReflect.Descriptor instead.
 func (*DeleteClusterResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{7}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{9}
 }
 
 // RevokeAgentRequest names the cluster whose agent is revoked.
@@ -402,7 +501,7 @@ type RevokeAgentRequest struct {
 
 func (x *RevokeAgentRequest) Reset() {
 	*x = RevokeAgentRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +513,7 @@ func (x *RevokeAgentRequest) String() string {
 func (*RevokeAgentRequest) ProtoMessage() {}
 
 func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[8]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +526,7 @@ func (x *RevokeAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAgentRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{8}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RevokeAgentRequest) GetClusterName() string {
@@ -446,7 +545,7 @@ type RevokeAgentResponse struct {
 
 func (x *RevokeAgentResponse) Reset() {
 	*x = RevokeAgentResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +557,7 @@ func (x *RevokeAgentResponse) String() string {
 func (*RevokeAgentResponse) ProtoMessage() {}
 
 func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +570,7 @@ func (x *RevokeAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAgentResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{9}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
 // ApplyBundleRequest uploads a bundle revision.
@@ -495,7 +594,7 @@ type ApplyBundleRequest struct {
 
 func (x *ApplyBundleRequest) Reset() {
 	*x = ApplyBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -507,7 +606,7 @@ func (x *ApplyBundleRequest) String() string {
 func (*ApplyBundleRequest) ProtoMessage() {}
 
 func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -520,7 +619,7 @@ func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{10}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ApplyBundleRequest) GetName() string {
@@ -586,7 +685,7 @@ type ApplyBundleResponse struct {
 
 func (x *ApplyBundleResponse) Reset() {
 	*x = ApplyBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -598,7 +697,7 @@ func (x *ApplyBundleResponse) String() string {
 func (*ApplyBundleResponse) ProtoMessage() {}
 
 func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -611,7 +710,7 @@ func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{11}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ApplyBundleResponse) GetRevision() *BundleRevision {
@@ -644,7 +743,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +755,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +768,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 // ListBundlesResponse holds bundles sorted by name.
@@ -682,7 +781,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -694,7 +793,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -707,7 +806,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*Bundle {
@@ -729,7 +828,7 @@ type GetBundleRequest struct {
 
 func (x *GetBundleRequest) Reset() {
 	*x = GetBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -741,7 +840,7 @@ func (x *GetBundleRequest) String() string {
 func (*GetBundleRequest) ProtoMessage() {}
 
 func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -754,7 +853,7 @@ func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleRequest.ProtoReflect.Descriptor instead.
 func (*GetBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetBundleRequest) GetName() string {
@@ -782,7 +881,7 @@ type GetBundleResponse struct {
 
 func (x *GetBundleResponse) Reset() {
 	*x = GetBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -794,7 +893,7 @@ func (x *GetBundleResponse) String() string {
 func (*GetBundleResponse) ProtoMessage() {}
 
 func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -807,7 +906,7 @@ func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleResponse.ProtoReflect.Descriptor instead.
 func (*GetBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetBundleResponse) GetBundle() *Bundle {
@@ -834,7 +933,7 @@ type ListBundleRevisionsRequest struct {
 
 func (x *ListBundleRevisionsRequest) Reset() {
 	*x = ListBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +945,7 @@ func (x *ListBundleRevisionsRequest) String() string {
 func (*ListBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +958,7 @@ func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListBundleRevisionsRequest) GetName() string {
@@ -879,7 +978,7 @@ type ListBundleRevisionsResponse struct {
 
 func (x *ListBundleRevisionsResponse) Reset() {
 	*x = ListBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +990,7 @@ func (x *ListBundleRevisionsResponse) String() string {
 func (*ListBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1003,7 @@ func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListBundleRevisionsResponse) GetRevisions() []*BundleRevision {
@@ -928,7 +1027,7 @@ type DiffBundleRevisionsRequest struct {
 
 func (x *DiffBundleRevisionsRequest) Reset() {
 	*x = DiffBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1039,7 @@ func (x *DiffBundleRevisionsRequest) String() string {
 func (*DiffBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1052,7 @@ func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DiffBundleRevisionsRequest) GetName() string {
@@ -991,7 +1090,7 @@ type DiffBundleRevisionsResponse struct {
 
 func (x *DiffBundleRevisionsResponse) Reset() {
 	*x = DiffBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1003,7 +1102,7 @@ func (x *DiffBundleRevisionsResponse) String() string {
 func (*DiffBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1016,7 +1115,7 @@ func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DiffBundleRevisionsResponse) GetFromRevision() int64 {
@@ -1057,7 +1156,7 @@ type DeleteBundleRequest struct {
 
 func (x *DeleteBundleRequest) Reset() {
 	*x = DeleteBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1168,7 @@ func (x *DeleteBundleRequest) String() string {
 func (*DeleteBundleRequest) ProtoMessage() {}
 
 func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1181,7 @@ func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteBundleRequest) GetName() string {
@@ -1101,7 +1200,7 @@ type DeleteBundleResponse struct {
 
 func (x *DeleteBundleResponse) Reset() {
 	*x = DeleteBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1212,7 @@ func (x *DeleteBundleResponse) String() string {
 func (*DeleteBundleResponse) ProtoMessage() {}
 
 func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1225,7 @@ func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 // CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -1145,7 +1244,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1256,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1269,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateBootstrapTokenRequest) GetDescription() string {
@@ -1212,7 +1311,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1224,7 +1323,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1237,7 +1336,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() *BootstrapToken {
@@ -1263,7 +1362,7 @@ type ListBootstrapTokensRequest struct {
 
 func (x *ListBootstrapTokensRequest) Reset() {
 	*x = ListBootstrapTokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1275,7 +1374,7 @@ func (x *ListBootstrapTokensRequest) String() string {
 func (*ListBootstrapTokensRequest) ProtoMessage() {}
 
 func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1288,7 +1387,7 @@ func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 // ListBootstrapTokensResponse holds the tokens, newest first.
@@ -1301,7 +1400,7 @@ type ListBootstrapTokensResponse struct {
 
 func (x *ListBootstrapTokensResponse) Reset() {
 	*x = ListBootstrapTokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1412,7 @@ func (x *ListBootstrapTokensResponse) String() string {
 func (*ListBootstrapTokensResponse) ProtoMessage() {}
 
 func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1425,7 @@ func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListBootstrapTokensResponse) GetTokens() []*BootstrapToken {
@@ -1346,7 +1445,7 @@ type RevokeBootstrapTokenRequest struct {
 
 func (x *RevokeBootstrapTokenRequest) Reset() {
 	*x = RevokeBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1457,7 @@ func (x *RevokeBootstrapTokenRequest) String() string {
 func (*RevokeBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1470,7 @@ func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RevokeBootstrapTokenRequest) GetId() string {
@@ -1390,7 +1489,7 @@ type RevokeBootstrapTokenResponse struct {
 
 func (x *RevokeBootstrapTokenResponse) Reset() {
 	*x = RevokeBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1402,7 +1501,7 @@ func (x *RevokeBootstrapTokenResponse) String() string {
 func (*RevokeBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1415,7 +1514,7 @@ func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 // CreateAPITokenRequest describes a new API token.
@@ -1430,7 +1529,7 @@ type CreateAPITokenRequest struct {
 
 func (x *CreateAPITokenRequest) Reset() {
 	*x = CreateAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1541,7 @@ func (x *CreateAPITokenRequest) String() string {
 func (*CreateAPITokenRequest) ProtoMessage() {}
 
 func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1554,7 @@ func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateAPITokenRequest) GetName() string {
@@ -1483,7 +1582,7 @@ type CreateAPITokenResponse struct {
 
 func (x *CreateAPITokenResponse) Reset() {
 	*x = CreateAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1594,7 @@ func (x *CreateAPITokenResponse) String() string {
 func (*CreateAPITokenResponse) ProtoMessage() {}
 
 func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1607,7 @@ func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateAPITokenResponse) GetToken() *APIToken {
@@ -1534,7 +1633,7 @@ type ListAPITokensRequest struct {
 
 func (x *ListAPITokensRequest) Reset() {
 	*x = ListAPITokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1645,7 @@ func (x *ListAPITokensRequest) String() string {
 func (*ListAPITokensRequest) ProtoMessage() {}
 
 func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1658,7 @@ func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensRequest.ProtoReflect.Descriptor instead.
 func (*ListAPITokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 // ListAPITokensResponse holds the tokens, newest first.
@@ -1572,7 +1671,7 @@ type ListAPITokensResponse struct {
 
 func (x *ListAPITokensResponse) Reset() {
 	*x = ListAPITokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1683,7 @@ func (x *ListAPITokensResponse) String() string {
 func (*ListAPITokensResponse) ProtoMessage() {}
 
 func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1696,7 @@ func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensResponse.ProtoReflect.Descriptor instead.
 func (*ListAPITokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListAPITokensResponse) GetTokens() []*APIToken {
@@ -1617,7 +1716,7 @@ type RevokeAPITokenRequest struct {
 
 func (x *RevokeAPITokenRequest) Reset() {
 	*x = RevokeAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1728,7 @@ func (x *RevokeAPITokenRequest) String() string {
 func (*RevokeAPITokenRequest) ProtoMessage() {}
 
 func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1741,7 @@ func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeAPITokenRequest) GetId() string {
@@ -1661,7 +1760,7 @@ type RevokeAPITokenResponse struct {
 
 func (x *RevokeAPITokenResponse) Reset() {
 	*x = RevokeAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1772,7 @@ func (x *RevokeAPITokenResponse) String() string {
 func (*RevokeAPITokenResponse) ProtoMessage() {}
 
 func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1785,98 @@ func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+}
+
+// WhoAmIRequest is empty.
+type WhoAmIRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIRequest) Reset() {
+	*x = WhoAmIRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIRequest) ProtoMessage() {}
+
+func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
+func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+}
+
+// WhoAmIResponse describes the calling API token.
+type WhoAmIResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the token's name, as the audit log shows it (token:<name>).
+	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role          Role   `protobuf:"varint,2,opt,name=role,proto3,enum=kollect.fleet.v1.Role" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WhoAmIResponse) Reset() {
+	*x = WhoAmIResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WhoAmIResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WhoAmIResponse) ProtoMessage() {}
+
+func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
+func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *WhoAmIResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *WhoAmIResponse) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
 }
 
 // GetFleetHealthRequest is empty.
@@ -1698,7 +1888,7 @@ type GetFleetHealthRequest struct {
 
 func (x *GetFleetHealthRequest) Reset() {
 	*x = GetFleetHealthRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1900,7 @@ func (x *GetFleetHealthRequest) String() string {
 func (*GetFleetHealthRequest) ProtoMessage() {}
 
 func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1913,7 @@ func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 // VersionCount is how many clusters run one version.
@@ -1737,7 +1927,7 @@ type VersionCount struct {
 
 func (x *VersionCount) Reset() {
 	*x = VersionCount{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1939,7 @@ func (x *VersionCount) String() string {
 func (*VersionCount) ProtoMessage() {}
 
 func (x *VersionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1952,7 @@ func (x *VersionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionCount.ProtoReflect.Descriptor instead.
 func (*VersionCount) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *VersionCount) GetVersion() string {
@@ -1803,7 +1993,7 @@ type GetFleetHealthResponse struct {
 
 func (x *GetFleetHealthResponse) Reset() {
 	*x = GetFleetHealthResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1815,7 +2005,7 @@ func (x *GetFleetHealthResponse) String() string {
 func (*GetFleetHealthResponse) ProtoMessage() {}
 
 func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1828,7 +2018,7 @@ func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetFleetHealthResponse) GetClustersTotal() int64 {
@@ -1931,7 +2121,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2133,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2146,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 // WatchFleetResponse is one change.
@@ -1977,7 +2167,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2179,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2192,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WatchFleetResponse) GetEvent() isWatchFleetResponse_Event {
@@ -2117,7 +2307,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2319,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2332,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListAuditEventsRequest) GetLimit() int32 {
@@ -2169,7 +2359,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2371,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2384,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2217,7 +2407,14 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x80\x01\n" +
 	"\x12GetClusterResponse\x123\n" +
 	"\acluster\x18\x01 \x01(\v2\x19.kollect.fleet.v1.ClusterR\acluster\x125\n" +
-	"\x06status\x18\x02 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"\xc6\x01\n" +
+	"\x06status\x18\x02 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"G\n" +
+	"\x15ListHeartbeatsRequest\x12\x18\n" +
+	"\acluster\x18\x01 \x01(\tR\acluster\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"[\n" +
+	"\x16ListHeartbeatsResponse\x12A\n" +
+	"\n" +
+	"heartbeats\x18\x01 \x03(\v2!.kollect.fleet.v1.HeartbeatRecordR\n" +
+	"heartbeats\"\xc6\x01\n" +
 	"\x17SetClusterLabelsRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12M\n" +
 	"\x06labels\x18\x02 \x03(\v25.kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntryR\x06labels\x1a9\n" +
@@ -2296,7 +2493,11 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2\x1a.kollect.fleet.v1.APITokenR\x06tokens\"'\n" +
 	"\x15RevokeAPITokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
-	"\x16RevokeAPITokenResponse\"\x17\n" +
+	"\x16RevokeAPITokenResponse\"\x0f\n" +
+	"\rWhoAmIRequest\"P\n" +
+	"\x0eWhoAmIResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x16.kollect.fleet.v1.RoleR\x04role\"\x17\n" +
 	"\x15GetFleetHealthRequest\"D\n" +
 	"\fVersionCount\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
@@ -2331,11 +2532,12 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\x99\x15\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xcb\x16\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
-	"GetCluster\x12#.kollect.fleet.v1.GetClusterRequest\x1a$.kollect.fleet.v1.GetClusterResponse\x12i\n" +
+	"GetCluster\x12#.kollect.fleet.v1.GetClusterRequest\x1a$.kollect.fleet.v1.GetClusterResponse\x12c\n" +
+	"\x0eListHeartbeats\x12'.kollect.fleet.v1.ListHeartbeatsRequest\x1a(.kollect.fleet.v1.ListHeartbeatsResponse\x12i\n" +
 	"\x10SetClusterLabels\x12).kollect.fleet.v1.SetClusterLabelsRequest\x1a*.kollect.fleet.v1.SetClusterLabelsResponse\x12`\n" +
 	"\rDeleteCluster\x12&.kollect.fleet.v1.DeleteClusterRequest\x1a'.kollect.fleet.v1.DeleteClusterResponse\x12Z\n" +
 	"\vRevokeAgent\x12$.kollect.fleet.v1.RevokeAgentRequest\x1a%.kollect.fleet.v1.RevokeAgentResponse\x12Z\n" +
@@ -2350,7 +2552,8 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x14RevokeBootstrapToken\x12-.kollect.fleet.v1.RevokeBootstrapTokenRequest\x1a..kollect.fleet.v1.RevokeBootstrapTokenResponse\x12c\n" +
 	"\x0eCreateAPIToken\x12'.kollect.fleet.v1.CreateAPITokenRequest\x1a(.kollect.fleet.v1.CreateAPITokenResponse\x12`\n" +
 	"\rListAPITokens\x12&.kollect.fleet.v1.ListAPITokensRequest\x1a'.kollect.fleet.v1.ListAPITokensResponse\x12c\n" +
-	"\x0eRevokeAPIToken\x12'.kollect.fleet.v1.RevokeAPITokenRequest\x1a(.kollect.fleet.v1.RevokeAPITokenResponse\x12c\n" +
+	"\x0eRevokeAPIToken\x12'.kollect.fleet.v1.RevokeAPITokenRequest\x1a(.kollect.fleet.v1.RevokeAPITokenResponse\x12K\n" +
+	"\x06WhoAmI\x12\x1f.kollect.fleet.v1.WhoAmIRequest\x1a .kollect.fleet.v1.WhoAmIResponse\x12c\n" +
 	"\x0eGetFleetHealth\x12'.kollect.fleet.v1.GetFleetHealthRequest\x1a(.kollect.fleet.v1.GetFleetHealthResponse\x12Y\n" +
 	"\n" +
 	"WatchFleet\x12#.kollect.fleet.v1.WatchFleetRequest\x1a$.kollect.fleet.v1.WatchFleetResponse0\x01\x12f\n" +
@@ -2376,166 +2579,177 @@ func file_kollect_fleet_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_fleet_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),          // 0: kollect.fleet.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),         // 1: kollect.fleet.v1.ListClustersResponse
 	(*GetClusterRequest)(nil),            // 2: kollect.fleet.v1.GetClusterRequest
 	(*GetClusterResponse)(nil),           // 3: kollect.fleet.v1.GetClusterResponse
-	(*SetClusterLabelsRequest)(nil),      // 4: kollect.fleet.v1.SetClusterLabelsRequest
-	(*SetClusterLabelsResponse)(nil),     // 5: kollect.fleet.v1.SetClusterLabelsResponse
-	(*DeleteClusterRequest)(nil),         // 6: kollect.fleet.v1.DeleteClusterRequest
-	(*DeleteClusterResponse)(nil),        // 7: kollect.fleet.v1.DeleteClusterResponse
-	(*RevokeAgentRequest)(nil),           // 8: kollect.fleet.v1.RevokeAgentRequest
-	(*RevokeAgentResponse)(nil),          // 9: kollect.fleet.v1.RevokeAgentResponse
-	(*ApplyBundleRequest)(nil),           // 10: kollect.fleet.v1.ApplyBundleRequest
-	(*ApplyBundleResponse)(nil),          // 11: kollect.fleet.v1.ApplyBundleResponse
-	(*ListBundlesRequest)(nil),           // 12: kollect.fleet.v1.ListBundlesRequest
-	(*ListBundlesResponse)(nil),          // 13: kollect.fleet.v1.ListBundlesResponse
-	(*GetBundleRequest)(nil),             // 14: kollect.fleet.v1.GetBundleRequest
-	(*GetBundleResponse)(nil),            // 15: kollect.fleet.v1.GetBundleResponse
-	(*ListBundleRevisionsRequest)(nil),   // 16: kollect.fleet.v1.ListBundleRevisionsRequest
-	(*ListBundleRevisionsResponse)(nil),  // 17: kollect.fleet.v1.ListBundleRevisionsResponse
-	(*DiffBundleRevisionsRequest)(nil),   // 18: kollect.fleet.v1.DiffBundleRevisionsRequest
-	(*DiffBundleRevisionsResponse)(nil),  // 19: kollect.fleet.v1.DiffBundleRevisionsResponse
-	(*DeleteBundleRequest)(nil),          // 20: kollect.fleet.v1.DeleteBundleRequest
-	(*DeleteBundleResponse)(nil),         // 21: kollect.fleet.v1.DeleteBundleResponse
-	(*CreateBootstrapTokenRequest)(nil),  // 22: kollect.fleet.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil), // 23: kollect.fleet.v1.CreateBootstrapTokenResponse
-	(*ListBootstrapTokensRequest)(nil),   // 24: kollect.fleet.v1.ListBootstrapTokensRequest
-	(*ListBootstrapTokensResponse)(nil),  // 25: kollect.fleet.v1.ListBootstrapTokensResponse
-	(*RevokeBootstrapTokenRequest)(nil),  // 26: kollect.fleet.v1.RevokeBootstrapTokenRequest
-	(*RevokeBootstrapTokenResponse)(nil), // 27: kollect.fleet.v1.RevokeBootstrapTokenResponse
-	(*CreateAPITokenRequest)(nil),        // 28: kollect.fleet.v1.CreateAPITokenRequest
-	(*CreateAPITokenResponse)(nil),       // 29: kollect.fleet.v1.CreateAPITokenResponse
-	(*ListAPITokensRequest)(nil),         // 30: kollect.fleet.v1.ListAPITokensRequest
-	(*ListAPITokensResponse)(nil),        // 31: kollect.fleet.v1.ListAPITokensResponse
-	(*RevokeAPITokenRequest)(nil),        // 32: kollect.fleet.v1.RevokeAPITokenRequest
-	(*RevokeAPITokenResponse)(nil),       // 33: kollect.fleet.v1.RevokeAPITokenResponse
-	(*GetFleetHealthRequest)(nil),        // 34: kollect.fleet.v1.GetFleetHealthRequest
-	(*VersionCount)(nil),                 // 35: kollect.fleet.v1.VersionCount
-	(*GetFleetHealthResponse)(nil),       // 36: kollect.fleet.v1.GetFleetHealthResponse
-	(*WatchFleetRequest)(nil),            // 37: kollect.fleet.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),           // 38: kollect.fleet.v1.WatchFleetResponse
-	(*ListAuditEventsRequest)(nil),       // 39: kollect.fleet.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),      // 40: kollect.fleet.v1.ListAuditEventsResponse
-	nil,                                  // 41: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	(*Cluster)(nil),                      // 42: kollect.fleet.v1.Cluster
-	(*AgentStatus)(nil),                  // 43: kollect.fleet.v1.AgentStatus
-	(*LabelSelector)(nil),                // 44: kollect.fleet.v1.LabelSelector
-	(*BundleRevision)(nil),               // 45: kollect.fleet.v1.BundleRevision
-	(*Bundle)(nil),                       // 46: kollect.fleet.v1.Bundle
-	(*durationpb.Duration)(nil),          // 47: google.protobuf.Duration
-	(*BootstrapToken)(nil),               // 48: kollect.fleet.v1.BootstrapToken
-	(Role)(0),                            // 49: kollect.fleet.v1.Role
-	(*APIToken)(nil),                     // 50: kollect.fleet.v1.APIToken
-	(*SinkFreshness)(nil),                // 51: kollect.fleet.v1.SinkFreshness
-	(*timestamppb.Timestamp)(nil),        // 52: google.protobuf.Timestamp
-	(*Rollout)(nil),                      // 53: kollect.fleet.v1.Rollout
-	(*AuditEvent)(nil),                   // 54: kollect.fleet.v1.AuditEvent
-	(*StartRolloutRequest)(nil),          // 55: kollect.fleet.v1.StartRolloutRequest
-	(*GetRolloutRequest)(nil),            // 56: kollect.fleet.v1.GetRolloutRequest
-	(*ListRolloutsRequest)(nil),          // 57: kollect.fleet.v1.ListRolloutsRequest
-	(*PauseRolloutRequest)(nil),          // 58: kollect.fleet.v1.PauseRolloutRequest
-	(*ResumeRolloutRequest)(nil),         // 59: kollect.fleet.v1.ResumeRolloutRequest
-	(*AbortRolloutRequest)(nil),          // 60: kollect.fleet.v1.AbortRolloutRequest
-	(*RollbackRolloutRequest)(nil),       // 61: kollect.fleet.v1.RollbackRolloutRequest
-	(*StartRolloutResponse)(nil),         // 62: kollect.fleet.v1.StartRolloutResponse
-	(*GetRolloutResponse)(nil),           // 63: kollect.fleet.v1.GetRolloutResponse
-	(*ListRolloutsResponse)(nil),         // 64: kollect.fleet.v1.ListRolloutsResponse
-	(*PauseRolloutResponse)(nil),         // 65: kollect.fleet.v1.PauseRolloutResponse
-	(*ResumeRolloutResponse)(nil),        // 66: kollect.fleet.v1.ResumeRolloutResponse
-	(*AbortRolloutResponse)(nil),         // 67: kollect.fleet.v1.AbortRolloutResponse
-	(*RollbackRolloutResponse)(nil),      // 68: kollect.fleet.v1.RollbackRolloutResponse
+	(*ListHeartbeatsRequest)(nil),        // 4: kollect.fleet.v1.ListHeartbeatsRequest
+	(*ListHeartbeatsResponse)(nil),       // 5: kollect.fleet.v1.ListHeartbeatsResponse
+	(*SetClusterLabelsRequest)(nil),      // 6: kollect.fleet.v1.SetClusterLabelsRequest
+	(*SetClusterLabelsResponse)(nil),     // 7: kollect.fleet.v1.SetClusterLabelsResponse
+	(*DeleteClusterRequest)(nil),         // 8: kollect.fleet.v1.DeleteClusterRequest
+	(*DeleteClusterResponse)(nil),        // 9: kollect.fleet.v1.DeleteClusterResponse
+	(*RevokeAgentRequest)(nil),           // 10: kollect.fleet.v1.RevokeAgentRequest
+	(*RevokeAgentResponse)(nil),          // 11: kollect.fleet.v1.RevokeAgentResponse
+	(*ApplyBundleRequest)(nil),           // 12: kollect.fleet.v1.ApplyBundleRequest
+	(*ApplyBundleResponse)(nil),          // 13: kollect.fleet.v1.ApplyBundleResponse
+	(*ListBundlesRequest)(nil),           // 14: kollect.fleet.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),          // 15: kollect.fleet.v1.ListBundlesResponse
+	(*GetBundleRequest)(nil),             // 16: kollect.fleet.v1.GetBundleRequest
+	(*GetBundleResponse)(nil),            // 17: kollect.fleet.v1.GetBundleResponse
+	(*ListBundleRevisionsRequest)(nil),   // 18: kollect.fleet.v1.ListBundleRevisionsRequest
+	(*ListBundleRevisionsResponse)(nil),  // 19: kollect.fleet.v1.ListBundleRevisionsResponse
+	(*DiffBundleRevisionsRequest)(nil),   // 20: kollect.fleet.v1.DiffBundleRevisionsRequest
+	(*DiffBundleRevisionsResponse)(nil),  // 21: kollect.fleet.v1.DiffBundleRevisionsResponse
+	(*DeleteBundleRequest)(nil),          // 22: kollect.fleet.v1.DeleteBundleRequest
+	(*DeleteBundleResponse)(nil),         // 23: kollect.fleet.v1.DeleteBundleResponse
+	(*CreateBootstrapTokenRequest)(nil),  // 24: kollect.fleet.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil), // 25: kollect.fleet.v1.CreateBootstrapTokenResponse
+	(*ListBootstrapTokensRequest)(nil),   // 26: kollect.fleet.v1.ListBootstrapTokensRequest
+	(*ListBootstrapTokensResponse)(nil),  // 27: kollect.fleet.v1.ListBootstrapTokensResponse
+	(*RevokeBootstrapTokenRequest)(nil),  // 28: kollect.fleet.v1.RevokeBootstrapTokenRequest
+	(*RevokeBootstrapTokenResponse)(nil), // 29: kollect.fleet.v1.RevokeBootstrapTokenResponse
+	(*CreateAPITokenRequest)(nil),        // 30: kollect.fleet.v1.CreateAPITokenRequest
+	(*CreateAPITokenResponse)(nil),       // 31: kollect.fleet.v1.CreateAPITokenResponse
+	(*ListAPITokensRequest)(nil),         // 32: kollect.fleet.v1.ListAPITokensRequest
+	(*ListAPITokensResponse)(nil),        // 33: kollect.fleet.v1.ListAPITokensResponse
+	(*RevokeAPITokenRequest)(nil),        // 34: kollect.fleet.v1.RevokeAPITokenRequest
+	(*RevokeAPITokenResponse)(nil),       // 35: kollect.fleet.v1.RevokeAPITokenResponse
+	(*WhoAmIRequest)(nil),                // 36: kollect.fleet.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 37: kollect.fleet.v1.WhoAmIResponse
+	(*GetFleetHealthRequest)(nil),        // 38: kollect.fleet.v1.GetFleetHealthRequest
+	(*VersionCount)(nil),                 // 39: kollect.fleet.v1.VersionCount
+	(*GetFleetHealthResponse)(nil),       // 40: kollect.fleet.v1.GetFleetHealthResponse
+	(*WatchFleetRequest)(nil),            // 41: kollect.fleet.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),           // 42: kollect.fleet.v1.WatchFleetResponse
+	(*ListAuditEventsRequest)(nil),       // 43: kollect.fleet.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),      // 44: kollect.fleet.v1.ListAuditEventsResponse
+	nil,                                  // 45: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	(*Cluster)(nil),                      // 46: kollect.fleet.v1.Cluster
+	(*AgentStatus)(nil),                  // 47: kollect.fleet.v1.AgentStatus
+	(*HeartbeatRecord)(nil),              // 48: kollect.fleet.v1.HeartbeatRecord
+	(*LabelSelector)(nil),                // 49: kollect.fleet.v1.LabelSelector
+	(*BundleRevision)(nil),               // 50: kollect.fleet.v1.BundleRevision
+	(*Bundle)(nil),                       // 51: kollect.fleet.v1.Bundle
+	(*durationpb.Duration)(nil),          // 52: google.protobuf.Duration
+	(*BootstrapToken)(nil),               // 53: kollect.fleet.v1.BootstrapToken
+	(Role)(0),                            // 54: kollect.fleet.v1.Role
+	(*APIToken)(nil),                     // 55: kollect.fleet.v1.APIToken
+	(*SinkFreshness)(nil),                // 56: kollect.fleet.v1.SinkFreshness
+	(*timestamppb.Timestamp)(nil),        // 57: google.protobuf.Timestamp
+	(*Rollout)(nil),                      // 58: kollect.fleet.v1.Rollout
+	(*AuditEvent)(nil),                   // 59: kollect.fleet.v1.AuditEvent
+	(*StartRolloutRequest)(nil),          // 60: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 61: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 62: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 63: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 64: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 65: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 66: kollect.fleet.v1.RollbackRolloutRequest
+	(*StartRolloutResponse)(nil),         // 67: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 68: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 69: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 70: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 71: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 72: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 73: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
-	42, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
-	42, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	43, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
-	41, // 3: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	42, // 4: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	44, // 5: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	45, // 6: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	46, // 7: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
-	46, // 8: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	45, // 9: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	45, // 10: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
-	47, // 11: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
-	48, // 12: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
-	48, // 13: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
-	49, // 14: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	50, // 15: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	50, // 16: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	35, // 17: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	35, // 18: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	51, // 19: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	47, // 20: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	47, // 21: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	52, // 22: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	42, // 23: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	46, // 24: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	53, // 25: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
-	52, // 26: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	54, // 27: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 28: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 29: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 30: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
-	6,  // 31: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
-	8,  // 32: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	10, // 33: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	12, // 34: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	14, // 35: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	16, // 36: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	18, // 37: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	20, // 38: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	22, // 39: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	24, // 40: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	26, // 41: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	28, // 42: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	30, // 43: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	32, // 44: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	34, // 45: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	37, // 46: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	39, // 47: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	55, // 48: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	56, // 49: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	57, // 50: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	58, // 51: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	59, // 52: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	60, // 53: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	61, // 54: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 55: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 56: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 57: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	7,  // 58: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	9,  // 59: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	11, // 60: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	13, // 61: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	15, // 62: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	17, // 63: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	19, // 64: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	21, // 65: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	23, // 66: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	25, // 67: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	27, // 68: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	29, // 69: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	31, // 70: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	33, // 71: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	36, // 72: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	38, // 73: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	40, // 74: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	62, // 75: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	63, // 76: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	64, // 77: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	65, // 78: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	66, // 79: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	67, // 80: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	68, // 81: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	55, // [55:82] is the sub-list for method output_type
-	28, // [28:55] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	46, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
+	46, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	47, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
+	48, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
+	45, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	46, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	49, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	50, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	51, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
+	51, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	50, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	50, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
+	52, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
+	53, // 13: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
+	53, // 14: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
+	54, // 15: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
+	55, // 16: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	55, // 17: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	54, // 18: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
+	39, // 19: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	39, // 20: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	56, // 21: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	52, // 22: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	52, // 23: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	57, // 24: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	46, // 25: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	51, // 26: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	58, // 27: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	57, // 28: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	59, // 29: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 30: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 31: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 32: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
+	6,  // 33: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	8,  // 34: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	10, // 35: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	12, // 36: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	14, // 37: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	16, // 38: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	18, // 39: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	20, // 40: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	22, // 41: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	24, // 42: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	26, // 43: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	28, // 44: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	30, // 45: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	32, // 46: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	34, // 47: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	36, // 48: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	38, // 49: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	41, // 50: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	43, // 51: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	60, // 52: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	61, // 53: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	62, // 54: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	63, // 55: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	64, // 56: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	65, // 57: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	66, // 58: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 59: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 60: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 61: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 62: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 63: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 64: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 65: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	15, // 66: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	17, // 67: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	19, // 68: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	21, // 69: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	23, // 70: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	25, // 71: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	27, // 72: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	29, // 73: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	31, // 74: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	33, // 75: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	35, // 76: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	37, // 77: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	40, // 78: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	42, // 79: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	44, // 80: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	67, // 81: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	68, // 82: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	69, // 83: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	70, // 84: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	71, // 85: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	72, // 86: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	73, // 87: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	59, // [59:88] is the sub-list for method output_type
+	30, // [30:59] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }
@@ -2545,7 +2759,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 	}
 	file_kollect_fleet_v1_rollout_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
-	file_kollect_fleet_v1_fleet_proto_msgTypes[38].OneofWrappers = []any{
+	file_kollect_fleet_v1_fleet_proto_msgTypes[42].OneofWrappers = []any{
 		(*WatchFleetResponse_Cluster)(nil),
 		(*WatchFleetResponse_ClusterRemoved)(nil),
 		(*WatchFleetResponse_Bundle)(nil),
@@ -2558,7 +2772,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_fleet_proto_rawDesc), len(file_kollect_fleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   42,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1253,6 +1253,15 @@ type Cluster struct {
 	// config_digest is the digest the hub currently wants the agent to have applied.
 	DesiredConfigDigest string `protobuf:"bytes,12,opt,name=desired_config_digest,json=desiredConfigDigest,proto3" json:"desired_config_digest,omitempty"`
 	AppliedConfigDigest string `protobuf:"bytes,13,opt,name=applied_config_digest,json=appliedConfigDigest,proto3" json:"applied_config_digest,omitempty"`
+	// inventories is how many inventories the last heartbeat reported.
+	Inventories int64 `protobuf:"varint,14,opt,name=inventories,proto3" json:"inventories,omitempty"`
+	// items is the sum of their item counts.
+	Items int64 `protobuf:"varint,15,opt,name=items,proto3" json:"items,omitempty"`
+	// last_export_time is the newest last_success_time among the cluster's sinks; unset while
+	// no sink has exported.
+	LastExportTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=last_export_time,json=lastExportTime,proto3" json:"last_export_time,omitempty"`
+	// inventories_not_ready counts inventories without a Ready condition that is True.
+	InventoriesNotReady int64 `protobuf:"varint,17,opt,name=inventories_not_ready,json=inventoriesNotReady,proto3" json:"inventories_not_ready,omitempty"`
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -1378,6 +1387,142 @@ func (x *Cluster) GetAppliedConfigDigest() string {
 	return ""
 }
 
+func (x *Cluster) GetInventories() int64 {
+	if x != nil {
+		return x.Inventories
+	}
+	return 0
+}
+
+func (x *Cluster) GetItems() int64 {
+	if x != nil {
+		return x.Items
+	}
+	return 0
+}
+
+func (x *Cluster) GetLastExportTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastExportTime
+	}
+	return nil
+}
+
+func (x *Cluster) GetInventoriesNotReady() int64 {
+	if x != nil {
+		return x.InventoriesNotReady
+	}
+	return 0
+}
+
+// HeartbeatRecord summarises one heartbeat for a cluster's history (ListHeartbeats).
+type HeartbeatRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// time is when the hub received the heartbeat.
+	Time         *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	AgentVersion string                 `protobuf:"bytes,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// applied_config_digest is the configuration digest the agent reported applied.
+	AppliedConfigDigest string `protobuf:"bytes,3,opt,name=applied_config_digest,json=appliedConfigDigest,proto3" json:"applied_config_digest,omitempty"`
+	Inventories         int64  `protobuf:"varint,4,opt,name=inventories,proto3" json:"inventories,omitempty"`
+	Items               int64  `protobuf:"varint,5,opt,name=items,proto3" json:"items,omitempty"`
+	InventoriesNotReady int64  `protobuf:"varint,6,opt,name=inventories_not_ready,json=inventoriesNotReady,proto3" json:"inventories_not_ready,omitempty"`
+	// sink_errors counts sinks whose last export failed.
+	SinkErrors int64 `protobuf:"varint,7,opt,name=sink_errors,json=sinkErrors,proto3" json:"sink_errors,omitempty"`
+	// state is the cluster's state when the heartbeat arrived, before it counted: ONLINE in the
+	// steady case, PENDING for the first heartbeat after registration, STALE or OFFLINE for a
+	// heartbeat that ended a silence that long. A change of state is always recorded, so the
+	// history shows every gap.
+	State         ClusterState `protobuf:"varint,8,opt,name=state,proto3,enum=kollect.fleet.v1.ClusterState" json:"state,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HeartbeatRecord) Reset() {
+	*x = HeartbeatRecord{}
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HeartbeatRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HeartbeatRecord) ProtoMessage() {}
+
+func (x *HeartbeatRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HeartbeatRecord.ProtoReflect.Descriptor instead.
+func (*HeartbeatRecord) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *HeartbeatRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *HeartbeatRecord) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
+func (x *HeartbeatRecord) GetAppliedConfigDigest() string {
+	if x != nil {
+		return x.AppliedConfigDigest
+	}
+	return ""
+}
+
+func (x *HeartbeatRecord) GetInventories() int64 {
+	if x != nil {
+		return x.Inventories
+	}
+	return 0
+}
+
+func (x *HeartbeatRecord) GetItems() int64 {
+	if x != nil {
+		return x.Items
+	}
+	return 0
+}
+
+func (x *HeartbeatRecord) GetInventoriesNotReady() int64 {
+	if x != nil {
+		return x.InventoriesNotReady
+	}
+	return 0
+}
+
+func (x *HeartbeatRecord) GetSinkErrors() int64 {
+	if x != nil {
+		return x.SinkErrors
+	}
+	return 0
+}
+
+func (x *HeartbeatRecord) GetState() ClusterState {
+	if x != nil {
+		return x.State
+	}
+	return ClusterState_CLUSTER_STATE_UNSPECIFIED
+}
+
 // SinkFreshness is one cell of the export-freshness matrix (cluster × sink).
 type SinkFreshness struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1397,7 +1542,7 @@ type SinkFreshness struct {
 
 func (x *SinkFreshness) Reset() {
 	*x = SinkFreshness{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1409,7 +1554,7 @@ func (x *SinkFreshness) String() string {
 func (*SinkFreshness) ProtoMessage() {}
 
 func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1422,7 +1567,7 @@ func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SinkFreshness.ProtoReflect.Descriptor instead.
 func (*SinkFreshness) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SinkFreshness) GetCluster() string {
@@ -1508,7 +1653,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1665,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1678,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *BootstrapToken) GetId() string {
@@ -1614,7 +1759,7 @@ type APIToken struct {
 
 func (x *APIToken) Reset() {
 	*x = APIToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1626,7 +1771,7 @@ func (x *APIToken) String() string {
 func (*APIToken) ProtoMessage() {}
 
 func (x *APIToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1639,7 +1784,7 @@ func (x *APIToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIToken.ProtoReflect.Descriptor instead.
 func (*APIToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *APIToken) GetId() string {
@@ -1702,7 +1847,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1859,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1872,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -1865,7 +2010,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x06bundle\x18\x01 \x01(\tR\x06bundle\x12)\n" +
 	"\x10desired_revision\x18\x02 \x01(\x03R\x0fdesiredRevision\x12)\n" +
 	"\x10applied_revision\x18\x03 \x01(\x03R\x0fappliedRevision\x12%\n" +
-	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xb2\x05\n" +
+	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xe4\x06\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.kollect.fleet.v1.Cluster.LabelsEntryR\x06labels\x124\n" +
@@ -1881,10 +2026,24 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\vsink_errors\x18\v \x01(\x03R\n" +
 	"sinkErrors\x122\n" +
 	"\x15desired_config_digest\x18\f \x01(\tR\x13desiredConfigDigest\x122\n" +
-	"\x15applied_config_digest\x18\r \x01(\tR\x13appliedConfigDigest\x1a9\n" +
+	"\x15applied_config_digest\x18\r \x01(\tR\x13appliedConfigDigest\x12 \n" +
+	"\vinventories\x18\x0e \x01(\x03R\vinventories\x12\x14\n" +
+	"\x05items\x18\x0f \x01(\x03R\x05items\x12D\n" +
+	"\x10last_export_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastExportTime\x122\n" +
+	"\x15inventories_not_ready\x18\x11 \x01(\x03R\x13inventoriesNotReady\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfe\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x02\n" +
+	"\x0fHeartbeatRecord\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
+	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x122\n" +
+	"\x15applied_config_digest\x18\x03 \x01(\tR\x13appliedConfigDigest\x12 \n" +
+	"\vinventories\x18\x04 \x01(\x03R\vinventories\x12\x14\n" +
+	"\x05items\x18\x05 \x01(\x03R\x05items\x122\n" +
+	"\x15inventories_not_ready\x18\x06 \x01(\x03R\x13inventoriesNotReady\x12\x1f\n" +
+	"\vsink_errors\x18\a \x01(\x03R\n" +
+	"sinkErrors\x124\n" +
+	"\x05state\x18\b \x01(\x0e2\x1e.kollect.fleet.v1.ClusterStateR\x05state\"\xfe\x02\n" +
 	"\rSinkFreshness\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1b\n" +
 	"\tsink_kind\x18\x02 \x01(\tR\bsinkKind\x12%\n" +
@@ -1966,7 +2125,7 @@ func file_kollect_fleet_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_kollect_fleet_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(ClusterState)(0),                // 0: kollect.fleet.v1.ClusterState
 	(ApplyResult)(0),                 // 1: kollect.fleet.v1.ApplyResult
@@ -1985,54 +2144,58 @@ var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(*AgentStatus)(nil),              // 14: kollect.fleet.v1.AgentStatus
 	(*ClusterBundle)(nil),            // 15: kollect.fleet.v1.ClusterBundle
 	(*Cluster)(nil),                  // 16: kollect.fleet.v1.Cluster
-	(*SinkFreshness)(nil),            // 17: kollect.fleet.v1.SinkFreshness
-	(*BootstrapToken)(nil),           // 18: kollect.fleet.v1.BootstrapToken
-	(*APIToken)(nil),                 // 19: kollect.fleet.v1.APIToken
-	(*AuditEvent)(nil),               // 20: kollect.fleet.v1.AuditEvent
-	nil,                              // 21: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 22: kollect.fleet.v1.Cluster.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 23: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 24: google.protobuf.Duration
+	(*HeartbeatRecord)(nil),          // 17: kollect.fleet.v1.HeartbeatRecord
+	(*SinkFreshness)(nil),            // 18: kollect.fleet.v1.SinkFreshness
+	(*BootstrapToken)(nil),           // 19: kollect.fleet.v1.BootstrapToken
+	(*APIToken)(nil),                 // 20: kollect.fleet.v1.APIToken
+	(*AuditEvent)(nil),               // 21: kollect.fleet.v1.AuditEvent
+	nil,                              // 22: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 23: kollect.fleet.v1.Cluster.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
 }
 var file_kollect_fleet_v1_types_proto_depIdxs = []int32{
-	21, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	22, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
 	5,  // 1: kollect.fleet.v1.LabelSelector.match_expressions:type_name -> kollect.fleet.v1.LabelSelectorRequirement
 	4,  // 2: kollect.fleet.v1.Bundle.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	23, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
-	23, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
+	24, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
+	24, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 5: kollect.fleet.v1.BundleRevision.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
 	6,  // 6: kollect.fleet.v1.BundleRevision.objects:type_name -> kollect.fleet.v1.ObjectRef
-	23, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
+	24, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
 	6,  // 8: kollect.fleet.v1.ObjectResult.object:type_name -> kollect.fleet.v1.ObjectRef
 	1,  // 9: kollect.fleet.v1.ObjectResult.result:type_name -> kollect.fleet.v1.ApplyResult
 	9,  // 10: kollect.fleet.v1.AppliedBundle.objects:type_name -> kollect.fleet.v1.ObjectResult
-	23, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	24, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	11, // 12: kollect.fleet.v1.InventoryStatus.conditions:type_name -> kollect.fleet.v1.Condition
-	23, // 13: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
-	23, // 14: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
+	24, // 13: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
+	24, // 14: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
 	2,  // 15: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
 	10, // 16: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
 	12, // 17: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
 	13, // 18: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
-	23, // 19: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
-	22, // 20: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
+	24, // 19: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
+	23, // 20: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
 	0,  // 21: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
-	23, // 22: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	23, // 23: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	24, // 22: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	24, // 23: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	15, // 24: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
-	23, // 25: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
-	24, // 26: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
-	2,  // 27: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	23, // 28: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
-	23, // 29: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 30: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
-	23, // 31: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
-	23, // 32: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	24, // 25: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
+	24, // 26: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 27: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
+	24, // 28: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
+	25, // 29: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
+	2,  // 30: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
+	24, // 31: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 32: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 33: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
+	24, // 34: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
+	24, // 35: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_types_proto_init() }
@@ -2046,7 +2209,7 @@ func file_kollect_fleet_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_types_proto_rawDesc), len(file_kollect_fleet_v1_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -38,6 +38,9 @@ const (
 	FleetServiceListClustersProcedure = "/kollect.fleet.v1.FleetService/ListClusters"
 	// FleetServiceGetClusterProcedure is the fully-qualified name of the FleetService's GetCluster RPC.
 	FleetServiceGetClusterProcedure = "/kollect.fleet.v1.FleetService/GetCluster"
+	// FleetServiceListHeartbeatsProcedure is the fully-qualified name of the FleetService's
+	// ListHeartbeats RPC.
+	FleetServiceListHeartbeatsProcedure = "/kollect.fleet.v1.FleetService/ListHeartbeats"
 	// FleetServiceSetClusterLabelsProcedure is the fully-qualified name of the FleetService's
 	// SetClusterLabels RPC.
 	FleetServiceSetClusterLabelsProcedure = "/kollect.fleet.v1.FleetService/SetClusterLabels"
@@ -82,6 +85,8 @@ const (
 	// FleetServiceRevokeAPITokenProcedure is the fully-qualified name of the FleetService's
 	// RevokeAPIToken RPC.
 	FleetServiceRevokeAPITokenProcedure = "/kollect.fleet.v1.FleetService/RevokeAPIToken"
+	// FleetServiceWhoAmIProcedure is the fully-qualified name of the FleetService's WhoAmI RPC.
+	FleetServiceWhoAmIProcedure = "/kollect.fleet.v1.FleetService/WhoAmI"
 	// FleetServiceGetFleetHealthProcedure is the fully-qualified name of the FleetService's
 	// GetFleetHealth RPC.
 	FleetServiceGetFleetHealthProcedure = "/kollect.fleet.v1.FleetService/GetFleetHealth"
@@ -118,6 +123,10 @@ type FleetServiceClient interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
+	// ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
+	// record of every heartbeat that changed one of the record's values, and otherwise of at
+	// most one heartbeat a minute; the hub keeps the last 100 per cluster.
+	ListHeartbeats(context.Context, *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error)
 	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
 	// the cluster gets the latest revision of every bundle its new labels select and loses the
 	// others. The agent's own labels from Register are overwritten.
@@ -162,12 +171,16 @@ type FleetServiceClient interface {
 	ListAPITokens(context.Context, *connect.Request[v1.ListAPITokensRequest]) (*connect.Response[v1.ListAPITokensResponse], error)
 	// RevokeAPIToken revokes an API token (admin). A token cannot revoke itself.
 	RevokeAPIToken(context.Context, *connect.Request[v1.RevokeAPITokenRequest]) (*connect.Response[v1.RevokeAPITokenResponse], error)
+	// WhoAmI returns the name and role of the API token making the call (viewer). It changes
+	// nothing and is not audited; clients use it to offer only what the role allows.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
 	// GetFleetHealth summarises the fleet: clusters per state, version and config skew and the
 	// export-freshness matrix (viewer).
 	GetFleetHealth(context.Context, *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error)
 	// WatchFleet streams cluster, bundle and rollout changes (viewer): first the current
 	// clusters, bundles and active rollouts, then one event per change (heartbeats that change
-	// nothing visible are not sent, but state changes such as online → stale are).
+	// nothing but last_heartbeat are not sent; state changes such as online → stale are, and so
+	// are changes of a cluster's summary: inventories, items, last export).
 	WatchFleet(context.Context, *connect.Request[v1.WatchFleetRequest]) (*connect.ServerStreamForClient[v1.WatchFleetResponse], error)
 	// ListAuditEvents lists the audit log, newest first (viewer).
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
@@ -210,6 +223,12 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+FleetServiceGetClusterProcedure,
 			connect.WithSchema(fleetServiceMethods.ByName("GetCluster")),
+			connect.WithClientOptions(opts...),
+		),
+		listHeartbeats: connect.NewClient[v1.ListHeartbeatsRequest, v1.ListHeartbeatsResponse](
+			httpClient,
+			baseURL+FleetServiceListHeartbeatsProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("ListHeartbeats")),
 			connect.WithClientOptions(opts...),
 		),
 		setClusterLabels: connect.NewClient[v1.SetClusterLabelsRequest, v1.SetClusterLabelsResponse](
@@ -302,6 +321,12 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(fleetServiceMethods.ByName("RevokeAPIToken")),
 			connect.WithClientOptions(opts...),
 		),
+		whoAmI: connect.NewClient[v1.WhoAmIRequest, v1.WhoAmIResponse](
+			httpClient,
+			baseURL+FleetServiceWhoAmIProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("WhoAmI")),
+			connect.WithClientOptions(opts...),
+		),
 		getFleetHealth: connect.NewClient[v1.GetFleetHealthRequest, v1.GetFleetHealthResponse](
 			httpClient,
 			baseURL+FleetServiceGetFleetHealthProcedure,
@@ -369,6 +394,7 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 type fleetServiceClient struct {
 	listClusters         *connect.Client[v1.ListClustersRequest, v1.ListClustersResponse]
 	getCluster           *connect.Client[v1.GetClusterRequest, v1.GetClusterResponse]
+	listHeartbeats       *connect.Client[v1.ListHeartbeatsRequest, v1.ListHeartbeatsResponse]
 	setClusterLabels     *connect.Client[v1.SetClusterLabelsRequest, v1.SetClusterLabelsResponse]
 	deleteCluster        *connect.Client[v1.DeleteClusterRequest, v1.DeleteClusterResponse]
 	revokeAgent          *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
@@ -384,6 +410,7 @@ type fleetServiceClient struct {
 	createAPIToken       *connect.Client[v1.CreateAPITokenRequest, v1.CreateAPITokenResponse]
 	listAPITokens        *connect.Client[v1.ListAPITokensRequest, v1.ListAPITokensResponse]
 	revokeAPIToken       *connect.Client[v1.RevokeAPITokenRequest, v1.RevokeAPITokenResponse]
+	whoAmI               *connect.Client[v1.WhoAmIRequest, v1.WhoAmIResponse]
 	getFleetHealth       *connect.Client[v1.GetFleetHealthRequest, v1.GetFleetHealthResponse]
 	watchFleet           *connect.Client[v1.WatchFleetRequest, v1.WatchFleetResponse]
 	listAuditEvents      *connect.Client[v1.ListAuditEventsRequest, v1.ListAuditEventsResponse]
@@ -404,6 +431,11 @@ func (c *fleetServiceClient) ListClusters(ctx context.Context, req *connect.Requ
 // GetCluster calls kollect.fleet.v1.FleetService.GetCluster.
 func (c *fleetServiceClient) GetCluster(ctx context.Context, req *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
 	return c.getCluster.CallUnary(ctx, req)
+}
+
+// ListHeartbeats calls kollect.fleet.v1.FleetService.ListHeartbeats.
+func (c *fleetServiceClient) ListHeartbeats(ctx context.Context, req *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error) {
+	return c.listHeartbeats.CallUnary(ctx, req)
 }
 
 // SetClusterLabels calls kollect.fleet.v1.FleetService.SetClusterLabels.
@@ -481,6 +513,11 @@ func (c *fleetServiceClient) RevokeAPIToken(ctx context.Context, req *connect.Re
 	return c.revokeAPIToken.CallUnary(ctx, req)
 }
 
+// WhoAmI calls kollect.fleet.v1.FleetService.WhoAmI.
+func (c *fleetServiceClient) WhoAmI(ctx context.Context, req *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return c.whoAmI.CallUnary(ctx, req)
+}
+
 // GetFleetHealth calls kollect.fleet.v1.FleetService.GetFleetHealth.
 func (c *fleetServiceClient) GetFleetHealth(ctx context.Context, req *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error) {
 	return c.getFleetHealth.CallUnary(ctx, req)
@@ -537,6 +574,10 @@ type FleetServiceHandler interface {
 	ListClusters(context.Context, *connect.Request[v1.ListClustersRequest]) (*connect.Response[v1.ListClustersResponse], error)
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
+	// ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
+	// record of every heartbeat that changed one of the record's values, and otherwise of at
+	// most one heartbeat a minute; the hub keeps the last 100 per cluster.
+	ListHeartbeats(context.Context, *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error)
 	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
 	// the cluster gets the latest revision of every bundle its new labels select and loses the
 	// others. The agent's own labels from Register are overwritten.
@@ -581,12 +622,16 @@ type FleetServiceHandler interface {
 	ListAPITokens(context.Context, *connect.Request[v1.ListAPITokensRequest]) (*connect.Response[v1.ListAPITokensResponse], error)
 	// RevokeAPIToken revokes an API token (admin). A token cannot revoke itself.
 	RevokeAPIToken(context.Context, *connect.Request[v1.RevokeAPITokenRequest]) (*connect.Response[v1.RevokeAPITokenResponse], error)
+	// WhoAmI returns the name and role of the API token making the call (viewer). It changes
+	// nothing and is not audited; clients use it to offer only what the role allows.
+	WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error)
 	// GetFleetHealth summarises the fleet: clusters per state, version and config skew and the
 	// export-freshness matrix (viewer).
 	GetFleetHealth(context.Context, *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error)
 	// WatchFleet streams cluster, bundle and rollout changes (viewer): first the current
 	// clusters, bundles and active rollouts, then one event per change (heartbeats that change
-	// nothing visible are not sent, but state changes such as online → stale are).
+	// nothing but last_heartbeat are not sent; state changes such as online → stale are, and so
+	// are changes of a cluster's summary: inventories, items, last export).
 	WatchFleet(context.Context, *connect.Request[v1.WatchFleetRequest], *connect.ServerStream[v1.WatchFleetResponse]) error
 	// ListAuditEvents lists the audit log, newest first (viewer).
 	ListAuditEvents(context.Context, *connect.Request[v1.ListAuditEventsRequest]) (*connect.Response[v1.ListAuditEventsResponse], error)
@@ -625,6 +670,12 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		FleetServiceGetClusterProcedure,
 		svc.GetCluster,
 		connect.WithSchema(fleetServiceMethods.ByName("GetCluster")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceListHeartbeatsHandler := connect.NewUnaryHandler(
+		FleetServiceListHeartbeatsProcedure,
+		svc.ListHeartbeats,
+		connect.WithSchema(fleetServiceMethods.ByName("ListHeartbeats")),
 		connect.WithHandlerOptions(opts...),
 	)
 	fleetServiceSetClusterLabelsHandler := connect.NewUnaryHandler(
@@ -717,6 +768,12 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(fleetServiceMethods.ByName("RevokeAPIToken")),
 		connect.WithHandlerOptions(opts...),
 	)
+	fleetServiceWhoAmIHandler := connect.NewUnaryHandler(
+		FleetServiceWhoAmIProcedure,
+		svc.WhoAmI,
+		connect.WithSchema(fleetServiceMethods.ByName("WhoAmI")),
+		connect.WithHandlerOptions(opts...),
+	)
 	fleetServiceGetFleetHealthHandler := connect.NewUnaryHandler(
 		FleetServiceGetFleetHealthProcedure,
 		svc.GetFleetHealth,
@@ -783,6 +840,8 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceListClustersHandler.ServeHTTP(w, r)
 		case FleetServiceGetClusterProcedure:
 			fleetServiceGetClusterHandler.ServeHTTP(w, r)
+		case FleetServiceListHeartbeatsProcedure:
+			fleetServiceListHeartbeatsHandler.ServeHTTP(w, r)
 		case FleetServiceSetClusterLabelsProcedure:
 			fleetServiceSetClusterLabelsHandler.ServeHTTP(w, r)
 		case FleetServiceDeleteClusterProcedure:
@@ -813,6 +872,8 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceListAPITokensHandler.ServeHTTP(w, r)
 		case FleetServiceRevokeAPITokenProcedure:
 			fleetServiceRevokeAPITokenHandler.ServeHTTP(w, r)
+		case FleetServiceWhoAmIProcedure:
+			fleetServiceWhoAmIHandler.ServeHTTP(w, r)
 		case FleetServiceGetFleetHealthProcedure:
 			fleetServiceGetFleetHealthHandler.ServeHTTP(w, r)
 		case FleetServiceWatchFleetProcedure:
@@ -848,6 +909,10 @@ func (UnimplementedFleetServiceHandler) ListClusters(context.Context, *connect.R
 
 func (UnimplementedFleetServiceHandler) GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.GetCluster is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) ListHeartbeats(context.Context, *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ListHeartbeats is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) SetClusterLabels(context.Context, *connect.Request[v1.SetClusterLabelsRequest]) (*connect.Response[v1.SetClusterLabelsResponse], error) {
@@ -908,6 +973,10 @@ func (UnimplementedFleetServiceHandler) ListAPITokens(context.Context, *connect.
 
 func (UnimplementedFleetServiceHandler) RevokeAPIToken(context.Context, *connect.Request[v1.RevokeAPITokenRequest]) (*connect.Response[v1.RevokeAPITokenResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.RevokeAPIToken is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) WhoAmI(context.Context, *connect.Request[v1.WhoAmIRequest]) (*connect.Response[v1.WhoAmIResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.WhoAmI is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) GetFleetHealth(context.Context, *connect.Request[v1.GetFleetHealthRequest]) (*connect.Response[v1.GetFleetHealthResponse], error) {

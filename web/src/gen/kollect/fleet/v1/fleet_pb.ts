@@ -8,7 +8,7 @@ import type { Duration, Timestamp } from "@bufbuild/protobuf/wkt";
 import { file_google_protobuf_duration, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { AbortRolloutRequestSchema, AbortRolloutResponseSchema, GetRolloutRequestSchema, GetRolloutResponseSchema, ListRolloutsRequestSchema, ListRolloutsResponseSchema, PauseRolloutRequestSchema, PauseRolloutResponseSchema, ResumeRolloutRequestSchema, ResumeRolloutResponseSchema, RollbackRolloutRequestSchema, RollbackRolloutResponseSchema, Rollout, StartRolloutRequestSchema, StartRolloutResponseSchema } from "./rollout_pb";
 import { file_kollect_fleet_v1_rollout } from "./rollout_pb";
-import type { AgentStatus, APIToken, AuditEvent, BootstrapToken, Bundle, BundleRevision, Cluster, LabelSelector, Role, SinkFreshness } from "./types_pb";
+import type { AgentStatus, APIToken, AuditEvent, BootstrapToken, Bundle, BundleRevision, Cluster, HeartbeatRecord, LabelSelector, Role, SinkFreshness } from "./types_pb";
 import { file_kollect_fleet_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kollect/fleet/v1/fleet.proto.
  */
 export const file_kollect_fleet_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIrUBChJBcHBseUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCgltYW5pZmVzdHMYAyABKAkSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIPCgdtZXNzYWdlGAUgASgJEg8KB2RyeV9ydW4YBiABKAgSDAoEaG9sZBgHIAEoCCJ1ChNBcHBseUJ1bmRsZVJlc3BvbnNlEjIKCHJldmlzaW9uGAEgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbhIPCgdjcmVhdGVkGAIgASgIEhkKEXNlbGVjdGVkX2NsdXN0ZXJzGAMgAygJIhQKEkxpc3RCdW5kbGVzUmVxdWVzdCJAChNMaXN0QnVuZGxlc1Jlc3BvbnNlEikKB2J1bmRsZXMYASADKAsyGC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZSIyChBHZXRCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAMicQoRR2V0QnVuZGxlUmVzcG9uc2USKAoGYnVuZGxlGAEgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUSMgoIcmV2aXNpb24YAiABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIioKGkxpc3RCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiUgobTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEjMKCXJldmlzaW9ucxgBIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24iVgoaRGlmZkJ1bmRsZVJldmlzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIVCg1mcm9tX3JldmlzaW9uGAIgASgDEhMKC3RvX3JldmlzaW9uGAMgASgDInkKG0RpZmZCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIVCg1mcm9tX3JldmlzaW9uGAEgASgDEhMKC3RvX3JldmlzaW9uGAIgASgDEhQKDHVuaWZpZWRfZGlmZhgDIAEoCRIYChBzZWxlY3Rvcl9jaGFuZ2VkGAQgASgIIiMKE0RlbGV0ZUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIWChREZWxldGVCdW5kbGVSZXNwb25zZSKDAQobQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0EhMKC2Rlc2NyaXB0aW9uGAEgASgJEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghtYXhfdXNlcxgDIAEoAxIVCg1hbGxvd19yZXBsYWNlGAQgASgIIl8KHENyZWF0ZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USLwoFdG9rZW4YASABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJvb3RzdHJhcFRva2VuEg4KBnNlY3JldBgCIAEoCSIcChpMaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdCJPChtMaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USMAoGdG9rZW5zGAEgAygLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbiIpChtSZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiHgocUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZSJLChVDcmVhdGVBUElUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIkCgRyb2xlGAIgASgOMhYua29sbGVjdC5mbGVldC52MS5Sb2xlIlMKFkNyZWF0ZUFQSVRva2VuUmVzcG9uc2USKQoFdG9rZW4YASABKAsyGi5rb2xsZWN0LmZsZWV0LnYxLkFQSVRva2VuEg4KBnNlY3JldBgCIAEoCSIWChRMaXN0QVBJVG9rZW5zUmVxdWVzdCJDChVMaXN0QVBJVG9rZW5zUmVzcG9uc2USKgoGdG9rZW5zGAEgAygLMhoua29sbGVjdC5mbGVldC52MS5BUElUb2tlbiIjChVSZXZva2VBUElUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiGAoWUmV2b2tlQVBJVG9rZW5SZXNwb25zZSIXChVHZXRGbGVldEhlYWx0aFJlcXVlc3QiMQoMVmVyc2lvbkNvdW50Eg8KB3ZlcnNpb24YASABKAkSEAoIY2x1c3RlcnMYAiABKAMikAQKFkdldEZsZWV0SGVhbHRoUmVzcG9uc2USFgoOY2x1c3RlcnNfdG90YWwYASABKAMSFwoPY2x1c3RlcnNfb25saW5lGAIgASgDEhYKDmNsdXN0ZXJzX3N0YWxlGAMgASgDEhgKEGNsdXN0ZXJzX29mZmxpbmUYBCABKAMSGAoQY2x1c3RlcnNfcGVuZGluZxgFIAEoAxIYChBjbHVzdGVyc19yZXZva2VkGAYgASgDEhwKFGNsdXN0ZXJzX2NvbmZpZ19za2V3GAcgASgDEjYKDmFnZW50X3ZlcnNpb25zGAggAygLMh4ua29sbGVjdC5mbGVldC52MS5WZXJzaW9uQ291bnQSOwoTa3ViZXJuZXRlc192ZXJzaW9ucxgJIAMoCzIeLmtvbGxlY3QuZmxlZXQudjEuVmVyc2lvbkNvdW50EjkKEGV4cG9ydF9mcmVzaG5lc3MYCiADKAsyHy5rb2xsZWN0LmZsZWV0LnYxLlNpbmtGcmVzaG5lc3MSLgoLc3RhbGVfYWZ0ZXIYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNb2ZmbGluZV9hZnRlchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgtjb21wdXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRV2F0Y2hGbGVldFJlcXVlc3QihAIKEldhdGNoRmxlZXRSZXNwb25zZRIsCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVySAASGQoPY2x1c3Rlcl9yZW1vdmVkGAIgASgJSAASKgoGYnVuZGxlGAMgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGVIABIYCg5idW5kbGVfcmVtb3ZlZBgEIAEoCUgAEiwKB3JvbGxvdXQYBiABKAsyGS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxvdXRIABIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVldmVudCI6ChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgFEhEKCWJlZm9yZV9pZBgCIAEoAyJHChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIsCgZldmVudHMYASADKAsyHC5rb2xsZWN0LmZsZWV0LnYxLkF1ZGl0RXZlbnQymRUKDEZsZWV0U2VydmljZRJdCgxMaXN0Q2x1c3RlcnMSJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1Jlc3BvbnNlElcKCkdldENsdXN0ZXISIy5rb2xsZWN0LmZsZWV0LnYxLkdldENsdXN0ZXJSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRDbHVzdGVyUmVzcG9uc2USaQoQU2V0Q2x1c3RlckxhYmVscxIpLmtvbGxlY3QuZmxlZXQudjEuU2V0Q2x1c3RlckxhYmVsc1JlcXVlc3QaKi5rb2xsZWN0LmZsZWV0LnYxLlNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRJgCg1EZWxldGVDbHVzdGVyEiYua29sbGVjdC5mbGVldC52MS5EZWxldGVDbHVzdGVyUmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQ2x1c3RlclJlc3BvbnNlEloKC1Jldm9rZUFnZW50EiQua29sbGVjdC5mbGVldC52MS5SZXZva2VBZ2VudFJlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFnZW50UmVzcG9uc2USWgoLQXBwbHlCdW5kbGUSJC5rb2xsZWN0LmZsZWV0LnYxLkFwcGx5QnVuZGxlUmVxdWVzdBolLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXNwb25zZRJaCgtMaXN0QnVuZGxlcxIkLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZXNSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1Jlc3BvbnNlElQKCUdldEJ1bmRsZRIiLmtvbGxlY3QuZmxlZXQudjEuR2V0QnVuZGxlUmVxdWVzdBojLmtvbGxlY3QuZmxlZXQudjEuR2V0QnVuZGxlUmVzcG9uc2UScgoTTGlzdEJ1bmRsZVJldmlzaW9ucxIsLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1JlcXVlc3QaLS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRJyChNEaWZmQnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuRGlmZkJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEl0KDERlbGV0ZUJ1bmRsZRIlLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQnVuZGxlUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQnVuZGxlUmVzcG9uc2USdQoUQ3JlYXRlQm9vdHN0cmFwVG9rZW4SLS5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUJvb3RzdHJhcFRva2VuUmVxdWVzdBouLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXNwb25zZRJyChNMaXN0Qm9vdHN0cmFwVG9rZW5zEiwua29sbGVjdC5mbGVldC52MS5MaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJvb3RzdHJhcFRva2Vuc1Jlc3BvbnNlEnUKFFJldm9rZUJvb3RzdHJhcFRva2VuEi0ua29sbGVjdC5mbGVldC52MS5SZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QaLi5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USYwoOQ3JlYXRlQVBJVG9rZW4SJy5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUFQSVRva2VuUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQVBJVG9rZW5SZXNwb25zZRJgCg1MaXN0QVBJVG9rZW5zEiYua29sbGVjdC5mbGVldC52MS5MaXN0QVBJVG9rZW5zUmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuTGlzdEFQSVRva2Vuc1Jlc3BvbnNlEmMKDlJldm9rZUFQSVRva2VuEicua29sbGVjdC5mbGVldC52MS5SZXZva2VBUElUb2tlblJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFQSVRva2VuUmVzcG9uc2USYwoOR2V0RmxlZXRIZWFsdGgSJy5rb2xsZWN0LmZsZWV0LnYxLkdldEZsZWV0SGVhbHRoUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuR2V0RmxlZXRIZWFsdGhSZXNwb25zZRJZCgpXYXRjaEZsZWV0EiMua29sbGVjdC5mbGVldC52MS5XYXRjaEZsZWV0UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hGbGVldFJlc3BvbnNlMAESZgoPTGlzdEF1ZGl0RXZlbnRzEigua29sbGVjdC5mbGVldC52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0Gikua29sbGVjdC5mbGVldC52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZRJdCgxTdGFydFJvbGxvdXQSJS5rb2xsZWN0LmZsZWV0LnYxLlN0YXJ0Um9sbG91dFJlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLlN0YXJ0Um9sbG91dFJlc3BvbnNlElcKCkdldFJvbGxvdXQSIy5rb2xsZWN0LmZsZWV0LnYxLkdldFJvbGxvdXRSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRSb2xsb3V0UmVzcG9uc2USXQoMTGlzdFJvbGxvdXRzEiUua29sbGVjdC5mbGVldC52MS5MaXN0Um9sbG91dHNSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5MaXN0Um9sbG91dHNSZXNwb25zZRJdCgxQYXVzZVJvbGxvdXQSJS5rb2xsZWN0LmZsZWV0LnYxLlBhdXNlUm9sbG91dFJlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLlBhdXNlUm9sbG91dFJlc3BvbnNlEmAKDVJlc3VtZVJvbGxvdXQSJi5rb2xsZWN0LmZsZWV0LnYxLlJlc3VtZVJvbGxvdXRSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5SZXN1bWVSb2xsb3V0UmVzcG9uc2USXQoMQWJvcnRSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5BYm9ydFJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5BYm9ydFJvbGxvdXRSZXNwb25zZRJmCg9Sb2xsYmFja1JvbGxvdXQSKC5rb2xsZWN0LmZsZWV0LnYxLlJvbGxiYWNrUm9sbG91dFJlcXVlc3QaKS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxiYWNrUm9sbG91dFJlc3BvbnNlQjBaLmtvbGxlY3QuZGV2L3Byb3RvL2dlbi9rb2xsZWN0L2ZsZWV0L3YxO2ZsZWV0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
+  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIjcKFUxpc3RIZWFydGJlYXRzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEg0KBWxpbWl0GAIgASgFIk8KFkxpc3RIZWFydGJlYXRzUmVzcG9uc2USNQoKaGVhcnRiZWF0cxgBIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSGVhcnRiZWF0UmVjb3JkIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIrUBChJBcHBseUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCgltYW5pZmVzdHMYAyABKAkSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIPCgdtZXNzYWdlGAUgASgJEg8KB2RyeV9ydW4YBiABKAgSDAoEaG9sZBgHIAEoCCJ1ChNBcHBseUJ1bmRsZVJlc3BvbnNlEjIKCHJldmlzaW9uGAEgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbhIPCgdjcmVhdGVkGAIgASgIEhkKEXNlbGVjdGVkX2NsdXN0ZXJzGAMgAygJIhQKEkxpc3RCdW5kbGVzUmVxdWVzdCJAChNMaXN0QnVuZGxlc1Jlc3BvbnNlEikKB2J1bmRsZXMYASADKAsyGC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZSIyChBHZXRCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAMicQoRR2V0QnVuZGxlUmVzcG9uc2USKAoGYnVuZGxlGAEgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUSMgoIcmV2aXNpb24YAiABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIioKGkxpc3RCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiUgobTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEjMKCXJldmlzaW9ucxgBIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24iVgoaRGlmZkJ1bmRsZVJldmlzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIVCg1mcm9tX3JldmlzaW9uGAIgASgDEhMKC3RvX3JldmlzaW9uGAMgASgDInkKG0RpZmZCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIVCg1mcm9tX3JldmlzaW9uGAEgASgDEhMKC3RvX3JldmlzaW9uGAIgASgDEhQKDHVuaWZpZWRfZGlmZhgDIAEoCRIYChBzZWxlY3Rvcl9jaGFuZ2VkGAQgASgIIiMKE0RlbGV0ZUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIWChREZWxldGVCdW5kbGVSZXNwb25zZSKDAQobQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0EhMKC2Rlc2NyaXB0aW9uGAEgASgJEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghtYXhfdXNlcxgDIAEoAxIVCg1hbGxvd19yZXBsYWNlGAQgASgIIl8KHENyZWF0ZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USLwoFdG9rZW4YASABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJvb3RzdHJhcFRva2VuEg4KBnNlY3JldBgCIAEoCSIcChpMaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdCJPChtMaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USMAoGdG9rZW5zGAEgAygLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbiIpChtSZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiHgocUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZSJLChVDcmVhdGVBUElUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIkCgRyb2xlGAIgASgOMhYua29sbGVjdC5mbGVldC52MS5Sb2xlIlMKFkNyZWF0ZUFQSVRva2VuUmVzcG9uc2USKQoFdG9rZW4YASABKAsyGi5rb2xsZWN0LmZsZWV0LnYxLkFQSVRva2VuEg4KBnNlY3JldBgCIAEoCSIWChRMaXN0QVBJVG9rZW5zUmVxdWVzdCJDChVMaXN0QVBJVG9rZW5zUmVzcG9uc2USKgoGdG9rZW5zGAEgAygLMhoua29sbGVjdC5mbGVldC52MS5BUElUb2tlbiIjChVSZXZva2VBUElUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiGAoWUmV2b2tlQVBJVG9rZW5SZXNwb25zZSIPCg1XaG9BbUlSZXF1ZXN0IkQKDldob0FtSVJlc3BvbnNlEgwKBG5hbWUYASABKAkSJAoEcm9sZRgCIAEoDjIWLmtvbGxlY3QuZmxlZXQudjEuUm9sZSIXChVHZXRGbGVldEhlYWx0aFJlcXVlc3QiMQoMVmVyc2lvbkNvdW50Eg8KB3ZlcnNpb24YASABKAkSEAoIY2x1c3RlcnMYAiABKAMikAQKFkdldEZsZWV0SGVhbHRoUmVzcG9uc2USFgoOY2x1c3RlcnNfdG90YWwYASABKAMSFwoPY2x1c3RlcnNfb25saW5lGAIgASgDEhYKDmNsdXN0ZXJzX3N0YWxlGAMgASgDEhgKEGNsdXN0ZXJzX29mZmxpbmUYBCABKAMSGAoQY2x1c3RlcnNfcGVuZGluZxgFIAEoAxIYChBjbHVzdGVyc19yZXZva2VkGAYgASgDEhwKFGNsdXN0ZXJzX2NvbmZpZ19za2V3GAcgASgDEjYKDmFnZW50X3ZlcnNpb25zGAggAygLMh4ua29sbGVjdC5mbGVldC52MS5WZXJzaW9uQ291bnQSOwoTa3ViZXJuZXRlc192ZXJzaW9ucxgJIAMoCzIeLmtvbGxlY3QuZmxlZXQudjEuVmVyc2lvbkNvdW50EjkKEGV4cG9ydF9mcmVzaG5lc3MYCiADKAsyHy5rb2xsZWN0LmZsZWV0LnYxLlNpbmtGcmVzaG5lc3MSLgoLc3RhbGVfYWZ0ZXIYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNb2ZmbGluZV9hZnRlchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgtjb21wdXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRV2F0Y2hGbGVldFJlcXVlc3QihAIKEldhdGNoRmxlZXRSZXNwb25zZRIsCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVySAASGQoPY2x1c3Rlcl9yZW1vdmVkGAIgASgJSAASKgoGYnVuZGxlGAMgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGVIABIYCg5idW5kbGVfcmVtb3ZlZBgEIAEoCUgAEiwKB3JvbGxvdXQYBiABKAsyGS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxvdXRIABIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVldmVudCI6ChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgFEhEKCWJlZm9yZV9pZBgCIAEoAyJHChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIsCgZldmVudHMYASADKAsyHC5rb2xsZWN0LmZsZWV0LnYxLkF1ZGl0RXZlbnQyyxYKDEZsZWV0U2VydmljZRJdCgxMaXN0Q2x1c3RlcnMSJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1Jlc3BvbnNlElcKCkdldENsdXN0ZXISIy5rb2xsZWN0LmZsZWV0LnYxLkdldENsdXN0ZXJSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRDbHVzdGVyUmVzcG9uc2USYwoOTGlzdEhlYXJ0YmVhdHMSJy5rb2xsZWN0LmZsZWV0LnYxLkxpc3RIZWFydGJlYXRzUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuTGlzdEhlYXJ0YmVhdHNSZXNwb25zZRJpChBTZXRDbHVzdGVyTGFiZWxzEikua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBoqLmtvbGxlY3QuZmxlZXQudjEuU2V0Q2x1c3RlckxhYmVsc1Jlc3BvbnNlEmAKDURlbGV0ZUNsdXN0ZXISJi5rb2xsZWN0LmZsZWV0LnYxLkRlbGV0ZUNsdXN0ZXJSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5EZWxldGVDbHVzdGVyUmVzcG9uc2USWgoLUmV2b2tlQWdlbnQSJC5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFnZW50UmVxdWVzdBolLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQWdlbnRSZXNwb25zZRJaCgtBcHBseUJ1bmRsZRIkLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5BcHBseUJ1bmRsZVJlc3BvbnNlEloKC0xpc3RCdW5kbGVzEiQua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1JlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USVAoJR2V0QnVuZGxlEiIua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXF1ZXN0GiMua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXNwb25zZRJyChNMaXN0QnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEnIKE0RpZmZCdW5kbGVSZXZpc2lvbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USXQoMRGVsZXRlQnVuZGxlEiUua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXNwb25zZRJ1ChRDcmVhdGVCb290c3RyYXBUb2tlbhItLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0Gi4ua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlc3BvbnNlEnIKE0xpc3RCb290c3RyYXBUb2tlbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCb290c3RyYXBUb2tlbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5MaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USdQoUUmV2b2tlQm9vdHN0cmFwVG9rZW4SLS5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUJvb3RzdHJhcFRva2VuUmVxdWVzdBouLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZRJjCg5DcmVhdGVBUElUb2tlbhInLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQVBJVG9rZW5SZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5DcmVhdGVBUElUb2tlblJlc3BvbnNlEmAKDUxpc3RBUElUb2tlbnMSJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBUElUb2tlbnNSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5MaXN0QVBJVG9rZW5zUmVzcG9uc2USYwoOUmV2b2tlQVBJVG9rZW4SJy5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFQSVRva2VuUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQVBJVG9rZW5SZXNwb25zZRJLCgZXaG9BbUkSHy5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlcXVlc3QaIC5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlc3BvbnNlEmMKDkdldEZsZWV0SGVhbHRoEicua29sbGVjdC5mbGVldC52MS5HZXRGbGVldEhlYWx0aFJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkdldEZsZWV0SGVhbHRoUmVzcG9uc2USWQoKV2F0Y2hGbGVldBIjLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hGbGVldFJlcXVlc3QaJC5rb2xsZWN0LmZsZWV0LnYxLldhdGNoRmxlZXRSZXNwb25zZTABEmYKD0xpc3RBdWRpdEV2ZW50cxIoLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBopLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USXQoMU3RhcnRSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXNwb25zZRJXCgpHZXRSb2xsb3V0EiMua29sbGVjdC5mbGVldC52MS5HZXRSb2xsb3V0UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuR2V0Um9sbG91dFJlc3BvbnNlEl0KDExpc3RSb2xsb3V0cxIlLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVzcG9uc2USXQoMUGF1c2VSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXNwb25zZRJgCg1SZXN1bWVSb2xsb3V0EiYua29sbGVjdC5mbGVldC52MS5SZXN1bWVSb2xsb3V0UmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuUmVzdW1lUm9sbG91dFJlc3BvbnNlEl0KDEFib3J0Um9sbG91dBIlLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVzcG9uc2USZgoPUm9sbGJhY2tSb2xsb3V0Eigua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXF1ZXN0Gikua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXNwb25zZUIwWi5rb2xsZWN0LmRldi9wcm90by9nZW4va29sbGVjdC9mbGVldC92MTtmbGVldHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
 
 /**
  * ListClustersRequest filters the cluster list.
@@ -102,6 +102,51 @@ export const GetClusterResponseSchema: GenMessage<GetClusterResponse> = /*@__PUR
   messageDesc(file_kollect_fleet_v1_fleet, 3);
 
 /**
+ * ListHeartbeatsRequest names a cluster.
+ *
+ * @generated from message kollect.fleet.v1.ListHeartbeatsRequest
+ */
+export type ListHeartbeatsRequest = Message<"kollect.fleet.v1.ListHeartbeatsRequest"> & {
+  /**
+   * @generated from field: string cluster = 1;
+   */
+  cluster: string;
+
+  /**
+   * limit defaults to 100, which is also the most the hub keeps.
+   *
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ListHeartbeatsRequest.
+ * Use `create(ListHeartbeatsRequestSchema)` to create a new message.
+ */
+export const ListHeartbeatsRequestSchema: GenMessage<ListHeartbeatsRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 4);
+
+/**
+ * ListHeartbeatsResponse holds heartbeat records, newest first.
+ *
+ * @generated from message kollect.fleet.v1.ListHeartbeatsResponse
+ */
+export type ListHeartbeatsResponse = Message<"kollect.fleet.v1.ListHeartbeatsResponse"> & {
+  /**
+   * @generated from field: repeated kollect.fleet.v1.HeartbeatRecord heartbeats = 1;
+   */
+  heartbeats: HeartbeatRecord[];
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ListHeartbeatsResponse.
+ * Use `create(ListHeartbeatsResponseSchema)` to create a new message.
+ */
+export const ListHeartbeatsResponseSchema: GenMessage<ListHeartbeatsResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 5);
+
+/**
  * SetClusterLabelsRequest names a cluster and its new labels.
  *
  * @generated from message kollect.fleet.v1.SetClusterLabelsRequest
@@ -123,7 +168,7 @@ export type SetClusterLabelsRequest = Message<"kollect.fleet.v1.SetClusterLabels
  * Use `create(SetClusterLabelsRequestSchema)` to create a new message.
  */
 export const SetClusterLabelsRequestSchema: GenMessage<SetClusterLabelsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 4);
+  messageDesc(file_kollect_fleet_v1_fleet, 6);
 
 /**
  * SetClusterLabelsResponse holds the cluster with its new labels and bundles.
@@ -142,7 +187,7 @@ export type SetClusterLabelsResponse = Message<"kollect.fleet.v1.SetClusterLabel
  * Use `create(SetClusterLabelsResponseSchema)` to create a new message.
  */
 export const SetClusterLabelsResponseSchema: GenMessage<SetClusterLabelsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 5);
+  messageDesc(file_kollect_fleet_v1_fleet, 7);
 
 /**
  * DeleteClusterRequest names the cluster to forget.
@@ -161,7 +206,7 @@ export type DeleteClusterRequest = Message<"kollect.fleet.v1.DeleteClusterReques
  * Use `create(DeleteClusterRequestSchema)` to create a new message.
  */
 export const DeleteClusterRequestSchema: GenMessage<DeleteClusterRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 6);
+  messageDesc(file_kollect_fleet_v1_fleet, 8);
 
 /**
  * DeleteClusterResponse is empty.
@@ -176,7 +221,7 @@ export type DeleteClusterResponse = Message<"kollect.fleet.v1.DeleteClusterRespo
  * Use `create(DeleteClusterResponseSchema)` to create a new message.
  */
 export const DeleteClusterResponseSchema: GenMessage<DeleteClusterResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 7);
+  messageDesc(file_kollect_fleet_v1_fleet, 9);
 
 /**
  * RevokeAgentRequest names the cluster whose agent is revoked.
@@ -195,7 +240,7 @@ export type RevokeAgentRequest = Message<"kollect.fleet.v1.RevokeAgentRequest"> 
  * Use `create(RevokeAgentRequestSchema)` to create a new message.
  */
 export const RevokeAgentRequestSchema: GenMessage<RevokeAgentRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 8);
+  messageDesc(file_kollect_fleet_v1_fleet, 10);
 
 /**
  * RevokeAgentResponse is empty.
@@ -210,7 +255,7 @@ export type RevokeAgentResponse = Message<"kollect.fleet.v1.RevokeAgentResponse"
  * Use `create(RevokeAgentResponseSchema)` to create a new message.
  */
 export const RevokeAgentResponseSchema: GenMessage<RevokeAgentResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 9);
+  messageDesc(file_kollect_fleet_v1_fleet, 11);
 
 /**
  * ApplyBundleRequest uploads a bundle revision.
@@ -268,7 +313,7 @@ export type ApplyBundleRequest = Message<"kollect.fleet.v1.ApplyBundleRequest"> 
  * Use `create(ApplyBundleRequestSchema)` to create a new message.
  */
 export const ApplyBundleRequestSchema: GenMessage<ApplyBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 10);
+  messageDesc(file_kollect_fleet_v1_fleet, 12);
 
 /**
  * ApplyBundleResponse reports the stored (or, with dry_run, the would-be) revision.
@@ -301,7 +346,7 @@ export type ApplyBundleResponse = Message<"kollect.fleet.v1.ApplyBundleResponse"
  * Use `create(ApplyBundleResponseSchema)` to create a new message.
  */
 export const ApplyBundleResponseSchema: GenMessage<ApplyBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 11);
+  messageDesc(file_kollect_fleet_v1_fleet, 13);
 
 /**
  * ListBundlesRequest is empty.
@@ -316,7 +361,7 @@ export type ListBundlesRequest = Message<"kollect.fleet.v1.ListBundlesRequest"> 
  * Use `create(ListBundlesRequestSchema)` to create a new message.
  */
 export const ListBundlesRequestSchema: GenMessage<ListBundlesRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 12);
+  messageDesc(file_kollect_fleet_v1_fleet, 14);
 
 /**
  * ListBundlesResponse holds bundles sorted by name.
@@ -335,7 +380,7 @@ export type ListBundlesResponse = Message<"kollect.fleet.v1.ListBundlesResponse"
  * Use `create(ListBundlesResponseSchema)` to create a new message.
  */
 export const ListBundlesResponseSchema: GenMessage<ListBundlesResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 13);
+  messageDesc(file_kollect_fleet_v1_fleet, 15);
 
 /**
  * GetBundleRequest names a bundle and optionally a revision.
@@ -361,7 +406,7 @@ export type GetBundleRequest = Message<"kollect.fleet.v1.GetBundleRequest"> & {
  * Use `create(GetBundleRequestSchema)` to create a new message.
  */
 export const GetBundleRequestSchema: GenMessage<GetBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 14);
+  messageDesc(file_kollect_fleet_v1_fleet, 16);
 
 /**
  * GetBundleResponse holds the bundle and the revision with manifests.
@@ -385,7 +430,7 @@ export type GetBundleResponse = Message<"kollect.fleet.v1.GetBundleResponse"> & 
  * Use `create(GetBundleResponseSchema)` to create a new message.
  */
 export const GetBundleResponseSchema: GenMessage<GetBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 15);
+  messageDesc(file_kollect_fleet_v1_fleet, 17);
 
 /**
  * ListBundleRevisionsRequest names a bundle.
@@ -404,7 +449,7 @@ export type ListBundleRevisionsRequest = Message<"kollect.fleet.v1.ListBundleRev
  * Use `create(ListBundleRevisionsRequestSchema)` to create a new message.
  */
 export const ListBundleRevisionsRequestSchema: GenMessage<ListBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 16);
+  messageDesc(file_kollect_fleet_v1_fleet, 18);
 
 /**
  * ListBundleRevisionsResponse holds revisions newest first, manifests left empty.
@@ -423,7 +468,7 @@ export type ListBundleRevisionsResponse = Message<"kollect.fleet.v1.ListBundleRe
  * Use `create(ListBundleRevisionsResponseSchema)` to create a new message.
  */
 export const ListBundleRevisionsResponseSchema: GenMessage<ListBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 17);
+  messageDesc(file_kollect_fleet_v1_fleet, 19);
 
 /**
  * DiffBundleRevisionsRequest names two revisions of one bundle.
@@ -456,7 +501,7 @@ export type DiffBundleRevisionsRequest = Message<"kollect.fleet.v1.DiffBundleRev
  * Use `create(DiffBundleRevisionsRequestSchema)` to create a new message.
  */
 export const DiffBundleRevisionsRequestSchema: GenMessage<DiffBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 18);
+  messageDesc(file_kollect_fleet_v1_fleet, 20);
 
 /**
  * DiffBundleRevisionsResponse holds a unified diff of the manifests (empty when equal) and
@@ -491,7 +536,7 @@ export type DiffBundleRevisionsResponse = Message<"kollect.fleet.v1.DiffBundleRe
  * Use `create(DiffBundleRevisionsResponseSchema)` to create a new message.
  */
 export const DiffBundleRevisionsResponseSchema: GenMessage<DiffBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 19);
+  messageDesc(file_kollect_fleet_v1_fleet, 21);
 
 /**
  * DeleteBundleRequest names a bundle.
@@ -510,7 +555,7 @@ export type DeleteBundleRequest = Message<"kollect.fleet.v1.DeleteBundleRequest"
  * Use `create(DeleteBundleRequestSchema)` to create a new message.
  */
 export const DeleteBundleRequestSchema: GenMessage<DeleteBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 20);
+  messageDesc(file_kollect_fleet_v1_fleet, 22);
 
 /**
  * DeleteBundleResponse is empty.
@@ -525,7 +570,7 @@ export type DeleteBundleResponse = Message<"kollect.fleet.v1.DeleteBundleRespons
  * Use `create(DeleteBundleResponseSchema)` to create a new message.
  */
 export const DeleteBundleResponseSchema: GenMessage<DeleteBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 21);
+  messageDesc(file_kollect_fleet_v1_fleet, 23);
 
 /**
  * CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -565,7 +610,7 @@ export type CreateBootstrapTokenRequest = Message<"kollect.fleet.v1.CreateBootst
  * Use `create(CreateBootstrapTokenRequestSchema)` to create a new message.
  */
 export const CreateBootstrapTokenRequestSchema: GenMessage<CreateBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 22);
+  messageDesc(file_kollect_fleet_v1_fleet, 24);
 
 /**
  * CreateBootstrapTokenResponse carries the secret, shown once.
@@ -589,7 +634,7 @@ export type CreateBootstrapTokenResponse = Message<"kollect.fleet.v1.CreateBoots
  * Use `create(CreateBootstrapTokenResponseSchema)` to create a new message.
  */
 export const CreateBootstrapTokenResponseSchema: GenMessage<CreateBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 23);
+  messageDesc(file_kollect_fleet_v1_fleet, 25);
 
 /**
  * ListBootstrapTokensRequest is empty.
@@ -604,7 +649,7 @@ export type ListBootstrapTokensRequest = Message<"kollect.fleet.v1.ListBootstrap
  * Use `create(ListBootstrapTokensRequestSchema)` to create a new message.
  */
 export const ListBootstrapTokensRequestSchema: GenMessage<ListBootstrapTokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 24);
+  messageDesc(file_kollect_fleet_v1_fleet, 26);
 
 /**
  * ListBootstrapTokensResponse holds the tokens, newest first.
@@ -623,7 +668,7 @@ export type ListBootstrapTokensResponse = Message<"kollect.fleet.v1.ListBootstra
  * Use `create(ListBootstrapTokensResponseSchema)` to create a new message.
  */
 export const ListBootstrapTokensResponseSchema: GenMessage<ListBootstrapTokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 25);
+  messageDesc(file_kollect_fleet_v1_fleet, 27);
 
 /**
  * RevokeBootstrapTokenRequest names a token by id.
@@ -642,7 +687,7 @@ export type RevokeBootstrapTokenRequest = Message<"kollect.fleet.v1.RevokeBootst
  * Use `create(RevokeBootstrapTokenRequestSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenRequestSchema: GenMessage<RevokeBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 26);
+  messageDesc(file_kollect_fleet_v1_fleet, 28);
 
 /**
  * RevokeBootstrapTokenResponse is empty.
@@ -657,7 +702,7 @@ export type RevokeBootstrapTokenResponse = Message<"kollect.fleet.v1.RevokeBoots
  * Use `create(RevokeBootstrapTokenResponseSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenResponseSchema: GenMessage<RevokeBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 27);
+  messageDesc(file_kollect_fleet_v1_fleet, 29);
 
 /**
  * CreateAPITokenRequest describes a new API token.
@@ -683,7 +728,7 @@ export type CreateAPITokenRequest = Message<"kollect.fleet.v1.CreateAPITokenRequ
  * Use `create(CreateAPITokenRequestSchema)` to create a new message.
  */
 export const CreateAPITokenRequestSchema: GenMessage<CreateAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 28);
+  messageDesc(file_kollect_fleet_v1_fleet, 30);
 
 /**
  * CreateAPITokenResponse carries the secret, shown once.
@@ -707,7 +752,7 @@ export type CreateAPITokenResponse = Message<"kollect.fleet.v1.CreateAPITokenRes
  * Use `create(CreateAPITokenResponseSchema)` to create a new message.
  */
 export const CreateAPITokenResponseSchema: GenMessage<CreateAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 29);
+  messageDesc(file_kollect_fleet_v1_fleet, 31);
 
 /**
  * ListAPITokensRequest is empty.
@@ -722,7 +767,7 @@ export type ListAPITokensRequest = Message<"kollect.fleet.v1.ListAPITokensReques
  * Use `create(ListAPITokensRequestSchema)` to create a new message.
  */
 export const ListAPITokensRequestSchema: GenMessage<ListAPITokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 30);
+  messageDesc(file_kollect_fleet_v1_fleet, 32);
 
 /**
  * ListAPITokensResponse holds the tokens, newest first.
@@ -741,7 +786,7 @@ export type ListAPITokensResponse = Message<"kollect.fleet.v1.ListAPITokensRespo
  * Use `create(ListAPITokensResponseSchema)` to create a new message.
  */
 export const ListAPITokensResponseSchema: GenMessage<ListAPITokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 31);
+  messageDesc(file_kollect_fleet_v1_fleet, 33);
 
 /**
  * RevokeAPITokenRequest names a token by id.
@@ -760,7 +805,7 @@ export type RevokeAPITokenRequest = Message<"kollect.fleet.v1.RevokeAPITokenRequ
  * Use `create(RevokeAPITokenRequestSchema)` to create a new message.
  */
 export const RevokeAPITokenRequestSchema: GenMessage<RevokeAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 32);
+  messageDesc(file_kollect_fleet_v1_fleet, 34);
 
 /**
  * RevokeAPITokenResponse is empty.
@@ -775,7 +820,48 @@ export type RevokeAPITokenResponse = Message<"kollect.fleet.v1.RevokeAPITokenRes
  * Use `create(RevokeAPITokenResponseSchema)` to create a new message.
  */
 export const RevokeAPITokenResponseSchema: GenMessage<RevokeAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 33);
+  messageDesc(file_kollect_fleet_v1_fleet, 35);
+
+/**
+ * WhoAmIRequest is empty.
+ *
+ * @generated from message kollect.fleet.v1.WhoAmIRequest
+ */
+export type WhoAmIRequest = Message<"kollect.fleet.v1.WhoAmIRequest"> & {
+};
+
+/**
+ * Describes the message kollect.fleet.v1.WhoAmIRequest.
+ * Use `create(WhoAmIRequestSchema)` to create a new message.
+ */
+export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 36);
+
+/**
+ * WhoAmIResponse describes the calling API token.
+ *
+ * @generated from message kollect.fleet.v1.WhoAmIResponse
+ */
+export type WhoAmIResponse = Message<"kollect.fleet.v1.WhoAmIResponse"> & {
+  /**
+   * name is the token's name, as the audit log shows it (token:<name>).
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: kollect.fleet.v1.Role role = 2;
+   */
+  role: Role;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.WhoAmIResponse.
+ * Use `create(WhoAmIResponseSchema)` to create a new message.
+ */
+export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 37);
 
 /**
  * GetFleetHealthRequest is empty.
@@ -790,7 +876,7 @@ export type GetFleetHealthRequest = Message<"kollect.fleet.v1.GetFleetHealthRequ
  * Use `create(GetFleetHealthRequestSchema)` to create a new message.
  */
 export const GetFleetHealthRequestSchema: GenMessage<GetFleetHealthRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 34);
+  messageDesc(file_kollect_fleet_v1_fleet, 38);
 
 /**
  * VersionCount is how many clusters run one version.
@@ -814,7 +900,7 @@ export type VersionCount = Message<"kollect.fleet.v1.VersionCount"> & {
  * Use `create(VersionCountSchema)` to create a new message.
  */
 export const VersionCountSchema: GenMessage<VersionCount> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 35);
+  messageDesc(file_kollect_fleet_v1_fleet, 39);
 
 /**
  * GetFleetHealthResponse is the fleet summary.
@@ -897,7 +983,7 @@ export type GetFleetHealthResponse = Message<"kollect.fleet.v1.GetFleetHealthRes
  * Use `create(GetFleetHealthResponseSchema)` to create a new message.
  */
 export const GetFleetHealthResponseSchema: GenMessage<GetFleetHealthResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 36);
+  messageDesc(file_kollect_fleet_v1_fleet, 40);
 
 /**
  * WatchFleetRequest is empty.
@@ -912,7 +998,7 @@ export type WatchFleetRequest = Message<"kollect.fleet.v1.WatchFleetRequest"> & 
  * Use `create(WatchFleetRequestSchema)` to create a new message.
  */
 export const WatchFleetRequestSchema: GenMessage<WatchFleetRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 37);
+  messageDesc(file_kollect_fleet_v1_fleet, 41);
 
 /**
  * WatchFleetResponse is one change.
@@ -977,7 +1063,7 @@ export type WatchFleetResponse = Message<"kollect.fleet.v1.WatchFleetResponse"> 
  * Use `create(WatchFleetResponseSchema)` to create a new message.
  */
 export const WatchFleetResponseSchema: GenMessage<WatchFleetResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 38);
+  messageDesc(file_kollect_fleet_v1_fleet, 42);
 
 /**
  * ListAuditEventsRequest pages through the audit log.
@@ -1005,7 +1091,7 @@ export type ListAuditEventsRequest = Message<"kollect.fleet.v1.ListAuditEventsRe
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 39);
+  messageDesc(file_kollect_fleet_v1_fleet, 43);
 
 /**
  * ListAuditEventsResponse holds events, newest first.
@@ -1024,7 +1110,7 @@ export type ListAuditEventsResponse = Message<"kollect.fleet.v1.ListAuditEventsR
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 40);
+  messageDesc(file_kollect_fleet_v1_fleet, 44);
 
 /**
  * FleetService is called by people and their tools: the dashboard (connect-web) and the
@@ -1058,6 +1144,18 @@ export const FleetService: GenService<{
     methodKind: "unary";
     input: typeof GetClusterRequestSchema;
     output: typeof GetClusterResponseSchema;
+  },
+  /**
+   * ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
+   * record of every heartbeat that changed one of the record's values, and otherwise of at
+   * most one heartbeat a minute; the hub keeps the last 100 per cluster.
+   *
+   * @generated from rpc kollect.fleet.v1.FleetService.ListHeartbeats
+   */
+  listHeartbeats: {
+    methodKind: "unary";
+    input: typeof ListHeartbeatsRequestSchema;
+    output: typeof ListHeartbeatsResponseSchema;
   },
   /**
    * SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
@@ -1224,6 +1322,17 @@ export const FleetService: GenService<{
     output: typeof RevokeAPITokenResponseSchema;
   },
   /**
+   * WhoAmI returns the name and role of the API token making the call (viewer). It changes
+   * nothing and is not audited; clients use it to offer only what the role allows.
+   *
+   * @generated from rpc kollect.fleet.v1.FleetService.WhoAmI
+   */
+  whoAmI: {
+    methodKind: "unary";
+    input: typeof WhoAmIRequestSchema;
+    output: typeof WhoAmIResponseSchema;
+  },
+  /**
    * GetFleetHealth summarises the fleet: clusters per state, version and config skew and the
    * export-freshness matrix (viewer).
    *
@@ -1237,7 +1346,8 @@ export const FleetService: GenService<{
   /**
    * WatchFleet streams cluster, bundle and rollout changes (viewer): first the current
    * clusters, bundles and active rollouts, then one event per change (heartbeats that change
-   * nothing visible are not sent, but state changes such as online → stale are).
+   * nothing but last_heartbeat are not sent; state changes such as online → stale are, and so
+   * are changes of a cluster's summary: inventories, items, last export).
    *
    * @generated from rpc kollect.fleet.v1.FleetService.WatchFleet
    */

@@ -1,0 +1,94 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"kollect.dev/hub/internal/store"
+)
+
+// testHeartbeatHistory checks which heartbeats become history records (a change, else one per
+// HistoryInterval), the pruning to HistoryLimit per cluster, and that a deleted cluster leaves
+// no history behind for the next cluster of that name.
+func testHeartbeatHistory(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bootstrap(t, s, "tok", 0, time.Hour, false)
+	for _, name := range []string{"alpha", "beta"} {
+		_, err := register(s, "tok", name, "cred-"+name, map[string]string{}, false)
+		must(t, err)
+	}
+	if _, err := s.Heartbeats(ctx, "nope", 10); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("history of an unknown cluster: %v", err)
+	}
+	history := func(name string, limit int) []store.HeartbeatRecord {
+		t.Helper()
+		recs, err := s.Heartbeats(ctx, name, limit)
+		must(t, err)
+		return recs
+	}
+	if h := history("alpha", 10); len(h) != 0 {
+		t.Fatalf("history before any heartbeat: %+v", h)
+	}
+	base := store.HeartbeatRecord{AgentVersion: "v1", AppliedDigest: "sha256:a", Inventories: 2, Items: 50,
+		InventoriesNotReady: 1, SinkErrors: 0, State: "online"}
+	beat := func(name string, at time.Time, r store.HeartbeatRecord) {
+		t.Helper()
+		must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: name, At: at, AgentVersion: r.AgentVersion,
+			AppliedDigest: r.AppliedDigest, Status: "{}", Record: r}))
+	}
+	at := t0.Add(time.Hour)
+	first := base
+	first.State = "pending"
+	beat("alpha", at, first)
+	beat("beta", at, first)
+	beat("alpha", at.Add(10*time.Second), base) // the state changed: recorded
+	beat("alpha", at.Add(20*time.Second), base) // nothing changed: not recorded
+	more := base
+	more.Items = 51
+	beat("alpha", at.Add(30*time.Second), more)
+	beat("alpha", at.Add(89*time.Second), more) // 59 s after the last record: not recorded
+	beat("alpha", at.Add(90*time.Second), more) // a minute after it: recorded
+	h := history("alpha", 10)
+	wantAt := []time.Duration{90 * time.Second, 30 * time.Second, 10 * time.Second, 0}
+	if len(h) != len(wantAt) {
+		t.Fatalf("history: %+v", h)
+	}
+	for i, d := range wantAt {
+		if !h[i].At.Equal(at.Add(d)) {
+			t.Errorf("record %d at %v, want %v", i, h[i].At, at.Add(d))
+		}
+	}
+	if h[0] != (store.HeartbeatRecord{At: at.Add(90 * time.Second), AgentVersion: "v1", AppliedDigest: "sha256:a",
+		Inventories: 2, Items: 51, InventoriesNotReady: 1, State: "online"}) || h[3].State != "pending" {
+		t.Fatalf("records: %+v", h)
+	}
+
+	// A busy cluster keeps only the newest HistoryLimit records; the other cluster keeps its own.
+	for i := range store.HistoryLimit + 20 {
+		r := base
+		r.Items = int64(1000 + i)
+		beat("alpha", at.Add(time.Hour+time.Duration(i)*time.Second), r)
+	}
+	h = history("alpha", store.HistoryLimit+50)
+	if len(h) != store.HistoryLimit || h[0].Items != int64(1000+store.HistoryLimit+19) || h[len(h)-1].Items != 1020 {
+		t.Fatalf("after pruning: %d records, newest %+v, oldest %+v", len(h), h[0], h[len(h)-1])
+	}
+	if h := history("alpha", 3); len(h) != 3 || h[0].Items != int64(1000+store.HistoryLimit+19) {
+		t.Fatalf("limit 3: %+v", h)
+	}
+	if h := history("beta", 10); len(h) != 1 || h[0].State != "pending" {
+		t.Fatalf("beta: %+v", h)
+	}
+
+	must(t, s.DeleteCluster(ctx, "alpha"))
+	if _, err := s.Heartbeats(ctx, "alpha", 10); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("history of a deleted cluster: %v", err)
+	}
+	_, err := register(s, "tok", "alpha", "cred-alpha-2", map[string]string{}, false)
+	must(t, err)
+	if h := history("alpha", 10); len(h) != 0 {
+		t.Fatalf("a new cluster of a deleted one's name inherits %d records", len(h))
+	}
+}
