@@ -47,6 +47,7 @@ func TestHubCLI(t *testing.T) {
 		t.Fatalf("login with a wrong pin: exit %d:\n%s", code, out)
 	}
 	must("logged in to "+url, "hub", "login", "--url", url, "--token", h.adminToken, "--ca-fingerprint", h.fingerprint)
+	must("admin (admin) on "+url, "hub", "whoami")
 	must("secret: ", "hub", "token", "create", "--uses", "2", "--description", "cli test")
 
 	bundle := filepath.Join(work, "bundle.yaml")
@@ -76,6 +77,7 @@ func TestHubCLI(t *testing.T) {
 	viewer := must("secret: ", "hub", "token", "create-api", "--name", "reader", "--role", "viewer")
 	secret := strings.TrimSpace(viewer[strings.Index(viewer, "secret: ")+len("secret: "):])
 	must("logged in", "hub", "login", "--url", url, "--token", secret, "--ca-fingerprint", h.fingerprint)
+	must("reader (viewer) on "+url, "hub", "whoami")
 	write("3s")
 	if out, code := kollect("hub", "bundle", "apply", "inventory", "-f", bundle); code != 1 || !strings.Contains(strings.ToLower(out), "permission") {
 		t.Fatalf("viewer apply: exit %d:\n%s", code, out)

@@ -184,8 +184,33 @@ func newHubCmd(env *Env) *cobra.Command {
 	loginCmd.Flags().StringVar(&login.Token, "token", "", "API token.")
 	loginCmd.Flags().StringVar(&login.CAFingerprint, "ca-fingerprint", "", "Pin the hub's CA (sha256:… as the hub prints it).")
 	loginCmd.Flags().StringVar(&login.CAFile, "ca-file", "", "PEM CA bundle that signed the hub's certificate.")
-	hub.AddCommand(loginCmd, hubClustersCmd(env), hubBundleCmd(env), hubRolloutCmd(env), hubTokenCmd(env), hubAgentCmd(env))
+	hub.AddCommand(loginCmd, hubWhoAmICmd(env), hubClustersCmd(env), hubBundleCmd(env), hubRolloutCmd(env), hubTokenCmd(env), hubAgentCmd(env))
 	return hub
+}
+
+func hubWhoAmICmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "whoami",
+		Short: "Print the name and role of the saved API token, and the hub it is for",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			l, err := loadHubLogin()
+			if err != nil {
+				return usage(err)
+			}
+			c, err := l.client()
+			if err != nil {
+				return usage(err)
+			}
+			resp, err := c.WhoAmI(cmd.Context(), connect.NewRequest(&fleetv1.WhoAmIRequest{}))
+			if err != nil {
+				return hubErr(err)
+			}
+			role := strings.ToLower(strings.TrimPrefix(resp.Msg.GetRole().String(), "ROLE_"))
+			fmt.Fprintf(env.Out, "%s (%s) on %s\n", resp.Msg.GetName(), role, l.URL)
+			return nil
+		},
+	}
 }
 
 // withHub runs fn with a client from the saved login.
