@@ -47,6 +47,14 @@ test(`the overview shows ${total} clusters a page at a time`, async () => {
   console.log(`filter to one cluster: ${Date.now() - t2} ms`);
   await page.getByLabel("Filter clusters").fill("");
 
+  // Rows come with each cluster in the list: sorting a thousand needs no call per cluster.
+  const t3 = Date.now();
+  await page.getByRole("button", { name: "Rows", exact: true }).click();
+  await page.getByRole("button", { name: "Rows", exact: true }).click();
+  await clusters().getByRole("row").nth(1).filter({ hasText: `scale-${String(total - 1).padStart(4, "0")}` }).waitFor();
+  console.log(`sort by rows, descending: ${Date.now() - t3} ms`);
+  await page.getByRole("button", { name: "Cluster", exact: true }).click();
+
   await page.getByLabel("Rows per page").selectOption("250");
   await clusters().getByRole("row").nth(250).waitFor();
 });

@@ -2,7 +2,7 @@
 import { useEffect, useMemo, useState } from "react";
 import { fleetClient, type Fleet } from "./api/client";
 import { SessionContext, type Session } from "./api/context";
-import { inferRole } from "./api/role";
+import { whoAmI } from "./api/role";
 import { clearToken, loadToken, saveToken } from "./api/session";
 import { ErrorBoundary } from "./components/ErrorBoundary";
 import { ErrorBox } from "./components/ErrorBox";
@@ -15,6 +15,7 @@ import { SignIn } from "./pages/SignIn";
 interface Signed {
   token: string;
   fleet: Fleet;
+  name: string;
   role: Role;
 }
 
@@ -28,9 +29,9 @@ export function App({ makeClient = fleetClient }: { makeClient?: (token: string)
 
   const signIn = async (token: string) => {
     const fleet = makeClient(token);
-    const role = await inferRole(fleet); // throws a readable ConnectError for a bad token
+    const { name, role } = await whoAmI(fleet); // throws a readable ConnectError for a bad token
     saveToken(token);
-    setSigned({ token, fleet, role });
+    setSigned({ token, fleet, name, role });
   };
 
   // A reload keeps the session: the token is in sessionStorage.
@@ -56,6 +57,7 @@ export function App({ makeClient = fleetClient }: { makeClient?: (token: string)
       signed && feed
         ? {
             fleet: signed.fleet,
+            name: signed.name,
             role: signed.role,
             feed,
             signOut: () => {

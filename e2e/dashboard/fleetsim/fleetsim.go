@@ -28,12 +28,17 @@ type Inventory struct {
 // Sink is one simulated sink.
 type Sink struct {
 	Kind, Namespace, Name, Type string
-	// Age is how long before each heartbeat the last export succeeded; negative means never.
+	// Age is how long before each heartbeat the last export succeeded, give or take
+	// exportEvery; negative means never.
 	Age time.Duration
 	// Error is the last export error ("" for none) and Class its class.
 	Error string
 	Class fleetv1.SinkErrorClass
 }
+
+// exportEvery is how often a simulated sink exports: its last success moves in steps, as a real
+// sink's does, so that the heartbeats in between change nothing the hub shows.
+const exportEvery = 15 * time.Second
 
 // Cluster describes one simulated agent and the cluster behind it.
 type Cluster struct {
@@ -288,7 +293,7 @@ func (a *agent) report(ctx context.Context) error {
 		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,
 			LastAttemptTime: timestamppb.New(now), LastError: s.Error, ErrorClass: s.Class}
 		if s.Age >= 0 {
-			ss.LastSuccessTime = timestamppb.New(now.Add(-s.Age))
+			ss.LastSuccessTime = timestamppb.New(now.Add(-s.Age).Truncate(exportEvery))
 		}
 		st.Sinks = append(st.Sinks, ss)
 	}

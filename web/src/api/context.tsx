@@ -1,4 +1,5 @@
-// The signed-in session: the FleetService client, the token's role and the live fleet feed.
+// The signed-in session: the FleetService client, the token's name and role, and the live
+// fleet feed.
 import { createContext, useContext, useSyncExternalStore } from "react";
 import { Role } from "../gen/kollect/fleet/v1/types_pb";
 import type { Fleet } from "./client";
@@ -6,6 +7,8 @@ import type { FleetFeed, FleetSnapshot } from "../lib/feed";
 
 export interface Session {
   fleet: Fleet;
+  /** The API token's name (WhoAmI), as the audit log shows it. */
+  name: string;
   role: Role;
   feed: FleetFeed;
   signOut: () => void;

@@ -1,35 +1,38 @@
+import { create } from "@bufbuild/protobuf";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { describe, expect, it } from "vitest";
+import { WhoAmIResponseSchema } from "../gen/kollect/fleet/v1/fleet_pb";
 import { Role } from "../gen/kollect/fleet/v1/types_pb";
 import type { Fleet } from "./client";
-import { inferRole } from "./role";
+import { roleName, whoAmI } from "./role";
 
-// A FleetService that answers like the hub's authoriser for a token of the given role.
-function hubAs(role: Role | "revoked"): Fleet {
-  const deny = (needed: Role) => {
-    if (role === "revoked") throw new ConnectError("unknown or revoked API token", Code.Unauthenticated);
-    if (role < needed) throw new ConnectError(`needs role ${needed}`, Code.PermissionDenied);
-  };
-  return {
-    listAPITokens: async () => {
-      deny(Role.ADMIN);
-      return { tokens: [] };
+function hubAs(answer: { name: string; role: Role } | "revoked"): { fleet: Fleet; calls: string[] } {
+  const calls: string[] = [];
+  const fleet = new Proxy(
+    {},
+    {
+      get: (_, method: string) => async () => {
+        calls.push(method);
+        if (method !== "whoAmI") throw new Error(`unexpected call ${method}`);
+        if (answer === "revoked") throw new ConnectError("unknown or revoked API token", Code.Unauthenticated);
+        return create(WhoAmIResponseSchema, answer);
+      },
     },
-    setClusterLabels: async () => {
-      deny(Role.OPERATOR);
-      throw new ConnectError('labels: key "-not a label key-": invalid', Code.InvalidArgument);
-    },
-  } as unknown as Fleet;
+  ) as Fleet;
+  return { fleet, calls };
 }
 
-describe("inferRole", () => {
-  it("tells the three roles apart", async () => {
-    expect(await inferRole(hubAs(Role.ADMIN))).toBe(Role.ADMIN);
-    expect(await inferRole(hubAs(Role.OPERATOR))).toBe(Role.OPERATOR);
-    expect(await inferRole(hubAs(Role.VIEWER))).toBe(Role.VIEWER);
+describe("whoAmI", () => {
+  it("takes the name and role from the hub, in one call", async () => {
+    for (const role of [Role.VIEWER, Role.OPERATOR, Role.ADMIN]) {
+      const { fleet, calls } = hubAs({ name: "deployer", role });
+      expect(await whoAmI(fleet)).toEqual({ name: "deployer", role });
+      expect(calls).toEqual(["whoAmI"]);
+    }
+    expect(roleName(Role.OPERATOR)).toBe("operator");
   });
 
   it("passes on a refused token", async () => {
-    await expect(inferRole(hubAs("revoked"))).rejects.toMatchObject({ code: Code.Unauthenticated });
+    await expect(whoAmI(hubAs("revoked").fleet)).rejects.toMatchObject({ code: Code.Unauthenticated });
   });
 });

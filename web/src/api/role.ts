@@ -1,32 +1,17 @@
-// The hub has no "who am I" call, so the dashboard infers its token's role from how the hub's
-// authoriser answers two calls that cannot change anything:
-//   - ListAPITokens is admin-only and read-only: success means admin.
-//   - SetClusterLabels is operator-level; sent with an invalid label key, an operator's call
-//     passes authorisation and is refused by the handler's label check (InvalidArgument) before
-//     the store is touched, while a viewer's is refused by the authoriser (PermissionDenied).
-// Any other answer (Unauthenticated, Unavailable) is the caller's to show.
-import { Code, ConnectError } from "@connectrpc/connect";
+// Who the signed-in token is: the hub's WhoAmI answers with the token's name and role, which
+// decide the buttons the dashboard offers (the hub checks the role on every call anyway).
 import { Role } from "../gen/kollect/fleet/v1/types_pb";
 import type { Fleet } from "./client";
 
-export async function inferRole(fleet: Fleet): Promise<Role> {
-  try {
-    await fleet.listAPITokens({});
-    return Role.ADMIN;
-  } catch (err) {
-    if (!(err instanceof ConnectError) || err.code !== Code.PermissionDenied) throw err;
-  }
-  try {
-    await fleet.setClusterLabels({ clusterName: "", labels: { "-not a label key-": "" } });
-    // Unreachable with the hub's current checks; an operator could only get here.
-    return Role.OPERATOR;
-  } catch (err) {
-    if (err instanceof ConnectError) {
-      if (err.code === Code.PermissionDenied) return Role.VIEWER;
-      if (err.code === Code.InvalidArgument || err.code === Code.NotFound) return Role.OPERATOR;
-    }
-    throw err;
-  }
+export interface Identity {
+  name: string;
+  role: Role;
+}
+
+/** Asks the hub; a refused token fails with the hub's readable ConnectError. */
+export async function whoAmI(fleet: Fleet): Promise<Identity> {
+  const me = await fleet.whoAmI({});
+  return { name: me.name, role: me.role };
 }
 
 export function atLeast(role: Role, needed: Role): boolean {

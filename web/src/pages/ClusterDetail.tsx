@@ -5,6 +5,7 @@ import { useCan, useFleetSnapshot, useSession } from "../api/context";
 import { ErrorClassBadge, Labels, StateBadge } from "../components/Badges";
 import { ConfirmButton } from "../components/ConfirmButton";
 import { ErrorBox } from "../components/ErrorBox";
+import { HeartbeatHistory } from "../components/HeartbeatHistory";
 import { ApplyResult, ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
 import { Link, navigate } from "../lib/router";
@@ -64,21 +65,6 @@ function LabelEditor({ cluster, onSaved }: { cluster: Cluster; onSaved: () => vo
       {error ? <ErrorBox error={error} /> : null}
     </div>
   );
-}
-
-/** Heartbeats seen while the page is open: the hub keeps only the last one per cluster. */
-function useHeartbeatHistory(name: string, last: number | undefined): number[] {
-  const [beats, setBeats] = useState<number[]>([]);
-  const seen = useRef(name);
-  useEffect(() => {
-    if (seen.current !== name) {
-      seen.current = name;
-      setBeats([]);
-    }
-    if (last === undefined) return;
-    setBeats((b) => (b[0] === last ? b : [last, ...b].slice(0, 20)));
-  }, [name, last]);
-  return beats;
 }
 
 function Status({ st }: { st: AgentStatus }) {
@@ -234,7 +220,16 @@ export function ClusterDetail({ name }: { name: string }) {
   const now = useNow(1000);
   const c = q.data?.cluster ?? live;
   const st = q.data?.status;
-  const beats = useHeartbeatHistory(name, ms(c?.lastHeartbeat));
+  // The history grows when something changes (then the live feed sends the cluster again and
+  // liveBeat moves), otherwise by a record a minute at most.
+  const history = useQuery((signal) => fleet.listHeartbeats({ cluster: name }, { signal }), [name], { intervalMs: 15000 });
+  const seenBeat = useRef(liveBeat);
+  const reloadHistory = history.reload;
+  useEffect(() => {
+    if (seenBeat.current === liveBeat) return;
+    seenBeat.current = liveBeat;
+    reloadHistory();
+  }, [liveBeat, reloadHistory]);
 
   if (!c) {
     return (
@@ -322,22 +317,17 @@ export function ClusterDetail({ name }: { name: string }) {
             <dt>Agent clock</dt>
             <dd>{st ? absolute(st.observedAt) : "–"}</dd>
           </dl>
-          <h3>Heartbeats seen on this page</h3>
-          {beats.length ? (
-            <ol className="muted" aria-label="Heartbeat history">
-              {beats.map((b, i) => (
-                <li key={b}>
-                  {new Date(b).toLocaleTimeString()}
-                  {beats[i + 1] ? ` (+${humanDuration(b - beats[i + 1])})` : ""}
-                </li>
-              ))}
-            </ol>
-          ) : (
-            <p className="muted">None yet.</p>
-          )}
-          <p className="hint">The hub keeps only the last heartbeat; this list grows while the page is open.</p>
         </section>
       </div>
+      <section aria-labelledby="heartbeat-history">
+        <h2 id="heartbeat-history">Heartbeat history</h2>
+        <p className="hint">
+          A record for every heartbeat that changed one of these values, otherwise one a minute; the hub keeps the last 100.
+          A heartbeat that ended a silence says so.
+        </p>
+        {history.error ? <ErrorBox error={history.error} onRetry={history.reload} compact /> : null}
+        {history.data ? <HeartbeatHistory records={history.data.heartbeats} /> : history.error ? null : <p className="muted">Loading…</p>}
+      </section>
       <h2>Bundles</h2>
       {c.bundles.length ? (
         <div className="table-wrap">

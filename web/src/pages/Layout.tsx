@@ -72,7 +72,7 @@ function route(path: string): { page: ReactNode; section: string } {
 }
 
 export function Layout({ themeButton }: { themeButton: ReactNode }) {
-  const { role, signOut } = useSession();
+  const { name, role, signOut } = useSession();
   const snap = useFleetSnapshot();
   const { path } = useLocation();
   const { page, section } = route(path);
@@ -106,7 +106,7 @@ export function Layout({ themeButton }: { themeButton: ReactNode }) {
         <div className="who">
           <LiveIndicator />
           <span>
-            Signed in as <strong data-testid="role">{roleName(role)}</strong>
+            Signed in as <strong data-testid="token-name">{name}</strong> (<span data-testid="role">{roleName(role)}</span>)
           </span>
           {themeButton}
           <button type="button" onClick={signOut}>

@@ -1,13 +1,16 @@
 import { create } from "@bufbuild/protobuf";
+import { timestampFromMs } from "@bufbuild/protobuf/wkt";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import { SessionContext, type Session } from "../api/context";
 import type { Fleet } from "../api/client";
-import { GetClusterResponseSchema } from "../gen/kollect/fleet/v1/fleet_pb";
-import { AgentStatusSchema, ClusterSchema, ClusterState, Role, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
+import { ListClustersResponseSchema } from "../gen/kollect/fleet/v1/fleet_pb";
+import { ClusterSchema, ClusterState, Role, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import type { FleetFeed, FleetSnapshot } from "../lib/feed";
 import { Overview } from "./Overview";
+
+const now = Date.now();
 
 function fleetOf(n: number): Cluster[] {
   return Array.from({ length: n }, (_, i) =>
@@ -19,11 +22,17 @@ function fleetOf(n: number): Cluster[] {
       versionSkew: i === 5,
       configInSync: i !== 7,
       bundles: [{ bundle: "base", desiredRevision: 2n, appliedRevision: i === 7 ? 1n : 2n, failedObjects: 0n }],
+      lastHeartbeat: timestampFromMs(now - 10 * 60_000),
+      inventories: 2n,
+      items: BigInt(1000 + i),
+      inventoriesNotReady: i === 2 ? 1n : 0n,
+      lastExportTime: i === 4 ? undefined : timestampFromMs(now - (i === 6 ? 2 : 0) * 3600_000 - 30_000),
     }),
   );
 }
 
-function session(clusters: Cluster[]): Session {
+/** A session whose ListClusters answers `refresh` (or fails with it), counting the calls. */
+function session(clusters: Cluster[], refresh: Cluster[] | Error = clusters): { s: Session; calls: string[] } {
   const snap: FleetSnapshot = {
     clusters: new Map(clusters.map((c) => [c.name, c])),
     bundles: new Map(),
@@ -33,55 +42,87 @@ function session(clusters: Cluster[]): Session {
     version: 1,
   };
   const feed = { subscribe: () => () => {}, getSnapshot: () => snap } as unknown as FleetFeed;
-  const fleet = {
-    // One cluster's status cannot be read; every other row must still show its own.
-    getCluster: async ({ name }: { name: string }) => {
-      if (name === "c-0001") throw new ConnectError("cluster c-0001: store timeout", Code.Unavailable);
-      return create(GetClusterResponseSchema, {
-        status: create(AgentStatusSchema, { inventories: [{ namespace: "a", name: "inv", itemCount: 1234n }] }),
-      });
+  const calls: string[] = [];
+  const fleet = new Proxy(
+    {},
+    {
+      get: (_, method: string) => async () => {
+        calls.push(method);
+        if (method !== "listClusters") throw new Error(`unexpected call ${method}`);
+        if (refresh instanceof Error) throw refresh;
+        return create(ListClustersResponseSchema, { clusters: refresh });
+      },
     },
-  } as unknown as Fleet;
-  return { fleet, feed, role: Role.VIEWER, signOut: () => {} };
+  ) as Fleet;
+  return { s: { fleet, feed, name: "reader", role: Role.VIEWER, signOut: () => {} }, calls };
 }
 
-function renderOverview(n: number) {
+function renderOverview(s: Session) {
   return render(
-    <SessionContext.Provider value={session(fleetOf(n))}>
+    <SessionContext.Provider value={s}>
       <Overview />
     </SessionContext.Provider>,
   );
 }
 
+const tableRows = () => within(screen.getByRole("table", { name: "Clusters" })).getAllByRole("row").slice(1);
+const cell = (row: HTMLElement, column: number) => within(row).getAllByRole("cell")[column].textContent;
+
 describe("Overview", () => {
   it("counts a thousand clusters and draws one page of them", () => {
-    renderOverview(1000);
+    renderOverview(session(fleetOf(1000)).s);
     const counts = screen.getByRole("region", { name: "Fleet counts" });
     expect(within(counts).getByRole("button", { name: /1,000\s*clusters/ })).toBeTruthy();
     expect(within(counts).getByRole("button", { name: /999\s*online/ })).toBeTruthy();
     expect(within(counts).getByRole("button", { name: /1\s*offline/ })).toBeTruthy();
     expect(within(counts).getByRole("button", { name: /1\s*config skew/ })).toBeTruthy();
-    const rows = within(screen.getByRole("table", { name: "Clusters" })).getAllByRole("row");
-    expect(rows).toHaveLength(51);
+    expect(within(counts).getByRole("button", { name: /1\s*inventories not ready/ })).toBeTruthy();
+    expect(tableRows()).toHaveLength(50);
   });
 
   it("filters by label and by state, and highlights skew", () => {
-    renderOverview(20);
+    renderOverview(session(fleetOf(20)).s);
     fireEvent.change(screen.getByLabelText("Filter clusters"), { target: { value: "env=prod" } });
     expect(screen.getByText("10 of 20 clusters")).toBeTruthy();
     fireEvent.change(screen.getByLabelText("Filter clusters"), { target: { value: "" } });
     fireEvent.click(screen.getByRole("button", { name: /config skew/ }));
-    const rows = within(screen.getByRole("table", { name: "Clusters" })).getAllByRole("row").slice(1);
+    const rows = tableRows();
     expect(rows).toHaveLength(1);
     expect(rows[0].className).toBe("skew");
     expect(rows[0].textContent).toContain("base 1 → 2");
   });
 
-  it("one unreadable cluster shows its error in its own row only", async () => {
-    renderOverview(4);
-    const table = screen.getByRole("table", { name: "Clusters" });
-    await waitFor(() => expect(within(table).getAllByText("1,234")).toHaveLength(3));
-    const bad = within(table).getByRole("row", { name: /c-0001/ });
-    expect(within(bad).getAllByRole("alert")[0].textContent).toContain("store timeout");
+  it("shows, sorts and filters inventories, rows and last export from the cluster list alone", async () => {
+    const { s, calls } = session(fleetOf(10));
+    renderOverview(s);
+    // Columns: cluster, state, labels, agent, kubernetes, revisions, inventories, rows, last export.
+    const c2 = tableRows()[2];
+    expect(cell(c2, 6)).toBe("2 (1 not ready)");
+    expect(cell(c2, 7)).toBe("1,002");
+    expect(cell(tableRows()[4], 8)).toBe("none");
+    expect(cell(tableRows()[6], 8)).toBe("2 h ago");
+    fireEvent.click(screen.getByRole("button", { name: "Rows" }));
+    fireEvent.click(screen.getByRole("button", { name: "Rows" })); // descending
+    expect(cell(tableRows()[0], 0)).toBe("c-0009");
+    fireEvent.change(screen.getByLabelText("State"), { target: { value: "noexport" } });
+    expect(tableRows().map((r) => cell(r, 0))).toEqual(["c-0006", "c-0004"]);
+    fireEvent.change(screen.getByLabelText("State"), { target: { value: "notready" } });
+    expect(tableRows().map((r) => cell(r, 0))).toEqual(["c-0002"]);
+    // No call per row: only the one ListClusters that refreshes heartbeat times.
+    await waitFor(() => expect(calls).toEqual(["listClusters"]));
+  });
+
+  it("takes newer heartbeat times from one ListClusters, and keeps the table when that fails", async () => {
+    const live = fleetOf(3);
+    const fresher = fleetOf(3).map((c, i) => (i === 1 ? { ...c, lastHeartbeat: timestampFromMs(Date.now() - 3_000) } : c));
+    const { unmount } = renderOverview(session(live, fresher).s);
+    await waitFor(() => expect(cell(tableRows()[1], 10)).toMatch(/^\d s ago$/));
+    expect(cell(tableRows()[0], 10)).toBe("10 min ago");
+    unmount();
+
+    renderOverview(session(live, new ConnectError("store timeout", Code.Unavailable)).s);
+    await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("store timeout"));
+    expect(tableRows()).toHaveLength(3);
+    expect(cell(tableRows()[1], 10)).toBe("10 min ago");
   });
 });

@@ -1,5 +1,6 @@
 // The fleet at a glance: counts, then every cluster, live from WatchFleet.
 import { useMemo, useState } from "react";
+import type { Fleet } from "../api/client";
 import { useFleetSnapshot, useSession } from "../api/context";
 import { Labels, StateBadge } from "../components/Badges";
 import { ErrorBox } from "../components/ErrorBox";
@@ -7,10 +8,10 @@ import { Table, type Column } from "../components/Table";
 import { ClusterState, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { agoMs, clusterStateName, count, ms } from "../lib/format";
 import { Link } from "../lib/router";
-import { StatusCache, useClusterStatus } from "../lib/statusCache";
 import { useNow } from "../lib/useNow";
+import { useQuery } from "../lib/useQuery";
 
-type StateFilter = "all" | "problems" | "skew" | keyof typeof stateByName;
+type StateFilter = "all" | "problems" | "skew" | "notready" | "noexport" | keyof typeof stateByName;
 const stateByName = {
   online: ClusterState.ONLINE,
   stale: ClusterState.STALE,
@@ -25,8 +26,19 @@ export function hasProblem(c: Cluster): boolean {
     !c.configInSync ||
     c.versionSkew ||
     c.sinkErrors > 0n ||
+    c.inventoriesNotReady > 0n ||
     c.bundles.some((b) => b.failedObjects > 0n)
   );
+}
+
+/** Older than this, or never: "no recent export". */
+const exportStaleMs = 60 * 60 * 1000;
+
+/** A cluster that reported and whose newest export is older than exportStaleMs, or none. */
+export function noRecentExport(c: Cluster, now: number): boolean {
+  if (!c.lastHeartbeat || c.state === ClusterState.REVOKED) return false;
+  const t = ms(c.lastExportTime);
+  return t === undefined || now - t > exportStaleMs;
 }
 
 export function matchesText(c: Cluster, text: string): boolean {
@@ -62,49 +74,35 @@ function Revisions({ c }: { c: Cluster }) {
   );
 }
 
-/** Inventories, rows and last export come from the cluster's last heartbeat (GetCluster). */
-function StatusCell({ cache, c, what }: { cache: StatusCache; c: Cluster; what: "inv" | "rows" | "export" }) {
-  const e = useClusterStatus(cache, c.name, ms(c.lastHeartbeat));
-  if (e.error && !e.data) return <ErrorBox error={e.error} compact />;
-  const st = e.data?.status;
-  if (!st) return <span className="muted">{e.inFlight || !e.fetchedAt ? "…" : "–"}</span>;
-  if (what === "inv") {
-    const notReady = st.inventories.filter((i) => i.conditions.some((k) => k.type === "Ready" && k.status !== "True")).length;
-    return (
-      <span>
-        {st.inventories.length}
-        {notReady ? <span className="skewmark" title={`${notReady} not ready`}> ({notReady} not ready)</span> : null}
-      </span>
-    );
-  }
-  if (what === "rows") return <span>{count(st.inventories.reduce((n, i) => n + i.itemCount, 0n))}</span>;
-  const last = st.sinks.reduce<number | undefined>((m, s) => {
-    const t = ms(s.lastSuccessTime);
-    return t !== undefined && (m === undefined || t > m) ? t : m;
-  }, undefined);
-  if (!st.sinks.length) return <span className="muted">no sinks</span>;
-  return <span title={last ? new Date(last).toLocaleString() : "never"}>{agoMs(last)}</span>;
+/**
+ * WatchFleet does not send a cluster again for a heartbeat that changes nothing else, so the
+ * heartbeat times in the live picture age; one ListClusters every 30 s refreshes them for the
+ * whole fleet. A failed refresh keeps the last times (and the live ones) on screen.
+ */
+function useFreshHeartbeats(fleet: Fleet): { beats: ReadonlyMap<string, number>; error?: unknown } {
+  const q = useQuery((signal) => fleet.listClusters({}, { signal }), [], { intervalMs: 30000 });
+  const beats = useMemo(() => {
+    const m = new Map<string, number>();
+    for (const c of q.data?.clusters ?? []) {
+      const t = ms(c.lastHeartbeat);
+      if (t !== undefined) m.set(c.name, t);
+    }
+    return m;
+  }, [q.data]);
+  return { beats, error: q.error };
 }
 
-/**
- * WatchFleet sends a cluster again only when something visible changes, not on every
- * heartbeat; the status fetched for the rows on screen carries a newer one.
- */
-function HeartbeatCell({ cache, c }: { cache: StatusCache; c: Cluster }) {
-  const e = useClusterStatus(cache, c.name, ms(c.lastHeartbeat));
-  const live = ms(c.lastHeartbeat);
-  const fetched = ms(e.data?.cluster?.lastHeartbeat);
-  const t = live === undefined || (fetched !== undefined && fetched > live) ? fetched : live;
-  return <span title={t ? new Date(t).toLocaleString() : "never"}>{agoMs(t)}</span>;
+function newest(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
 }
 
 export function Overview() {
   const { fleet } = useSession();
   const snap = useFleetSnapshot();
-  const cache = useMemo(() => new StatusCache(fleet), [fleet]);
+  const fresh = useFreshHeartbeats(fleet);
   const [text, setText] = useState("");
   const [state, setState] = useState<StateFilter>("all");
-  useNow(5000); // keeps "5 s ago" moving between fleet events
+  const now = useNow(5000); // keeps "5 s ago" moving between fleet events
 
   const clusters = useMemo(() => [...snap.clusters.values()], [snap.clusters]);
   const counts = useMemo(() => {
@@ -117,6 +115,7 @@ export function Overview() {
       pending: by(ClusterState.PENDING),
       revoked: by(ClusterState.REVOKED),
       configSkew: clusters.filter((c) => !c.configInSync && c.state !== ClusterState.REVOKED).length,
+      notReady: clusters.filter((c) => c.inventoriesNotReady > 0n).length,
       versionSkew: clusters.filter((c) => c.versionSkew).length,
       sinkErrors: clusters.filter((c) => c.sinkErrors > 0n).length,
     };
@@ -124,18 +123,26 @@ export function Overview() {
 
   const rows = useMemo(
     () =>
-      clusters.filter(
-        (c) =>
-          matchesText(c, text) &&
-          (state === "all" ||
-            (state === "problems"
-              ? hasProblem(c)
-              : state === "skew"
-                ? !c.configInSync && c.state !== ClusterState.REVOKED
-                : c.state === stateByName[state])),
-      ),
-    [clusters, text, state],
+      clusters.filter((c) => {
+        if (!matchesText(c, text)) return false;
+        switch (state) {
+          case "all":
+            return true;
+          case "problems":
+            return hasProblem(c);
+          case "skew":
+            return !c.configInSync && c.state !== ClusterState.REVOKED;
+          case "notready":
+            return c.inventoriesNotReady > 0n;
+          case "noexport":
+            return noRecentExport(c, now);
+          default:
+            return c.state === stateByName[state];
+        }
+      }),
+    [clusters, text, state, now],
   );
+  const heartbeat = (c: Cluster) => newest(ms(c.lastHeartbeat), fresh.beats.get(c.name));
 
   const columns: Column<Cluster>[] = [
     { key: "name", header: "Cluster", sortValue: (c) => c.name, render: (c) => <Link to={`/clusters/${encodeURIComponent(c.name)}`}>{c.name}</Link> },
@@ -159,9 +166,33 @@ export function Overview() {
       sortValue: (c) => (c.configInSync ? 1 : 0),
       render: (c) => <Revisions c={c} />,
     },
-    { key: "inv", header: "Inventories", className: "num", render: (c) => <StatusCell cache={cache} c={c} what="inv" /> },
-    { key: "rows", header: "Rows", className: "num", render: (c) => <StatusCell cache={cache} c={c} what="rows" /> },
-    { key: "export", header: "Last export", render: (c) => <StatusCell cache={cache} c={c} what="export" /> },
+    {
+      key: "inv",
+      header: "Inventories",
+      className: "num",
+      sortValue: (c) => c.inventories,
+      render: (c) => (
+        <span>
+          {count(c.inventories)}
+          {c.inventoriesNotReady ? <span className="skewmark" title={`${c.inventoriesNotReady} not ready`}> ({count(c.inventoriesNotReady)} not ready)</span> : null}
+        </span>
+      ),
+    },
+    { key: "rows", header: "Rows", className: "num", sortValue: (c) => c.items, render: (c) => count(c.items) },
+    {
+      key: "export",
+      header: "Last export",
+      sortValue: (c) => ms(c.lastExportTime) ?? 0,
+      render: (c) => {
+        const t = ms(c.lastExportTime);
+        if (t === undefined) return <span className="muted" title="no sink has reported a successful export">none</span>;
+        return (
+          <span className={now - t > exportStaleMs ? "skewmark" : undefined} title={new Date(t).toLocaleString()}>
+            {agoMs(t, now)}
+          </span>
+        );
+      },
+    },
     {
       key: "errors",
       header: "Errors",
@@ -182,8 +213,11 @@ export function Overview() {
     {
       key: "heartbeat",
       header: "Heartbeat",
-      sortValue: (c) => ms(c.lastHeartbeat) ?? 0,
-      render: (c) => <HeartbeatCell cache={cache} c={c} />,
+      sortValue: (c) => heartbeat(c) ?? 0,
+      render: (c) => {
+        const t = heartbeat(c);
+        return <span title={t ? new Date(t).toLocaleString() : "never"}>{agoMs(t, now)}</span>;
+      },
     },
   ];
 
@@ -207,6 +241,7 @@ export function Overview() {
         {countButton("pending", counts.pending, "pending", "warn")}
         {countButton("revoked", counts.revoked, "revoked", "bad")}
         {countButton("skew", counts.configSkew, "config skew", "warn")}
+        {countButton("notready", counts.notReady, "inventories not ready", "warn")}
         <div className={`count ${counts.versionSkew ? "warn" : ""}`}>
           <span className="n">{count(counts.versionSkew)}</span>
           <span className="t">version skew</span>
@@ -217,6 +252,7 @@ export function Overview() {
         </div>
       </section>
       {snap.error && !snap.loaded ? <ErrorBox error={snap.error} /> : null}
+      {fresh.error && snap.loaded ? <ErrorBox error={fresh.error} compact /> : null}
       <div className="filters" role="search">
         <input
           type="search"
@@ -231,6 +267,8 @@ export function Overview() {
             <option value="all">all</option>
             <option value="problems">with problems</option>
             <option value="skew">config skew</option>
+            <option value="notready">inventories not ready</option>
+            <option value="noexport">no export for an hour</option>
             {Object.keys(stateByName).map((s) => (
               <option key={s} value={s}>
                 {s}
