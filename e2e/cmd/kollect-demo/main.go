@@ -155,6 +155,7 @@ func run() error {
 
 	fmt.Printf("\nhub:          https://%s (CA %s)\nadmin token:  %s\nkubeconfigs:  %s  %s\n",
 		hub.addr, hub.fingerprint, hub.adminToken, east.Kubeconfig, west.Kubeconfig)
+	fmt.Printf("dashboard:    https://%s/ (sign in with the admin token; the browser will not know the hub's own CA)\n", hub.addr)
 	fmt.Printf("try:          bin/kollect hub login --url https://%s --token %s --ca-fingerprint %s && bin/kollect hub clusters\n",
 		hub.addr, hub.adminToken, hub.fingerprint)
 	if os.Getenv("KOLLECT_DEMO_EXIT") != "" {
