@@ -197,6 +197,16 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   await history.getByRole("row").nth(2).waitFor();
   await page.getByRole("img", { name: /^Items over time: 1,762 to 1,762/ }).waitFor();
   await screenshot("cluster");
+  // prod-ap-1's inventory grows every few seconds: each step is a record, and the line rises.
+  await go("/clusters/prod-ap-1");
+  const growing = page.getByRole("table", { name: "Heartbeat history" });
+  await growing.getByRole("row").nth(3).waitFor();
+  const line = page.getByRole("img", { name: /^Items over time: 853 to [\d,]+/ });
+  await line.waitFor();
+  const [, last] = (await line.getAttribute("aria-label")).match(/to ([\d,]+)/);
+  assert.ok(Number(last.replace(/,/g, "")) > 853, `prod-ap-1 did not grow: ${await line.getAttribute("aria-label")}`);
+  await page.getByRole("heading", { name: "Heartbeat history" }).evaluate((el) => el.scrollIntoView({ block: "start" }));
+  await screenshot("cluster-history");
   // The cluster that stopped heartbeating still has its page, with what it last reported.
   await go("/clusters/edge-7");
   await page.getByRole("heading", { name: /edge-7\s+(stale|offline)/ }).waitFor();

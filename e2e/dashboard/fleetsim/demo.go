@@ -52,6 +52,8 @@ func Demo() []Cluster {
 	apCircuit.Sinks = append(apCircuit.Sinks, Sink{Kind: "KollectEventSink", Namespace: "team-a", Name: "changes", Type: "kafka",
 		Age: 3 * time.Hour, Error: "kafka: 5 consecutive produce failures (broker kafka-0:9092 not available); circuit open for 60s",
 		Class: fleetv1.SinkErrorClass_SINK_ERROR_CLASS_CIRCUIT_OPEN})
+	// Workloads keep arriving: its heartbeat history has a record every few seconds.
+	apCircuit.Inventories[0].Growth.By, apCircuit.Inventories[0].Growth.Every = 12, 4*time.Second
 
 	staging := Healthy("staging-1", map[string]string{"env": "staging"}, 410)
 	staging.Sinks[0].Age = 4 * time.Minute

@@ -23,6 +23,20 @@ type Inventory struct {
 	Items           int64
 	// NotReady reports Ready=False with this reason.
 	NotReady string
+	// Growth, when set, adds Growth.By items every Growth.Every since the agent registered: an
+	// inventory that grows in steps, as a cluster's does while workloads are added.
+	Growth struct {
+		By    int64
+		Every time.Duration
+	}
+}
+
+// count is the item count at now for an agent registered at start.
+func (inv Inventory) count(start, now time.Time) int64 {
+	if inv.Growth.Every <= 0 {
+		return inv.Items
+	}
+	return inv.Items + inv.Growth.By*int64(now.Sub(start)/inv.Growth.Every)
 }
 
 // Sink is one simulated sink.
@@ -102,7 +116,7 @@ func (f *Fleet) Register(ctx context.Context, c Cluster) error {
 }
 
 func (f *Fleet) register(ctx context.Context, c Cluster) (*agent, error) {
-	a := &agent{fleet: f, spec: c, kick: make(chan struct{}, 1)}
+	a := &agent{fleet: f, spec: c, kick: make(chan struct{}, 1), start: time.Now()}
 	reg := fleetv1connect.NewAgentServiceClient(f.client, f.hubURL)
 	resp, err := reg.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
 		ClusterName: c.Name, Labels: c.Labels, BootstrapToken: f.bootstrap,
@@ -186,6 +200,7 @@ type agent struct {
 	credential string
 	client     fleetv1connect.AgentServiceClient
 	kick       chan struct{}
+	start      time.Time // registration
 
 	mu         sync.Mutex
 	config     *fleetv1.WatchConfigResponse
@@ -287,7 +302,7 @@ func (a *agent) report(ctx context.Context) error {
 			cond.Status, cond.Reason, cond.Message = "False", inv.NotReady, "export failing: see the sinks"
 		}
 		st.Inventories = append(st.Inventories, &fleetv1.InventoryStatus{Namespace: inv.Namespace, Name: inv.Name,
-			ItemCount: inv.Items, Conditions: []*fleetv1.Condition{cond}})
+			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond}})
 	}
 	for _, s := range a.spec.Sinks {
 		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,
