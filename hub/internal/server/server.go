@@ -234,7 +234,10 @@ func (s *Server) routes() http.Handler {
 		&health.Collector{Source: s.view.Snapshot, Connected: s.dispatcher.Connected, Log: s.log})
 
 	// Bundles and statuses are larger than Connect's defaults expect; bound them anyway.
-	limits := connect.WithReadMaxBytes(16 << 20)
+	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
+	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a
+	// fleet's heartbeats are the hub's most frequent call.
+	limits := connect.WithHandlerOptions(connect.WithReadMaxBytes(16<<20), connect.WithCompressMinBytes(1024))
 	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
 		connect.WithInterceptors(&auth.AgentAuth{Store: s.store}), limits)
 	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s},
