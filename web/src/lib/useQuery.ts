@@ -1,5 +1,8 @@
-// useQuery runs one read call, optionally again every intervalMs and whenever `refresh` changes.
-// It keeps the last good data when a later call fails, so one failed refresh never blanks a view.
+// useQuery runs one read call, again whenever deps change (a different object: the old data is
+// dropped), whenever opts.refresh changes (the same object changed: the old data stays on screen
+// until the new arrives, so live updates never flash a loading state or unmount what the user is
+// typing into), and optionally every intervalMs. It keeps the last good data when a later call
+// fails, so one failed refresh never blanks a view.
 import { useCallback, useEffect, useRef, useState } from "react";
 
 export interface Query<T> {
@@ -9,7 +12,11 @@ export interface Query<T> {
   reload: () => void;
 }
 
-export function useQuery<T>(fn: (signal: AbortSignal) => Promise<T>, deps: unknown[], opts: { intervalMs?: number } = {}): Query<T> {
+export function useQuery<T>(
+  fn: (signal: AbortSignal) => Promise<T>,
+  deps: unknown[],
+  opts: { intervalMs?: number; refresh?: unknown } = {},
+): Query<T> {
   const [state, setState] = useState<{ data?: T; error?: unknown; loading: boolean }>({ loading: true });
   const [tick, setTick] = useState(0);
   const fnRef = useRef(fn);
@@ -17,7 +24,8 @@ export function useQuery<T>(fn: (signal: AbortSignal) => Promise<T>, deps: unkno
   const reload = useCallback(() => setTick((t) => t + 1), []);
 
   // Deps change → start over without stale data from another object.
-  const depsKey = JSON.stringify(deps, (_, v) => (typeof v === "bigint" ? v.toString() : v));
+  const depsKey = JSON.stringify(deps, bigintAsString);
+  const refreshKey = JSON.stringify(opts.refresh ?? null, bigintAsString);
   const lastKey = useRef(depsKey);
   useEffect(() => {
     const ctl = new AbortController();
@@ -30,7 +38,7 @@ export function useQuery<T>(fn: (signal: AbortSignal) => Promise<T>, deps: unkno
       (error) => !ctl.signal.aborted && setState((s) => ({ data: s.data, error, loading: false })),
     );
     return () => ctl.abort();
-  }, [depsKey, tick]);
+  }, [depsKey, refreshKey, tick]);
 
   useEffect(() => {
     if (!opts.intervalMs) return;
@@ -39,4 +47,8 @@ export function useQuery<T>(fn: (signal: AbortSignal) => Promise<T>, deps: unkno
   }, [opts.intervalMs, reload]);
 
   return { ...state, reload };
+}
+
+function bigintAsString(_: string, v: unknown): unknown {
+  return typeof v === "bigint" ? v.toString() : v;
 }

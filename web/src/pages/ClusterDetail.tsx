@@ -213,7 +213,7 @@ export function ClusterDetail({ name }: { name: string }) {
   const snap = useFleetSnapshot();
   const live = snap.clusters.get(name);
   const liveBeat = ms(live?.lastHeartbeat);
-  const q = useQuery((signal) => fleet.getCluster({ name }, { signal }), [name, liveBeat, live?.state], { intervalMs: 5000 });
+  const q = useQuery((signal) => fleet.getCluster({ name }, { signal }), [name], { intervalMs: 5000, refresh: [liveBeat, live?.state] });
   const canOperate = useCan(Role.OPERATOR);
   const isAdmin = useCan(Role.ADMIN);
   const [actionError, setActionError] = useState<unknown>(null);

@@ -19,7 +19,7 @@ export function RolloutDetail({ id }: { id: bigint }) {
   // A WatchFleet event for this rollout (at most one a second) triggers a fresh GetRollout for
   // its clusters; the interval covers a stream that is reconnecting.
   const liveKey = live ? `${live.phase}:${live.currentWave}:${live.updatedAt?.seconds}:${live.waves.map((w) => w.clustersHealthy + "/" + w.clustersFailed).join(",")}` : "";
-  const q = useQuery((signal) => fleet.getRollout({ id }, { signal }), [id.toString(), liveKey], { intervalMs: 3000 });
+  const q = useQuery((signal) => fleet.getRollout({ id }, { signal }), [id.toString()], { intervalMs: 3000, refresh: liveKey });
   const [reason, setReason] = useState("");
   const [actionError, setActionError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);

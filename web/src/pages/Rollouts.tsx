@@ -22,7 +22,7 @@ export function Rollouts() {
   const snap = useFleetSnapshot();
   const canWrite = useCan(Role.OPERATOR);
   const liveKey = [...snap.rollouts.values()].map((r) => `${r.id}:${r.phase}:${r.currentWave}`).join(",");
-  const history = useQuery((signal) => fleet.listRollouts({ limit: 200 }, { signal }), [liveKey], { intervalMs: 15000 });
+  const history = useQuery((signal) => fleet.listRollouts({ limit: 200 }, { signal }), [], { intervalMs: 15000, refresh: liveKey });
 
   // Live events are newer than the last list: they win.
   const rows = useMemo(() => {
