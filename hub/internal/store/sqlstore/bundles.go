@@ -12,7 +12,7 @@ import (
 
 const revisionCols = `bundle, revision, manifests, selector, digest, objects, created_by, created_at, message`
 
-func scanRevision(sc interface{ Scan(...any) error }) (store.Revision, error) {
+func scanRevision(sc scanner) (store.Revision, error) {
 	var (
 		r       store.Revision
 		created int64
@@ -233,7 +233,7 @@ const bundleQuery = `SELECT b.name, b.description, b.latest_revision, b.selector
 	COALESCE(r.id, 0), b.created_at, b.updated_at
 	FROM bundles b LEFT JOIN rollouts r ON r.bundle = b.name AND r.active = 1`
 
-func scanBundle(sc interface{ Scan(...any) error }) (store.Bundle, error) {
+func scanBundle(sc scanner) (store.Bundle, error) {
 	var (
 		b                store.Bundle
 		created, updated int64
@@ -248,23 +248,7 @@ func scanBundle(sc interface{ Scan(...any) error }) (store.Bundle, error) {
 
 // ListBundles implements store.Store.
 func (s *Store) ListBundles(ctx context.Context) ([]store.Bundle, error) {
-	rows, err := s.db.QueryContext(ctx, bundleQuery+` WHERE b.deleted = 0 ORDER BY b.name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing bundles: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Bundle
-	for rows.Next() {
-		b, err := scanBundle(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading bundle: %w", err)
-		}
-		out = append(out, b)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing bundles: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.db, "bundles", scanBundle, bundleQuery+` WHERE b.deleted = 0 ORDER BY b.name`)
 }
 
 // GetBundle implements store.Store.
@@ -295,22 +279,10 @@ func (s *Store) GetRevision(ctx context.Context, bundle string, revision int64) 
 
 // ListRevisions implements store.Store.
 func (s *Store) ListRevisions(ctx context.Context, bundle string) ([]store.Revision, error) {
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT bundle, revision, '', selector, digest, objects, created_by,
-		created_at, message FROM bundle_revisions WHERE bundle = ? ORDER BY revision DESC`), bundle)
+	out, err := queryAll(ctx, s.db, "revisions of "+bundle, scanRevision, s.q(`SELECT bundle, revision, '', selector,
+		digest, objects, created_by, created_at, message FROM bundle_revisions WHERE bundle = ? ORDER BY revision DESC`), bundle)
 	if err != nil {
-		return nil, fmt.Errorf("listing revisions of %s: %w", bundle, err)
-	}
-	defer rows.Close()
-	var out []store.Revision
-	for rows.Next() {
-		r, err := scanRevision(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading revision: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing revisions of %s: %w", bundle, err)
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("bundle %s: %w", bundle, store.ErrNotFound)

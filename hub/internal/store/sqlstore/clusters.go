@@ -13,7 +13,7 @@ import (
 const clusterCols = `name, labels, credential_hash, revoked, agent_version, kubernetes_version,
 	registered_at, last_heartbeat, applied_digest, status`
 
-func scanCluster(sc interface{ Scan(...any) error }) (store.Cluster, error) {
+func scanCluster(sc scanner) (store.Cluster, error) {
 	var (
 		c                   store.Cluster
 		labels              string
@@ -200,44 +200,12 @@ func (s *Store) GetCluster(ctx context.Context, name string) (store.Cluster, err
 
 // ListClusters implements store.Store.
 func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT `+clusterCols+` FROM clusters ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Cluster
-	for rows.Next() {
-		c, err := scanCluster(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading cluster: %w", err)
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing clusters: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.db, "clusters", scanCluster, `SELECT `+clusterCols+` FROM clusters ORDER BY name`)
 }
 
 // LiveClusters implements store.Store.
 func (s *Store) LiveClusters(ctx context.Context) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name FROM clusters WHERE revoked = 0 ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("listing live clusters: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			return nil, fmt.Errorf("reading cluster name: %w", err)
-		}
-		out = append(out, name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing live clusters: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.db, "live clusters", scanString, `SELECT name FROM clusters WHERE revoked = 0 ORDER BY name`)
 }
 
 // RevokeCluster implements store.Store.

@@ -11,7 +11,7 @@ import (
 
 const heartbeatCols = `at, agent_version, applied_digest, inventories, items, inventories_not_ready, sink_errors, state`
 
-func scanHeartbeat(sc interface{ Scan(...any) error }) (store.HeartbeatRecord, error) {
+func scanHeartbeat(sc scanner) (store.HeartbeatRecord, error) {
 	var (
 		r  store.HeartbeatRecord
 		at int64
@@ -84,22 +84,6 @@ func (s *Store) Heartbeats(ctx context.Context, cluster string, limit int) ([]st
 	if n == 0 {
 		return nil, fmt.Errorf("cluster %s: %w", cluster, store.ErrNotFound)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(`SELECT `+heartbeatCols+` FROM cluster_heartbeats WHERE cluster = ?
-		ORDER BY id DESC LIMIT ?`), cluster, limit)
-	if err != nil {
-		return nil, fmt.Errorf("listing the heartbeat history of %s: %w", cluster, err)
-	}
-	defer rows.Close()
-	var out []store.HeartbeatRecord
-	for rows.Next() {
-		r, err := scanHeartbeat(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading the heartbeat history of %s: %w", cluster, err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing the heartbeat history of %s: %w", cluster, err)
-	}
-	return out, nil
+	return queryAll(ctx, s.db, "the heartbeat history of "+cluster, scanHeartbeat, s.q(`SELECT `+heartbeatCols+`
+		FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT ?`), cluster, limit)
 }

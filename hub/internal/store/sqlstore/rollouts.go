@@ -13,7 +13,7 @@ import (
 const rolloutCols = `id, bundle, from_revision, to_revision, strategy, phase, message, current_wave, waves,
 	rollback_of, created_by, created_at, updated_at, finished_at, version`
 
-func scanRollout(sc interface{ Scan(...any) error }) (store.Rollout, error) {
+func scanRollout(sc scanner) (store.Rollout, error) {
 	var (
 		r                          store.Rollout
 		phase, waves               string
@@ -205,23 +205,7 @@ func (s *Store) ListRollouts(ctx context.Context, f store.RolloutFilter) ([]stor
 		query += ` LIMIT ?`
 		args = append(args, f.Limit)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
-	if err != nil {
-		return nil, fmt.Errorf("listing rollouts: %w", err)
-	}
-	defer rows.Close()
-	var out []store.Rollout
-	for rows.Next() {
-		r, err := scanRollout(rows)
-		if err != nil {
-			return nil, fmt.Errorf("reading rollout: %w", err)
-		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("listing rollouts: %w", err)
-	}
-	return out, nil
+	return queryAll(ctx, s.db, "rollouts", scanRollout, s.q(query), args...)
 }
 
 // ApplyRolloutStep implements store.Store.

@@ -82,7 +82,7 @@ func (s *Store) CreateAPIToken(ctx context.Context, t store.APIToken) error {
 
 const apiTokenCols = `id, name, hash, role, revoked, created_by, created_at`
 
-func scanAPIToken(sc interface{ Scan(...any) error }) (store.APIToken, error) {
+func scanAPIToken(sc scanner) (store.APIToken, error) {
 	var (
 		t                  store.APIToken
 		role, rev, created int64
