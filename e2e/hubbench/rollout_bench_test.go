@@ -20,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 
 	"kollect.dev/e2e/dashboard/fleetsim"
+	"kollect.dev/e2e/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -228,29 +229,18 @@ func (h *hub) fleetClient() fleetv1connect.FleetServiceClient {
 
 // cpu is the hub process's CPU time so far (user and system).
 func (h *hub) cpu(b *testing.B) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", h.cmd.Process.Pid))
+	v, err := testenv.ProcessCPU(h.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// The fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
+	return v
 }
 
 // rssMiB is the hub process's resident set.
 func (h *hub) rssMiB(b *testing.B) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", h.cmd.Process.Pid))
+	v, err := testenv.ProcessRSSMiB(h.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return v
 }

@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"kollect.dev/e2e/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -34,31 +35,20 @@ func benchAgents(b *testing.B) int {
 
 // rssMiB is this process's resident set (hub and simulated agents together).
 func rssMiB(b *testing.B) float64 {
-	raw, err := os.ReadFile("/proc/self/status")
+	v, err := testenv.ProcessRSSMiB(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmRSS")
-	return 0
+	return v
 }
 
 // cpuTime is the CPU time this process has used (user and system).
 func cpuTime(b *testing.B) time.Duration {
-	raw, err := os.ReadFile("/proc/self/stat")
+	v, err := testenv.ProcessCPU(os.Getpid())
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ is 100 on Linux
+	return v
 }
 
 // round tracks one revision's propagation: how many agents still have to receive it.
