@@ -89,14 +89,14 @@ func validFormat(f string) bool {
 }
 
 // filter checks the flags and parses --attr values.
-func (f *queryFlags) filter() (postgres.Filter, error) {
+func (f *queryFlags) filter() (export.RowFilter, error) {
 	switch {
 	case (f.postgresURL == "") == (f.mongoURI == ""):
-		return postgres.Filter{}, errors.New("give exactly one of --postgres and --mongodb")
+		return export.RowFilter{}, errors.New("give exactly one of --postgres and --mongodb")
 	case f.mongoURI != "" && f.database == "":
-		return postgres.Filter{}, errors.New("--mongodb needs --database")
+		return export.RowFilter{}, errors.New("--mongodb needs --database")
 	}
-	pf := postgres.Filter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
+	pf := export.RowFilter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
 	for _, kv := range f.attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -115,7 +115,7 @@ func (f *queryFlags) filter() (postgres.Filter, error) {
 }
 
 // run connects to the database, a connection error being exit code 2.
-func (f *queryFlags) run(ctx context.Context, pf postgres.Filter) ([]export.Row, error) {
+func (f *queryFlags) run(ctx context.Context, pf export.RowFilter) ([]export.Row, error) {
 	if f.postgresURL != "" {
 		conn, err := pgx.Connect(ctx, f.postgresURL)
 		if err != nil {
@@ -137,9 +137,7 @@ func (f *queryFlags) run(ctx context.Context, pf postgres.Filter) ([]export.Row,
 		return nil, usage(fmt.Errorf("connecting to MongoDB: %w", err))
 	}
 	defer client.Disconnect(context.Background())
-	mf := mongodb.Filter{Cluster: pf.Cluster, Inventory: pf.Inventory, Kind: pf.Kind, Namespace: pf.Namespace, Name: pf.Name,
-		Attributes: pf.Attributes, Limit: pf.Limit}
-	recs, err := mongodb.Query(ctx, client.Database(f.database).Collection(f.collection), mf)
+	recs, err := mongodb.Query(ctx, client.Database(f.database).Collection(f.collection), pf)
 	if err != nil {
 		return nil, usage(err)
 	}

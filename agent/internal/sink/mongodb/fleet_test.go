@@ -40,7 +40,7 @@ func fleet(t *testing.T) (*mongo.Collection, *Sink) {
 func TestQueryFilters(t *testing.T) {
 	ctx := context.Background()
 	_, s := fleet(t)
-	keys := func(recs []Record) []string {
+	keys := func(recs []export.StoredRow) []string {
 		var out []string
 		for _, r := range recs {
 			out = append(out, r.Cluster+"/"+r.Kind+"/"+r.Name)
@@ -49,18 +49,18 @@ func TestQueryFilters(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		f    Filter
+		f    export.RowFilter
 		want []string
 	}{
-		{"everything", Filter{}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002", "east/Service/app-00003",
+		{"everything", export.RowFilter{}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002", "east/Service/app-00003",
 			"west/Deployment/app-00001", "west/Deployment/app-00002", "west/Service/app-00003"}},
-		{"cluster and kind", Filter{Cluster: "west", Kind: "Service"}, []string{"west/Service/app-00003"}},
-		{"namespace and name", Filter{Namespace: "ns-2", Name: "app-00002"}, []string{"east/Deployment/app-00002", "west/Deployment/app-00002"}},
-		{"attribute equality", Filter{Attributes: map[string]any{"team": "a"}, Cluster: "east"}, []string{"east/Deployment/app-00001", "east/Service/app-00003"}},
-		{"nested attribute", Filter{Attributes: map[string]any{"labels": map[string]any{"tier": "web"}}}, []string{"east/Service/app-00003", "west/Service/app-00003"}},
-		{"no match", Filter{Attributes: map[string]any{"team": "zzz"}}, nil},
-		{"limit", Filter{Limit: 2}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002"}},
-		{"operators are values", Filter{Name: "$where"}, nil},
+		{"cluster and kind", export.RowFilter{Cluster: "west", Kind: "Service"}, []string{"west/Service/app-00003"}},
+		{"namespace and name", export.RowFilter{Namespace: "ns-2", Name: "app-00002"}, []string{"east/Deployment/app-00002", "west/Deployment/app-00002"}},
+		{"attribute equality", export.RowFilter{Attributes: map[string]any{"team": "a"}, Cluster: "east"}, []string{"east/Deployment/app-00001", "east/Service/app-00003"}},
+		{"nested attribute", export.RowFilter{Attributes: map[string]any{"labels": map[string]any{"tier": "web"}}}, []string{"east/Service/app-00003", "west/Service/app-00003"}},
+		{"no match", export.RowFilter{Attributes: map[string]any{"team": "zzz"}}, nil},
+		{"limit", export.RowFilter{Limit: 2}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002"}},
+		{"operators are values", export.RowFilter{Name: "$where"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.Query(ctx, tc.f)

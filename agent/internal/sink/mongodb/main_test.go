@@ -187,7 +187,7 @@ func mkRows(cluster, inventory string, n, version int) []export.Row {
 // stored reads a cluster's documents: uid → canonical attributes, failing on duplicates.
 func stored(tb testing.TB, coll *mongo.Collection, cluster string) map[string]string {
 	tb.Helper()
-	recs, err := Query(context.Background(), coll, Filter{Cluster: cluster, Limit: 1 << 30})
+	recs, err := Query(context.Background(), coll, export.RowFilter{Cluster: cluster, Limit: 1 << 30})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package mongodb
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -12,25 +11,9 @@ import (
 	"kollect.dev/agent/internal/export"
 )
 
-// Filter selects rows for Query. Empty fields match everything. Attributes match by
-// equality; nested maps are flattened into dotted paths, so {"labels": {"team": "a"}} matches
-// any row whose labels include team=a (the same containment as the Postgres sink's filter).
-type Filter struct {
-	Cluster, Inventory, Kind, Namespace, Name string
-	Attributes                                map[string]any
-	// Limit caps the result; 0 means 1000.
-	Limit int
-}
-
-// Record is a stored row with its bookkeeping times.
-type Record struct {
-	export.Row
-	FirstSeen time.Time `json:"firstSeen"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
-
-// filterDoc builds the query document of f.
-func filterDoc(f Filter) bson.D {
+// filterDoc builds the query document of f. Attribute values that are maps are flattened
+// into dotted paths, which gives the containment RowFilter promises (as JSONB does in Postgres).
+func filterDoc(f export.RowFilter) bson.D {
 	d := bson.D{}
 	for _, c := range []struct{ field, v string }{
 		{"cluster", f.Cluster}, {"inventory", f.Inventory}, {"kind", f.Kind}, {"namespace", f.Namespace}, {"name", f.Name},
@@ -55,7 +38,7 @@ func filterDoc(f Filter) bson.D {
 
 // Query reads rows of coll matching f, ordered by cluster, kind, namespace and name. It is
 // what `kollect query` runs against a MongoDB sink.
-func Query(ctx context.Context, coll *mongo.Collection, f Filter) ([]Record, error) {
+func Query(ctx context.Context, coll *mongo.Collection, f export.RowFilter) ([]export.StoredRow, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -68,7 +51,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f Filter) ([]Record, err
 		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
 	}
 	defer cur.Close(ctx)
-	var out []Record
+	var out []export.StoredRow
 	for cur.Next(ctx) {
 		var d struct {
 			Cluster    string        `bson:"cluster"`
@@ -91,7 +74,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f Filter) ([]Record, err
 		if err != nil {
 			return nil, fmt.Errorf("attributes of %s/%s/%s/%s: %w", d.Cluster, d.Inventory, d.Target, d.UID, err)
 		}
-		out = append(out, Record{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
+		out = append(out, export.StoredRow{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
 			Group: d.Group, Version: d.Version, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, UID: d.UID,
 			Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
 	}
@@ -102,6 +85,6 @@ func Query(ctx context.Context, coll *mongo.Collection, f Filter) ([]Record, err
 }
 
 // Query reads rows of this sink's collection; see the package-level Query.
-func (s *Sink) Query(ctx context.Context, f Filter) ([]Record, error) {
+func (s *Sink) Query(ctx context.Context, f export.RowFilter) ([]export.StoredRow, error) {
 	return Query(ctx, s.rows, f)
 }

@@ -244,7 +244,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 	if err := a.export(ctx, []export.Row{row}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Query(ctx, Filter{Cluster: "east"})
+	got, err := s.Query(ctx, export.RowFilter{Cluster: "east"})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("query: %v, %d rows", err, len(got))
 	}

@@ -6,29 +6,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"kollect.dev/agent/internal/export"
 )
-
-// Filter selects rows for Query. Empty fields match everything; Attributes match by JSON
-// equality of top-level attributes (JSONB containment, so {"labels": {"team": "a"}} matches
-// any row whose labels include team=a).
-type Filter struct {
-	Cluster, Inventory, Kind, Namespace, Name string
-	Attributes                                map[string]any
-	// Limit caps the result; 0 means 1000.
-	Limit int
-}
-
-// Record is a stored row with its bookkeeping times.
-type Record struct {
-	export.Row
-	FirstSeen time.Time `json:"firstSeen"`
-	UpdatedAt time.Time `json:"updatedAt"`
-}
 
 // Querier is a pool, connection or transaction.
 type Querier interface {
@@ -37,7 +19,7 @@ type Querier interface {
 
 // Query reads rows of the sink's table in schema matching f, ordered by cluster, kind,
 // namespace and name. It is what `kollect query` runs against a Postgres sink.
-func Query(ctx context.Context, db Querier, schema, table string, f Filter) ([]Record, error) {
+func Query(ctx context.Context, db Querier, schema, table string, f export.RowFilter) ([]export.StoredRow, error) {
 	n := names{schema: schema, table: table}
 	var where []string
 	var args []any
@@ -72,8 +54,8 @@ func Query(ctx context.Context, db Querier, schema, table string, f Filter) ([]R
 	if err != nil {
 		return nil, fmt.Errorf("querying %s: %w", n.Rows(), err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (Record, error) {
-		var rec Record
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (export.StoredRow, error) {
+		var rec export.StoredRow
 		var attrs []byte
 		err := r.Scan(&rec.Cluster, &rec.Inventory, &rec.Target, &rec.Group, &rec.Version, &rec.Kind,
 			&rec.Namespace, &rec.Name, &rec.UID, &attrs, &rec.FirstSeen, &rec.UpdatedAt)
@@ -103,6 +85,6 @@ func canonical(raw []byte) json.RawMessage {
 }
 
 // Query reads rows of this sink's table; see the package-level Query.
-func (s *Sink) Query(ctx context.Context, f Filter) ([]Record, error) {
+func (s *Sink) Query(ctx context.Context, f export.RowFilter) ([]export.StoredRow, error) {
 	return Query(ctx, s.pool, s.names.schema, s.names.table, f)
 }

@@ -1,0 +1,20 @@
+package export
+
+import "time"
+
+// RowFilter selects stored rows for the database sinks' Query (and `kollect query`). Empty
+// fields match everything. Attributes match by containment: {"labels": {"team": "a"}} matches
+// any row whose labels include team=a.
+type RowFilter struct {
+	Cluster, Inventory, Kind, Namespace, Name string
+	Attributes                                map[string]any
+	// Limit caps the result; 0 means 1000.
+	Limit int
+}
+
+// StoredRow is a row as a database sink holds it, with its bookkeeping times.
+type StoredRow struct {
+	Row
+	FirstSeen time.Time `json:"firstSeen"`
+	UpdatedAt time.Time `json:"updatedAt"`
+}
