@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -365,7 +366,7 @@ func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	c, err := controller.NewTyped("kollectinventory", mgr, controller.TypedOptions[inventory.Key]{
 		Reconciler:         reconcile.TypedFunc[inventory.Key](r.Reconcile),
-		NeedLeaderElection: ptrFalse(), MaxConcurrentReconciles: 2,
+		NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2,
 	})
 	if err != nil {
 		return err
@@ -376,9 +377,7 @@ func (r *InventoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	related := func(ctx context.Context, o client.Object) []inventory.Key {
 		return r.inventoriesNear(ctx, o.GetNamespace())
 	}
-	watch := func(obj client.Object, fn handler.TypedMapFunc[client.Object, inventory.Key]) error {
-		return c.Watch(source.TypedKind(mgr.GetCache(), obj, handler.TypedEnqueueRequestsFromMapFunc(fn)))
-	}
+	watch := watchMapped(mgr, c)
 	return errors.Join(
 		watch(&kollectv1.KollectInventory{}, self),
 		watch(&kollectv1.KollectClusterInventory{}, self),

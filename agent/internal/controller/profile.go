@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -99,7 +100,5 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 // SetupWithManager registers the reconciler; it runs on every replica.
 func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
-		WithOptions(controller.Options{NeedLeaderElection: ptrFalse()}).Complete(r)
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).Complete(r)
 }
-
-func ptrFalse() *bool { b := false; return &b }

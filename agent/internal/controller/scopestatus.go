@@ -10,12 +10,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -123,7 +122,7 @@ func (r *ScopeStatusReconciler) violations(ctx context.Context, ns, name string)
 // SetupWithManager watches scopes and the objects they may degrade.
 func (r *ScopeStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	c, err := controller.NewTyped("kollectscope", mgr, controller.TypedOptions[scopeKey]{
-		Reconciler: reconcile.TypedFunc[scopeKey](r.Reconcile), NeedLeaderElection: ptrFalse(),
+		Reconciler: reconcile.TypedFunc[scopeKey](r.Reconcile), NeedLeaderElection: ptr.To(false),
 	})
 	if err != nil {
 		return err
@@ -151,9 +150,7 @@ func (r *ScopeStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return out
 	}
-	watch := func(obj client.Object, fn handler.TypedMapFunc[client.Object, scopeKey]) error {
-		return c.Watch(source.TypedKind(mgr.GetCache(), obj, handler.TypedEnqueueRequestsFromMapFunc(fn)))
-	}
+	watch := watchMapped(mgr, c)
 	return errors.Join(
 		watch(&kollectv1.KollectScope{}, self),
 		watch(&kollectv1.KollectClusterScope{}, self),

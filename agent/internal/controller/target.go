@@ -12,6 +12,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -229,7 +230,7 @@ func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	c, err := controller.NewTyped("kollecttarget", mgr, controller.TypedOptions[collector.TargetKey]{
 		Reconciler:         reconcile.TypedFunc[collector.TargetKey](r.Reconcile),
-		NeedLeaderElection: ptrFalse(), MaxConcurrentReconciles: 2,
+		NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2,
 	})
 	if err != nil {
 		return err
@@ -238,12 +239,13 @@ func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return []collector.TargetKey{{Namespace: o.GetNamespace(), Name: o.GetName()}}
 	}
 	byProfile := func(ctx context.Context, o client.Object) []collector.TargetKey { return r.targetsOfProfile(ctx, o) }
+	watch := watchMapped(mgr, c)
 	return errors.Join(
-		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
-		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectClusterTarget{}), handler.TypedEnqueueRequestsFromMapFunc(toKey))),
-		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectProfile{}), handler.TypedEnqueueRequestsFromMapFunc(byProfile))),
-		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectScope{}), handler.TypedEnqueueRequestsFromMapFunc(r.targetsOfScope))),
-		c.Watch(source.TypedKind(mgr.GetCache(), client.Object(&kollectv1.KollectClusterScope{}), handler.TypedEnqueueRequestsFromMapFunc(r.targetsOfScope))),
+		watch(&kollectv1.KollectTarget{}, toKey),
+		watch(&kollectv1.KollectClusterTarget{}, toKey),
+		watch(&kollectv1.KollectProfile{}, byProfile),
+		watch(&kollectv1.KollectScope{}, r.targetsOfScope),
+		watch(&kollectv1.KollectClusterScope{}, r.targetsOfScope),
 		c.Watch(source.TypedChannel(r.Refresh, handler.TypedFuncs[collector.TargetKey, collector.TargetKey]{
 			GenericFunc: func(_ context.Context, e event.TypedGenericEvent[collector.TargetKey], q handlerQueue) {
 				q.AddAfter(e.Object, time.Second) // coalesce bursts of refreshes
