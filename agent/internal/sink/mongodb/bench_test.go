@@ -13,12 +13,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 func benchRows(cluster, inventory string, n int) []export.Row {
 	rows := make([]export.Row, n)
 	for i := range rows {
-		rows[i] = mkRow(cluster, inventory, i, map[string]any{
+		rows[i] = sinktest.Deployment(cluster, inventory, i, map[string]any{
 			"replicas": i % 5, "images": []any{fmt.Sprintf("registry.example/team-%d/app:1", i%40), "envoy:1.30"},
 			"labels": map[string]any{"team": fmt.Sprintf("team-%d", i%40), "tier": "web", "env": "prod"},
 			"ready":  true, "strategy": "RollingUpdate", "serviceAccount": fmt.Sprintf("sa-%d", i%100),
@@ -92,7 +93,7 @@ func benchDiff(b *testing.B, size int) {
 				next[j].Attributes, _ = export.EncodeAttributes(map[string]any{"replicas": round})
 				continue
 			}
-			fresh := mkRow("east", "apps", j, map[string]any{"replicas": round})
+			fresh := sinktest.Deployment("east", "apps", j, map[string]any{"replicas": round})
 			fresh.UID, fresh.Name = fmt.Sprintf("east-r%d-%05d", round, j), fmt.Sprintf("app-%05d-r%d", j, round)
 			next[j] = fresh
 		}

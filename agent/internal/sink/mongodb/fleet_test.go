@@ -10,6 +10,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 // fleet exports a small two-cluster fleet: deployments with images and a service.
@@ -23,11 +24,11 @@ func fleet(t *testing.T) (*mongo.Collection, *Sink) {
 		if cluster == "east" {
 			east = s
 		}
-		svc := mkRow(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
+		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
 		svc.Kind, svc.Group, svc.Target = "Service", "", "services"
 		rows := []export.Row{
-			mkRow(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
-			mkRow(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),
+			sinktest.Deployment(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
+			sinktest.Deployment(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),
 			svc,
 		}
 		if err := (&agent{sink: s, cluster: cluster, inventory: "apps"}).export(ctx, rows); err != nil {

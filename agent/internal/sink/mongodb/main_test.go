@@ -163,27 +163,6 @@ func (a *agent) export(ctx context.Context, rows []export.Row) error {
 	return nil
 }
 
-func mkRow(cluster, inventory string, i int, attrs map[string]any) export.Row {
-	raw, err := export.EncodeAttributes(attrs)
-	if err != nil {
-		panic(err)
-	}
-	return export.Row{Cluster: cluster, Inventory: inventory, Target: "deployments", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%05d", i),
-		UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Attributes: raw}
-}
-
-func mkRows(cluster, inventory string, n, version int) []export.Row {
-	rows := make([]export.Row, n)
-	for i := range rows {
-		rows[i] = mkRow(cluster, inventory, i, map[string]any{
-			"replicas": i % 5, "image": fmt.Sprintf("registry.example/app:%d", version),
-			"labels": map[string]any{"team": fmt.Sprintf("team-%d", i%3)},
-		})
-	}
-	return rows
-}
-
 // stored reads a cluster's documents: uid → canonical attributes, failing on duplicates.
 func stored(tb testing.TB, coll *mongo.Collection, cluster string) map[string]string {
 	tb.Helper()

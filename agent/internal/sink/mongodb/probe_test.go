@@ -11,6 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -82,7 +83,7 @@ func TestPreview(t *testing.T) {
 	if w := writes(rec.take()); len(w) != 0 {
 		t.Fatalf("preview wrote: %q", w)
 	}
-	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", "apps", 3, 1)); err != nil {
+	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if p, err = s.Preview(ctx, "east", "apps"); err != nil || !strings.Contains(p.Message, "holds 3 rows") {

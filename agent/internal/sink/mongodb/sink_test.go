@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {
@@ -21,11 +22,11 @@ func TestTwoClustersShareOneDatabase(t *testing.T) {
 	sb, _ := newSink(t, db, "west")
 	a := &agent{sink: sa, cluster: "east", inventory: "apps"}
 	b := &agent{sink: sb, cluster: "west", inventory: "apps"}
-	rowsA := mkRows("east", "apps", 5, 1)
+	rowsA := sinktest.Deployments("east", "apps", 5, 1)
 	if err := a.export(ctx, rowsA); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.export(ctx, mkRows("west", "apps", 4, 1)); err != nil {
+	if err := b.export(ctx, sinktest.Deployments("west", "apps", 4, 1)); err != nil {
 		t.Fatal(err)
 	}
 	coll := collection(t, db, "rows")
@@ -43,7 +44,7 @@ func TestTwoClustersShareOneDatabase(t *testing.T) {
 		t.Fatalf("after deleting %s east holds %v", gone, east)
 	}
 	restarted := &agent{sink: sa, cluster: "east", inventory: "apps"}
-	if err := restarted.export(ctx, mkRows("east", "apps", 2, 2)); err != nil {
+	if err := restarted.export(ctx, sinktest.Deployments("east", "apps", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(stored(t, coll, "east")); got != 2 {
@@ -78,7 +79,7 @@ func TestForeignRowsAreRefused(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newSink(t, newDatabase(t), "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	bad := a.batch(mkRows("east", "apps", 2, 1))
+	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
 	bad.Envelope.Rows[0].Cluster = "west"
 	if err := s.Export(ctx, bad); export.ClassOf(err) != export.Terminal || err == nil {
 		t.Fatalf("a stray row of another cluster: %v", err)
@@ -93,7 +94,7 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 	db := newDatabase(t)
 	s, rec := newSink(t, db, "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	rows := mkRows("east", "apps", 40, 1)
+	rows := sinktest.Deployments("east", "apps", 40, 1)
 	if err := a.export(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -139,10 +140,10 @@ func TestMismatchedStateTriggersFullReconcile(t *testing.T) {
 	s, _ := newSink(t, db, "east")
 	w, _ := newSink(t, db, "west")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	if err := a.export(ctx, mkRows("east", "apps", 6, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 6, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&agent{sink: w, cluster: "west", inventory: "apps"}).export(ctx, mkRows("west", "apps", 3, 1)); err != nil {
+	if err := (&agent{sink: w, cluster: "west", inventory: "apps"}).export(ctx, sinktest.Deployments("west", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	coll, state := collection(t, db, "rows"), collection(t, db, "rows_state")
@@ -157,8 +158,8 @@ func TestMismatchedStateTriggersFullReconcile(t *testing.T) {
 	if _, err := state.UpdateOne(ctx, bson.D{{Key: "_id", Value: "east/apps"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "checksum", Value: "sha256:drifted"}}}}); err != nil {
 		t.Fatal(err)
 	}
-	next := mkRows("east", "apps", 6, 1)
-	next[0] = mkRow("east", "apps", 0, map[string]any{"replicas": 7})
+	next := sinktest.Deployments("east", "apps", 6, 1)
+	next[0] = sinktest.Deployment("east", "apps", 0, map[string]any{"replicas": 7})
 	if err := a.export(ctx, next); err != nil {
 		t.Fatal(err)
 	}
@@ -186,13 +187,13 @@ func TestInterruptedExportConverges(t *testing.T) {
 			s, rec := newSink(t, db, "east")
 			coll := collection(t, db, "rows")
 			a := &agent{sink: s, cluster: "east", inventory: "apps"}
-			base := mkRows("east", "apps", 300, 1)
+			base := sinktest.Deployments("east", "apps", 300, 1)
 			if err := a.export(ctx, base); err != nil {
 				t.Fatal(err)
 			}
 			// X changes row 0 and adds a row; it dies at tc.at.
-			x := append(append([]export.Row(nil), base...), mkRow("east", "apps", 999, map[string]any{"new": true}))
-			x[0] = mkRow("east", "apps", 0, map[string]any{"replicas": 42})
+			x := append(append([]export.Row(nil), base...), sinktest.Deployment("east", "apps", 999, map[string]any{"new": true}))
+			x[0] = sinktest.Deployment("east", "apps", 0, map[string]any{"replicas": 42})
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			updates := 0
@@ -214,7 +215,7 @@ func TestInterruptedExportConverges(t *testing.T) {
 			// Meanwhile the data moved on: Y is the base with row 1 changed. The exporter's diff
 			// is base → Y and knows nothing of X's writes.
 			y := append([]export.Row(nil), base...)
-			y[1] = mkRow("east", "apps", 1, map[string]any{"replicas": 43})
+			y[1] = sinktest.Deployment("east", "apps", 1, map[string]any{"replicas": 43})
 			if err := a.export(ctx, y); err != nil {
 				t.Fatal(err)
 			}
@@ -238,7 +239,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 		"nested": map[string]any{"a": []any{1, "two", map[string]any{"three": true, "nil": nil}}, "z": 1.5, "big": int64(1) << 53},
 		"quote":  `"'\` + "\n\t",
 	}
-	row := mkRow("east", "apps", 1, attrs)
+	row := sinktest.Deployment("east", "apps", 1, attrs)
 	row.Name = "ünïcödé-名前"
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	if err := a.export(ctx, []export.Row{row}); err != nil {
@@ -258,7 +259,7 @@ func TestDiffWithAnExistingAddedKeyReconciles(t *testing.T) {
 	db := newDatabase(t)
 	s, _ := newSink(t, db, "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	rows := mkRows("east", "apps", 4, 1)
+	rows := sinktest.Deployments("east", "apps", 4, 1)
 	if err := a.export(ctx, rows[:3]); err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +273,7 @@ func TestDiffWithAnExistingAddedKeyReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	next := append([]export.Row(nil), rows...)
-	next[0] = mkRow("east", "apps", 0, map[string]any{"replicas": 5})
+	next[0] = sinktest.Deployment("east", "apps", 0, map[string]any{"replicas": 5})
 	if err := a.export(ctx, next); err != nil {
 		t.Fatal(err)
 	}
@@ -312,12 +313,12 @@ func TestManyChangedRowsInOneExport(t *testing.T) {
 	}
 	defer s.Close()
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	if err := a.export(ctx, mkRows("east", "apps", 150, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 150, 1)); err != nil {
 		t.Fatal(err)
 	}
-	next := mkRows("east", "apps", 150, 1)
+	next := sinktest.Deployments("east", "apps", 150, 1)
 	for i := range 120 {
-		next[i] = mkRow("east", "apps", i, map[string]any{"image": "registry.example/app:2"})
+		next[i] = sinktest.Deployment("east", "apps", i, map[string]any{"image": "registry.example/app:2"})
 	}
 	// Without chunking this export would wait for FerretDB forever: fail instead.
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 // benchRows builds n rows of a realistic size (about 300 bytes of attributes).
 func benchRows(cluster, inventory string, n, version int) []export.Row {
 	rows := make([]export.Row, n)
 	for i := range rows {
-		rows[i] = mkRow(cluster, inventory, i, map[string]any{
+		rows[i] = sinktest.Deployment(cluster, inventory, i, map[string]any{
 			"replicas": i % 5, "images": []any{fmt.Sprintf("registry.example/team-%d/app:%d", i%40, version), "envoy:1.30"},
 			"labels": map[string]any{"team": fmt.Sprintf("team-%d", i%40), "tier": "web", "env": "prod"},
 			"ready":  true, "strategy": "RollingUpdate", "serviceAccount": fmt.Sprintf("sa-%d", i%100),
@@ -94,7 +95,7 @@ func mutateThousand(rows []export.Row, round int, cluster, inventory string) {
 			rows[j].Attributes = attrs
 			continue
 		}
-		fresh := mkRow(cluster, inventory, j, map[string]any{"replicas": round})
+		fresh := sinktest.Deployment(cluster, inventory, j, map[string]any{"replicas": round})
 		fresh.UID = fmt.Sprintf("%s-r%d-%05d", cluster, round, j)
 		fresh.Name = fmt.Sprintf("app-%05d-r%d", j, round)
 		rows[j] = fresh

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -104,7 +105,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 	if err := w.Probe(ctx); err != nil {
 		t.Fatalf("writer: %v", err)
 	}
-	if err := (&agent{sink: w, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", "apps", 1, 1)); err != nil {
+	if err := (&agent{sink: w, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 1, 1)); err != nil {
 		t.Fatalf("writer export: %v", err)
 	}
 	if _, err := admin.Exec(ctx, `GRANT USAGE, CREATE ON SCHEMA kollect TO reader`); err != nil {
@@ -142,7 +143,7 @@ func TestPreviewListsPendingDDLThenOnlyExportStatements(t *testing.T) {
 	if w := writes(rec.take()); len(w) != 0 {
 		t.Fatalf("preview wrote: %q", w)
 	}
-	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", "apps", 3, 1)); err != nil {
+	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	p, err = s.Preview(ctx, "east", "apps")

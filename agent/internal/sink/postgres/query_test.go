@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 // fleet exports a small two-cluster fleet: deployments with images and a service.
@@ -21,10 +22,10 @@ func fleet(t *testing.T) (db string, s *Sink) {
 			s = sink
 		}
 		rows := []export.Row{
-			mkRow(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
-			mkRow(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),
+			sinktest.Deployment(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
+			sinktest.Deployment(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),
 		}
-		svc := mkRow(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
+		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
 		svc.Kind, svc.Group, svc.Target = "Service", "", "services"
 		rows = append(rows, svc)
 		if err := (&agent{sink: sink, cluster: cluster, inventory: "apps"}).export(ctx, rows); err != nil {
@@ -77,7 +78,7 @@ func TestFleetViews(t *testing.T) {
 	pool := connect(t, db)
 	// The same object collected by a second inventory appears once in _latest.
 	west, _ := newSink(t, db, "west")
-	dup := mkRow("west", "other", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"})
+	dup := sinktest.Deployment("west", "other", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"})
 	if err := (&agent{sink: west, cluster: "west", inventory: "other"}).export(ctx, []export.Row{dup}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {
@@ -20,7 +21,7 @@ func TestTwoClustersShareOneDatabase(t *testing.T) {
 	sb, _ := newSink(t, db, "west")
 	a := &agent{sink: sa, cluster: "east", inventory: "apps"}
 	b := &agent{sink: sb, cluster: "west", inventory: "apps"}
-	rowsA, rowsB := mkRows("east", "apps", 5, 1), mkRows("west", "apps", 4, 1)
+	rowsA, rowsB := sinktest.Deployments("east", "apps", 5, 1), sinktest.Deployments("west", "apps", 4, 1)
 	if err := a.export(ctx, rowsA); err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestTwoClustersShareOneDatabase(t *testing.T) {
 
 	// A full reconcile of east (agent restarted with other data) leaves west alone.
 	restarted := &agent{sink: sa, cluster: "east", inventory: "apps"}
-	if err := restarted.export(ctx, mkRows("east", "apps", 2, 2)); err != nil {
+	if err := restarted.export(ctx, sinktest.Deployments("east", "apps", 2, 2)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(stored(t, pool, "east")); got != 2 {
@@ -79,12 +80,12 @@ func TestSameInventoryNameInTwoClustersOnlyDiffersByCluster(t *testing.T) {
 	db := newDatabase(t)
 	s, _ := newSink(t, db, "east")
 	// A sink refuses rows of another cluster: its deletes are bounded by its own cluster.
-	b := (&agent{sink: s, cluster: "west", inventory: "apps"}).batch(mkRows("west", "apps", 1, 1))
+	b := (&agent{sink: s, cluster: "west", inventory: "apps"}).batch(sinktest.Deployments("west", "apps", 1, 1))
 	if err := s.Export(ctx, b); export.ClassOf(err) != export.Terminal {
 		t.Fatalf("exporting west's rows through east's sink: %v", err)
 	}
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	bad := a.batch(mkRows("east", "apps", 2, 1))
+	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
 	bad.Envelope.Rows[1].Cluster = "west"
 	if err := s.Export(ctx, bad); export.ClassOf(err) != export.Terminal {
 		t.Fatalf("a stray row of another cluster was accepted: %v", err)
@@ -96,7 +97,7 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 	db := newDatabase(t)
 	s, rec := newSink(t, db, "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	rows := mkRows("east", "apps", 50, 1)
+	rows := sinktest.Deployments("east", "apps", 50, 1)
 	if err := a.export(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -162,13 +163,13 @@ func TestChangedRowOnlyTouchesThatRow(t *testing.T) {
 	db := newDatabase(t)
 	s, _ := newSink(t, db, "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	rows := mkRows("east", "apps", 10, 1)
+	rows := sinktest.Deployments("east", "apps", 10, 1)
 	if err := a.export(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
 	changed := append([]export.Row(nil), rows...)
-	changed[4] = mkRow("east", "apps", 4, map[string]any{"replicas": 99})
+	changed[4] = sinktest.Deployment("east", "apps", 4, map[string]any{"replicas": 99})
 	if err := a.export(ctx, changed); err != nil {
 		t.Fatal(err)
 	}
@@ -187,10 +188,10 @@ func TestMismatchedStateTriggersFullReconcile(t *testing.T) {
 	s, _ := newSink(t, db, "east")
 	other, _ := newSink(t, db, "west")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	if err := a.export(ctx, mkRows("east", "apps", 6, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 6, 1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := (&agent{sink: other, cluster: "west", inventory: "apps"}).export(ctx, mkRows("west", "apps", 3, 1)); err != nil {
+	if err := (&agent{sink: other, cluster: "west", inventory: "apps"}).export(ctx, sinktest.Deployments("west", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	// Drift behind the agent's back: a foreign row in east's inventory, a deleted row, and a
@@ -206,8 +207,8 @@ func TestMismatchedStateTriggersFullReconcile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	next := mkRows("east", "apps", 6, 1)
-	next[0] = mkRow("east", "apps", 0, map[string]any{"replicas": 7})
+	next := sinktest.Deployments("east", "apps", 6, 1)
+	next[0] = sinktest.Deployment("east", "apps", 0, map[string]any{"replicas": 7})
 	if err := a.export(ctx, next); err != nil {
 		t.Fatal(err)
 	}
@@ -252,13 +253,13 @@ func TestInterruptedExportConverges(t *testing.T) {
 			s, rec := newSink(t, db, "east")
 			pool := connect(t, db)
 			a := &agent{sink: s, cluster: "east", inventory: "apps"}
-			if err := a.export(ctx, mkRows("east", "apps", 2000, 1)); err != nil {
+			if err := a.export(ctx, sinktest.Deployments("east", "apps", 2000, 1)); err != nil {
 				t.Fatal(err)
 			}
 			committed := stored(t, pool, "east")
 
 			// The next export changes every row and dies mid-COPY.
-			next := mkRows("east", "apps", 3000, 2)
+			next := sinktest.Deployments("east", "apps", 3000, 2)
 			cctx, cancel := context.WithCancel(ctx)
 			defer cancel()
 			rec.mu.Lock()
@@ -303,7 +304,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 		"quote":  `"'\` + "\n\t",
 		"images": []any{"nginx:1.27", "redis@sha256:abc"},
 	}
-	row := mkRow("east", "apps", 1, attrs)
+	row := sinktest.Deployment("east", "apps", 1, attrs)
 	row.Name = "ünïcödé-名前"
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	if err := a.export(ctx, []export.Row{row}); err != nil {
@@ -335,7 +336,7 @@ func TestConcurrentExportsOfOneInventorySerialise(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, mkRows("east", "apps", 500+i, 1))
+			errs <- (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 500+i, 1))
 		}()
 	}
 	wg.Wait()
@@ -393,7 +394,7 @@ func TestCustomSchemaAndTableNamesAreQuoted(t *testing.T) {
 	}
 	defer s.Close()
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	if err := a.export(ctx, mkRows("east", "apps", 3, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	pool := connect(t, db)
@@ -410,18 +411,18 @@ func TestDroppedTableIsRecreatedOnRetry(t *testing.T) {
 	db := newDatabase(t)
 	s, _ := newSink(t, db, "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
-	if err := a.export(ctx, mkRows("east", "apps", 3, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
 		t.Fatal(err)
 	}
 	pool := connect(t, db)
 	if _, err := pool.Exec(ctx, `DROP SCHEMA kollect CASCADE`); err != nil {
 		t.Fatal(err)
 	}
-	err := a.export(ctx, mkRows("east", "apps", 4, 1))
+	err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1))
 	if err == nil || export.ClassOf(err) != export.Transient {
 		t.Fatalf("export into a dropped schema: %v", err)
 	}
-	if err := a.export(ctx, mkRows("east", "apps", 4, 1)); err != nil {
+	if err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1)); err != nil {
 		t.Fatal(err)
 	}
 	if got := len(stored(t, pool, "east")); got != 4 {
