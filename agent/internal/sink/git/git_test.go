@@ -16,6 +16,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -87,12 +88,7 @@ func newSink(t testing.TB, cluster, url string, mode v1alpha1.LayoutMode, secret
 		spec.Git.SecretRef = &v1alpha1.SecretReference{Name: "git-creds"}
 	}
 	env := export.Env{Cluster: cluster, Namespace: "kollect", Name: "repo", CacheDir: t.TempDir(), Log: logr.Discard(),
-		Secrets: func(_ context.Context, name string) (map[string][]byte, error) {
-			if name != "git-creds" {
-				return nil, fmt.Errorf("secret %s not found", name)
-			}
-			return secret, nil
-		}}
+		Secrets: sinktest.Secrets(map[string]map[string][]byte{"git-creds": secret})}
 	s, err := New(context.Background(), spec, env)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -40,7 +41,7 @@ func TestSASLOverTLSWithCustomCA(t *testing.T) {
 		"wrong": {"username": []byte("kollect"), "password": []byte("nope")},
 		"ca":    {"ca.crt": caPEM},
 	}
-	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: secrets(store)}
+	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
 	withAuth := func(mech, secret string, tls *v1alpha1.TLSConfig) *v1alpha1.KollectEventSinkSpec {
 		sp := spec(k.Addr, "secure")
 		sp.Kafka.SASLMechanism = v1alpha1.SASLMechanism(mech)

@@ -33,15 +33,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func secrets(m map[string]map[string][]byte) export.SecretGetter {
-	return func(_ context.Context, name string) (map[string][]byte, error) {
-		if d, ok := m[name]; ok {
-			return d, nil
-		}
-		return nil, fmt.Errorf("secret %s not found", name)
-	}
-}
-
 func spec(addr, topic string) *v1alpha1.KollectEventSinkSpec {
 	return &v1alpha1.KollectEventSinkSpec{Type: v1alpha1.EventSinkKafka, Mode: v1alpha1.EventModeChanges,
 		BufferSize: 100_000, Timeout: metav1.Duration{Duration: 20 * time.Second},
@@ -52,7 +43,7 @@ func spec(addr, topic string) *v1alpha1.KollectEventSinkSpec {
 func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env export.Env) *Sink {
 	t.Helper()
 	if env.Cluster == "" {
-		env = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: secrets(nil)}
+		env = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 	}
 	sk, err := New(context.Background(), s, env)
 	if err != nil {

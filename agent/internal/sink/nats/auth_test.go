@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -41,7 +42,7 @@ func TestNKeyOverTLSWithCustomCA(t *testing.T) {
 	}
 	defer srv.Stop()
 	store := map[string]map[string][]byte{"nkey": {"nkey": seed}, "ca": {"ca.crt": caPEM}}
-	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: secrets(store)}
+	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
 	sp := spec(srv.URL, "SECURE", "secure")
 	sp.NATS.SecretRef = &v1alpha1.SecretReference{Name: "nkey"}
 	sp.NATS.TLS = &v1alpha1.TLSConfig{Enabled: true, CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}

@@ -34,15 +34,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func secrets(m map[string]map[string][]byte) export.SecretGetter {
-	return func(_ context.Context, name string) (map[string][]byte, error) {
-		if d, ok := m[name]; ok {
-			return d, nil
-		}
-		return nil, fmt.Errorf("secret %s not found", name)
-	}
-}
-
 // spec publishes to stream name on subjects <name>.{cluster}.{inventory}.{kind}.
 func spec(url, name, bucket string) *v1alpha1.KollectEventSinkSpec {
 	return &v1alpha1.KollectEventSinkSpec{Type: v1alpha1.EventSinkNATS, Mode: v1alpha1.EventModeChanges,
@@ -51,7 +42,7 @@ func spec(url, name, bucket string) *v1alpha1.KollectEventSinkSpec {
 			SubjectTemplate: name + ".{cluster}.{inventory}.{kind}", CreateStream: true, KVBucket: bucket}}
 }
 
-var defaultEnv = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: secrets(nil)}
+var defaultEnv = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 
 func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env export.Env) *Sink {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
@@ -210,7 +211,7 @@ func TestCredentials(t *testing.T) {
 			defer srv.Stop()
 			sp := spec(srv.URL, "AUTH", "")
 			sp.NATS.SecretRef = &v1alpha1.SecretReference{Name: "nats"}
-			ok := newSink(t, sp, export.Env{Cluster: "c1", Secrets: secrets(map[string]map[string][]byte{"nats": tc.secret})})
+			ok := newSink(t, sp, export.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.secret})})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			if err := ok.Probe(ctx); err != nil {
@@ -220,7 +221,7 @@ func TestCredentials(t *testing.T) {
 			if err := ex.Export(ctx, ok, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
 				t.Fatal(err)
 			}
-			bad := newSink(t, sp, export.Env{Cluster: "c1", Secrets: secrets(map[string]map[string][]byte{"nats": tc.bad})})
+			bad := newSink(t, sp, export.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.bad})})
 			if err := bad.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
 				t.Fatalf("probe with bad credentials: %v, want terminal", err)
 			}
