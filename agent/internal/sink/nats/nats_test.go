@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
