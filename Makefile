@@ -12,6 +12,12 @@ PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -count=1 -timeout 30m
 
 export GOFLAGS := -buildvcs=false
+# Tests and scripts never wait on a prompt: git asks for credentials on /dev/tty even with
+# stdin closed, and a test run from a terminal would hang there.
+export GIT_TERMINAL_PROMPT := 0
+export GIT_ASKPASS := /bin/false
+export SSH_ASKPASS := /bin/false
+export DEBIAN_FRONTEND := noninteractive
 
 .PHONY: help
 help: ## Show the targets.
@@ -20,12 +26,12 @@ help: ## Show the targets.
 ##@ The two commands a newcomer runs
 
 .PHONY: demo
-demo: build k8s-bins ## A local fleet: a hub, two clusters with agents, rows exported to git.
+demo: ## A local fleet: a hub, two clusters with agents, rows exported to git.
+	@hack/ensure-k8s.sh >/dev/null & k8s=$$!; $(MAKE) --no-print-directory build; wait $$k8s
 	@hack/demo.sh
 
 .PHONY: test
-test: k8s-bins servers tools verify-generated lint web ## Run every test of every module against real servers.
-	@hack/ensure-web.sh --browser
+test: deps verify-generated lint web ## Run every test of every module against real servers.
 	cd web && npm run --silent test
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
 		go test $(GOTEST_FLAGS) $(PKGS)
@@ -65,6 +71,10 @@ lint: ## gofmt and go vet over every module.
 .PHONY: bench
 bench: k8s-bins servers ## Run the benchmarks.
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem $(PKGS)
+
+.PHONY: deps
+deps: ## Install and build everything the tests need, concurrently (cached by version).
+	@hack/ensure-all.sh
 
 .PHONY: k8s-bins
 k8s-bins: ## Build etcd, kube-apiserver and kubectl from pinned modules (cached by version).

@@ -4,35 +4,41 @@
 # hack/servers/<name>/build.sh, each cached under
 # ~/.cache/kollect/servers/<name>-<hash>. Prints the cache directories joined by ':', which
 # `make test` exports as KOLLECT_SERVERS for e2e/testenv.
+#
+# The BigQuery emulator is one single-threaded clang++ compile of ~20 minutes on a cold machine,
+# so it builds in the background while the other servers build beside it.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-cache=${KOLLECT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kollect}/servers
+. "$here/lib.sh"
+cache=$(kollect_cache)/servers
 
-need_apt=()
-[ -x /usr/lib/postgresql/15/bin/initdb ] || need_apt+=(postgresql-15)
-command -v git >/dev/null || need_apt+=(git)
-command -v kcat >/dev/null || need_apt+=(kcat)
-command -v clang++ >/dev/null || need_apt+=(clang)
-if [ ${#need_apt[@]} -gt 0 ]; then
-  echo "installing ${need_apt[*]} with apt-get" >&2
-  if [ "$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi
-  $SUDO apt-get update -qq >&2
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >&2
-fi
+"$here/ensure-packages.sh" servers
 
-dirs=()
-for build in "$here"/servers/*/build.sh; do
-  dir=$(dirname "$build")
-  name=$(basename "$dir")
+# build NAME: builds hack/servers/NAME into its cache directory unless it is there.
+build() {
+  local name=$1 dir=$here/servers/$1 hash out
   hash=$(cd "$dir" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
   out=$cache/$name-$hash
   if [ ! -d "$out" ]; then
     echo "building test server $name into $out" >&2
     rm -rf "$out.tmp" && mkdir -p "$out.tmp"
-    "$build" "$out.tmp" >&2
+    timed "server $name" "$dir/build.sh" "$out.tmp" >&2
     # Another build may have finished first: keep its result.
     mv -T "$out.tmp" "$out" 2>/dev/null || rm -rf "$out.tmp"
   fi
-  dirs+=("$out")
+  echo "$out"
+}
+
+bq_out=$(mktemp)
+build bigquery-emulator >"$bq_out" &
+bq=$!
+trap 'kill "$bq" 2>/dev/null; rm -f "$bq_out"' EXIT
+dirs=()
+for b in "$here"/servers/*/build.sh; do
+  name=$(basename "$(dirname "$b")")
+  [ "$name" = bigquery-emulator ] && continue
+  dirs+=("$(build "$name")")
 done
+wait "$bq"
+dirs+=("$(cat "$bq_out")")
 (IFS=:; echo "${dirs[*]}")

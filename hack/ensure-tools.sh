@@ -5,6 +5,7 @@
 # tests find the tools through KOLLECT_TOOLS=$(hack/ensure-tools.sh); a warm machine builds nothing.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
 mod=$here/tools
 ver() { sed -n "s|^[[:space:]]*$1 \(v[^ ]*\).*|\1|p" "$mod/go.mod" | head -1; }
 helm=$(ver 'helm.sh/helm/v3')
@@ -14,29 +15,20 @@ if [ -z "$helm" ] || [ -z "$kubeconform" ]; then
   exit 1
 fi
 hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" | sha256sum | cut -c1-12)
-cache=${KOLLECT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kollect}
-out=$cache/tools-helm-$helm-kubeconform-$kubeconform-$hash
+out=$(kollect_cache)/tools-helm-$helm-kubeconform-$kubeconform-$hash
 if [ ! -x "$out/helm" ] || [ ! -x "$out/kubeconform" ]; then
   echo "building helm $helm and kubeconform $kubeconform into $out (cold: a few minutes)" >&2
   rm -rf "$out.tmp"
   mkdir -p "$out.tmp"
   # GOWORK=off: the tools module is not part of the workspace; -trimpath keeps the binaries
   # independent of where the repository is checked out.
-  (cd "$mod" && GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" \
+  (cd "$mod" && timed tools env GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" \
     -o "$out.tmp/" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform) >&2
   rm -rf "$out"
   mv "$out.tmp" "$out"
 fi
 # shellcheck checks e2e/kind-fleet/run.sh in the chart tests; it is a Debian package, not a Go
-# module, so install it when missing (root on the project's machines, as CI is).
-if ! command -v shellcheck >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing shellcheck (apt)" >&2
-    { apt-get install -y -q shellcheck || { apt-get update -q && apt-get install -y -q shellcheck; }; } >&2
-  else
-    echo "shellcheck is missing: install the Debian package shellcheck" >&2
-    exit 1
-  fi
-fi
+# module.
+"$here/ensure-packages.sh" tools
 ln -sf "$(command -v shellcheck)" "$out/shellcheck"
 echo "$out"

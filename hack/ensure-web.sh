@@ -5,6 +5,7 @@
 # make screenshots; a warm machine does nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/hack/lib.sh"
 
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   echo "Node.js 20.19+ and npm are needed to build the dashboard (web/); install them and retry" >&2
@@ -16,12 +17,9 @@ if ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.
 fi
 web=$root/web
 if [ ! -f "$web/node_modules/.package-lock.json" ] || [ "$web/package-lock.json" -nt "$web/node_modules/.package-lock.json" ]; then
-  (cd "$web" && npm ci --no-audit --no-fund --loglevel=error) >&2
+  (cd "$web" && timed "npm ci" npm ci --no-audit --no-fund --loglevel=error) >&2
 fi
 
-if [ "${1:-}" = "--browser" ] && ! command -v chromium >/dev/null; then
-  echo "installing Debian's chromium for the dashboard e2e" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq chromium fonts-dejavu-core >&2
+if [ "${1:-}" = "--browser" ]; then
+  "$root/hack/ensure-packages.sh" browser
 fi

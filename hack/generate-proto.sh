@@ -11,7 +11,7 @@ tools="$root/hack/tools/go.mod"
 # The plugins must be on PATH for buf's local plugins; build them once into a version-keyed
 # directory outside the work tree so reruns build nothing.
 key="$(sha256sum "$tools" "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)"
-bin="${XDG_CACHE_HOME:-$HOME/.cache}/kollect/proto-tools-$key"
+bin="${KOLLECT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kollect}/proto-tools-$key"
 if [ ! -x "$bin/buf" ] || [ ! -x "$bin/protoc-gen-go" ] || [ ! -x "$bin/protoc-gen-connect-go" ]; then
 	mkdir -p "$bin"
 	(cd "$root/hack/tools" && go build -modfile="$tools" -o "$bin/" \

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the tests need, only those missing, in one apt-get run.
+# Usage: ensure-packages.sh [servers|tools|browser]...   (no argument: all of them)
+#   servers  PostgreSQL 15, git, kcat, clang (the BigQuery emulator's cgo build)
+#   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
+#   browser  chromium and a font (the dashboard's browser e2e)
+# hack/ensure-all.sh runs it once before the concurrent builds, so that no two apt-get runs race.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/lib.sh"
+[ $# -gt 0 ] || set -- servers tools browser
+need=()
+for group in "$@"; do
+  case $group in
+    servers)
+      [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
+      command -v git >/dev/null || need+=(git)
+      command -v kcat >/dev/null || need+=(kcat)
+      command -v clang++ >/dev/null || need+=(clang) ;;
+    tools) command -v shellcheck >/dev/null || need+=(shellcheck) ;;
+    browser)
+      command -v chromium >/dev/null || need+=(chromium)
+      [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core) ;;
+    *) echo "ensure-packages.sh: unknown group $group (servers, tools, browser)" >&2; exit 2 ;;
+  esac
+done
+apt_install "${need[@]}"
