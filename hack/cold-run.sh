@@ -35,7 +35,7 @@ say "phase make-demo-to-dashboard: $((SECONDS - start)) s"
 kill -INT -- "-$demo"
 wait "$demo" || true
 sleep 1
-left=$(pgrep -f -- "$dir/cache/kollect|kollect-agent|kollect-hub|kollect-demo" || true)
+left=$(pgrep -f -- "$KOLLECT_CACHE|kollect-agent|kollect-hub|kollect-demo" || true)
 say "after Ctrl-C: processes left: ${left:-none}; temp dirs left: $(ls -d /tmp/kollect-demo-* /tmp/kollect-cp-demo-* 2>/dev/null | wc -l)"
 
 start=$SECONDS
