@@ -16,15 +16,16 @@ cache=$(kollect_cache)/servers
 
 # build NAME: builds hack/servers/NAME into its cache directory unless it is there.
 build() {
-  local name=$1 dir=$here/servers/$1 hash out
+  local name=$1 dir=$here/servers/$1 hash out tmp
   hash=$(cd "$dir" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
   out=$cache/$name-$hash
   if [ ! -d "$out" ]; then
     echo "building test server $name into $out" >&2
-    rm -rf "$out.tmp" && mkdir -p "$out.tmp"
-    timed "server $name" "$dir/build.sh" "$out.tmp" >&2
+    mkdir -p "$cache"
+    tmp=$(mktemp -d "$out.tmp.XXXXXX")
+    timed "server $name" "$dir/build.sh" "$tmp" >&2 || { rm -rf "$tmp"; return 1; }
     # Another build may have finished first: keep its result.
-    mv -T "$out.tmp" "$out" 2>/dev/null || rm -rf "$out.tmp"
+    mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
   fi
   echo "$out"
 }
