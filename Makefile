@@ -31,7 +31,7 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git.
 	@hack/demo.sh
 
 .PHONY: test
-test: deps verify-generated lint web ## Run every test of every module against real servers.
+test: verify-build-scripts deps verify-generated lint web ## Run every test of every module against real servers.
 	cd web && npm run --silent test
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
 		go test $(GOTEST_FLAGS) $(PKGS)
@@ -58,6 +58,10 @@ generate: ## Regenerate deepcopy code and CRDs from the API types.
 	cd api && GOWORK=off $(TOOLS) controller-gen object paths=./...
 	cd api && rm -f crds/*.yaml && GOWORK=off $(TOOLS) controller-gen crd paths=./... output:crd:artifacts:config=crds
 	@for gen in hack/generate-*.sh; do [ -x "$$gen" ] && "$$gen"; done; true
+
+.PHONY: verify-build-scripts
+verify-build-scripts: ## Fail when a build script would break on a cold machine (a dry run; compiles nothing).
+	@hack/verify-build-scripts.sh
 
 .PHONY: verify-generated
 verify-generated: ## Fail when generated files are stale.

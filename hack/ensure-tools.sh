@@ -14,16 +14,13 @@ if [ -z "$helm" ] || [ -z "$kubeconform" ]; then
   echo "hack/tools/go.mod lacks helm.sh/helm/v3 or github.com/yannh/kubeconform" >&2
   exit 1
 fi
-hash=$(cat "$mod/go.mod" "$mod/go.sum" "$0" | sha256sum | cut -c1-12)
+hash=$(cat "$mod/go.mod" "$mod/go.sum" "$mod/build.sh" "$0" | sha256sum | cut -c1-12)
 out=$(kollect_cache)/tools-helm-$helm-kubeconform-$kubeconform-$hash
 if [ ! -x "$out/helm" ] || [ ! -x "$out/kubeconform" ]; then
   echo "building helm $helm and kubeconform $kubeconform into $out (cold: a few minutes)" >&2
   mkdir -p "$(dirname "$out")"
   tmp=$(mktemp -d "$out.tmp.XXXXXX")
-  # GOWORK=off: the tools module is not part of the workspace; -trimpath keeps the binaries
-  # independent of where the repository is checked out.
-  (cd "$mod" && timed tools env GOWORK=off GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" \
-    -o "$tmp/" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform) >&2 ||
+  timed tools "$mod/build.sh" "$tmp" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform >&2 ||
     { rm -rf "$tmp"; exit 1; }
   # Another build may have finished first: keep its result.
   mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"

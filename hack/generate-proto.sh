@@ -10,14 +10,12 @@ tools="$root/hack/tools/go.mod"
 
 # The plugins must be on PATH for buf's local plugins; build them once into a version-keyed
 # directory outside the work tree so reruns build nothing.
-key="$(sha256sum "$tools" "$root/hack/tools/go.sum" | sha256sum | cut -c1-16)"
+key="$(sha256sum "$tools" "$root/hack/tools/go.sum" "$root/hack/tools/build.sh" | sha256sum | cut -c1-16)"
 bin="${KOLLECT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kollect}/proto-tools-$key"
 if [ ! -x "$bin/buf" ] || [ ! -x "$bin/protoc-gen-go" ] || [ ! -x "$bin/protoc-gen-connect-go" ]; then
 	mkdir -p "$bin"
-	(cd "$root/hack/tools" && go build -modfile="$tools" -o "$bin/" \
-		github.com/bufbuild/buf/cmd/buf \
-		google.golang.org/protobuf/cmd/protoc-gen-go \
-		connectrpc.com/connect/cmd/protoc-gen-connect-go)
+	"$root/hack/tools/build.sh" "$bin" github.com/bufbuild/buf/cmd/buf \
+		google.golang.org/protobuf/cmd/protoc-gen-go connectrpc.com/connect/cmd/protoc-gen-connect-go
 fi
 export PATH="$bin:$PATH"
 
