@@ -33,8 +33,9 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git.
 .PHONY: test
 test: verify-build-scripts deps verify-generated lint web ## Run every test of every module against real servers.
 	cd web && npm run --silent test
+	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" KOLLECT_TOOLS="$$(hack/ensure-tools.sh)" \
-		go test $(GOTEST_FLAGS) $(PKGS)
+		go test -json $(GOTEST_FLAGS) $(PKGS) | $(BIN)/testreport
 
 ##@ Development
 

@@ -1,0 +1,3 @@
+module kollect.dev/hack/testreport
+
+go 1.26.0
