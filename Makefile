@@ -10,6 +10,10 @@ MODULES := api proto agent hub e2e e2e/testenv
 # Packages of every workspace module, for go test/vet from the root.
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -count=1 -timeout 30m
+# The version every binary is stamped with (kollect-agent --version, kollect version, the hub's
+# version-skew view); see hack/version.sh.
+VERSION ?= $(shell hack/version.sh)
+LDFLAGS := -s -w -X kollect.dev/api/version.stamped=$(VERSION)
 
 export GOFLAGS := -buildvcs=false
 # Tests and scripts never wait on a prompt: git asks for credentials on /dev/tty even with
@@ -42,7 +46,7 @@ test: verify-build-scripts deps verify-generated lint web ## Run every test of e
 .PHONY: build
 build: web ## Build the binaries into bin/ (the hub embeds the dashboard).
 	@mkdir -p $(BIN)
-	go build -ldflags "-s -w" -o $(BIN)/ ./agent/cmd/... ./hub/cmd/...
+	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./agent/cmd/... ./hub/cmd/...
 
 .PHONY: web
 web: ## Build the dashboard (web/) into hub/internal/webui/dist, checking its JavaScript budget.

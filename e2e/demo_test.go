@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"kollect.dev/e2e/testenv"
 )
 
 // TestDemo runs what `make demo` runs, non-interactively, so the newcomer's first command
@@ -18,10 +20,8 @@ func TestDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	bins := t.TempDir()
-	build := exec.Command("go", "build", "-o", bins+"/", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the agent and the hub: %v\n%s", err, out)
+	if _, err := testenv.BuildCommands(bins, "", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub"); err != nil {
+		t.Fatal(err)
 	}
 	demo := exec.Command("go", "run", "./e2e/cmd/kollect-demo")
 	demo.Dir = root

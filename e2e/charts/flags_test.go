@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"kollect.dev/e2e/testenv"
 )
 
 // binaries builds kollect-agent and kollect-hub once for the package.
@@ -24,24 +26,13 @@ func binary(t *testing.T, name string) string {
 		if binaries.dir, binaries.err = os.MkdirTemp("", "kollect-charts-bin-"); binaries.err != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", binaries.dir+"/", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaries.err = &buildError{err: err, out: string(out)}
-		}
+		_, binaries.err = testenv.BuildCommands(binaries.dir, "", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
 	})
 	if binaries.err != nil {
 		t.Fatalf("building the commands: %v", binaries.err)
 	}
 	return filepath.Join(binaries.dir, name)
 }
-
-type buildError struct {
-	err error
-	out string
-}
-
-func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
 func TestMain(m *testing.M) {
 	code := m.Run()

@@ -20,6 +20,8 @@ import (
 	"connectrpc.com/connect"
 
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+
+	"kollect.dev/e2e/testenv"
 )
 
 // root is the repository root, from this package's directory.
@@ -71,10 +73,11 @@ func setup() (func(*testing.M) int, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools.hub = filepath.Join(dir, "kollect-hub")
-	if err := run(root, "go", "build", "-o", tools.hub, "./hub/cmd/kollect-hub"); err != nil {
+	built, err := testenv.BuildCommands(dir, "", "./hub/cmd/kollect-hub")
+	if err != nil {
 		return nil, err
 	}
+	tools.hub = built[0]
 	return func(m *testing.M) int {
 		defer os.RemoveAll(dir)
 		return m.Run()

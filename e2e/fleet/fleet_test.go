@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/api/version"
 	"kollect.dev/e2e/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
 const bundleTemplate = `apiVersion: kollect.dev/v1alpha1
@@ -83,8 +85,12 @@ func TestFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, cp := range cps {
-		startAgent(t, cp, h, tok.Msg.GetSecret(), "env=e2e")
+	for i, cp := range cps {
+		bin := bins.agent
+		if i == len(cps)-1 {
+			bin = bins.olderAgent // one cluster lags behind: the version-skew view must show it
+		}
+		startAgentBinary(t, bin, cp, h, tok.Msg.GetSecret(), "env=e2e")
 		for _, name := range []string{"red", "blue"} {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"inventory": "fleet"}},
 				Data: map[string]string{"color": name}}
@@ -100,6 +106,7 @@ func TestFleet(t *testing.T) {
 		}
 		return len(l.Msg.GetClusters()) == 3, fmt.Sprint(len(l.Msg.GetClusters()))
 	})
+	checkVersionSkew(t, admin, cps[len(cps)-1].Name)
 
 	// A viewer may look but not change bundles.
 	viewer, err := admin.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: "viewer", Role: fleetv1.Role_ROLE_VIEWER}))
@@ -242,4 +249,32 @@ func repoFiles(t *testing.T, repo string) string {
 func repoShow(t *testing.T, repo, path string) string {
 	out, _ := exec.Command("git", "--git-dir", repo, "show", "main:"+path).CombinedOutput()
 	return string(out)
+}
+
+// checkVersionSkew: every agent reports the version its build was stamped with (never the
+// unstamped "dev"), and the hub's version-skew view marks exactly the cluster whose agent is
+// older than the fleet's most common version.
+func checkVersionSkew(t *testing.T, admin fleetv1connect.FleetServiceClient, older string) {
+	t.Helper()
+	if bins.version == "" || bins.version == version.Unstamped {
+		t.Fatalf("make build stamps %q, want a real version", bins.version)
+	}
+	ctx := context.Background()
+	eventually(t, 30*time.Second, "agent versions reported", func() (bool, string) {
+		l, err := admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+		if err != nil {
+			return false, err.Error()
+		}
+		var got []string
+		ok := true
+		for _, c := range l.Msg.GetClusters() {
+			want, skew := bins.version, false
+			if c.GetName() == older {
+				want, skew = olderAgentVersion, true
+			}
+			ok = ok && c.GetAgentVersion() == want && c.GetVersionSkew() == skew
+			got = append(got, fmt.Sprintf("%s=%s skew=%v", c.GetName(), c.GetAgentVersion(), c.GetVersionSkew()))
+		}
+		return ok, strings.Join(got, ", ")
+	})
 }

@@ -27,8 +27,12 @@ import (
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
-// bins holds the binaries built once for the package.
-var bins struct{ hub, agent, kollect string }
+// bins holds the binaries built once for the package, stamped as `make build` stamps them,
+// and an agent stamped with olderAgentVersion for the version-skew view.
+var bins struct{ hub, agent, olderAgent, kollect, version string }
+
+// olderAgentVersion is the version of bins.olderAgent.
+const olderAgentVersion = "v0.0.9-e2e-older"
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kollect-fleet-bin-")
@@ -36,15 +40,21 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	bins.hub, bins.agent, bins.kollect = filepath.Join(dir, "kollect-hub"), filepath.Join(dir, "kollect-agent"), filepath.Join(dir, "kollect")
-	for pkg, out := range map[string]string{"./hub/cmd/kollect-hub": bins.hub, "./agent/cmd/kollect-agent": bins.agent,
-		"./agent/cmd/kollect": bins.kollect} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = "../.."
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "building %s: %v\n%s", pkg, err, b)
-			os.Exit(1)
-		}
+	built, err := testenv.BuildCommands(dir, "", "./hub/cmd/kollect-hub", "./agent/cmd/kollect-agent", "./agent/cmd/kollect")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.hub, bins.agent, bins.kollect = built[0], built[1], built[2]
+	older, err := testenv.BuildCommands(filepath.Join(dir, "older"), olderAgentVersion, "./agent/cmd/kollect-agent")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	bins.olderAgent = older[0]
+	if bins.version, err = testenv.Version(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -138,17 +148,24 @@ type agent struct {
 	h        *hub
 	labels   string
 	cacheDir string
+	bin      string // bins.agent unless the test chose another build
 	cmd      *exec.Cmd
 	log      string
 }
 
 func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, labels string) *agent {
 	t.Helper()
+	return startAgentBinary(t, bins.agent, cp, h, token, labels)
+}
+
+// startAgentBinary is startAgent with a chosen build of kollect-agent.
+func startAgentBinary(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, token string, labels string) *agent {
+	t.Helper()
 	ctx := context.Background()
 	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
 	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
 		StringData: map[string]string{"token": token}})
-	a := &agent{t: t, cp: cp, h: h, labels: labels, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
+	a := &agent{t: t, cp: cp, h: h, labels: labels, bin: bin, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
 	a.start()
 	t.Cleanup(func() {
 		if a.cmd == nil {
@@ -176,7 +193,7 @@ func (a *agent) start() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
-	a.cmd = exec.Command(bins.agent, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
+	a.cmd = exec.Command(a.bin, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
 		"--hub-url", "https://"+a.h.addr, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)

@@ -164,11 +164,11 @@ type hub struct {
 
 func startHub(b *testing.B) *hub {
 	dir := b.TempDir()
-	bin := filepath.Join(dir, "kollect-hub")
-	build := exec.Command("go", "build", "-o", bin, "kollect.dev/hub/cmd/kollect-hub")
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building kollect-hub: %v\n%s", err, out)
+	built, err := testenv.BuildCommands(dir, "", "./hub/cmd/kollect-hub")
+	if err != nil {
+		b.Fatal(err)
 	}
+	bin := built[0]
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

@@ -54,7 +54,10 @@ kc() { local c=$1; shift; kubectl --context "kind-$c" "$@"; }
 
 log "building static binaries and images kollect/agent:$tag, kollect/hub:$tag"
 mkdir -p "$work/image"
-(cd "$root" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath -ldflags "-s -w" \
+# Stamped as `make build` stamps them, so the hub's version-skew view has a version to compare.
+version=$("$root/hack/version.sh")
+(cd "$root" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
+  -ldflags "-s -w -X kollect.dev/api/version.stamped=$version" \
   -o "$work/image/" ./agent/cmd/kollect-agent ./hub/cmd/kollect-hub)
 for component in agent hub; do
   cat >"$work/image/Dockerfile.$component" <<DOCKERFILE

@@ -10,10 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kollect.dev/agent/internal/hubclient"
+	"kollect.dev/api/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=…".
-var version = "dev"
 
 type hubFlags struct {
 	url, caFingerprint, caFile             string
@@ -59,7 +57,7 @@ func (h *hubFlags) options() (*hubclient.Options, error) {
 		BootstrapSecret:   types.NamespacedName{Namespace: h.own, Name: h.bootstrapSecret},
 		CredentialSecret:  types.NamespacedName{Namespace: h.own, Name: h.credentialSecret},
 		ReplaceExisting:   h.replace,
-		AllowedNamespaces: splitList(h.namespaces), DefaultNamespace: def, AgentVersion: version,
+		AllowedNamespaces: splitList(h.namespaces), DefaultNamespace: def, AgentVersion: version.String(),
 	}, nil
 }
 

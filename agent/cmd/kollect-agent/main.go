@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/agent"
 	"kollect.dev/agent/internal/sinks"
+	"kollect.dev/api/version"
 )
 
 func main() {
@@ -43,7 +44,12 @@ func main() {
 	hub.bind(flag.CommandLine)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, "Print the agent's version and exit.")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println("kollect-agent", version.String())
+		return
+	}
 
 	log := zap.New(zap.UseFlagOptions(&zapOpts))
 	ctrl.SetLogger(log)
@@ -64,7 +70,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
 		os.Exit(2)
 	}
-	log.Info("starting kollect-agent", "cluster", o.Cluster, "namespaces", o.Namespaces, "leaderElection", o.LeaderElection)
+	log.Info("starting kollect-agent", "version", version.String(), "cluster", o.Cluster, "namespaces", o.Namespaces, "leaderElection", o.LeaderElection)
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
 		log.Error(err, "agent stopped")
 		os.Exit(1)

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"kollect.dev/api/version"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/server"
 )
@@ -39,8 +40,13 @@ func run() error {
 		rollouts   = flag.Duration("rollout-interval", time.Second, "how often active rollouts are re-evaluated when no heartbeat prompts it sooner")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
+		showVer    = flag.Bool("version", false, "print the hub's version and exit")
 	)
 	flag.Parse()
+	if *showVer {
+		fmt.Println("kollect-hub", version.String())
+		return nil
+	}
 
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -77,7 +83,7 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w", *listen, err)
 	}
-	log.Info("hub serving", "address", ln.Addr().String(), "caFingerprint", hub.Identity().Fingerprint,
+	log.Info("hub serving", "version", version.String(), "address", ln.Addr().String(), "caFingerprint", hub.Identity().Fingerprint,
 		"dataDir", *dataDir)
 	if hub.AdminToken != "" {
 		// Printed once, on the first start only; it is also in the data directory.
