@@ -48,8 +48,15 @@ build: web ## Build the binaries into bin/ (the hub embeds the dashboard).
 	@mkdir -p $(BIN)
 	go build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./agent/cmd/... ./hub/cmd/...
 
+# The dashboard's inputs: make rebuilds it only when one of them is newer than its output.
+WEB_INPUTS := $(shell find web/src web/public web/scripts -type f 2>/dev/null) web/index.html \
+	web/package.json web/package-lock.json web/vite.config.ts web/tsconfig.json
+WEB_OUTPUT := hub/internal/webui/dist/index.html
+
 .PHONY: web
-web: ## Build the dashboard (web/) into hub/internal/webui/dist, checking its JavaScript budget.
+web: $(WEB_OUTPUT) ## Build the dashboard (web/) into hub/internal/webui/dist, checking its JavaScript budget.
+
+$(WEB_OUTPUT): $(WEB_INPUTS)
 	@hack/ensure-web.sh
 	cd web && npm run --silent build
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# build-scripts: workspace (the demo runs the workspace module kollect.dev/e2e)
-# make demo: start a local control plane with the Kollect CRDs, apply the documented examples
-# and list them. It grows with the agent (rows exported) and the hub (fleet view).
+# build-scripts: workspace (the demo is the workspace module kollect.dev/e2e's kollect-demo)
+# make demo: a hub, two local control planes and their agents (e2e/cmd/kollect-demo).
+# The demo is built, not `go run`: `go run` dies on SIGTERM without passing it on, which would
+# leave the demo and its control planes running. exec makes the demo the process make
+# signals, so Ctrl-C and SIGTERM reach it and it stops everything it started.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/ensure-k8s.sh)}
-exec go run ./e2e/cmd/kollect-demo "$@"
+go build -o bin/kollect-demo ./e2e/cmd/kollect-demo
+exec bin/kollect-demo "$@"

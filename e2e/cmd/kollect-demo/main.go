@@ -38,7 +38,10 @@ func main() {
 func step(format string, args ...any) { fmt.Printf("\n\033[1m» "+format+"\033[0m\n", args...) }
 
 func run() error {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// SIGHUP: the terminal went away; SIGPIPE: the output did (a Go program is otherwise killed by
+	// it on its next print, before it could stop the control planes, which run in their own
+	// process groups and would outlive it).
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGPIPE)
 	defer stop()
 	bins, err := findBinaries()
 	if err != nil {
