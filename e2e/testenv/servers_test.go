@@ -37,7 +37,11 @@ func TestGitHTTPServesClonesAndPushes(t *testing.T) {
 	if out, err := exec.Command("git", "clone", "-q", url, dir).CombinedOutput(); err != nil {
 		t.Fatalf("clone: %v: %s", err, out)
 	}
+	// Without credentials git must fail at once rather than ask on the terminal (the harness
+	// sets GIT_TERMINAL_PROMPT=0 for every test process).
 	if out, err := exec.Command("git", "clone", "-q", g.URL+"/inv.git", t.TempDir()).CombinedOutput(); err == nil {
 		t.Fatalf("clone without credentials succeeded: %s", out)
+	} else if !strings.Contains(string(out), "terminal prompts disabled") && !strings.Contains(string(out), "Authentication failed") {
+		t.Errorf("clone without credentials failed for another reason: %s", out)
 	}
 }
