@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 paths=(api/v1alpha1/zz_generated.deepcopy.go api/crds)
-for p in proto/gen web/src/gen charts/agent/files/crds charts/agent/README.md charts/hub/README.md docs/reference; do [ -e "$p" ] && paths+=("$p"); done
+for p in proto/gen web/src/gen charts/agent/files/crds charts/agent/README.md charts/hub/README.md docs/reference docs/operations.md docs/hub.md; do [ -e "$p" ] && paths+=("$p"); done
 snapshot() { find "${paths[@]}" -type f 2>/dev/null | LC_ALL=C sort | xargs sha256sum; }
 before=$(snapshot)
 make --no-print-directory generate >/dev/null

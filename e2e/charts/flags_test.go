@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"kollect.dev/e2e/internal/flagdoc"
 	"kollect.dev/e2e/testenv"
 )
 
@@ -69,6 +70,34 @@ func TestChartFlagsExist(t *testing.T) {
 			name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			if !defined[c.chart][name] {
 				t.Errorf("%s: the chart passes --%s, which %s does not define", c.name, name, c.chart)
+			}
+		}
+	}
+}
+
+// TestFlagTablesMatchBinaries: the flag tables of docs/operations.md and docs/hub.md are what
+// the built kollect-agent and kollect-hub print for -h, so a flag added, renamed or re-described
+// in code without `make generate` fails here.
+func TestFlagTablesMatchBinaries(t *testing.T) {
+	for command, page := range flagdoc.Documents {
+		help, err := flagdoc.Help(binary(t, command))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := os.ReadFile(filepath.Join(root, page))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := flagdoc.Splice(string(doc), command, flagdoc.Markdown(flagdoc.Parse(help)))
+		if err != nil {
+			t.Fatalf("%s: %v", page, err)
+		}
+		if want != string(doc) {
+			t.Errorf("%s: the flag table of %s is stale; run make generate", page, command)
+		}
+		for _, f := range flagdoc.Parse(help) {
+			if !strings.Contains(string(doc), "`--"+f.Name+"`") {
+				t.Errorf("%s does not document --%s of %s", page, f.Name, command)
 			}
 		}
 	}

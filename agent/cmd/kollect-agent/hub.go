@@ -27,7 +27,7 @@ func (h *hubFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&h.labels, "cluster-labels", "", "Labels of this cluster for bundle selection: k=v,k2=v2.")
 	fs.StringVar(&h.namespaces, "hub-namespaces", "", "Namespaces hub bundles may write to (comma-separated); empty allows all.")
 	fs.StringVar(&h.defaultNamespace, "hub-default-namespace", "", "Namespace for bundle objects that name none (default: the agent's).")
-	fs.StringVar(&h.own, "pod-namespace", os.Getenv("POD_NAMESPACE"), "The agent's own namespace (Secrets for the hub credential).")
+	fs.StringVar(&h.own, "pod-namespace", os.Getenv("POD_NAMESPACE"), "The agent's own namespace, where the hub bootstrap and credential Secrets live (default $POD_NAMESPACE).")
 	fs.StringVar(&h.bootstrapSecret, "hub-bootstrap-secret", "kollect-hub-bootstrap", "Secret (in the agent's namespace) holding the bootstrap token under key token.")
 	fs.StringVar(&h.credentialSecret, "hub-credential-secret", "kollect-hub-credential", "Secret (in the agent's namespace) where the agent keeps its hub credential.")
 	fs.BoolVar(&h.replace, "hub-replace-existing", false, "Take over this cluster name from a previous agent (the token must allow it).")

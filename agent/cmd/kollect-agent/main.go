@@ -23,7 +23,7 @@ func main() {
 		namespaces string
 		err        error
 	)
-	flag.StringVar(&o.Cluster, "cluster-name", os.Getenv("KOLLECT_CLUSTER"), "Name of this cluster, stamped on every exported row (required).")
+	flag.StringVar(&o.Cluster, "cluster-name", os.Getenv("KOLLECT_CLUSTER"), "Name of this cluster, stamped on every exported row (required; default $KOLLECT_CLUSTER).")
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "Elect a leader so several replicas run as one agent with warm standbys.")
@@ -37,9 +37,9 @@ func main() {
 		"Issue and rotate the webhook certificate (self-signed CA) and patch the CA bundle; false serves what is mounted in --webhook-cert-dir (cert-manager).")
 	flag.StringVar(&o.WebhookConfigName, "webhook-config-name", "kollect-agent", "Name of the agent's ValidatingWebhookConfiguration.")
 	flag.StringVar(&o.WebhookService, "webhook-service", "kollect-agent-webhook", "Service in front of the webhook (the certificate's DNS names).")
-	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret.")
+	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&o.WebhookSecretName, "webhook-secret", "kollect-agent-webhook-tls", "Secret holding the webhook CA and serving certificate.")
-	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones (default: a temporary directory).")
+	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones; a volume here saves re-cloning after a restart (default: a temporary directory).")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
 	zapOpts := zap.Options{}
