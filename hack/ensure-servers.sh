@@ -33,7 +33,7 @@ build() {
 bq_out=$(mktemp)
 build bigquery-emulator >"$bq_out" &
 bq=$!
-trap 'kill "$bq" 2>/dev/null; rm -f "$bq_out"' EXIT
+trap 'kill "$bq" 2>/dev/null || true; rm -f "$bq_out"' EXIT
 dirs=()
 for b in "$here"/servers/*/build.sh; do
   name=$(basename "$(dirname "$b")")
