@@ -17,8 +17,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"kollect.dev/agent/internal/controller"
-	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/e2e/testenv"
 )
@@ -56,7 +56,7 @@ func (r *recorders) get(name string) *sinktest.Recorder {
 }
 
 func (r *recorders) factories() controller.SinkFactories {
-	f := func(_ context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+	f := func(_ context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		return r.get(env.Namespace + "/" + obj.GetName()), nil
 	}
 	return controller.SinkFactories{"snapshot/git": f, "database/postgres": f, "event/nats": f}

@@ -12,14 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // SinkFactory builds a sink from its object: a *KollectSnapshotSink, *KollectDatabaseSink or
 // *KollectEventSink.
-type SinkFactory func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error)
+type SinkFactory func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error)
 
 // SinkFactories maps "family/type" (for example "database/postgres") to a factory.
 type SinkFactories map[string]SinkFactory
@@ -67,13 +67,13 @@ type SinkBuilder struct {
 
 // build makes a sink instance for one consumer (an inventory, or the probe). Each consumer
 // gets its own working directory: two instances sharing a git clone would corrupt it.
-func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (export.Sink, error) {
+func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (sink.Sink, error) {
 	f, ok := b.factories[so.typ]
 	if !ok {
-		return nil, export.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
+		return nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
-	env := export.Env{
+	env := sink.Env{
 		Cluster: b.cluster, Namespace: ns, Name: name,
 		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
 		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),

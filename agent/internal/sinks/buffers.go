@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 )
 
@@ -60,7 +60,7 @@ func (m *bufferMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // reportingSink is an event sink registered with the metrics until it is closed.
 type reportingSink struct {
-	export.Sink
+	sink.Sink
 	eventbuf.Reporter
 	m *bufferMetrics
 }
@@ -73,7 +73,7 @@ func (s *reportingSink) Close() error {
 }
 
 // track wraps sinks that report buffer statistics.
-func (m *bufferMetrics) track(s export.Sink, env export.Env) export.Sink {
+func (m *bufferMetrics) track(s sink.Sink, env sink.Env) sink.Sink {
 	r, ok := s.(eventbuf.Reporter)
 	if !ok || m == nil {
 		return s

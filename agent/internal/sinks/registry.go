@@ -7,7 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/controller"
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/gcs"
 	"kollect.dev/agent/internal/sink/git"
 	"kollect.dev/agent/internal/sink/gitlab"
@@ -32,10 +32,10 @@ func Factories(reg ...prometheus.Registerer) controller.SinkFactories {
 		"snapshot/gitlab": snapshot(gitlab.New),
 		"snapshot/s3":     snapshot(s3.New),
 		"snapshot/gcs":    snapshot(gcs.New),
-		"database/postgres": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env export.Env) (*postgres.Sink, error) {
+		"database/postgres": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env sink.Env) (*postgres.Sink, error) {
 			return postgres.New(ctx, s.Postgres, env)
 		}),
-		"database/mongodb": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env export.Env) (*mongodb.Sink, error) {
+		"database/mongodb": database(func(ctx context.Context, s *kollectv1.KollectDatabaseSinkSpec, env sink.Env) (*mongodb.Sink, error) {
 			return mongodb.New(ctx, s.MongoDB, env)
 		}),
 		"event/kafka": event(kafka.New),
@@ -46,8 +46,8 @@ func Factories(reg ...prometheus.Registerer) controller.SinkFactories {
 // The adapters below convert a typed constructor into a SinkFactory, taking care that a nil
 // *Sink with an error never becomes a non-nil interface.
 
-func snapshot[S export.Sink](f func(context.Context, *kollectv1.KollectSnapshotSinkSpec, export.Env) (S, error)) controller.SinkFactory {
-	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+func snapshot[S sink.Sink](f func(context.Context, *kollectv1.KollectSnapshotSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectSnapshotSink).Spec, env)
 		if err != nil {
 			return nil, err
@@ -56,8 +56,8 @@ func snapshot[S export.Sink](f func(context.Context, *kollectv1.KollectSnapshotS
 	}
 }
 
-func database[S export.Sink](f func(context.Context, *kollectv1.KollectDatabaseSinkSpec, export.Env) (S, error)) controller.SinkFactory {
-	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+func database[S sink.Sink](f func(context.Context, *kollectv1.KollectDatabaseSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectDatabaseSink).Spec, env)
 		if err != nil {
 			return nil, err
@@ -66,8 +66,8 @@ func database[S export.Sink](f func(context.Context, *kollectv1.KollectDatabaseS
 	}
 }
 
-func event[S export.Sink](f func(context.Context, *kollectv1.KollectEventSinkSpec, export.Env) (S, error)) controller.SinkFactory {
-	return func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+func event[S sink.Sink](f func(context.Context, *kollectv1.KollectEventSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectEventSink).Spec, env)
 		if err != nil {
 			return nil, err

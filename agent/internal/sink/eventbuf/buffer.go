@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // ErrBufferFull marks an export error after which more events were owed than the buffer
@@ -109,7 +110,7 @@ func (b *Buffer) Stats() Stats {
 // Export stages the batch and sends everything owed for its inventory. It returns nil when
 // the broker acknowledged every event, so the snapshot is durably represented; otherwise a
 // transient error (wrapping ErrBufferFull when events had to be dropped) and keeps the rest.
-func (b *Buffer) Export(ctx context.Context, batch *export.Batch, send SendFunc) error {
+func (b *Buffer) Export(ctx context.Context, batch *sink.Batch, send SendFunc) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := invKey{batch.Envelope.Cluster, batch.Envelope.Inventory}
@@ -139,7 +140,7 @@ func (b *Buffer) Export(ctx context.Context, batch *export.Batch, send SendFunc)
 			b.overflows.Add(1)
 			err = fmt.Errorf("%w (%d owed, bufferSize %d): %w", ErrBufferFull, owed, b.limit, err)
 		}
-		return export.TransientError(err)
+		return sink.TransientError(err)
 	}
 	st.delivered()
 	return nil
@@ -174,7 +175,7 @@ func (b *Buffer) settle(st *state, acked []bool) {
 }
 
 // stage merges the batch into the pending events.
-func (b *Buffer) stage(st *state, batch *export.Batch) {
+func (b *Buffer) stage(st *state, batch *sink.Batch) {
 	id := batchID{batch.Envelope.Checksum, batch.PreviousChecksum, batch.Diff.Full, batch.Resync}
 	if st.base == "" && st.head == "" && !batch.Diff.Full {
 		// A fresh sink: the exporter knows what consumers hold.
@@ -212,7 +213,7 @@ func (b *Buffer) put(st *state, e Event) {
 	st.pending = append(st.pending, e)
 }
 
-func (b *Buffer) stageDiff(st *state, batch *export.Batch) {
+func (b *Buffer) stageDiff(st *state, batch *sink.Batch) {
 	at := batch.Envelope.ExportedAt
 	for _, rows := range [][]export.Row{batch.Diff.Added, batch.Diff.Changed} {
 		for i := range rows {
@@ -224,7 +225,7 @@ func (b *Buffer) stageDiff(st *state, batch *export.Batch) {
 	}
 }
 
-func (b *Buffer) replaceWithDiff(st *state, batch *export.Batch) {
+func (b *Buffer) replaceWithDiff(st *state, batch *sink.Batch) {
 	touched := st.touched
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
 	b.stageDiff(st, batch)
@@ -233,7 +234,7 @@ func (b *Buffer) replaceWithDiff(st *state, batch *export.Batch) {
 
 // stageResync owes every row of the snapshot, marked, and deletes of touched keys that are
 // gone.
-func (b *Buffer) stageResync(st *state, batch *export.Batch) {
+func (b *Buffer) stageResync(st *state, batch *sink.Batch) {
 	b.resyncs.Add(1)
 	touched := st.touched
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
@@ -251,7 +252,7 @@ func (b *Buffer) stageResync(st *state, batch *export.Batch) {
 
 // correct stages, for each previously touched key without an event yet, its state in the
 // batch's snapshot: an upsert of the current row, or a delete when it is gone.
-func (b *Buffer) correct(st *state, batch *export.Batch, touched map[string]*export.Row, resync bool) {
+func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*export.Row, resync bool) {
 	keys := make([]string, 0, len(touched))
 	for key := range touched {
 		if _, ok := st.index[key]; !ok {

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	gitsink "kollect.dev/agent/internal/sink/git"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -22,15 +22,15 @@ type Sink struct {
 	cfg v1alpha1.GitLabSinkConfig
 	git *gitsink.Sink
 	api *api
-	env export.Env
+	env sink.Env
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
 // New builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.GitLab == nil {
-		return nil, export.Terminalf("spec.gitlab is required for a gitlab sink")
+		return nil, sink.Terminalf("spec.gitlab is required for a gitlab sink")
 	}
 	cfg := *spec.GitLab
 	if cfg.BaseURL == "" {
@@ -40,7 +40,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		cfg.Mode = v1alpha1.GitLabPush
 	}
 	if cfg.Project == "" {
-		return nil, export.Terminalf("spec.gitlab.project is required")
+		return nil, sink.Terminalf("spec.gitlab.project is required")
 	}
 	var token string
 	if cfg.SecretRef != nil && env.Secrets != nil {
@@ -51,7 +51,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		token = strings.TrimSpace(string(data[gitsink.KeyToken]))
 	}
 	if token == "" && cfg.Mode == v1alpha1.GitLabMergeRequest {
-		return nil, export.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitsink.KeyToken)
+		return nil, sink.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitsink.KeyToken)
 	}
 	g, err := gitsink.NewFromConfig(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
 	if err != nil {
@@ -64,7 +64,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	return &Sink{cfg: cfg, git: g, env: env, api: &api{base: cfg.BaseURL, project: cfg.Project, token: token, http: client}}, nil
 }
 
-func httpClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
+func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
 	c := &http.Client{Timeout: 30 * time.Second}
 	if t == nil {
 		return c, nil
@@ -80,7 +80,7 @@ func httpClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*ht
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(data[ref.Key]) {
-			return nil, export.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
+			return nil, sink.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
 		}
 		tc.RootCAs = pool
 	}
@@ -97,7 +97,7 @@ func MergeRequestBranch(cluster, inventory string) string {
 
 // Export pushes to the branch (push mode), or commits to the inventory's merge-request branch
 // and keeps its merge request open and current (mergeRequest mode).
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if s.cfg.Mode != v1alpha1.GitLabMergeRequest {
 		return s.git.Export(ctx, b)
 	}
@@ -143,7 +143,7 @@ func (s *Sink) Probe(ctx context.Context) error {
 
 // Preview describes the destination and the commit message; in mergeRequest mode the
 // destination names the merge-request branch.
-func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Preview, error) {
 	p, err := s.git.Preview(ctx, cluster, inventory)
 	if err != nil {
 		return p, err

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
@@ -42,9 +43,9 @@ func spec(url, name, bucket string) *v1alpha1.KollectEventSinkSpec {
 			SubjectTemplate: name + ".{cluster}.{inventory}.{kind}", CreateStream: true, KVBucket: bucket}}
 }
 
-var defaultEnv = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
+var defaultEnv = sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 
-func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env export.Env) *Sink {
+func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env sink.Env) *Sink {
 	t.Helper()
 	sk, err := New(context.Background(), s, env)
 	if err != nil {

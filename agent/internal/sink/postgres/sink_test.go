@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sinktest"
 )
 
@@ -81,13 +82,13 @@ func TestSameInventoryNameInTwoClustersOnlyDiffersByCluster(t *testing.T) {
 	s, _ := newSink(t, db, "east")
 	// A sink refuses rows of another cluster: its deletes are bounded by its own cluster.
 	b := (&agent{sink: s, cluster: "west", inventory: "apps"}).batch(sinktest.Deployments("west", "apps", 1, 1))
-	if err := s.Export(ctx, b); export.ClassOf(err) != export.Terminal {
+	if err := s.Export(ctx, b); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("exporting west's rows through east's sink: %v", err)
 	}
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
 	bad.Envelope.Rows[1].Cluster = "west"
-	if err := s.Export(ctx, bad); export.ClassOf(err) != export.Terminal {
+	if err := s.Export(ctx, bad); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("a stray row of another cluster was accepted: %v", err)
 	}
 }
@@ -272,8 +273,8 @@ func TestInterruptedExportConverges(t *testing.T) {
 			if err == nil {
 				t.Fatal("the interrupted export succeeded")
 			}
-			if export.ClassOf(err) != export.Transient {
-				t.Fatalf("an interrupted export is %s: %v", export.ClassOf(err), err)
+			if sink.ClassOf(err) != sink.Transient {
+				t.Fatalf("an interrupted export is %s: %v", sink.ClassOf(err), err)
 			}
 			if got := stored(t, pool, "east"); len(got) != len(committed) || got[next[0].UID] != committed[next[0].UID] {
 				t.Fatalf("the interrupted export left a partial write: %d rows", len(got))
@@ -310,7 +311,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 	if err := a.export(ctx, []export.Row{row}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Query(ctx, export.RowFilter{Cluster: "east"})
+	got, err := s.Query(ctx, sink.RowFilter{Cluster: "east"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestDroppedTableIsRecreatedOnRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1))
-	if err == nil || export.ClassOf(err) != export.Transient {
+	if err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("export into a dropped schema: %v", err)
 	}
 	if err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1)); err != nil {
