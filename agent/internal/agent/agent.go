@@ -34,6 +34,7 @@ import (
 	"kollect.dev/agent/internal/exporter"
 	"kollect.dev/agent/internal/hubclient"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/sink"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -55,7 +56,7 @@ type Options struct {
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15s/10s/2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Sinks are the sink types this agent can build.
-	Sinks controller.SinkFactories
+	Sinks sink.Factories
 	// CacheDir holds sink working state (git clones); a temp dir when empty.
 	CacheDir string
 	// Backoff overrides the exporter's retry schedule (tests).

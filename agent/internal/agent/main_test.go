@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/exporter"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sinktest"
@@ -55,11 +54,11 @@ func (r *recorders) get(name string) *sinktest.Recorder {
 	return r.byID[name]
 }
 
-func (r *recorders) factories() controller.SinkFactories {
+func (r *recorders) factories() sink.Factories {
 	f := func(_ context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		return r.get(env.Namespace + "/" + obj.GetName()), nil
 	}
-	return controller.SinkFactories{"snapshot/git": f, "database/postgres": f, "event/nats": f}
+	return sink.Factories{"snapshot/git": f, "database/postgres": f, "event/nats": f}
 }
 
 // startAgent runs an agent until the test ends (or stop is called).
@@ -69,7 +68,7 @@ func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *record
 }
 
 // startAgentWith runs an agent with the given sink factories (the real ones in sink tests).
-func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories controller.SinkFactories) (stop func()) {
+func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories sink.Factories) (stop func()) {
 	t.Helper()
 	log := logr.Discard()
 	if tt, ok := t.(*testing.T); ok {

@@ -17,13 +17,6 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// SinkFactory builds a sink from its object: a *KollectSnapshotSink, *KollectDatabaseSink or
-// *KollectEventSink.
-type SinkFactory func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error)
-
-// SinkFactories maps "family/type" (for example "database/postgres") to a factory.
-type SinkFactories map[string]SinkFactory
-
 // sinkObject is the part of a sink object the agent needs generically.
 type sinkObject struct {
 	obj     client.Object
@@ -46,11 +39,11 @@ func newSinkObject(family kollectv1.SinkFamily) client.Object {
 func asSinkObject(obj client.Object) sinkObject {
 	switch s := obj.(type) {
 	case *kollectv1.KollectSnapshotSink:
-		return sinkObject{obj: s, typ: "snapshot/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilySnapshot, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	case *kollectv1.KollectDatabaseSink:
-		return sinkObject{obj: s, typ: "database/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilyDatabase, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	case *kollectv1.KollectEventSink:
-		return sinkObject{obj: s, typ: "event/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilyEvent, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	}
 	panic(fmt.Sprintf("not a sink: %T", obj))
 }
@@ -58,7 +51,7 @@ func asSinkObject(obj client.Object) sinkObject {
 // SinkBuilder builds sinks with Secrets read through an uncached reader, so the agent needs
 // Secret read only in namespaces that hold sinks and never watches Secrets cluster-wide.
 type SinkBuilder struct {
-	factories SinkFactories
+	factories sink.Factories
 	reader    client.Reader
 	cluster   string
 	cacheDir  string
@@ -93,7 +86,7 @@ func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string)
 }
 
 // NewSinkBuilder returns the builder the reconcilers share.
-func NewSinkBuilder(factories SinkFactories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
+func NewSinkBuilder(factories sink.Factories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
 	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, log: log}
 }
 

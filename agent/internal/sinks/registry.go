@@ -6,7 +6,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/gcs"
 	"kollect.dev/agent/internal/sink/git"
@@ -21,13 +20,13 @@ import (
 
 // Factories returns the factory of every built-in sink type. With a registerer, event sinks'
 // buffers are exported as metrics.
-func Factories(reg ...prometheus.Registerer) controller.SinkFactories {
+func Factories(reg ...prometheus.Registerer) sink.Factories {
 	var m *bufferMetrics
 	if len(reg) > 0 && reg[0] != nil {
 		m = newBufferMetrics()
 		reg[0].MustRegister(m)
 	}
-	return controller.SinkFactories{
+	return sink.Factories{
 		"snapshot/git":    snapshot(git.New),
 		"snapshot/gitlab": snapshot(gitlab.New),
 		"snapshot/s3":     snapshot(s3.New),
@@ -46,7 +45,7 @@ func Factories(reg ...prometheus.Registerer) controller.SinkFactories {
 // The adapters below convert a typed constructor into a SinkFactory, taking care that a nil
 // *Sink with an error never becomes a non-nil interface.
 
-func snapshot[S sink.Sink](f func(context.Context, *kollectv1.KollectSnapshotSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+func snapshot[S sink.Sink](f func(context.Context, *kollectv1.KollectSnapshotSinkSpec, sink.Env) (S, error)) sink.Factory {
 	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectSnapshotSink).Spec, env)
 		if err != nil {
@@ -56,7 +55,7 @@ func snapshot[S sink.Sink](f func(context.Context, *kollectv1.KollectSnapshotSin
 	}
 }
 
-func database[S sink.Sink](f func(context.Context, *kollectv1.KollectDatabaseSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+func database[S sink.Sink](f func(context.Context, *kollectv1.KollectDatabaseSinkSpec, sink.Env) (S, error)) sink.Factory {
 	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectDatabaseSink).Spec, env)
 		if err != nil {
@@ -66,7 +65,7 @@ func database[S sink.Sink](f func(context.Context, *kollectv1.KollectDatabaseSin
 	}
 }
 
-func event[S sink.Sink](f func(context.Context, *kollectv1.KollectEventSinkSpec, sink.Env) (S, error)) controller.SinkFactory {
+func event[S sink.Sink](f func(context.Context, *kollectv1.KollectEventSinkSpec, sink.Env) (S, error)) sink.Factory {
 	return func(ctx context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		s, err := f(ctx, &obj.(*kollectv1.KollectEventSink).Spec, env)
 		if err != nil {
