@@ -18,7 +18,7 @@ import (
 
 	"kollect.dev/agent/internal/exporter"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/e2e/testenv"
 )
 

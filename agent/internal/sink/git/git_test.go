@@ -17,7 +17,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 func benchRows(cluster, inventory string, n int) []export.Row {

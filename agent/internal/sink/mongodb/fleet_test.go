@@ -11,7 +11,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 // fleet exports a small two-cluster fleet: deployments with images and a service.

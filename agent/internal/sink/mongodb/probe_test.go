@@ -11,7 +11,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )

@@ -13,7 +13,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )

@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )

@@ -8,7 +8,7 @@ import (
 	"kollect.dev/agent/internal/sink"
 )
 
-// Exporter drives a sink the way the agent's exporter does, for sink tests: each batch
+// Exporter drives a sink the way the agent's delivery worker does, for sink tests: each batch
 // carries the diff against the snapshot the sink accepted last and that snapshot's checksum;
 // a failed export leaves the baseline unchanged, so retrying the same snapshot resends it.
 type Exporter struct {
