@@ -7,7 +7,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
 )
 
@@ -25,7 +25,7 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 			Sinks: recs.factories(), CacheDir: t.TempDir(),
 			LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "kollect-agent",
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond,
-			Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+			Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/e2e/testenv"
@@ -80,7 +80,7 @@ func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factorie
 	mgr, err := New(cfg, Options{
 		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
 		CacheDir: t.TempDir(), Log: log,
-		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -127,7 +127,7 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 	recs := &recorders{}
 	mgr, err := New(cp.Config, Options{Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
 		SkipNameValidation: true, Sinks: recs.factories(), CacheDir: t.TempDir(), Log: testr.New(t),
-		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
+		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package exporter
+package delivery
 
 import (
 	"time"
@@ -8,7 +8,7 @@ import (
 	"kollect.dev/agent/internal/sink"
 )
 
-// Metrics are the exporter's Prometheus metrics. A nil *Metrics records nothing.
+// Metrics are the delivery workers' Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
 	duration    *prometheus.HistogramVec
 	errors      *prometheus.CounterVec
@@ -16,7 +16,7 @@ type Metrics struct {
 	rows        *prometheus.GaugeVec
 }
 
-// NewMetrics registers the exporter's metrics with reg.
+// NewMetrics registers the delivery workers' metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
