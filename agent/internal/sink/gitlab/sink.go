@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/sink"
-	gitsink "kollect.dev/agent/internal/sink/git"
+	"kollect.dev/agent/internal/sink/gitrepo"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -20,7 +20,7 @@ const tokenUser = "oauth2"
 // Sink is a git sink on GitLab with an optional merge-request mode.
 type Sink struct {
 	cfg v1alpha1.GitLabSinkConfig
-	git *gitsink.Sink
+	git *gitrepo.Sink
 	api *api
 	env sink.Env
 }
@@ -48,12 +48,12 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.E
 		if err != nil {
 			return nil, fmt.Errorf("reading secret %s: %w", cfg.SecretRef.Name, err)
 		}
-		token = strings.TrimSpace(string(data[gitsink.KeyToken]))
+		token = strings.TrimSpace(string(data[gitrepo.KeyToken]))
 	}
 	if token == "" && cfg.Mode == v1alpha1.GitLabMergeRequest {
-		return nil, sink.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitsink.KeyToken)
+		return nil, sink.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitrepo.KeyToken)
 	}
-	g, err := gitsink.NewFromConfig(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
+	g, err := gitrepo.Open(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
 	if err != nil {
 		return nil, err
 	}

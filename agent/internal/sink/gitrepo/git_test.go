@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func newSink(t testing.TB, cluster, url string, mode v1alpha1.LayoutMode, secret
 	}
 	env := sink.Env{Cluster: cluster, Namespace: "kollect", Name: "repo", CacheDir: t.TempDir(), Log: logr.Discard(),
 		Secrets: sinktest.Secrets(map[string]map[string][]byte{"git-creds": secret})}
-	s, err := New(context.Background(), spec, env)
+	s, err := Open(context.Background(), spec.Git, spec.Serialization, spec.Layout, env, "oauth2")
 	if err != nil {
 		t.Fatal(err)
 	}

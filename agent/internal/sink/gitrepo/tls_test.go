@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func TestHTTPSWithCustomCA(t *testing.T) {
 				}
 				return map[string][]byte{"username": []byte(user), "password": []byte(pass)}, nil
 			}}
-		s, err := NewFromConfig(context.Background(), cfg, v1alpha1.Serialization{}, v1alpha1.Layout{}, env, "oauth2")
+		s, err := Open(context.Background(), cfg, v1alpha1.Serialization{}, v1alpha1.Layout{}, env, "oauth2")
 		if err != nil {
 			t.Fatal(err)
 		}

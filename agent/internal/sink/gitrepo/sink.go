@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 )
 
 // maxAttempts bounds fetch-rebuild-push rounds within one export; past it the export fails
-// transiently and the exporter retries later with backoff.
+// transiently and the delivery worker retries later with backoff.
 const maxAttempts = 10
 
 // Sink commits snapshot documents to a git branch.
@@ -42,17 +42,9 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds a git sink from a KollectSnapshotSink spec of type git.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
-	if spec.Git == nil {
-		return nil, sink.Terminalf("spec.git is required for a git sink")
-	}
-	return NewFromConfig(ctx, spec.Git, spec.Serialization, spec.Layout, env, "oauth2")
-}
-
-// NewFromConfig builds a git sink from its git settings; the gitlab sink shares it. tokenUser
-// is the basic-auth user sent with a token.
-func NewFromConfig(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Serialization, layout v1alpha1.Layout, env sink.Env, tokenUser string) (*Sink, error) {
+// Open builds a sink from its git settings and the snapshot rendering options; the git and
+// gitlab backends both build through it. tokenUser is the basic-auth user sent with a token.
+func Open(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Serialization, layout v1alpha1.Layout, env sink.Env, tokenUser string) (*Sink, error) {
 	opts, err := snapshot.NewOptions(ser, layout, v1alpha1.FormatYAML, false)
 	if err != nil {
 		return nil, err

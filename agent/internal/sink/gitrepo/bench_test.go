@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -101,7 +101,7 @@ func benchmarkGit(b *testing.B, mode v1alpha1.LayoutMode) {
 		}
 		// A restarted agent: a new sink on the same cache, a full diff, so the export renders
 		// and compares the tree before deciding that there is nothing to commit.
-		restarted, err := NewFromConfig(ctx, &s.cfg, v1alpha1.Serialization{}, v1alpha1.Layout{Mode: mode}, s.env, "oauth2")
+		restarted, err := Open(ctx, &s.cfg, v1alpha1.Serialization{}, v1alpha1.Layout{Mode: mode}, s.env, "oauth2")
 		if err != nil {
 			b.Fatal(err)
 		}
