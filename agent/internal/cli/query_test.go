@@ -56,9 +56,10 @@ func TestQueryPostgresAcrossClusters(t *testing.T) {
 	defer pg.Stop()
 	ctx := context.Background()
 	for _, cluster := range []string{"east", "west"} {
-		s, err := postgres.New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
-			Schema: "kollect", Table: "rows", SSLMode: "disable", SecretRef: v1alpha1.SecretReference{Name: "pg"},
-			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
+		s, err := postgres.New(ctx, &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkPostgres,
+			Postgres: &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+				Schema: "kollect", Table: "rows", SSLMode: "disable", SecretRef: v1alpha1.SecretReference{Name: "pg"},
+				StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2}}},
 			sink.Env{Cluster: cluster, Namespace: "shop", Name: "db", Secrets: secretsOf(map[string]string{"username": "postgres", "password": "x"})})
 		if err != nil {
 			t.Fatal(err)
@@ -98,7 +99,8 @@ func TestQueryMongoDB(t *testing.T) {
 	defer m.Stop()
 	ctx := context.Background()
 	for _, cluster := range []string{"east", "west"} {
-		s, err := mongodb.New(ctx, &v1alpha1.MongoDBSinkConfig{URI: m.URI, Database: "inventory", Collection: "rows"},
+		s, err := mongodb.New(ctx, &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkMongoDB,
+			MongoDB: &v1alpha1.MongoDBSinkConfig{URI: m.URI, Database: "inventory", Collection: "rows"}}},
 			sink.Env{Cluster: cluster, Namespace: "shop", Name: "mongo"})
 		if err != nil {
 			t.Fatal(err)

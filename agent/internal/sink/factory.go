@@ -3,16 +3,13 @@ package sink
 import (
 	"context"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"kollect.dev/api/v1alpha1"
 )
 
-// Factory builds one backend's sink from its sink object: a *v1alpha1.KollectSnapshotSink,
-// *v1alpha1.KollectDatabaseSink or *v1alpha1.KollectEventSink, whichever family the backend
-// belongs to. The object is handed over whole so that every backend, whatever part of the
-// spec it reads, has the same constructor and a table of them is a plain map.
-type Factory func(ctx context.Context, obj client.Object, env Env) (Sink, error)
+// Factory builds one backend's sink from its sink object (of the backend's family). The
+// object is handed over whole so that every backend, whatever part of the spec it reads, has
+// the same constructor: each backend's New is a Factory, and a table of them is a plain map.
+type Factory func(ctx context.Context, obj Object, env Env) (Sink, error)
 
 // Factories is a table of backends by Key.
 type Factories map[string]Factory

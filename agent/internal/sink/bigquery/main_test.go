@@ -182,7 +182,7 @@ func mutations(calls map[string]int) map[string]int {
 func newSink(tb testing.TB, dataset, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := newRecorder()
-	s, err := New(context.Background(), spec(dataset), sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bq", Log: logr.Discard()},
+	s, err := open(context.Background(), spec(dataset), sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bq", Log: logr.Discard()},
 		option.WithHTTPClient(&http.Client{Transport: rec}))
 	if err != nil {
 		tb.Fatal(err)

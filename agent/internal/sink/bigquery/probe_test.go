@@ -34,7 +34,7 @@ func TestProbe(t *testing.T) {
 	}
 	sp := spec("nowhere")
 	sp.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
-	off, err := New(ctx, sp, sink.Env{Cluster: "east"})
+	off, err := open(ctx, sp, sink.Env{Cluster: "east"})
 	if err != nil {
 		t.Fatal(err)
 	}

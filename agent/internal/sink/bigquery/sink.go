@@ -32,8 +32,22 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds a sink from its spec; extra client options (tests: an HTTP client) come last.
-func New(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, opts ...option.ClientOption) (*Sink, error) {
+// New is the bigquery backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type bigquery.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.BigQuery, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec; extra client options (tests: an HTTP client) come last.
+func open(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, opts ...option.ClientOption) (*Sink, error) {
 	cfg, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err

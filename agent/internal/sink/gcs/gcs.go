@@ -36,8 +36,22 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds a GCS sink from a KollectSnapshotSink spec of type gcs.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
+// New is the gcs backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type gcs.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a GCS sink from a KollectSnapshotSink spec of type gcs.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.GCS == nil {
 		return nil, sink.Terminalf("spec.gcs is required for a gcs sink")
 	}

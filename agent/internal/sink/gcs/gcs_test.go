@@ -89,7 +89,7 @@ func newSink(t testing.TB, cluster, bucket, endpoint string, ser v1alpha1.Serial
 	spec := &v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkGCS,
 		GCS:           &v1alpha1.GCSSinkConfig{Bucket: bucket, Prefix: "inv", Endpoint: endpoint},
 		Serialization: ser, Layout: v1alpha1.Layout{Mode: mode}}
-	s, err := New(context.Background(), spec, sink.Env{Cluster: cluster, Namespace: "kollect", Name: "gcs", Log: logr.Discard()})
+	s, err := open(context.Background(), spec, sink.Env{Cluster: cluster, Namespace: "kollect", Name: "gcs", Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +232,7 @@ func TestProbeAndPreview(t *testing.T) {
 	if err := newSink(t, "east", bucket, fmt.Sprintf("http://127.0.0.1:%d", port), v1alpha1.Serialization{}, "").Probe(short); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Errorf("unreachable: %v", err)
 	}
-	_, err := New(ctx, &v1alpha1.KollectSnapshotSinkSpec{GCS: &v1alpha1.GCSSinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "k"}}},
+	_, err := open(ctx, &v1alpha1.KollectSnapshotSinkSpec{GCS: &v1alpha1.GCSSinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "k"}}},
 		sink.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }})
 	if sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("secret without key.json: %v", err)

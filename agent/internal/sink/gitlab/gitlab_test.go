@@ -158,7 +158,7 @@ func newSink(t testing.TB, fake *FakeGitLab, repo, project string, mode v1alpha1
 		Secrets: func(context.Context, string) (map[string][]byte, error) {
 			return map[string][]byte{"token": []byte(secretToken)}, nil
 		}}
-	s, err := New(context.Background(), spec, env)
+	s, err := open(context.Background(), spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +340,7 @@ func TestProbeAndPreview(t *testing.T) {
 	if p.Destination != want || p.Message != "kollect: east/workloads (<itemCount> items, <checksumShort>)" {
 		t.Errorf("preview %+v\nwant destination %s", p, want)
 	}
-	_, err = New(ctx, &v1alpha1.KollectSnapshotSinkSpec{GitLab: &v1alpha1.GitLabSinkConfig{Project: "g/p", Mode: v1alpha1.GitLabMergeRequest,
+	_, err = open(ctx, &v1alpha1.KollectSnapshotSinkSpec{GitLab: &v1alpha1.GitLabSinkConfig{Project: "g/p", Mode: v1alpha1.GitLabMergeRequest,
 		GitSinkConfig: v1alpha1.GitSinkConfig{URL: "https://gitlab.example/g/p.git"}}}, sink.Env{CacheDir: t.TempDir()})
 	if sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("mergeRequest mode without a token: %v", err)

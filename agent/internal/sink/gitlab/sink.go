@@ -27,8 +27,22 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
+// New is the gitlab backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type gitlab.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.GitLab == nil {
 		return nil, sink.Terminalf("spec.gitlab is required for a gitlab sink")
 	}

@@ -46,7 +46,7 @@ func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env sink.Env) *Sink
 	if env.Cluster == "" {
 		env = sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 	}
-	sk, err := New(context.Background(), s, env)
+	sk, err := open(context.Background(), s, env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,8 +47,22 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds the sink; it reads credentials but does not connect (Probe does).
-func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
+// New is the kafka backend's entry in the sink table: it builds the sink from a
+// KollectEventSink of type kafka.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.EventSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds the sink; it reads credentials but does not connect (Probe does).
+func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.Type != v1alpha1.EventSinkKafka || spec.Kafka == nil {
 		return nil, sink.Terminalf("kafka sink %s/%s: spec.kafka is not set", env.Namespace, env.Name)
 	}

@@ -116,7 +116,7 @@ func writes(cmds []string) []string {
 func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := &recorder{}
-	s, err := New(context.Background(), spec(db), testEnv(cluster), WithMonitor(rec.monitor()))
+	s, err := open(context.Background(), spec(db), testEnv(cluster), withMonitor(rec.monitor()))
 	if err != nil {
 		tb.Fatal(err)
 	}

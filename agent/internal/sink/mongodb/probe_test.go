@@ -33,7 +33,7 @@ func TestProbe(t *testing.T) {
 	}
 	sp := spec(db)
 	sp.URI = fmt.Sprintf("mongodb://127.0.0.1:%d/", port)
-	off, err := New(ctx, sp, testEnv("east"))
+	off, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,17 +32,31 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// Option adjusts the client options before connecting.
-type Option func(*options.ClientOptions)
+// option adjusts the client options before connecting.
+type option func(*options.ClientOptions)
 
-// WithMonitor installs a command monitor (operation counting in tests, or logging).
-func WithMonitor(m *event.CommandMonitor) Option {
+// withMonitor installs a command monitor (operation counting in tests).
+func withMonitor(m *event.CommandMonitor) option {
 	return func(o *options.ClientOptions) { o.SetMonitor(m) }
 }
 
-// New builds a sink from its spec. The driver connects in the background, so an unreachable
+// New is the mongodb backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type mongodb.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.MongoDB, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec. The driver connects in the background, so an unreachable
 // server shows up as a transient Export or Probe error.
-func New(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env, opts ...Option) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env, opts ...option) (*Sink, error) {
 	s, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err

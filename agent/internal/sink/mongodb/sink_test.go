@@ -308,7 +308,7 @@ func TestManyChangedRowsInOneExport(t *testing.T) {
 		largest = max(largest, n)
 		mu.Unlock()
 	}}
-	s, err := New(ctx, spec(db), testEnv("east"), WithMonitor(mon))
+	s, err := open(ctx, spec(db), testEnv("east"), withMonitor(mon))
 	if err != nil {
 		t.Fatal(err)
 	}

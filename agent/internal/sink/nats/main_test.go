@@ -47,7 +47,7 @@ var defaultEnv = sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", S
 
 func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env sink.Env) *Sink {
 	t.Helper()
-	sk, err := New(context.Background(), s, env)
+	sk, err := open(context.Background(), s, env)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,9 +49,23 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds the sink. The connection is established in the background and re-established
+// New is the nats backend's entry in the sink table: it builds the sink from a
+// KollectEventSink of type nats.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.EventSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds the sink. The connection is established in the background and re-established
 // after outages, so New does not fail on an unreachable server (Probe reports it).
-func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.Type != v1alpha1.EventSinkNATS || spec.NATS == nil {
 		return nil, sink.Terminalf("nats sink %s/%s: spec.nats is not set", env.Namespace, env.Name)
 	}

@@ -73,7 +73,7 @@ func secrets(user string) sink.SecretGetter {
 func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := &recorder{}
-	s, err := New(context.Background(), spec(db), testEnv(cluster), WithTracer(rec))
+	s, err := open(context.Background(), spec(db), testEnv(cluster), withTracer(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 			}
 			env := testEnv("east")
 			env.Secrets = secrets(tc.user)
-			s, err := New(ctx, sp, env)
+			s, err := open(ctx, sp, env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -97,7 +97,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 	// without table privileges fails.
 	env := testEnv("east")
 	env.Secrets = secrets("writer")
-	w, err := New(ctx, spec(db), env)
+	w, err := open(ctx, spec(db), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +112,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Secrets = secrets("reader")
-	r, err := New(ctx, spec(db), env)
+	r, err := open(ctx, spec(db), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestPreviewListsPendingDDLThenOnlyExportStatements(t *testing.T) {
 	closedPort, _ := testenv.FreePort()
 	sp := spec(db)
 	sp.Port = int32(closedPort)
-	off, err := New(ctx, sp, testEnv("east"))
+	off, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestResolveSettings(t *testing.T) {
 	if st, err := resolve(ctx, sp, env); err != nil || st.poolConfig.ConnConfig.TLSConfig != nil {
 		t.Fatalf("sslmode disable: %v", err)
 	}
-	if _, err := New(ctx, &v1alpha1.PostgresSinkConfig{Host: "h", Database: "d", Table: strings.Repeat("t", 55),
+	if _, err := open(ctx, &v1alpha1.PostgresSinkConfig{Host: "h", Database: "d", Table: strings.Repeat("t", 55),
 		SecretRef: v1alpha1.SecretReference{Name: "pg"}}, env); sink.ClassOf(err) != sink.Terminal || err == nil {
 		t.Fatalf("a table name too long for the view names: %v", err)
 	}

@@ -31,19 +31,32 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// Option adjusts a sink before its pool is created.
-type Option func(*pgxpool.Config)
+// option adjusts a sink before its pool is created.
+type option func(*pgxpool.Config)
 
-// WithTracer installs a pgx tracer on every connection (statement counting in tests, or
-// logging).
-func WithTracer(t pgx.QueryTracer) Option {
+// withTracer installs a pgx tracer on every connection (statement counting in tests).
+func withTracer(t pgx.QueryTracer) option {
 	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
 }
 
-// New builds a sink from its spec. It does not connect: the pool dials on first use, so an
+// New is the postgres backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type postgres.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.Postgres, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec. It does not connect: the pool dials on first use, so an
 // unreachable database surfaces as a transient Export or Probe error rather than a failure to
 // build the sink.
-func New(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, opts ...Option) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, opts ...option) (*Sink, error) {
 	s, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err

@@ -389,7 +389,7 @@ func TestCustomSchemaAndTableNamesAreQuoted(t *testing.T) {
 	db := newDatabase(t)
 	sp := spec(db)
 	sp.Schema, sp.Table = "select", "order" // reserved words only work quoted
-	s, err := New(ctx, sp, testEnv("east"))
+	s, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}

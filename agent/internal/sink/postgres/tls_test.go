@@ -33,7 +33,7 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 			}
 			return map[string][]byte{"username": []byte("postgres"), "password": []byte("unused")}, nil
 		}
-		s, err := New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+		s, err := open(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
 			Schema: "kollect", Table: "rows", SSLMode: "verify-full", SecretRef: v1alpha1.SecretReference{Name: "pg"},
 			TLS:              &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "pg-ca", Key: "ca.crt"}},
 			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},

@@ -42,8 +42,22 @@ type Sink struct {
 
 var _ sink.Sink = (*Sink)(nil)
 
-// New builds an S3 sink from a KollectSnapshotSink spec of type s3.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
+// New is the s3 backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type s3.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds an S3 sink from a KollectSnapshotSink spec of type s3.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.S3 == nil {
 		return nil, sink.Terminalf("spec.s3 is required for an s3 sink")
 	}

@@ -71,7 +71,7 @@ func newSink(t testing.TB, cluster, bucket string, ser v1alpha1.Serialization, m
 		Serialization: ser, Layout: v1alpha1.Layout{Mode: mode}}
 	env := sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bucket", CacheDir: t.TempDir(), Log: logr.Discard(),
 		Secrets: func(context.Context, string) (map[string][]byte, error) { return secret, nil }}
-	s, err := New(context.Background(), spec, env)
+	s, err := open(context.Background(), spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestProbeAndPreview(t *testing.T) {
 	if err := s.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Errorf("unreachable: %v", err)
 	}
-	if _, err := New(ctx, &v1alpha1.KollectSnapshotSinkSpec{S3: &v1alpha1.S3SinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "x"}}},
+	if _, err := open(ctx, &v1alpha1.KollectSnapshotSinkSpec{S3: &v1alpha1.S3SinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "x"}}},
 		sink.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }}); sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("secret without keys: %v", err)
 	}

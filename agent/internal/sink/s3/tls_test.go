@@ -35,7 +35,7 @@ func TestCustomCA(t *testing.T) {
 			}
 			return map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte(server.SecretKey)}, nil
 		}}
-		s, err := New(context.Background(), spec, env)
+		s, err := open(context.Background(), spec, env)
 		if err != nil {
 			t.Fatal(err)
 		}
