@@ -13,7 +13,7 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"kollect.dev/agent/internal/agent"
-	"kollect.dev/agent/internal/sinks"
+	"kollect.dev/agent/internal/sink/backends"
 )
 
 func main() {
@@ -52,7 +52,7 @@ func main() {
 			o.Namespaces = append(o.Namespaces, ns)
 		}
 	}
-	o.Sinks = sinks.Factories(ctrlmetrics.Registry)
+	o.Sinks = backends.Factories(ctrlmetrics.Registry)
 	if o.Hub, err = hub.options(); err != nil {
 		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
 		os.Exit(2)

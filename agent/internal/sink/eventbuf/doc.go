@@ -11,5 +11,6 @@
 // stays bounded and consumers still converge. ErrBufferFull tells the agent to report it.
 //
 // Snapshot mode does not buffer (the newest envelope supersedes older ones); Chunks splits an
-// envelope into numbered JSON documents under a broker's message size limit.
+// envelope into numbered JSON documents under a broker's message size limit. Metrics exports
+// the buffers of live sinks to Prometheus.
 package eventbuf

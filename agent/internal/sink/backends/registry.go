@@ -1,9 +1,10 @@
-package sinks
+package backends
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/gcs"
 	"kollect.dev/agent/internal/sink/git"
 	"kollect.dev/agent/internal/sink/gitlab"
@@ -17,9 +18,9 @@ import (
 // Factories returns the factory of every built-in sink type. With a registerer, event sinks'
 // buffers are exported as metrics.
 func Factories(reg ...prometheus.Registerer) sink.Factories {
-	var m *bufferMetrics
+	var m *eventbuf.Metrics
 	if len(reg) > 0 && reg[0] != nil {
-		m = newBufferMetrics()
+		m = eventbuf.NewMetrics()
 		reg[0].MustRegister(m)
 	}
 	return sink.Factories{
