@@ -32,13 +32,17 @@ var table = sink.Factories{
 	"event/nats":        nats.New,
 }
 
-// Factories returns the factory of every built-in sink type. With a registerer, event sinks'
-// buffers are exported as metrics.
+// Factories returns the table, a fresh copy for each caller. With a registerer, the buffers
+// of the event sinks the table builds are exported as metrics (eventbuf.Metrics).
 func Factories(reg ...prometheus.Registerer) sink.Factories {
-	var m *eventbuf.Metrics
-	if len(reg) > 0 && reg[0] != nil {
-		m = eventbuf.NewMetrics()
-		reg[0].MustRegister(m)
+	out := maps.Clone(table)
+	if len(reg) == 0 || reg[0] == nil {
+		return out
 	}
-	return maps.Clone(table)
+	m := eventbuf.NewMetrics()
+	reg[0].MustRegister(m)
+	for k, f := range out {
+		out[k] = m.Tracking(f)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package eventbuf
 
 import (
+	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,4 +89,15 @@ func (m *Metrics) Track(s sink.Sink, env sink.Env) sink.Sink {
 	m.sinks[rs] = env.Namespace + "/" + env.Name
 	m.mu.Unlock()
 	return rs
+}
+
+// Tracking wraps a sink factory so that every sink it builds is tracked.
+func (m *Metrics) Tracking(f sink.Factory) sink.Factory {
+	return func(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+		s, err := f(ctx, obj, env)
+		if err != nil {
+			return nil, err
+		}
+		return m.Track(s, env), nil
+	}
 }
