@@ -35,6 +35,7 @@ import (
 	"kollect.dev/agent/internal/inventory"
 	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/backends"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -55,7 +56,9 @@ type Options struct {
 	LeaderElectionID        string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15s/10s/2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Sinks are the sink types this agent can build.
+	// Sinks are the sink types this agent can build. Nil means the production table, every
+	// backend built into the agent (package sink/backends), as kollect-agent runs; tests pass
+	// tables of test sinks.
 	Sinks sink.Factories
 	// CacheDir holds sink working state (git clones); a temp dir when empty.
 	CacheDir string
@@ -223,7 +226,11 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
 	})
-	sinks := controller.NewSinkBuilder(o.Sinks, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
+	factories := o.Sinks
+	if factories == nil {
+		factories = backends.Factories(reg)
+	}
+	sinks := controller.NewSinkBuilder(factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()
 	rec := mgr.GetEventRecorder("kollect-agent")
 	invRec := &controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),

@@ -67,7 +67,8 @@ func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *record
 	return startAgentWith(t, cfg, cluster, ns, recs.factories())
 }
 
-// startAgentWith runs an agent with the given sink factories (the real ones in sink tests).
+// startAgentWith runs an agent with the given sink factories; nil runs the production table
+// (package sink/backends) through the same default as kollect-agent, for the real-sink tests.
 func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories sink.Factories) (stop func()) {
 	t.Helper()
 	log := logr.Discard()

@@ -32,15 +32,15 @@ var table = sink.Factories{
 	"event/nats":        nats.New,
 }
 
-// Factories returns the table, a fresh copy for each caller. With a registerer, the buffers
-// of the event sinks the table builds are exported as metrics (eventbuf.Metrics).
-func Factories(reg ...prometheus.Registerer) sink.Factories {
+// Factories returns the table, a fresh copy for each caller. With a non-nil registerer, the
+// buffers of the event sinks the table builds are exported as metrics (eventbuf.Metrics).
+func Factories(reg prometheus.Registerer) sink.Factories {
 	out := maps.Clone(table)
-	if len(reg) == 0 || reg[0] == nil {
+	if reg == nil {
 		return out
 	}
 	m := eventbuf.NewMetrics()
-	reg[0].MustRegister(m)
+	reg.MustRegister(m)
 	for k, f := range out {
 		out[k] = m.Tracking(f)
 	}

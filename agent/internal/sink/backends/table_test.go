@@ -75,7 +75,7 @@ func crdSinkTypes(t *testing.T) map[string]bool {
 // table holds a backend no CRD lets anyone configure.
 func TestTableMatchesCRDEnums(t *testing.T) {
 	want := crdSinkTypes(t)
-	got := Factories()
+	got := Factories(nil)
 	for _, k := range slices.Sorted(maps.Keys(want)) {
 		if got[k] == nil {
 			t.Errorf("the CRDs allow sink type %s, but the table has no backend for it", k)
