@@ -281,7 +281,7 @@ func tables(tb testing.TB, dataset string) []string {
 	return out
 }
 
-// agent mimics the exporter; see the postgres tests.
+// agent mimics the delivery worker; see the postgres tests.
 type agent struct {
 	sink               *Sink
 	cluster, inventory string

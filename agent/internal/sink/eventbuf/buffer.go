@@ -57,7 +57,7 @@ type Stats struct {
 }
 
 // Buffer is the delivery state of one sink. It is safe for concurrent use, though the
-// exporter calls a sink from one goroutine.
+// delivery worker calls a sink from one goroutine.
 type Buffer struct {
 	limit int
 
@@ -178,7 +178,7 @@ func (b *Buffer) settle(st *state, acked []bool) {
 func (b *Buffer) stage(st *state, batch *sink.Batch) {
 	id := batchID{batch.Envelope.Checksum, batch.PreviousChecksum, batch.Diff.Full, batch.Resync}
 	if st.base == "" && st.head == "" && !batch.Diff.Full {
-		// A fresh sink: the exporter knows what consumers hold.
+		// A fresh sink: the delivery worker knows what consumers hold.
 		st.base, st.head = batch.PreviousChecksum, batch.PreviousChecksum
 	}
 	switch {
@@ -191,8 +191,8 @@ func (b *Buffer) stage(st *state, batch *sink.Batch) {
 		// Incremental from what is staged: merge.
 		b.stageDiff(st, batch)
 	case batch.PreviousChecksum == st.base:
-		// Cumulative from what consumers hold (the exporter diffs against the last accepted
-		// snapshot): the diff supersedes the pending events, but keys touched since base may
+		// Cumulative from what consumers hold (the delivery worker diffs against the last
+		// accepted snapshot): the diff supersedes the pending events, but keys touched since base may
 		// have reached consumers, so they are re-sent in their current state.
 		b.replaceWithDiff(st, batch)
 	default:
@@ -274,8 +274,8 @@ func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*expor
 	}
 }
 
-// Reporter is implemented by sinks that own a Buffer, so the agent can export its metrics
-// (for instance as Prometheus gauge and counter functions) without knowing the sink type.
+// Reporter is implemented by sinks that own a Buffer, so Metrics can collect their buffers
+// without knowing the sink type.
 type Reporter interface {
 	BufferStats() Stats
 }

@@ -166,7 +166,7 @@ func TestOverflowFallsBackToMarkedResync(t *testing.T) {
 	c.equals(t, s3)
 }
 
-// TestConvergesUnderRandomOutages drives both exporter styles (diff against the last accepted
+// TestConvergesUnderRandomOutages drives both delivery styles (diff against the last accepted
 // snapshot, and against the last attempted one) through random churn and partial failures:
 // whatever happens, once an export succeeds the consumer holds exactly the snapshot.
 func TestConvergesUnderRandomOutages(t *testing.T) {
@@ -212,7 +212,7 @@ func TestConvergesUnderRandomOutages(t *testing.T) {
 						if try > 0 || rng.IntN(2) == 0 {
 							break // a newer snapshot arrives before the broker returns
 						}
-						fail = -1 // the exporter retries the same batch after the outage
+						fail = -1 // the delivery worker retries the same batch after the outage
 					}
 				}
 				if accepted != attempted {

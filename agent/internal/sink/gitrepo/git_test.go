@@ -52,8 +52,8 @@ func pod(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 		Attributes: attrs(t, map[string]any{"replicas": replicas, "image": "app:" + name})}
 }
 
-// exporter keeps the last accepted snapshot like the agent's exporter does, so batches carry
-// real diffs.
+// exporter keeps the last accepted snapshot like the agent's delivery worker does, so batches
+// carry real diffs.
 type exporter struct {
 	sink *Sink
 	prev *export.Snapshot

@@ -58,7 +58,7 @@ func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
 	}
 	assertState(t, compacted(t, byKey), s3)
 
-	// Static data: the exporter hands the same snapshot again; nothing is produced.
+	// Static data: the delivery worker hands the same snapshot again; nothing is produced.
 	before := endOffsets(t, "changes")
 	if err := ex.Export(ctx, sk, s3); err != nil {
 		t.Fatal(err)
@@ -145,7 +145,7 @@ func TestProbeAndPreview(t *testing.T) {
 
 // TestOutageDeliversEverythingOnRecovery freezes the broker while several exports run, as a
 // broker outage looks to a client, then thaws it: every export during the outage fails
-// transiently, the exporter's retry delivers, and the compacted state equals the last
+// transiently, the delivery worker's retry delivers, and the compacted state equals the last
 // snapshot. With a small buffer the overflow is reported and a resync delivers instead.
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 	for _, bufferSize := range []int32{100_000, 100} {
@@ -206,7 +206,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			if err := k.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			// The exporter retries the last batch with backoff until it succeeds.
+			// The delivery worker retries the last batch with backoff until it succeeds.
 			var err2 error
 			for try := 0; try < 20; try++ {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

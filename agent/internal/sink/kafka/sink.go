@@ -170,7 +170,7 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets s
 
 // Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
 // nil once the broker acknowledged every owed event; on failure the events stay owed and
-// the exporter's retry, or the next batch, delivers them.
+// the delivery worker's retry, or the next batch, delivers them.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err

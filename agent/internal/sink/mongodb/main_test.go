@@ -135,7 +135,7 @@ func collection(tb testing.TB, db, name string) *mongo.Collection {
 	return c.Database(db).Collection(name)
 }
 
-// agent mimics the exporter; see the postgres tests.
+// agent mimics the delivery worker; see the postgres tests.
 type agent struct {
 	sink               *Sink
 	cluster, inventory string

@@ -16,7 +16,7 @@ import (
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
-// Sink exports inventories into a MongoDB collection. One exporter goroutine calls it per
+// Sink exports inventories into a MongoDB collection. One delivery worker calls it per
 // sink; two agents must not share a cluster name (their exports of one inventory would race,
 // as nothing serialises them without transactions).
 type Sink struct {

@@ -213,7 +213,7 @@ func TestInterruptedExportConverges(t *testing.T) {
 			if sink.ClassOf(err) != sink.Transient {
 				t.Fatalf("an interrupted export is %s: %v", sink.ClassOf(err), err)
 			}
-			// Meanwhile the data moved on: Y is the base with row 1 changed. The exporter's diff
+			// Meanwhile the data moved on: Y is the base with row 1 changed. The delivery worker's diff
 			// is base → Y and knows nothing of X's writes.
 			y := append([]export.Row(nil), base...)
 			y[1] = sinktest.Deployment("east", "apps", 1, map[string]any{"replicas": 43})

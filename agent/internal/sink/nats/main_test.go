@@ -64,7 +64,7 @@ func row(uid string, v int) export.Row {
 		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
-// exporter drives the sink the way the agent's exporter does.
+// exporter drives the sink the way the agent's delivery worker does.
 type exporter = sinktest.Exporter
 
 // client is an independent reader of the stream and bucket.

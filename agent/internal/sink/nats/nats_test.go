@@ -81,7 +81,7 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 }
 
 // TestOutageDeliversEverythingOnRecovery freezes the server while several exports run, then
-// thaws it: every export during the outage fails transiently, the exporter's retry delivers,
+// thaws it: every export during the outage fails transiently, the delivery worker's retry delivers,
 // and both the stream's folded state and the bucket equal the last snapshot.
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 	for _, bufferSize := range []int32{100_000, 100} {

@@ -149,7 +149,7 @@ func writes(stmts []string) []string {
 	return out
 }
 
-// agent mimics the exporter: it diffs against the snapshot the sink accepted last and keeps
+// agent mimics the delivery worker: it diffs against the snapshot the sink accepted last and keeps
 // the accepted checksum as the inventory's status would.
 type agent struct {
 	sink               *Sink

@@ -120,7 +120,7 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 	}
 
 	// A restart: a new sink instance, the previous checksum from the inventory's status and a
-	// Full diff because the exporter lost its snapshot. Still nothing is written.
+	// Full diff because the delivery worker lost its snapshot. Still nothing is written.
 	s2, rec2 := newSink(t, db, "east")
 	restarted := &agent{sink: s2, cluster: "east", inventory: "apps", lastChecksum: a.lastChecksum}
 	if err := restarted.export(ctx, rows); err != nil {
@@ -279,7 +279,7 @@ func TestInterruptedExportConverges(t *testing.T) {
 			if got := stored(t, pool, "east"); len(got) != len(committed) || got[next[0].UID] != committed[next[0].UID] {
 				t.Fatalf("the interrupted export left a partial write: %d rows", len(got))
 			}
-			// The exporter retries the same batch (its PreviousChecksum is still the committed one).
+			// The delivery worker retries the same batch (its PreviousChecksum is still the committed one).
 			if err := a.export(ctx, next); err != nil {
 				t.Fatal(err)
 			}

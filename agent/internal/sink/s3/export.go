@@ -28,7 +28,7 @@ type Stats = snapshot.Publication
 func (s *Sink) LastStats() Stats { return s.last }
 
 // errConflict marks a manifest that changed under us: another writer of this cluster and
-// inventory. The exporter retries; the next attempt reads the new manifest.
+// inventory. The delivery worker retries; the next attempt reads the new manifest.
 var errConflict = errors.New("manifest changed concurrently")
 
 // Export writes the documents that changed, then the manifest, then prunes.
