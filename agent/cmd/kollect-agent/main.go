@@ -10,10 +10,8 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"kollect.dev/agent/internal/agent"
-	"kollect.dev/agent/internal/sinks"
 	"kollect.dev/api/version"
 )
 
@@ -58,7 +56,6 @@ func main() {
 			o.Namespaces = append(o.Namespaces, ns)
 		}
 	}
-	o.Sinks = sinks.Factories(ctrlmetrics.Registry)
 	if o.Hub, err = hub.options(); err != nil {
 		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
 		os.Exit(2)

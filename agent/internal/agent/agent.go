@@ -31,9 +31,11 @@ import (
 	"kollect.dev/agent/internal/certs"
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/controller"
-	"kollect.dev/agent/internal/exporter"
 	"kollect.dev/agent/internal/hubclient"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/backends"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -54,12 +56,14 @@ type Options struct {
 	LeaderElectionID        string
 	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15s/10s/2s).
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
-	// Sinks are the sink types this agent can build.
-	Sinks controller.SinkFactories
+	// Sinks are the sink types this agent can build. Nil means the production table, every
+	// backend built into the agent (package sink/backends), as kollect-agent runs; tests pass
+	// tables of test sinks.
+	Sinks sink.Factories
 	// CacheDir holds sink working state (git clones); a temp dir when empty.
 	CacheDir string
-	// Backoff overrides the exporter's retry schedule (tests).
-	Backoff exporter.Backoff
+	// Backoff overrides the delivery workers' retry schedule (tests).
+	Backoff delivery.Backoff
 	// SinkRecheck is how often sinks are probed again when healthy.
 	SinkRecheck time.Duration
 	// Hub connects the agent to a fleet hub; nil runs the agent standalone.
@@ -217,12 +221,16 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
 	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
 	invMgr := inventory.NewManager(col, inventory.Options{
-		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: exporter.NewMetrics(reg), Log: o.Log.WithName("inventory"),
+		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: delivery.NewMetrics(reg), Log: o.Log.WithName("inventory"),
 		Backoff:   o.Backoff,
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
 	})
-	sinks := controller.NewSinkBuilder(o.Sinks, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
+	factories := o.Sinks
+	if factories == nil {
+		factories = backends.Factories(reg)
+	}
+	sinks := controller.NewSinkBuilder(factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()
 	rec := mgr.GetEventRecorder("kollect-agent")
 	invRec := &controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -34,7 +34,7 @@ func BenchmarkExportLatency(b *testing.B) {
 	stop := startAgent(b, nil, "bench", ns, recs)
 	defer stop()
 	rec := recs.get(ns + "/rec")
-	if !rec.WaitFor(60*time.Second, func(bs []*export.Batch) bool { return len(bs) > 0 }) {
+	if !rec.WaitFor(60*time.Second, func(bs []*sink.Batch) bool { return len(bs) > 0 }) {
 		b.Fatal("no initial export")
 	}
 	const samples = 20
@@ -46,7 +46,7 @@ func BenchmarkExportLatency(b *testing.B) {
 		if err := cp.Client.Update(context.Background(), configMap(ns, "probe", map[string]string{"color": fmt.Sprintf("v%d", i)})); err != nil {
 			b.Fatal(err)
 		}
-		if !rec.WaitFor(30*time.Second, func(bs []*export.Batch) bool {
+		if !rec.WaitFor(30*time.Second, func(bs []*sink.Batch) bool {
 			last := bs[len(bs)-1]
 			return len(last.Envelope.Rows) > 0 && strings.Contains(string(last.Envelope.Rows[0].Attributes), want)
 		}) {
@@ -98,7 +98,7 @@ func benchMemory(b *testing.B, n int) {
 	defer stop()
 	rec := recs.get(ns + "/rec")
 	start := time.Now()
-	if !rec.WaitFor(15*time.Minute, func(bs []*export.Batch) bool { return len(bs) > 0 && bs[len(bs)-1].Envelope.ItemCount == n }) {
+	if !rec.WaitFor(15*time.Minute, func(bs []*sink.Batch) bool { return len(bs) > 0 && bs[len(bs)-1].Envelope.ItemCount == n }) {
 		b.Fatalf("not all %d rows exported", n)
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-first-export")

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -89,7 +89,7 @@ func TestCRDInstalledAfterAgentStartIsPickedUp(t *testing.T) {
 	create(t, w)
 
 	rec := recs.get(ns + "/rec")
-	if !rec.WaitFor(40*time.Second, func(b []*export.Batch) bool {
+	if !rec.WaitFor(40*time.Second, func(b []*sink.Batch) bool {
 		return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 1
 	}) {
 		t.Fatal("the CRD's objects were never exported")
@@ -118,7 +118,7 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	recs := &recorders{}
 	stop := startAgent(t, nil, "c1", ns, recs)
 	rec := recs.get(ns + "/rec")
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
 		t.Fatal("first agent did not export both rows")
 	}
 	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}

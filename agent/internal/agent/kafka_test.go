@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinks"
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -71,7 +70,7 @@ func TestKafkaThroughTheAgent(t *testing.T) {
 		Kafka: &kollectv1.KafkaSinkConfig{Brokers: []string{broker.Addr}, Topic: "kollect.rows", Compression: "zstd", CreateTopic: true, Partitions: 3},
 	}})
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Event: []kollectv1.LocalObjectReference{{Name: "bus"}}})...)
-	startAgentWith(t, nil, "c-kafka", ns, sinks.Factories())
+	startAgentWith(t, nil, "c-kafka", ns, nil)
 
 	ctx := context.Background()
 	cm := configMap(ns, "a", map[string]string{"color": "red"})

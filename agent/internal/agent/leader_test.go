@@ -7,8 +7,8 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/sink"
 )
 
 // TestWarmStandbyTakesOverWithoutReexporting runs two replicas of one agent. Only the leader
@@ -25,7 +25,7 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 			Sinks: recs.factories(), CacheDir: t.TempDir(),
 			LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "kollect-agent",
 			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 300 * time.Millisecond,
-			Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+			Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +39,7 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 	}
 	rec := recs.get(ns + "/rec")
 	stopLeader := start()
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) == 1 }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) == 1 }) {
 		t.Fatal("leader did not export")
 	}
 	eventually(t, 10*time.Second, "status written by the leader", func() (bool, string) {
@@ -58,7 +58,7 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 		t.Fatalf("the new leader re-exported unchanged data: %d batches", n)
 	}
 	create(t, configMap(ns, "b", map[string]string{"color": "blue"}))
-	if !rec.WaitFor(20*time.Second, func(b []*export.Batch) bool { return len(b) == 2 && len(b[1].Envelope.Rows) == 2 }) {
+	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b) == 2 && len(b[1].Envelope.Rows) == 2 }) {
 		t.Fatalf("the new leader did not export the change: %d batches", len(rec.Batches()))
 	}
 }

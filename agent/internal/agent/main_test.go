@@ -16,10 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
-	"kollect.dev/agent/internal/controller"
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/exporter"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/e2e/testenv"
 )
 
@@ -55,11 +54,11 @@ func (r *recorders) get(name string) *sinktest.Recorder {
 	return r.byID[name]
 }
 
-func (r *recorders) factories() controller.SinkFactories {
-	f := func(_ context.Context, obj client.Object, env export.Env) (export.Sink, error) {
+func (r *recorders) factories() sink.Factories {
+	f := func(_ context.Context, obj client.Object, env sink.Env) (sink.Sink, error) {
 		return r.get(env.Namespace + "/" + obj.GetName()), nil
 	}
-	return controller.SinkFactories{"snapshot/git": f, "database/postgres": f, "event/nats": f}
+	return sink.Factories{"snapshot/git": f, "database/postgres": f, "event/nats": f}
 }
 
 // startAgent runs an agent until the test ends (or stop is called).
@@ -68,8 +67,9 @@ func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *record
 	return startAgentWith(t, cfg, cluster, ns, recs.factories())
 }
 
-// startAgentWith runs an agent with the given sink factories (the real ones in sink tests).
-func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories controller.SinkFactories) (stop func()) {
+// startAgentWith runs an agent with the given sink factories; nil runs the production table
+// (package sink/backends) through the same default as kollect-agent, for the real-sink tests.
+func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories sink.Factories) (stop func()) {
 	t.Helper()
 	log := logr.Discard()
 	if tt, ok := t.(*testing.T); ok {
@@ -81,7 +81,7 @@ func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factorie
 	mgr, err := New(cfg, Options{
 		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
 		CacheDir: t.TempDir(), Log: log,
-		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -39,7 +39,7 @@ func TestNamespaceSelectorFollowsNamespaceLabels(t *testing.T) {
 	// All namespaces: the target reaches beyond its own.
 	startAgentWith(t, nil, "c1", "", recs.factories())
 	rec := recs.get(home + "/rec")
-	namespaces := func(b []*export.Batch) string {
+	namespaces := func(b []*sink.Batch) string {
 		if len(b) == 0 {
 			return ""
 		}
@@ -49,7 +49,7 @@ func TestNamespaceSelectorFollowsNamespaceLabels(t *testing.T) {
 		}
 		return strings.Join(ns, ",")
 	}
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return namespaces(b) == home }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return namespaces(b) == home }) {
 		t.Fatalf("rows from %q, want only %s", namespaces(rec.Batches()), home)
 	}
 	ns := &corev1.Namespace{}
@@ -60,7 +60,7 @@ func TestNamespaceSelectorFollowsNamespaceLabels(t *testing.T) {
 	if err := cp.Client.Update(ctx, ns); err != nil {
 		t.Fatal(err)
 	}
-	if !rec.WaitFor(20*time.Second, func(b []*export.Batch) bool { return namespaces(b) == home+","+other }) {
+	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return namespaces(b) == home+","+other }) {
 		t.Fatalf("after labelling %s: rows from %q", other, namespaces(rec.Batches()))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -63,7 +64,7 @@ func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
 	startAgent(t, nil, "c1", ns, recs)
 	rec := recs.get(ns + "/rec")
 
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 }) {
 		t.Fatal("no export")
 	}
 	first := rec.Last()
@@ -88,7 +89,7 @@ func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
 	if err := cp.Client.Update(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) >= 2 }) {
+	if !rec.WaitFor(10*time.Second, func(b []*sink.Batch) bool { return len(b) >= 2 }) {
 		t.Fatal("change not exported")
 	}
 	d := rec.Last().Diff
@@ -117,7 +118,7 @@ func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
 	if err := cp.Client.Delete(context.Background(), cm); err != nil {
 		t.Fatal(err)
 	}
-	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) > n }) {
+	if !rec.WaitFor(10*time.Second, func(b []*sink.Batch) bool { return len(b) > n }) {
 		t.Fatal("delete not exported")
 	}
 	if d := rec.Last().Diff; rowNames(d.Deleted) != "a" || len(d.Added)+len(d.Changed) != 0 {
@@ -131,7 +132,7 @@ func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
 	recs := &recorders{}
 	startAgent(t, nil, "c1", ns, recs)
 	rec := recs.get(ns + "/rec")
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 }) {
 		t.Fatal("no initial export")
 	}
 	base := len(rec.Batches())
@@ -140,7 +141,7 @@ func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
 	for i := range 30 {
 		create(t, configMap(ns, fmt.Sprintf("burst-%02d", i), map[string]string{"i": fmt.Sprint(i)}))
 	}
-	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b) > base && len(b[len(b)-1].Envelope.Rows) == 30 }) {
+	if !rec.WaitFor(10*time.Second, func(b []*sink.Batch) bool { return len(b) > base && len(b[len(b)-1].Envelope.Rows) == 30 }) {
 		t.Fatalf("burst not exported; last has %d rows", len(rec.Last().Envelope.Rows))
 	}
 	time.Sleep(1500 * time.Millisecond)
@@ -188,7 +189,7 @@ func TestRestartWithUnchangedDataExportsNothing(t *testing.T) {
 	}
 	// A change after the restart is exported, as a full diff (the old content is unknown).
 	create(t, configMap(ns, "b", map[string]string{"color": "blue"}))
-	if !rec.WaitFor(15*time.Second, func(b []*export.Batch) bool { return len(b) > n }) {
+	if !rec.WaitFor(15*time.Second, func(b []*sink.Batch) bool { return len(b) > n }) {
 		t.Fatal("change after restart not exported")
 	}
 	if last := rec.Last(); !last.Diff.Full || last.PreviousChecksum == "" {

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinks"
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -46,7 +45,7 @@ func TestNATSReceivesUpsertUpsertDeleteThroughTheAgent(t *testing.T) {
 			SubjectTemplate: "kollect.{cluster}.{kind}", KVBucket: "kollect-e2e"},
 	}})
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Event: []kollectv1.LocalObjectReference{{Name: "bus"}}})...)
-	startAgentWith(t, nil, "c-nats", ns, sinks.Factories())
+	startAgentWith(t, nil, "c-nats", ns, nil)
 
 	ctx := context.Background()
 	cm := configMap(ns, "a", map[string]string{"color": "red"})
@@ -152,8 +151,8 @@ func TestPostgresSharedByTwoClusters(t *testing.T) {
 	}
 	setup(cp.Client, "west")
 	setup(east.Client, "east")
-	startAgentWith(t, nil, "west", "pg-e2e", sinks.Factories())
-	startAgentWith(t, east.Config, "east", "pg-e2e", sinks.Factories())
+	startAgentWith(t, nil, "west", "pg-e2e", nil)
+	startAgentWith(t, east.Config, "east", "pg-e2e", nil)
 
 	conn, err := pgx.Connect(ctx, pg.URL)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kollect.dev/agent/internal/sinks"
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -43,7 +42,7 @@ func TestGitSinkThroughTheAgent(t *testing.T) {
 		Layout: kollectv1.Layout{Mode: kollectv1.LayoutPerResource}}})
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "repo"}}})...)
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue"}))
-	startAgentWith(t, nil, "c-git", ns, sinks.Factories())
+	startAgentWith(t, nil, "c-git", ns, nil)
 
 	files := func() string { return gitOut(t, repo, "ls-tree", "-r", "--name-only", "main") }
 	eventually(t, 60*time.Second, "one file per object", func() (bool, string) {
@@ -104,7 +103,7 @@ func TestS3SinkThroughTheAgent(t *testing.T) {
 			Layout:        kollectv1.Layout{Mode: kollectv1.LayoutPerResource}}})
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "bucket"}}})...)
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue"}))
-	startAgentWith(t, nil, "c-s3", ns, sinks.Factories())
+	startAgentWith(t, nil, "c-s3", ns, nil)
 
 	keys := func() string {
 		out, err := client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String("fleet")})

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -73,7 +73,7 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 	recs := &recorders{}
 	startAgent(t, nil, "c1", ns, recs)
 	rec := recs.get(ns + "/rec")
-	if !rec.WaitFor(30*time.Second, func(b []*export.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
 		t.Fatal("no export of a,b while permitted")
 	}
 
@@ -93,7 +93,7 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
 		"ScopeKindDenied", "target tighten/cm not permitted", "its rows are not exported")
 	violations(t, ns, 2) // the target and the inventory
-	if !rec.WaitFor(10*time.Second, func(b []*export.Batch) bool { return len(b[len(b)-1].Envelope.Rows) == 0 }) {
+	if !rec.WaitFor(10*time.Second, func(b []*sink.Batch) bool { return len(b[len(b)-1].Envelope.Rows) == 0 }) {
 		t.Fatalf("rows still exported after the scope withdrew the kind: %s", rowNames(rec.Last().Envelope.Rows))
 	}
 	if target.Status.ObjectCount != 2 {
@@ -102,7 +102,7 @@ func TestScopeTightenedAfterAdmissionDegradesAndStopsRows(t *testing.T) {
 
 	// Permission back: the rows return.
 	setScope(t, ns, allowConfigMaps(ns))
-	if !rec.WaitFor(20*time.Second, func(b []*export.Batch) bool { return len(b[len(b)-1].Envelope.Rows) == 2 }) {
+	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b[len(b)-1].Envelope.Rows) == 2 }) {
 		t.Fatal("rows not exported again once permitted")
 	}
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionFalse, "AsExpected")
@@ -127,7 +127,7 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 	recs := &recorders{}
 	mgr, err := New(cp.Config, Options{Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
 		SkipNameValidation: true, Sinks: recs.factories(), CacheDir: t.TempDir(), Log: testr.New(t),
-		Backoff: exporter.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
+		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 		allowConfigMaps(ns)(s)
 		s.MinDebounce = &metav1.Duration{Duration: time.Second}
 	})
-	if !recs.get(ns+"/rec").WaitFor(20*time.Second, func(b []*export.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 1 }) {
+	if !recs.get(ns+"/rec").WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 1 }) {
 		t.Fatal("no export once a scope exists")
 	}
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,

@@ -15,6 +15,7 @@ import (
 
 	"kollect.dev/agent/internal/cli/output"
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/mongodb"
 	"kollect.dev/agent/internal/sink/postgres"
 )
@@ -89,14 +90,14 @@ func validFormat(f string) bool {
 }
 
 // filter checks the flags and parses --attr values.
-func (f *queryFlags) filter() (export.RowFilter, error) {
+func (f *queryFlags) filter() (sink.RowFilter, error) {
 	switch {
 	case (f.postgresURL == "") == (f.mongoURI == ""):
-		return export.RowFilter{}, errors.New("give exactly one of --postgres and --mongodb")
+		return sink.RowFilter{}, errors.New("give exactly one of --postgres and --mongodb")
 	case f.mongoURI != "" && f.database == "":
-		return export.RowFilter{}, errors.New("--mongodb needs --database")
+		return sink.RowFilter{}, errors.New("--mongodb needs --database")
 	}
-	pf := export.RowFilter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
+	pf := sink.RowFilter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
 	for _, kv := range f.attrs {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -115,7 +116,7 @@ func (f *queryFlags) filter() (export.RowFilter, error) {
 }
 
 // run connects to the database, a connection error being exit code 2.
-func (f *queryFlags) run(ctx context.Context, pf export.RowFilter) ([]export.Row, error) {
+func (f *queryFlags) run(ctx context.Context, pf sink.RowFilter) ([]export.Row, error) {
 	if f.postgresURL != "" {
 		conn, err := pgx.Connect(ctx, f.postgresURL)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/mongodb"
 	"kollect.dev/agent/internal/sink/postgres"
 	"kollect.dev/api/v1alpha1"
@@ -16,7 +17,7 @@ import (
 )
 
 // fleetBatch is what two clusters exported: one Deployment of team a each and one of team b.
-func fleetBatch(t *testing.T, cluster string) *export.Batch {
+func fleetBatch(t *testing.T, cluster string) *sink.Batch {
 	t.Helper()
 	var rows []export.Row
 	for _, d := range []struct{ name, team string }{{"web", "a"}, {"api", "b"}} {
@@ -28,14 +29,14 @@ func fleetBatch(t *testing.T, cluster string) *export.Batch {
 			Version: "v1", Kind: "Deployment", Namespace: "shop", Name: d.name, UID: cluster + "-" + d.name, Attributes: attrs})
 	}
 	snap := export.NewSnapshot(rows)
-	return &export.Batch{
+	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: "shop/workloads",
 			ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(nil, snap),
 	}
 }
 
-func secretsOf(data map[string]string) export.SecretGetter {
+func secretsOf(data map[string]string) sink.SecretGetter {
 	return func(context.Context, string) (map[string][]byte, error) {
 		out := map[string][]byte{}
 		for k, v := range data {
@@ -55,10 +56,11 @@ func TestQueryPostgresAcrossClusters(t *testing.T) {
 	defer pg.Stop()
 	ctx := context.Background()
 	for _, cluster := range []string{"east", "west"} {
-		s, err := postgres.New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
-			Schema: "kollect", Table: "rows", SSLMode: "disable", SecretRef: v1alpha1.SecretReference{Name: "pg"},
-			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
-			export.Env{Cluster: cluster, Namespace: "shop", Name: "db", Secrets: secretsOf(map[string]string{"username": "postgres", "password": "x"})})
+		s, err := postgres.New(ctx, &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkPostgres,
+			Postgres: &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+				Schema: "kollect", Table: "rows", SSLMode: "disable", SecretRef: v1alpha1.SecretReference{Name: "pg"},
+				StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2}}},
+			sink.Env{Cluster: cluster, Namespace: "shop", Name: "db", Secrets: secretsOf(map[string]string{"username": "postgres", "password": "x"})})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -97,8 +99,9 @@ func TestQueryMongoDB(t *testing.T) {
 	defer m.Stop()
 	ctx := context.Background()
 	for _, cluster := range []string{"east", "west"} {
-		s, err := mongodb.New(ctx, &v1alpha1.MongoDBSinkConfig{URI: m.URI, Database: "inventory", Collection: "rows"},
-			export.Env{Cluster: cluster, Namespace: "shop", Name: "mongo"})
+		s, err := mongodb.New(ctx, &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkMongoDB,
+			MongoDB: &v1alpha1.MongoDBSinkConfig{URI: m.URI, Database: "inventory", Collection: "rows"}}},
+			sink.Env{Cluster: cluster, Namespace: "shop", Name: "mongo"})
 		if err != nil {
 			t.Fatal(err)
 		}

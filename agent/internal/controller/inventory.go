@@ -25,8 +25,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kollect.dev/agent/internal/collector"
-	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -48,7 +48,7 @@ type InventoryReconciler struct {
 
 type builtSink struct {
 	id   string
-	sink export.Sink
+	sink sink.Sink
 }
 
 // inventoryObject abstracts over the two inventory kinds.

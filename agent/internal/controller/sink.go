@@ -9,7 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -36,13 +36,13 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	gen := obj.GetGeneration()
 	so.status.ObservedGeneration = gen
 	retry := r.Recheck
-	sink, err := r.Sinks.build(ctx, so, "probe")
+	s, err := r.Sinks.build(ctx, so, "probe")
 	if err == nil {
-		defer sink.Close()
+		defer s.Close()
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-		err = sink.Probe(pctx)
+		err = s.Probe(pctx)
 		cancel()
-		if preview, perr := sink.Preview(ctx, r.Sinks.cluster, "<inventory>"); perr == nil {
+		if preview, perr := s.Preview(ctx, r.Sinks.cluster, "<inventory>"); perr == nil {
 			so.status.Preview = &kollectv1.SinkPreview{Destination: preview.Destination, Paths: capList(preview.Paths),
 				Message: preview.Message, Statements: capList(preview.Statements)}
 		}
@@ -50,7 +50,7 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	switch {
 	case err == nil:
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, true, ReasonProbeSucceeded, "connection test passed")
-	case export.ClassOf(err) == export.Terminal && isUnsupported(err):
+	case sink.ClassOf(err) == sink.Terminal && isUnsupported(err):
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, ReasonUnsupportedType, err.Error())
 	default:
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, ReasonProbeFailed, err.Error())

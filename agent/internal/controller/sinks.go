@@ -12,17 +12,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
-
-// SinkFactory builds a sink from its object: a *KollectSnapshotSink, *KollectDatabaseSink or
-// *KollectEventSink.
-type SinkFactory func(ctx context.Context, obj client.Object, env export.Env) (export.Sink, error)
-
-// SinkFactories maps "family/type" (for example "database/postgres") to a factory.
-type SinkFactories map[string]SinkFactory
 
 // sinkObject is the part of a sink object the agent needs generically.
 type sinkObject struct {
@@ -46,11 +39,11 @@ func newSinkObject(family kollectv1.SinkFamily) client.Object {
 func asSinkObject(obj client.Object) sinkObject {
 	switch s := obj.(type) {
 	case *kollectv1.KollectSnapshotSink:
-		return sinkObject{obj: s, typ: "snapshot/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilySnapshot, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	case *kollectv1.KollectDatabaseSink:
-		return sinkObject{obj: s, typ: "database/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilyDatabase, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	case *kollectv1.KollectEventSink:
-		return sinkObject{obj: s, typ: "event/" + string(s.Spec.Type), timeout: s.Spec.Timeout.Duration, status: &s.Status}
+		return sinkObject{obj: s, typ: sink.Key(kollectv1.SinkFamilyEvent, string(s.Spec.Type)), timeout: s.Spec.Timeout.Duration, status: &s.Status}
 	}
 	panic(fmt.Sprintf("not a sink: %T", obj))
 }
@@ -58,7 +51,7 @@ func asSinkObject(obj client.Object) sinkObject {
 // SinkBuilder builds sinks with Secrets read through an uncached reader, so the agent needs
 // Secret read only in namespaces that hold sinks and never watches Secrets cluster-wide.
 type SinkBuilder struct {
-	factories SinkFactories
+	factories sink.Factories
 	reader    client.Reader
 	cluster   string
 	cacheDir  string
@@ -67,13 +60,13 @@ type SinkBuilder struct {
 
 // build makes a sink instance for one consumer (an inventory, or the probe). Each consumer
 // gets its own working directory: two instances sharing a git clone would corrupt it.
-func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (export.Sink, error) {
+func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (sink.Sink, error) {
 	f, ok := b.factories[so.typ]
 	if !ok {
-		return nil, export.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
+		return nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
-	env := export.Env{
+	env := sink.Env{
 		Cluster: b.cluster, Namespace: ns, Name: name,
 		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
 		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),
@@ -93,7 +86,7 @@ func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string)
 }
 
 // NewSinkBuilder returns the builder the reconcilers share.
-func NewSinkBuilder(factories SinkFactories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
+func NewSinkBuilder(factories sink.Factories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
 	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, log: log}
 }
 

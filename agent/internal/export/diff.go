@@ -2,8 +2,8 @@ package export
 
 // Diff is what changed between the snapshot a sink accepted last and the current one.
 type Diff struct {
-	// Full is true when the sink's previous content is not known to the exporter (first export,
-	// or after an agent restart with changed data). Upserts then hold every row and Deletes is
+	// Full is true when the sink's previous content is not known to the delivery worker (first
+	// export, or after an agent restart with changed data). Upserts then hold every row and Deletes is
 	// empty: a sink must reconcile, removing rows of this cluster and inventory that are not in
 	// the snapshot.
 	Full bool

@@ -2,7 +2,6 @@ package export
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -81,19 +80,6 @@ func TestComputeDiff(t *testing.T) {
 	}
 	if full := Compute(nil, next); !full.Full || len(full.Upserts()) != 4 {
 		t.Errorf("diff from nothing = %+v, want full with 4 upserts", full)
-	}
-}
-
-func TestErrorClasses(t *testing.T) {
-	base := errors.New("boom")
-	if ClassOf(base) != Transient {
-		t.Error("unclassified errors must be transient")
-	}
-	if ClassOf(fmt.Errorf("export: %w", TerminalError(base))) != Terminal {
-		t.Error("wrapped terminal error lost its class")
-	}
-	if !errors.Is(TransientError(base), base) {
-		t.Error("classification hides the cause")
 	}
 }
 

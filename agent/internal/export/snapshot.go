@@ -8,8 +8,8 @@ import (
 )
 
 // Snapshot is the canonical content of one inventory at one moment: rows sorted with Compare,
-// unique by key, and their checksum. A Snapshot is immutable once built; the exporter shares
-// one between every sink that accepted it.
+// unique by key, and their checksum. A Snapshot is immutable once built; the delivery workers
+// share one between every sink that accepted it.
 type Snapshot struct {
 	Rows     []Row
 	digests  [][sha256.Size]byte

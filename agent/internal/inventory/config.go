@@ -4,7 +4,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/collector"
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -36,7 +36,7 @@ type SinkBinding struct {
 	Ref SinkRef
 	// ID changes whenever the sink must be rebuilt (its object's generation or UID changed).
 	ID      string
-	Sink    export.Sink
+	Sink    sink.Sink
 	Timeout time.Duration
 	// Accepted is what the inventory's status says the sink accepted last, so a restart with
 	// unchanged data exports nothing.

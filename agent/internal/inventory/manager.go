@@ -12,7 +12,7 @@ import (
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
 )
 
 // Manager runs every inventory of the agent.
@@ -20,9 +20,9 @@ type Manager struct {
 	cluster string
 	col     *collector.Collector
 	ready   <-chan struct{}
-	metrics *exporter.Metrics
+	metrics *delivery.Metrics
 	log     logr.Logger
-	backoff exporter.Backoff
+	backoff delivery.Backoff
 	// onStatus is called (without blocking) when an inventory's status may have changed;
 	// onTargets when the listed targets' counts may have changed.
 	onStatus  func(Key)
@@ -48,9 +48,9 @@ type Options struct {
 	Cluster string
 	// Ready gates exports (the leader-election channel); nil exports at once.
 	Ready     <-chan struct{}
-	Metrics   *exporter.Metrics
+	Metrics   *delivery.Metrics
 	Log       logr.Logger
-	Backoff   exporter.Backoff
+	Backoff   delivery.Backoff
 	OnStatus  func(Key)
 	OnTargets func([]collector.TargetKey)
 }
@@ -206,7 +206,7 @@ type TargetProblem struct {
 // SinkStatus is one sink's export state.
 type SinkStatus struct {
 	Ref SinkRef
-	exporter.Status
+	delivery.Status
 }
 
 func (p TargetProblem) String() string { return fmt.Sprintf("%s: %s", p.Target, p.Reason) }

@@ -7,7 +7,7 @@ import (
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/exporter"
+	"kollect.dev/agent/internal/inventory/delivery"
 )
 
 // runner is one inventory: its debounce loop, its last snapshot and its sink workers.
@@ -28,7 +28,7 @@ type runner struct {
 
 type workerHandle struct {
 	id     string
-	w      *exporter.Worker
+	w      *delivery.Worker
 	cancel context.CancelFunc
 }
 
@@ -107,10 +107,10 @@ func (r *runner) syncWorkersLocked() {
 		if r.m.bindingChanged(r.key, b) {
 			accepted, rows, at = "", 0, time.Time{} // new configuration: the new destination holds nothing
 		}
-		w := exporter.NewWorker(exporter.WorkerOptions{
+		w := delivery.NewWorker(delivery.WorkerOptions{
 			Name: ref.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
 			Log: r.m.log, Accepted: accepted, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
-			OnStatus: func(exporter.Status) { r.m.onStatus(r.key) },
+			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },
 		})
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.workers[ref] = &workerHandle{id: b.ID, w: w, cancel: cancel}
@@ -227,7 +227,7 @@ func (r *runner) build() {
 		r.last = snap
 	}
 	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
-	var offer []*exporter.Worker
+	var offer []*delivery.Worker
 	if (changed || resync) && !cfg.Suspend {
 		for _, h := range r.workers {
 			offer = append(offer, h.w)
@@ -242,8 +242,8 @@ func (r *runner) build() {
 	r.m.onStatus(r.key)
 }
 
-func (r *runner) job(resync bool) *exporter.Job {
-	return &exporter.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync}
+func (r *runner) job(resync bool) *delivery.Job {
+	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync}
 }
 
 func (r *runner) status() Status {

@@ -6,7 +6,7 @@ import (
 
 	"google.golang.org/api/option"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -25,12 +25,12 @@ type settings struct {
 // key under key.json of secretRef; without secretRef the default credentials (workload
 // identity, GOOGLE_APPLICATION_CREDENTIALS), except with an endpoint override, which means an
 // emulator and no authentication.
-func resolve(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env export.Env) (*settings, error) {
+func resolve(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env) (*settings, error) {
 	if spec == nil {
-		return nil, export.Terminalf("bigquery sink %s/%s: spec.bigquery is missing", env.Namespace, env.Name)
+		return nil, sink.Terminalf("bigquery sink %s/%s: spec.bigquery is missing", env.Namespace, env.Name)
 	}
 	if spec.Project == "" || spec.Dataset == "" {
-		return nil, export.Terminalf("bigquery sink %s/%s: project and dataset are required", env.Namespace, env.Name)
+		return nil, sink.Terminalf("bigquery sink %s/%s: project and dataset are required", env.Namespace, env.Name)
 	}
 	s := &settings{project: spec.Project, dataset: spec.Dataset, table: spec.Table, location: spec.Location}
 	if s.table == "" {
@@ -45,7 +45,7 @@ func resolve(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env export.
 	switch {
 	case spec.SecretRef != nil:
 		if env.Secrets == nil {
-			return nil, export.Terminalf("bigquery sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, spec.SecretRef.Name)
+			return nil, sink.Terminalf("bigquery sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, spec.SecretRef.Name)
 		}
 		data, err := env.Secrets(ctx, spec.SecretRef.Name)
 		if err != nil {
@@ -53,7 +53,7 @@ func resolve(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env export.
 		}
 		key := data["key.json"]
 		if len(key) == 0 {
-			return nil, export.Terminalf("bigquery sink %s/%s: Secret %s has no key key.json", env.Namespace, env.Name, spec.SecretRef.Name)
+			return nil, sink.Terminalf("bigquery sink %s/%s: Secret %s has no key key.json", env.Namespace, env.Name, spec.SecretRef.Name)
 		}
 		s.options = append(s.options, option.WithAuthCredentialsJSON(option.ServiceAccount, key))
 	case spec.Endpoint != "":

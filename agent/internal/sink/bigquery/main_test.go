@@ -24,6 +24,7 @@ import (
 	"google.golang.org/api/option"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -181,7 +182,7 @@ func mutations(calls map[string]int) map[string]int {
 func newSink(tb testing.TB, dataset, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := newRecorder()
-	s, err := New(context.Background(), spec(dataset), export.Env{Cluster: cluster, Namespace: "kollect", Name: "bq", Log: logr.Discard()},
+	s, err := open(context.Background(), spec(dataset), sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bq", Log: logr.Discard()},
 		option.WithHTTPClient(&http.Client{Transport: rec}))
 	if err != nil {
 		tb.Fatal(err)
@@ -280,7 +281,7 @@ func tables(tb testing.TB, dataset string) []string {
 	return out
 }
 
-// agent mimics the exporter; see the postgres tests.
+// agent mimics the delivery worker; see the postgres tests.
 type agent struct {
 	sink               *Sink
 	cluster, inventory string
@@ -288,10 +289,10 @@ type agent struct {
 	lastChecksum       string
 }
 
-func (a *agent) batch(rows []export.Row) *export.Batch {
+func (a *agent) batch(rows []export.Row) *sink.Batch {
 	next := export.NewSnapshot(append([]export.Row(nil), rows...))
 	a.pending = next
-	return &export.Batch{
+	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
 			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
 		Diff:             export.Compute(a.prev, next),

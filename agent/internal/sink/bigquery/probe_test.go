@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -23,7 +23,7 @@ func TestProbe(t *testing.T) {
 	}
 	// The emulator has no authentication: revoked credentials are injected as 401 answers.
 	rec.RejectAuth(true)
-	if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := s.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("rejected credentials: %v", err)
 	}
 	rec.RejectAuth(false)
@@ -34,14 +34,14 @@ func TestProbe(t *testing.T) {
 	}
 	sp := spec("nowhere")
 	sp.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
-	off, err := New(ctx, sp, export.Env{Cluster: "east"})
+	off, err := open(ctx, sp, sink.Env{Cluster: "east"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer off.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := off.Probe(pctx); err == nil || export.ClassOf(err) != export.Transient {
+	if err := off.Probe(pctx); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("connection refused: %v", err)
 	}
 }
@@ -79,7 +79,7 @@ func TestResolve(t *testing.T) {
 		}
 		return map[string][]byte{}, nil
 	}
-	env := export.Env{Namespace: "ns", Name: "bq", Secrets: getter}
+	env := sink.Env{Namespace: "ns", Name: "bq", Secrets: getter}
 	st, err := resolve(ctx, &v1alpha1.BigQuerySinkConfig{Project: "p", Dataset: "d", SecretRef: &v1alpha1.SecretReference{Name: "key"}}, env)
 	if err != nil || st.table != "rows" || st.location != "US" || len(st.options) != 1 {
 		t.Fatalf("%+v %v", st, err)
@@ -88,7 +88,7 @@ func TestResolve(t *testing.T) {
 		"secret without key.json": {Project: "p", Dataset: "d", SecretRef: &v1alpha1.SecretReference{Name: "empty"}},
 		"no project":              {Dataset: "d"},
 	} {
-		if _, err := resolve(ctx, sp, env); err == nil || export.ClassOf(err) != export.Terminal {
+		if _, err := resolve(ctx, sp, env); err == nil || sink.ClassOf(err) != sink.Terminal {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

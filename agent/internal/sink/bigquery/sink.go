@@ -15,12 +15,13 @@ import (
 	"google.golang.org/api/option"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
 // Sink exports inventories into BigQuery.
 type Sink struct {
-	env    export.Env
+	env    sink.Env
 	cfg    *settings
 	dest   string
 	client *bq.Client
@@ -29,17 +30,31 @@ type Sink struct {
 	provisioned bool
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds a sink from its spec; extra client options (tests: an HTTP client) come last.
-func New(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env export.Env, opts ...option.ClientOption) (*Sink, error) {
+// New is the bigquery backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type bigquery.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.BigQuery, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec; extra client options (tests: an HTTP client) come last.
+func open(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, opts ...option.ClientOption) (*Sink, error) {
 	cfg, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err
 	}
 	client, err := bq.NewClient(ctx, cfg.project, append(cfg.options, opts...)...)
 	if err != nil {
-		return nil, export.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	client.Location = cfg.location
 	return &Sink{env: env, cfg: cfg, client: client,
@@ -64,7 +79,7 @@ func (s *Sink) ensureProvisioned(ctx context.Context) error {
 
 // Export writes the batch: nothing when the state table holds the envelope's checksum,
 // otherwise a staged transaction (see the package documentation).
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := checkBatch(s.env.Cluster, b); err != nil {
 		return err
 	}
@@ -77,7 +92,7 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 			s.mu.Lock()
 			s.provisioned = false
 			s.mu.Unlock()
-			return export.TransientError(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+			return sink.TransientError(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
 		}
 		return classify(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
 	}
@@ -86,18 +101,18 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 
 // checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
 // envelope's cluster and inventory, and a stray row would escape that bound.
-func checkBatch(cluster string, b *export.Batch) error {
+func checkBatch(cluster string, b *sink.Batch) error {
 	env := &b.Envelope
 	if env.Cluster == "" || env.Inventory == "" {
-		return export.Terminalf("bigquery sink: envelope without cluster or inventory")
+		return sink.Terminalf("bigquery sink: envelope without cluster or inventory")
 	}
 	if cluster != "" && env.Cluster != cluster {
-		return export.Terminalf("bigquery sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+		return sink.Terminalf("bigquery sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
 	}
 	for _, rows := range [][]export.Row{env.Rows, b.Diff.Added, b.Diff.Changed, b.Diff.Deleted} {
 		for i := range rows {
 			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
-				return export.Terminalf("bigquery sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+				return sink.Terminalf("bigquery sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
 			}
 		}
 	}
@@ -122,8 +137,8 @@ func (s *Sink) Probe(ctx context.Context) error {
 
 // Preview shows the provisioning DDL and the statements of an export, and what the state
 // table holds for the inventory. It only reads.
-func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
-	p := export.Preview{Destination: s.dest}
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Preview, error) {
+	p := sink.Preview{Destination: s.dest}
 	p.Statements = append(s.ddl(),
 		fmt.Sprintf("SELECT checksum, item_count FROM %s WHERE cluster = %q AND inventory = %q", s.ref(s.cfg.table+"_state"), cluster, inventory),
 		"tabledata.insertAll into "+s.ref(s.cfg.table+"_stage_<random>")+" (expires after 1h): changed rows, or every row on a full reconcile",
@@ -145,7 +160,7 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.P
 // missing permissions. Rate limits, quota, conflicts (concurrent transactions), server errors
 // and network errors stay transient.
 func classify(err error) error {
-	if err == nil || export.ClassOf(err) == export.Terminal {
+	if err == nil || sink.ClassOf(err) == sink.Terminal {
 		return err
 	}
 	var g *googleapi.Error
@@ -153,19 +168,19 @@ func classify(err error) error {
 		for _, e := range g.Errors {
 			switch e.Reason {
 			case "rateLimitExceeded", "quotaExceeded", "backendError", "internalError":
-				return export.TransientError(err)
+				return sink.TransientError(err)
 			}
 		}
 		switch g.Code {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusBadRequest:
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		}
-		return export.TransientError(err)
+		return sink.TransientError(err)
 	}
 	if strings.Contains(err.Error(), "oauth2") && strings.Contains(err.Error(), "invalid_grant") {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
-	return export.TransientError(err)
+	return sink.TransientError(err)
 }
 
 // randomSuffix names staging tables.

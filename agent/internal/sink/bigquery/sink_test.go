@@ -11,6 +11,7 @@ import (
 	bq "cloud.google.com/go/bigquery"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 func TestProvisionsDatasetAndTables(t *testing.T) {
@@ -93,7 +94,7 @@ func TestTwoClustersShareOneTable(t *testing.T) {
 			t.Fatalf("west row changed: %+v", r)
 		}
 	}
-	if err := a.sink.Export(ctx, b.batch(mkRows("west", 1, 1))); export.ClassOf(err) != export.Terminal || err == nil {
+	if err := a.sink.Export(ctx, b.batch(mkRows("west", 1, 1))); sink.ClassOf(err) != sink.Terminal || err == nil {
 		t.Fatalf("east's sink accepted west's rows: %v", err)
 	}
 }
@@ -215,8 +216,8 @@ func TestInterruptedExportConverges(t *testing.T) {
 			cctx, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
 			defer cancel()
 			err := a.export(cctx, mkRows("east", 8, 2))
-			if err == nil || export.ClassOf(err) != export.Transient {
-				t.Fatalf("interrupted export: %v (%s)", err, export.ClassOf(err))
+			if err == nil || sink.ClassOf(err) != sink.Transient {
+				t.Fatalf("interrupted export: %v (%s)", err, sink.ClassOf(err))
 			}
 			if after := rowsOf(t, ds, "east"); !slices.Equal(after, before) {
 				t.Fatalf("the interrupted export changed rows: %v", after)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/api/iterator"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // insertChunk bounds one insertAll request (the API limits requests to 10 MB and recommends
@@ -46,7 +47,7 @@ func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*state
 	return st, nil
 }
 
-func (s *Sink) export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	st, err := s.readState(ctx, env.Cluster, env.Inventory)
 	if err != nil {

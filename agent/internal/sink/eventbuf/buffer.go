@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // ErrBufferFull marks an export error after which more events were owed than the buffer
@@ -56,7 +57,7 @@ type Stats struct {
 }
 
 // Buffer is the delivery state of one sink. It is safe for concurrent use, though the
-// exporter calls a sink from one goroutine.
+// delivery worker calls a sink from one goroutine.
 type Buffer struct {
 	limit int
 
@@ -109,7 +110,7 @@ func (b *Buffer) Stats() Stats {
 // Export stages the batch and sends everything owed for its inventory. It returns nil when
 // the broker acknowledged every event, so the snapshot is durably represented; otherwise a
 // transient error (wrapping ErrBufferFull when events had to be dropped) and keeps the rest.
-func (b *Buffer) Export(ctx context.Context, batch *export.Batch, send SendFunc) error {
+func (b *Buffer) Export(ctx context.Context, batch *sink.Batch, send SendFunc) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	k := invKey{batch.Envelope.Cluster, batch.Envelope.Inventory}
@@ -139,7 +140,7 @@ func (b *Buffer) Export(ctx context.Context, batch *export.Batch, send SendFunc)
 			b.overflows.Add(1)
 			err = fmt.Errorf("%w (%d owed, bufferSize %d): %w", ErrBufferFull, owed, b.limit, err)
 		}
-		return export.TransientError(err)
+		return sink.TransientError(err)
 	}
 	st.delivered()
 	return nil
@@ -174,10 +175,10 @@ func (b *Buffer) settle(st *state, acked []bool) {
 }
 
 // stage merges the batch into the pending events.
-func (b *Buffer) stage(st *state, batch *export.Batch) {
+func (b *Buffer) stage(st *state, batch *sink.Batch) {
 	id := batchID{batch.Envelope.Checksum, batch.PreviousChecksum, batch.Diff.Full, batch.Resync}
 	if st.base == "" && st.head == "" && !batch.Diff.Full {
-		// A fresh sink: the exporter knows what consumers hold.
+		// A fresh sink: the delivery worker knows what consumers hold.
 		st.base, st.head = batch.PreviousChecksum, batch.PreviousChecksum
 	}
 	switch {
@@ -190,8 +191,8 @@ func (b *Buffer) stage(st *state, batch *export.Batch) {
 		// Incremental from what is staged: merge.
 		b.stageDiff(st, batch)
 	case batch.PreviousChecksum == st.base:
-		// Cumulative from what consumers hold (the exporter diffs against the last accepted
-		// snapshot): the diff supersedes the pending events, but keys touched since base may
+		// Cumulative from what consumers hold (the delivery worker diffs against the last
+		// accepted snapshot): the diff supersedes the pending events, but keys touched since base may
 		// have reached consumers, so they are re-sent in their current state.
 		b.replaceWithDiff(st, batch)
 	default:
@@ -212,7 +213,7 @@ func (b *Buffer) put(st *state, e Event) {
 	st.pending = append(st.pending, e)
 }
 
-func (b *Buffer) stageDiff(st *state, batch *export.Batch) {
+func (b *Buffer) stageDiff(st *state, batch *sink.Batch) {
 	at := batch.Envelope.ExportedAt
 	for _, rows := range [][]export.Row{batch.Diff.Added, batch.Diff.Changed} {
 		for i := range rows {
@@ -224,7 +225,7 @@ func (b *Buffer) stageDiff(st *state, batch *export.Batch) {
 	}
 }
 
-func (b *Buffer) replaceWithDiff(st *state, batch *export.Batch) {
+func (b *Buffer) replaceWithDiff(st *state, batch *sink.Batch) {
 	touched := st.touched
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
 	b.stageDiff(st, batch)
@@ -233,7 +234,7 @@ func (b *Buffer) replaceWithDiff(st *state, batch *export.Batch) {
 
 // stageResync owes every row of the snapshot, marked, and deletes of touched keys that are
 // gone.
-func (b *Buffer) stageResync(st *state, batch *export.Batch) {
+func (b *Buffer) stageResync(st *state, batch *sink.Batch) {
 	b.resyncs.Add(1)
 	touched := st.touched
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
@@ -251,7 +252,7 @@ func (b *Buffer) stageResync(st *state, batch *export.Batch) {
 
 // correct stages, for each previously touched key without an event yet, its state in the
 // batch's snapshot: an upsert of the current row, or a delete when it is gone.
-func (b *Buffer) correct(st *state, batch *export.Batch, touched map[string]*export.Row, resync bool) {
+func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*export.Row, resync bool) {
 	keys := make([]string, 0, len(touched))
 	for key := range touched {
 		if _, ok := st.index[key]; !ok {
@@ -273,8 +274,8 @@ func (b *Buffer) correct(st *state, batch *export.Batch, touched map[string]*exp
 	}
 }
 
-// Reporter is implemented by sinks that own a Buffer, so the agent can export its metrics
-// (for instance as Prometheus gauge and counter functions) without knowing the sink type.
+// Reporter is implemented by sinks that own a Buffer, so Metrics can collect their buffers
+// without knowing the sink type.
 type Reporter interface {
 	BufferStats() Stats
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 func row(uid string, v int) export.Row {
@@ -67,8 +68,8 @@ func (c *consumer) equals(t *testing.T, snap *export.Snapshot) {
 	}
 }
 
-func batch(prev, next *export.Snapshot) *export.Batch {
-	b := &export.Batch{Diff: export.Compute(prev, next), Envelope: export.Envelope{Cluster: "c1", Inventory: "inv",
+func batch(prev, next *export.Snapshot) *sink.Batch {
+	b := &sink.Batch{Diff: export.Compute(prev, next), Envelope: export.Envelope{Cluster: "c1", Inventory: "inv",
 		Checksum: next.Checksum, Rows: next.Rows, ItemCount: len(next.Rows), ExportedAt: time.Unix(1, 0).UTC()}}
 	if prev != nil {
 		b.PreviousChecksum = prev.Checksum
@@ -115,7 +116,7 @@ func TestRetryOfSameBatchSendsOnlyWhatIsOwed(t *testing.T) {
 	s1 := snap(row("a", 1), row("b", 1), row("c", 1))
 	b := batch(nil, s1)
 	err := buf.Export(t.Context(), b, c.sender(1))
-	if err == nil || export.ClassOf(err) != export.Transient {
+	if err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("failed send: err = %v, want transient", err)
 	}
 	if s := buf.Stats(); s.Pending != 2 {
@@ -142,7 +143,7 @@ func TestOverflowFallsBackToMarkedResync(t *testing.T) {
 	}
 	s2 := snap(row("a", 2), row("b", 2), row("gone", 2), row("new", 1))
 	err := buf.Export(t.Context(), batch(s1, s2), c.sender(0))
-	if !errors.Is(err, ErrBufferFull) || export.ClassOf(err) != export.Transient {
+	if !errors.Is(err, ErrBufferFull) || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("err = %v, want a transient ErrBufferFull", err)
 	}
 	if s := buf.Stats(); s.Pending != 0 || s.Overflows != 1 {
@@ -165,7 +166,7 @@ func TestOverflowFallsBackToMarkedResync(t *testing.T) {
 	c.equals(t, s3)
 }
 
-// TestConvergesUnderRandomOutages drives both exporter styles (diff against the last accepted
+// TestConvergesUnderRandomOutages drives both delivery styles (diff against the last accepted
 // snapshot, and against the last attempted one) through random churn and partial failures:
 // whatever happens, once an export succeeds the consumer holds exactly the snapshot.
 func TestConvergesUnderRandomOutages(t *testing.T) {
@@ -211,7 +212,7 @@ func TestConvergesUnderRandomOutages(t *testing.T) {
 						if try > 0 || rng.IntN(2) == 0 {
 							break // a newer snapshot arrives before the broker returns
 						}
-						fail = -1 // the exporter retries the same batch after the outage
+						fail = -1 // the delivery worker retries the same batch after the outage
 					}
 				}
 				if accepted != attempted {
@@ -257,7 +258,7 @@ func TestChunksStayUnderLimitAndCarryNumbering(t *testing.T) {
 	if total != 200 {
 		t.Fatalf("chunks hold %d rows, want 200", total)
 	}
-	if _, err := Chunks(env, 1100); err == nil || export.ClassOf(err) != export.Terminal {
+	if _, err := Chunks(env, 1100); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("a row over the limit: err = %v, want terminal", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Chunk is one numbered part of an envelope, a JSON document of its own.
@@ -46,7 +47,7 @@ func Chunks(env *export.Envelope, maxBytes int) ([]Chunk, error) {
 	for i := range env.Rows {
 		raw := env.Rows[i].CanonicalJSON()
 		if len(raw)+1 > budget {
-			return nil, export.Terminalf("row %s is %d bytes, over the message size limit %d", env.Rows[i].Key(), len(raw), maxBytes)
+			return nil, sink.Terminalf("row %s is %d bytes, over the message size limit %d", env.Rows[i].Key(), len(raw), maxBytes)
 		}
 		if size+len(raw)+1 > budget {
 			groups, cur, size = append(groups, cur), nil, 0

@@ -1,8 +1,8 @@
 // Package eventbuf holds the delivery state event sinks (kafka, nats) share: which change
 // events of an inventory are still owed to the broker, bounded, across failed exports.
 //
-// The exporter retries a failed batch and may meanwhile produce newer batches whose diff is
-// relative either to the last snapshot the sink accepted or to the last one it was given. The
+// The delivery worker retries a failed batch and may meanwhile produce newer batches whose diff
+// is relative either to the last snapshot the sink accepted or to the last one it was given. The
 // Buffer turns every batch into per-key pending events (the latest event per key wins, so
 // per-key order holds), hands them to the sink's send function, drops what the broker
 // acknowledged and keeps the rest for the next call. When more than the configured number of
@@ -11,5 +11,6 @@
 // stays bounded and consumers still converge. ErrBufferFull tells the agent to report it.
 //
 // Snapshot mode does not buffer (the newest envelope supersedes older ones); Chunks splits an
-// envelope into numbered JSON documents under a broker's message size limit.
+// envelope into numbered JSON documents under a broker's message size limit. Metrics exports
+// the buffers of live sinks to Prometheus.
 package eventbuf

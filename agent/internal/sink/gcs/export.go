@@ -11,7 +11,7 @@ import (
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 )
 
@@ -32,7 +32,7 @@ var errConflict = errors.New("manifest changed concurrently")
 func isDone(err error) bool { return errors.Is(err, iterator.Done) }
 
 // Export writes the documents that changed, then the manifest, then prunes.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	manifestKey := s.key(snapshot.ManifestPath(b.Envelope.Cluster, b.Envelope.Inventory))
 	st, err := snapshot.Publish[int64](ctx, s.opts, objects{s}, manifestKey, b)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest
 	defer r.Close()
 	raw, err := io.ReadAll(r)
 	if err != nil {
-		return nil, 0, export.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
+		return nil, 0, sink.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
 	}
 	m, err := snapshot.ParseManifest(raw)
 	if err != nil {
@@ -130,7 +130,7 @@ func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
 	close(work)
 	wg.Wait()
 	if firstErr == nil && ctx.Err() != nil {
-		return export.TransientError(ctx.Err())
+		return sink.TransientError(ctx.Err())
 	}
 	return firstErr
 }
@@ -160,7 +160,7 @@ func (s *Sink) putManifest(ctx context.Context, key string, data []byte, gen int
 	}
 	err := s.write(ctx, s.bucket.Object(key).If(cond), data, "application/json", "")
 	if st := statusOf(err); st == http.StatusPreconditionFailed || st == http.StatusConflict {
-		return export.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
+		return sink.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
 	}
 	if err != nil {
 		return classify("writing manifest "+key, err)

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/option"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -27,19 +27,33 @@ const KeyServiceAccount = "key.json"
 type Sink struct {
 	cfg    v1alpha1.GCSSinkConfig
 	opts   snapshot.Options
-	env    export.Env
+	env    sink.Env
 	client *storage.Client
 	bucket *storage.BucketHandle
 	prefix string
 	last   Stats
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds a GCS sink from a KollectSnapshotSink spec of type gcs.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+// New is the gcs backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type gcs.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a GCS sink from a KollectSnapshotSink spec of type gcs.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.GCS == nil {
-		return nil, export.Terminalf("spec.gcs is required for a gcs sink")
+		return nil, sink.Terminalf("spec.gcs is required for a gcs sink")
 	}
 	cfg := *spec.GCS
 	opts, err := snapshot.NewOptions(spec.Serialization, spec.Layout, v1alpha1.FormatYAML, true)
@@ -49,7 +63,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	var copts []option.ClientOption
 	if cfg.SecretRef != nil {
 		if env.Secrets == nil {
-			return nil, export.Terminalf("secret %s: no secret reader configured", cfg.SecretRef.Name)
+			return nil, sink.Terminalf("secret %s: no secret reader configured", cfg.SecretRef.Name)
 		}
 		data, err := env.Secrets(ctx, cfg.SecretRef.Name)
 		if err != nil {
@@ -57,7 +71,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		}
 		key := data[KeyServiceAccount]
 		if len(key) == 0 {
-			return nil, export.Terminalf("secret %s has no %s (service-account key)", cfg.SecretRef.Name, KeyServiceAccount)
+			return nil, sink.Terminalf("secret %s has no %s (service-account key)", cfg.SecretRef.Name, KeyServiceAccount)
 		}
 		copts = append(copts, option.WithAuthCredentialsJSON(option.ServiceAccount, key))
 	}
@@ -70,7 +84,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	}
 	client, err := storage.NewClient(ctx, copts...)
 	if err != nil {
-		return nil, export.TerminalError(fmt.Errorf("creating GCS client: %w", err))
+		return nil, sink.TerminalError(fmt.Errorf("creating GCS client: %w", err))
 	}
 	prefix := strings.Trim(cfg.Prefix, "/")
 	if prefix != "" {
@@ -86,23 +100,23 @@ func (s *Sink) key(path string) string { return s.prefix + path }
 func classify(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	if errors.Is(err, storage.ErrBucketNotExist) {
-		return export.TerminalError(wrapped)
+		return sink.TerminalError(wrapped)
 	}
 	var gerr *googleapi.Error
 	if errors.As(err, &gerr) {
 		switch gerr.Code {
 		case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
-			return export.TerminalError(wrapped)
+			return sink.TerminalError(wrapped)
 		}
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return export.TerminalError(wrapped)
+		return sink.TerminalError(wrapped)
 	}
 	if isCertificateError(err) {
-		return export.TerminalError(wrapped) // untrusted until the TLS settings change
+		return sink.TerminalError(wrapped) // untrusted until the TLS settings change
 	}
-	return export.TransientError(wrapped)
+	return sink.TransientError(wrapped)
 }
 
 func statusOf(err error) int {
@@ -127,14 +141,14 @@ func (s *Sink) Probe(ctx context.Context) error {
 }
 
 // Preview shows the bucket, a sample object name and the manifest name, without requests.
-func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
 	dest := "gs://" + s.cfg.Bucket + "/" + s.prefix
 	if s.cfg.Endpoint != "" {
 		dest += " (endpoint " + s.cfg.Endpoint + ")"
 	} else if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" {
 		dest += " (emulator " + host + ")"
 	}
-	return export.Preview{
+	return sink.Preview{
 		Destination: dest,
 		Paths:       []string{s.key(s.opts.SamplePath(cluster, inventory)), s.key(snapshot.ManifestPath(cluster, inventory))},
 	}, nil

@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
@@ -88,7 +89,7 @@ func newSink(t testing.TB, cluster, bucket, endpoint string, ser v1alpha1.Serial
 	spec := &v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkGCS,
 		GCS:           &v1alpha1.GCSSinkConfig{Bucket: bucket, Prefix: "inv", Endpoint: endpoint},
 		Serialization: ser, Layout: v1alpha1.Layout{Mode: mode}}
-	s, err := New(context.Background(), spec, export.Env{Cluster: cluster, Namespace: "kollect", Name: "gcs", Log: logr.Discard()})
+	s, err := open(context.Background(), spec, sink.Env{Cluster: cluster, Namespace: "kollect", Name: "gcs", Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
 	t.Helper()
 	snap := export.NewSnapshot(append([]export.Row(nil), rows...))
 	e.gen++
-	b := &export.Batch{
+	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
@@ -207,7 +208,7 @@ func TestManifestGenerationPrecondition(t *testing.T) {
 	}
 	api(t, "POST", "/upload/storage/v1/b/"+bucket+"/o?uploadType=media&name="+url.QueryEscape(key), strings.NewReader(`{}`))
 	err = s.putManifest(context.Background(), key, []byte(`{}`), gen)
-	if err == nil || export.ClassOf(err) != export.Transient || !strings.Contains(err.Error(), errConflict.Error()) {
+	if err == nil || sink.ClassOf(err) != sink.Transient || !strings.Contains(err.Error(), errConflict.Error()) {
 		t.Fatalf("stale generation: %v", err)
 	}
 	if err := s.putManifest(context.Background(), key, []byte(`{}`), 0); err == nil {
@@ -222,18 +223,18 @@ func TestProbeAndPreview(t *testing.T) {
 	if err := newSink(t, "east", bucket, server.Endpoint, v1alpha1.Serialization{}, "").Probe(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := newSink(t, "east", "missing-bucket", server.Endpoint, v1alpha1.Serialization{}, "").Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := newSink(t, "east", "missing-bucket", server.Endpoint, v1alpha1.Serialization{}, "").Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("missing bucket: %v", err)
 	}
 	port, _ := testenv.FreePort()
 	short, cancelShort := context.WithTimeout(ctx, 5*time.Second)
 	defer cancelShort()
-	if err := newSink(t, "east", bucket, fmt.Sprintf("http://127.0.0.1:%d", port), v1alpha1.Serialization{}, "").Probe(short); err == nil || export.ClassOf(err) != export.Transient {
+	if err := newSink(t, "east", bucket, fmt.Sprintf("http://127.0.0.1:%d", port), v1alpha1.Serialization{}, "").Probe(short); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Errorf("unreachable: %v", err)
 	}
-	_, err := New(ctx, &v1alpha1.KollectSnapshotSinkSpec{GCS: &v1alpha1.GCSSinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "k"}}},
-		export.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }})
-	if export.ClassOf(err) != export.Terminal {
+	_, err := open(ctx, &v1alpha1.KollectSnapshotSinkSpec{GCS: &v1alpha1.GCSSinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "k"}}},
+		sink.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }})
+	if sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("secret without key.json: %v", err)
 	}
 	p, err := newSink(t, "east", bucket, server.Endpoint, v1alpha1.Serialization{Format: "parquet"}, v1alpha1.LayoutPerResource).Preview(ctx, "east", "workloads")

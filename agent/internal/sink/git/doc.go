@@ -1,15 +1,6 @@
-// Package git is the git snapshot sink: it renders each export with package snapshot and
-// commits the documents that changed to a branch of a git repository, with go-git.
-//
-// The repository is mirrored bare into the sink's cache directory and commits are built
-// directly from tree objects, never through a worktree, so a 100k-file inventory costs the
-// files that changed, not a status walk of the whole tree. A commit is made only when the
-// resulting tree differs from the branch tip. Pushes are never forced: when another agent
-// (another cluster sharing the repository) pushed first, the sink fetches the new tip,
-// re-applies its documents on top of it and pushes again, so concurrent agents keep a linear
-// history and never lose each other's commits.
-//
-// Credentials come from the sink's secretRef: token (HTTPS, as the basic-auth password, with
-// username when set), username and password, or ssh-privatekey with known_hosts; tls.caSecretRef
-// adds a certificate authority for HTTPS remotes.
+// Package git is the git snapshot sink: every export's documents that changed are committed to
+// a branch of a git repository, over HTTPS (token or username and password), SSH or a file
+// path. The work (mirror, commits built from tree objects, pushes that are never forced) is
+// package gitrepo's, shared with the gitlab sink; this package is the backend's entry in the
+// sink table.
 package git

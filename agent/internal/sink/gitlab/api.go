@@ -14,7 +14,7 @@ import (
 	"net/url"
 	"strings"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // api is a minimal client of the GitLab REST API v4: the project and merge-request calls the
@@ -53,7 +53,7 @@ func (a *api) projectPath() string {
 func (a *api) do(ctx context.Context, method, path string, query url.Values, body, out any) error {
 	u, err := url.Parse(strings.TrimSuffix(a.base, "/") + path)
 	if err != nil {
-		return export.TerminalError(fmt.Errorf("GitLab URL: %w", err))
+		return sink.TerminalError(fmt.Errorf("GitLab URL: %w", err))
 	}
 	u.RawQuery = query.Encode()
 	var rd io.Reader
@@ -66,7 +66,7 @@ func (a *api) do(ctx context.Context, method, path string, query url.Values, bod
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
 	req.Header.Set("PRIVATE-TOKEN", a.token)
 	req.Header.Set("Accept", "application/json")
@@ -80,7 +80,7 @@ func (a *api) do(ctx context.Context, method, path string, query url.Values, bod
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
-		return export.TransientError(fmt.Errorf("%s %s: reading answer: %w", method, path, err))
+		return sink.TransientError(fmt.Errorf("%s %s: reading answer: %w", method, path, err))
 	}
 	if resp.StatusCode/100 != 2 {
 		var msg struct {
@@ -99,7 +99,7 @@ func (a *api) do(ctx context.Context, method, path string, query url.Values, bod
 	}
 	if out != nil {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return export.TransientError(fmt.Errorf("%s %s: decoding answer: %w", method, path, err))
+			return sink.TransientError(fmt.Errorf("%s %s: decoding answer: %w", method, path, err))
 		}
 	}
 	return nil
@@ -113,20 +113,20 @@ func classify(op string, err error) error {
 	if errors.As(err, &ae) {
 		switch {
 		case ae.Status == http.StatusUnauthorized || ae.Status == http.StatusForbidden:
-			return export.TerminalError(fmt.Errorf("%s: token refused: %w", op, err))
+			return sink.TerminalError(fmt.Errorf("%s: token refused: %w", op, err))
 		case ae.Status == http.StatusNotFound || ae.Status == http.StatusBadRequest || ae.Status == http.StatusUnprocessableEntity:
-			return export.TerminalError(wrapped)
+			return sink.TerminalError(wrapped)
 		}
-		return export.TransientError(wrapped)
+		return sink.TransientError(wrapped)
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return export.TerminalError(wrapped)
+		return sink.TerminalError(wrapped)
 	}
 	if isCertificateError(err) {
-		return export.TerminalError(wrapped) // untrusted until the TLS settings change
+		return sink.TerminalError(wrapped) // untrusted until the TLS settings change
 	}
-	return export.TransientError(wrapped)
+	return sink.TransientError(wrapped)
 }
 
 // Project checks that the project exists and the token may read it.

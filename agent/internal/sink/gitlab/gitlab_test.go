@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -153,11 +154,11 @@ func newSink(t testing.TB, fake *FakeGitLab, repo, project string, mode v1alpha1
 				SecretRef: &v1alpha1.SecretReference{Name: "gitlab-token"}},
 			BaseURL: fake.URL, Project: project, Mode: mode},
 		Layout: v1alpha1.Layout{Mode: v1alpha1.LayoutPerResource}}
-	env := export.Env{Cluster: "east", Namespace: "kollect", Name: "gitlab", CacheDir: t.TempDir(), Log: logr.Discard(),
+	env := sink.Env{Cluster: "east", Namespace: "kollect", Name: "gitlab", CacheDir: t.TempDir(), Log: logr.Discard(),
 		Secrets: func(context.Context, string) (map[string][]byte, error) {
 			return map[string][]byte{"token": []byte(secretToken)}, nil
 		}}
-	s, err := New(context.Background(), spec, env)
+	s, err := open(context.Background(), spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,9 +174,9 @@ func row(t testing.TB, name string, replicas int) export.Row {
 		Kind: "Deployment", Namespace: "shop", Name: name, UID: "u-" + name, Attributes: raw}
 }
 
-func batch(prev *export.Snapshot, rows ...export.Row) (*export.Batch, *export.Snapshot) {
+func batch(prev *export.Snapshot, rows ...export.Row) (*sink.Batch, *export.Snapshot) {
 	snap := export.NewSnapshot(append([]export.Row(nil), rows...))
-	return &export.Batch{
+	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: "east", Inventory: "workloads",
 			ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(prev, snap),
@@ -272,7 +273,7 @@ func TestMergeRequestModeKeepsOneMergeRequestUpToDate(t *testing.T) {
 	fake.fail = 1
 	fake.mrs[1].State = "closed"
 	fake.mu.Unlock()
-	if err := s.Export(ctx, b); err == nil || export.ClassOf(err) != export.Transient {
+	if err := s.Export(ctx, b); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("API outage: %v", err)
 	}
 	if err := s.Export(ctx, b); err != nil {
@@ -320,7 +321,7 @@ func TestProbeAndPreview(t *testing.T) {
 		"unknown project": newSink(t, fake, probeRepo, "g/other", v1alpha1.GitLabMergeRequest, token),
 		"missing repo":    newSink(t, fake, "missing.git", "g/p", v1alpha1.GitLabMergeRequest, token),
 	} {
-		if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+		if err := s.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal {
 			t.Errorf("%s: want terminal, got %v", name, err)
 		}
 	}
@@ -328,7 +329,7 @@ func TestProbeAndPreview(t *testing.T) {
 	fake.mu.Lock()
 	fake.fail = 1
 	fake.mu.Unlock()
-	if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Transient {
+	if err := s.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Errorf("API outage: want transient, got %v", err)
 	}
 	p, err := s.Preview(ctx, "east", "workloads")
@@ -339,9 +340,9 @@ func TestProbeAndPreview(t *testing.T) {
 	if p.Destination != want || p.Message != "kollect: east/workloads (<itemCount> items, <checksumShort>)" {
 		t.Errorf("preview %+v\nwant destination %s", p, want)
 	}
-	_, err = New(ctx, &v1alpha1.KollectSnapshotSinkSpec{GitLab: &v1alpha1.GitLabSinkConfig{Project: "g/p", Mode: v1alpha1.GitLabMergeRequest,
-		GitSinkConfig: v1alpha1.GitSinkConfig{URL: "https://gitlab.example/g/p.git"}}}, export.Env{CacheDir: t.TempDir()})
-	if export.ClassOf(err) != export.Terminal {
+	_, err = open(ctx, &v1alpha1.KollectSnapshotSinkSpec{GitLab: &v1alpha1.GitLabSinkConfig{Project: "g/p", Mode: v1alpha1.GitLabMergeRequest,
+		GitSinkConfig: v1alpha1.GitSinkConfig{URL: "https://gitlab.example/g/p.git"}}}, sink.Env{CacheDir: t.TempDir()})
+	if sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("mergeRequest mode without a token: %v", err)
 	}
 }

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"kollect.dev/agent/internal/export"
-	gitsink "kollect.dev/agent/internal/sink/git"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/gitrepo"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -20,17 +20,31 @@ const tokenUser = "oauth2"
 // Sink is a git sink on GitLab with an optional merge-request mode.
 type Sink struct {
 	cfg v1alpha1.GitLabSinkConfig
-	git *gitsink.Sink
+	git *gitrepo.Sink
 	api *api
-	env export.Env
+	env sink.Env
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+// New is the gitlab backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type gitlab.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a GitLab sink from a KollectSnapshotSink spec of type gitlab.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.GitLab == nil {
-		return nil, export.Terminalf("spec.gitlab is required for a gitlab sink")
+		return nil, sink.Terminalf("spec.gitlab is required for a gitlab sink")
 	}
 	cfg := *spec.GitLab
 	if cfg.BaseURL == "" {
@@ -40,7 +54,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		cfg.Mode = v1alpha1.GitLabPush
 	}
 	if cfg.Project == "" {
-		return nil, export.Terminalf("spec.gitlab.project is required")
+		return nil, sink.Terminalf("spec.gitlab.project is required")
 	}
 	var token string
 	if cfg.SecretRef != nil && env.Secrets != nil {
@@ -48,12 +62,12 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		if err != nil {
 			return nil, fmt.Errorf("reading secret %s: %w", cfg.SecretRef.Name, err)
 		}
-		token = strings.TrimSpace(string(data[gitsink.KeyToken]))
+		token = strings.TrimSpace(string(data[gitrepo.KeyToken]))
 	}
 	if token == "" && cfg.Mode == v1alpha1.GitLabMergeRequest {
-		return nil, export.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitsink.KeyToken)
+		return nil, sink.Terminalf("mergeRequest mode needs a GitLab token under %q in spec.gitlab.secretRef", gitrepo.KeyToken)
 	}
-	g, err := gitsink.NewFromConfig(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
+	g, err := gitrepo.Open(ctx, &cfg.GitSinkConfig, spec.Serialization, spec.Layout, env, tokenUser)
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +78,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	return &Sink{cfg: cfg, git: g, env: env, api: &api{base: cfg.BaseURL, project: cfg.Project, token: token, http: client}}, nil
 }
 
-func httpClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
+func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
 	c := &http.Client{Timeout: 30 * time.Second}
 	if t == nil {
 		return c, nil
@@ -80,7 +94,7 @@ func httpClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*ht
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(data[ref.Key]) {
-			return nil, export.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
+			return nil, sink.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
 		}
 		tc.RootCAs = pool
 	}
@@ -97,7 +111,7 @@ func MergeRequestBranch(cluster, inventory string) string {
 
 // Export pushes to the branch (push mode), or commits to the inventory's merge-request branch
 // and keeps its merge request open and current (mergeRequest mode).
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if s.cfg.Mode != v1alpha1.GitLabMergeRequest {
 		return s.git.Export(ctx, b)
 	}
@@ -143,7 +157,7 @@ func (s *Sink) Probe(ctx context.Context) error {
 
 // Preview describes the destination and the commit message; in mergeRequest mode the
 // destination names the merge-request branch.
-func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Preview, error) {
 	p, err := s.git.Preview(ctx, cluster, inventory)
 	if err != nil {
 		return p, err

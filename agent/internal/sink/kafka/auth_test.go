@@ -11,7 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -41,7 +42,7 @@ func TestSASLOverTLSWithCustomCA(t *testing.T) {
 		"wrong": {"username": []byte("kollect"), "password": []byte("nope")},
 		"ca":    {"ca.crt": caPEM},
 	}
-	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
+	env := sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
 	withAuth := func(mech, secret string, tls *v1alpha1.TLSConfig) *v1alpha1.KollectEventSinkSpec {
 		sp := spec(k.Addr, "secure")
 		sp.Kafka.SASLMechanism = v1alpha1.SASLMechanism(mech)
@@ -73,7 +74,7 @@ func TestSASLOverTLSWithCustomCA(t *testing.T) {
 	untrusted := newSink(t, withAuth("PLAIN", "creds", &v1alpha1.TLSConfig{Enabled: true}), env)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := untrusted.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := untrusted.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("probe of a certificate signed by an unknown CA: %v, want terminal", err)
 	}
 	offs, err := newSink(t, withAuth("SCRAM-SHA-512", "creds", trusted), env).admin.ListEndOffsets(ctx, "secure")
@@ -93,15 +94,15 @@ func TestSASLOverTLSWithCustomCA(t *testing.T) {
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want export.ErrorClass
+		want sink.ErrorClass
 	}{
-		{fmt.Errorf("auth: %w", kerr.SaslAuthenticationFailed), export.Terminal},
-		{fmt.Errorf("produce: %w", kerr.TopicAuthorizationFailed), export.Terminal},
-		{fmt.Errorf("produce: %w", kerr.NotLeaderForPartition), export.Transient},
-		{fmt.Errorf("produce: %w", context.DeadlineExceeded), export.Transient},
-		{fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), export.Terminal},
+		{fmt.Errorf("auth: %w", kerr.SaslAuthenticationFailed), sink.Terminal},
+		{fmt.Errorf("produce: %w", kerr.TopicAuthorizationFailed), sink.Terminal},
+		{fmt.Errorf("produce: %w", kerr.NotLeaderForPartition), sink.Transient},
+		{fmt.Errorf("produce: %w", context.DeadlineExceeded), sink.Transient},
+		{fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), sink.Terminal},
 	} {
-		if got := export.ClassOf(classify(tc.err)); got != tc.want {
+		if got := sink.ClassOf(classify(tc.err)); got != tc.want {
 			t.Errorf("classify(%v) = %s, want %s", tc.err, got, tc.want)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 func benchRows(n, version int) []export.Row {
@@ -23,7 +24,7 @@ func BenchmarkInitialExport100k(b *testing.B) {
 	var elapsed time.Duration
 	n := 0
 	for i := 0; b.Loop(); i++ {
-		sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-initial-%d-%d", time.Now().UnixNano(), i)), export.Env{})
+		sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-initial-%d-%d", time.Now().UnixNano(), i)), sink.Env{})
 		var ex exporter
 		start := time.Now()
 		if err := ex.Export(b.Context(), sk, s); err != nil {
@@ -39,7 +40,7 @@ func BenchmarkInitialExport100k(b *testing.B) {
 // BenchmarkChurn1k measures steady churn: batches of 1k changed rows out of 100k.
 func BenchmarkChurn1k(b *testing.B) {
 	rows := benchRows(100_000, 0)
-	sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-churn-%d", time.Now().UnixNano())), export.Env{})
+	sk := newSink(b, spec(broker.Addr, fmt.Sprintf("bench-churn-%d", time.Now().UnixNano())), sink.Env{})
 	var ex exporter
 	if err := ex.Export(b.Context(), sk, export.NewSnapshot(append([]export.Row(nil), rows...))); err != nil {
 		b.Fatal(err)

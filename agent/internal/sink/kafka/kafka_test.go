@@ -13,13 +13,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/e2e/testenv"
 )
 
 func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
 	ctx := t.Context()
-	sk := newSink(t, spec(broker.Addr, "changes"), export.Env{})
+	sk := newSink(t, spec(broker.Addr, "changes"), sink.Env{})
 	var ex exporter
 	s1 := export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})
 	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("b", 1)})
@@ -57,7 +58,7 @@ func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {
 	}
 	assertState(t, compacted(t, byKey), s3)
 
-	// Static data: the exporter hands the same snapshot again; nothing is produced.
+	// Static data: the delivery worker hands the same snapshot again; nothing is produced.
 	before := endOffsets(t, "changes")
 	if err := ex.Export(ctx, sk, s3); err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func endOffsets(t testing.TB, topic string) int64 {
 }
 
 func TestCreatedTopicIsCompacted(t *testing.T) {
-	sk := newSink(t, spec(broker.Addr, "created"), export.Env{})
+	sk := newSink(t, spec(broker.Addr, "created"), sink.Env{})
 	if err := sk.Probe(t.Context()); err != nil {
 		t.Fatalf("probe of a creatable topic: %v", err)
 	}
@@ -114,8 +115,8 @@ func TestCreatedTopicIsCompacted(t *testing.T) {
 func TestProbeAndPreview(t *testing.T) {
 	sp := spec(broker.Addr, "absent")
 	sp.Kafka.CreateTopic = false
-	sk := newSink(t, sp, export.Env{})
-	if err := sk.Probe(t.Context()); err == nil || export.ClassOf(err) != export.Terminal {
+	sk := newSink(t, sp, sink.Env{})
+	if err := sk.Probe(t.Context()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("probe of a missing topic without createTopic: %v, want terminal", err)
 	}
 	p, err := sk.Preview(t.Context(), "c1", "pods")
@@ -137,14 +138,14 @@ func TestProbeAndPreview(t *testing.T) {
 	down.Timeout.Duration = time.Second
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 	defer cancel()
-	if err := newSink(t, down, export.Env{}).Probe(ctx); err == nil || export.ClassOf(err) != export.Transient {
+	if err := newSink(t, down, sink.Env{}).Probe(ctx); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("probe of an unreachable broker: %v, want transient", err)
 	}
 }
 
 // TestOutageDeliversEverythingOnRecovery freezes the broker while several exports run, as a
 // broker outage looks to a client, then thaws it: every export during the outage fails
-// transiently, the exporter's retry delivers, and the compacted state equals the last
+// transiently, the delivery worker's retry delivers, and the compacted state equals the last
 // snapshot. With a small buffer the overflow is reported and a resync delivers instead.
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 	for _, bufferSize := range []int32{100_000, 100} {
@@ -156,7 +157,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			defer k.Stop()
 			sp := spec(k.Addr, "outage")
 			sp.BufferSize = bufferSize
-			sk := newSink(t, sp, export.Env{})
+			sk := newSink(t, sp, sink.Env{})
 			var ex exporter
 			vals := map[string]int{}
 			snapshot := func() *export.Snapshot {
@@ -191,7 +192,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 				err := ex.Export(ctx, sk, last)
 				cancel()
-				if err == nil || export.ClassOf(err) != export.Transient {
+				if err == nil || sink.ClassOf(err) != sink.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
 				}
 				full = full || errors.Is(err, eventbuf.ErrBufferFull)
@@ -205,7 +206,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			if err := k.Signal(syscall.SIGCONT); err != nil {
 				t.Fatal(err)
 			}
-			// The exporter retries the last batch with backoff until it succeeds.
+			// The delivery worker retries the last batch with backoff until it succeeds.
 			var err2 error
 			for try := 0; try < 20; try++ {
 				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
@@ -232,13 +233,13 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 // row deleted while the agent was down is found by reading the topic back and gets a delete
 // event and a tombstone.
 func TestRestartWithChangedDataResyncs(t *testing.T) {
-	first := newSink(t, spec(broker.Addr, "restart"), export.Env{})
+	first := newSink(t, spec(broker.Addr, "restart"), sink.Env{})
 	var ex exporter
 	if err := ex.Export(t.Context(), first, export.NewSnapshot([]export.Row{row("a", 1), row("b", 1), row("c", 1)})); err != nil {
 		t.Fatal(err)
 	}
 	first.Close()
-	restarted := newSink(t, spec(broker.Addr, "restart"), export.Env{})
+	restarted := newSink(t, spec(broker.Addr, "restart"), sink.Env{})
 	ex2 := exporter{Gen: 10} // the baseline is unknown after the restart
 	s2 := export.NewSnapshot([]export.Row{row("a", 2), row("c", 1)})
 	if err := ex2.Export(t.Context(), restarted, s2); err != nil {
@@ -264,7 +265,7 @@ func TestSnapshotModeChunksUnderMessageLimit(t *testing.T) {
 	defer k.Stop()
 	sp := spec(k.Addr, "snapshots")
 	sp.Mode = "snapshot"
-	sk := newSink(t, sp, export.Env{})
+	sk := newSink(t, sp, sink.Env{})
 	var rows []export.Row
 	for i := range 2000 {
 		rows = append(rows, row(fmt.Sprint(i), i))

@@ -13,7 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -40,12 +41,12 @@ func spec(addr, topic string) *v1alpha1.KollectEventSinkSpec {
 			CreateTopic: true, Partitions: 3}}
 }
 
-func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env export.Env) *Sink {
+func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env sink.Env) *Sink {
 	t.Helper()
 	if env.Cluster == "" {
-		env = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
+		env = sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 	}
-	sk, err := New(context.Background(), s, env)
+	sk, err := open(context.Background(), s, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func row(uid string, v int) export.Row {
 		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
-// exporter drives the sink the way the agent's exporter does.
+// exporter drives the sink the way the agent's delivery worker does.
 type exporter = sinktest.Exporter
 
 // message is one record as kcat prints it with -J.

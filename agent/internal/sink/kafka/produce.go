@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 )
 
@@ -115,7 +116,7 @@ func snapshotKey(cluster, inventory string, chunk int) string {
 // exportSnapshot produces the envelope as numbered chunks, keyed per chunk so a compacted
 // topic keeps the newest chunk of each number; readers assemble the chunks sharing a checksum.
 // Nothing is buffered: a newer envelope supersedes an undelivered one.
-func (s *Sink) exportSnapshot(ctx context.Context, b *export.Batch) error {
+func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 	inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory
 	s.mu.Lock()
 	done := s.sent[inv] == b.Envelope.Checksum && !b.Resync

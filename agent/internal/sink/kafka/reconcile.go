@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // maxReconcileRecords bounds the topic size the sink reads back after a restart. Beyond it
@@ -22,7 +23,7 @@ const maxReconcileRecords = 5_000_000
 // record is an upsert but which are not in the batch's snapshot: rows deleted while the agent
 // was down. A full batch has no baseline, and the topic is the only record of what consumers
 // hold.
-func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, error) {
+func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, error) {
 	starts, err := s.admin.ListStartOffsets(ctx, s.topic)
 	if err != nil {
 		return nil, classify(fmt.Errorf("listing start offsets of %s: %w", s.topic, err))
@@ -59,7 +60,7 @@ func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, er
 	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), s.opts...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: from}))...)
 	if err != nil {
-		return nil, export.TerminalError(fmt.Errorf("consumer for %s: %w", s.topic, err))
+		return nil, sink.TerminalError(fmt.Errorf("consumer for %s: %w", s.topic, err))
 	}
 	defer cl.Close()
 	prefix := b.Envelope.Cluster + "/" + b.Envelope.Inventory + "/"
@@ -68,7 +69,7 @@ func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, er
 	for len(until) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, export.TransientError(fmt.Errorf("reading back %s: %w", s.topic, err))
+			return nil, sink.TransientError(fmt.Errorf("reading back %s: %w", s.topic, err))
 		}
 		var fetchErr error
 		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })

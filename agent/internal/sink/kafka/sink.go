@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/api/v1alpha1"
@@ -44,12 +45,26 @@ type Sink struct {
 	reconciled map[string]string
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds the sink; it reads credentials but does not connect (Probe does).
-func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) (*Sink, error) {
+// New is the kafka backend's entry in the sink table: it builds the sink from a
+// KollectEventSink of type kafka.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.EventSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds the sink; it reads credentials but does not connect (Probe does).
+func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.Type != v1alpha1.EventSinkKafka || spec.Kafka == nil {
-		return nil, export.Terminalf("kafka sink %s/%s: spec.kafka is not set", env.Namespace, env.Name)
+		return nil, sink.Terminalf("kafka sink %s/%s: spec.kafka is not set", env.Namespace, env.Name)
 	}
 	cfg := spec.Kafka
 	opts, err := clientOptions(ctx, spec, env)
@@ -58,7 +73,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 	}
 	client, err := kgo.NewClient(opts...)
 	if err != nil {
-		return nil, export.Terminalf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	partitions := cfg.Partitions
 	if partitions <= 0 {
@@ -74,7 +89,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 
 // clientOptions maps the spec onto franz-go: idempotent producer with acks from all in-sync
 // replicas (franz-go's default, stated for clarity), compression, SASL and TLS.
-func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) ([]kgo.Opt, error) {
+func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) ([]kgo.Opt, error) {
 	cfg := spec.Kafka
 	codec, err := compression(cfg.Compression)
 	if err != nil {
@@ -126,13 +141,13 @@ func compression(name string) (kgo.CompressionCodec, error) {
 	case "lz4":
 		return kgo.Lz4Compression(), nil
 	}
-	return kgo.CompressionCodec{}, export.Terminalf("unknown compression %q", name)
+	return kgo.CompressionCodec{}, sink.Terminalf("unknown compression %q", name)
 }
 
 // saslMechanism reads username and password from the secretRef.
-func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets export.SecretGetter) (sasl.Mechanism, error) {
+func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets sink.SecretGetter) (sasl.Mechanism, error) {
 	if cfg.SecretRef == nil {
-		return nil, export.Terminalf("saslMechanism %s needs a secretRef with username and password", cfg.SASLMechanism)
+		return nil, sink.Terminalf("saslMechanism %s needs a secretRef with username and password", cfg.SASLMechanism)
 	}
 	data, err := secrets(ctx, cfg.SecretRef.Name)
 	if err != nil {
@@ -140,7 +155,7 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets e
 	}
 	user, pass := string(data["username"]), string(data["password"])
 	if user == "" {
-		return nil, export.Terminalf("secret %s has no username", cfg.SecretRef.Name)
+		return nil, sink.Terminalf("secret %s has no username", cfg.SecretRef.Name)
 	}
 	switch cfg.SASLMechanism {
 	case "PLAIN":
@@ -150,13 +165,13 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets e
 	case "SCRAM-SHA-512":
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism(), nil
 	}
-	return nil, export.Terminalf("unsupported saslMechanism %q", cfg.SASLMechanism)
+	return nil, sink.Terminalf("unsupported saslMechanism %q", cfg.SASLMechanism)
 }
 
 // Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
 // nil once the broker acknowledged every owed event; on failure the events stay owed and
-// the exporter's retry, or the next batch, delivers them.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+// the delivery worker's retry, or the next batch, delivers them.
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
 	}
@@ -202,7 +217,7 @@ func (s *Sink) ensureTopic(ctx context.Context) error {
 		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
 	}
 	if !s.create {
-		return export.Terminalf("topic %s does not exist and createTopic is false", s.topic)
+		return sink.Terminalf("topic %s does not exist and createTopic is false", s.topic)
 	}
 	compact := "compact"
 	_, err = s.admin.CreateTopic(ctx, s.partitions, -1, map[string]*string{"cleanup.policy": &compact}, s.topic)
@@ -229,14 +244,14 @@ func (s *Sink) Probe(ctx context.Context) error {
 		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
 	}
 	if !s.create {
-		return export.Terminalf("topic %s does not exist and createTopic is false", s.topic)
+		return sink.Terminalf("topic %s does not exist and createTopic is false", s.topic)
 	}
 	return nil
 }
 
 // Preview describes the records an export produces: the topic, a sample key and headers.
-func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
-	p := export.Preview{
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
+	p := sink.Preview{
 		Destination: fmt.Sprintf("kafka topic %s on %s", s.topic, strings.Join(s.brokers, ",")),
 		Paths:       []string{s.topic},
 	}
@@ -267,14 +282,14 @@ func classify(err error) error {
 		case kerr.SaslAuthenticationFailed, kerr.UnsupportedSaslMechanism, kerr.IllegalSaslState,
 			kerr.TopicAuthorizationFailed, kerr.ClusterAuthorizationFailed, kerr.InvalidTopicException,
 			kerr.PolicyViolation, kerr.InvalidConfig, kerr.InvalidReplicationFactor, kerr.InvalidPartitions:
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		}
-		return export.TransientError(err)
+		return sink.TransientError(err)
 	}
 	if sinktls.IsVerificationError(err) {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
-	return export.TransientError(err)
+	return sink.TransientError(err)
 }
 
 var _ eventbuf.Reporter = (*Sink)(nil)

@@ -13,7 +13,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 func benchRows(cluster, inventory string, n int) []export.Row {
@@ -100,7 +100,7 @@ func benchDiff(b *testing.B, size int) {
 		batch := a.batch(next)
 		b.StartTimer()
 		start := time.Now()
-		// A deadline, as the exporter sets: a server that stops answering (as FerretDB v1 did
+		// A deadline, as the delivery worker sets: a server that stops answering (as FerretDB v1 did
 		// on update commands of 100 updates, see updateChunk) must fail the benchmark, not
 		// hang it. Generous, because FerretDB scans the collection once per update.
 		ectx, cancel := context.WithTimeout(ctx, time.Hour)

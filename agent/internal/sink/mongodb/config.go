@@ -10,7 +10,7 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -25,19 +25,19 @@ type settings struct {
 
 // resolve builds client options from the spec and its Secrets. Credentials never appear in
 // the URI (the CRD forbids them there) nor in the destination shown in status.
-func resolve(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.Env) (*settings, error) {
+func resolve(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env) (*settings, error) {
 	if spec == nil {
-		return nil, export.Terminalf("mongodb sink %s/%s: spec.mongodb is missing", env.Namespace, env.Name)
+		return nil, sink.Terminalf("mongodb sink %s/%s: spec.mongodb is missing", env.Namespace, env.Name)
 	}
 	u, err := url.Parse(spec.URI)
 	if err != nil || (u.Scheme != "mongodb" && u.Scheme != "mongodb+srv") {
-		return nil, export.Terminalf("mongodb sink %s/%s: invalid uri %q", env.Namespace, env.Name, spec.URI)
+		return nil, sink.Terminalf("mongodb sink %s/%s: invalid uri %q", env.Namespace, env.Name, spec.URI)
 	}
 	if u.User != nil {
-		return nil, export.Terminalf("mongodb sink %s/%s: put credentials in the secretRef, not in the uri", env.Namespace, env.Name)
+		return nil, sink.Terminalf("mongodb sink %s/%s: put credentials in the secretRef, not in the uri", env.Namespace, env.Name)
 	}
 	if spec.Database == "" {
-		return nil, export.Terminalf("mongodb sink %s/%s: database is empty", env.Namespace, env.Name)
+		return nil, sink.Terminalf("mongodb sink %s/%s: database is empty", env.Namespace, env.Name)
 	}
 	s := &settings{database: spec.Database, collection: spec.Collection}
 	if s.collection == "" {
@@ -53,7 +53,7 @@ func resolve(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.E
 		cred := options.Credential{Username: string(data["username"]), Password: string(data["password"]),
 			AuthSource: string(data["authSource"])}
 		if cred.Username == "" {
-			return nil, export.Terminalf("mongodb sink %s/%s: Secret %s has no key username", env.Namespace, env.Name, spec.SecretRef.Name)
+			return nil, sink.Terminalf("mongodb sink %s/%s: Secret %s has no key username", env.Namespace, env.Name, spec.SecretRef.Name)
 		}
 		if cred.AuthSource == "" {
 			cred.AuthSource = "admin"
@@ -71,16 +71,16 @@ func resolve(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.E
 		}
 	}
 	if err := opts.Validate(); err != nil {
-		return nil, export.Terminalf("mongodb sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("mongodb sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	s.client = opts
 	s.destination = fmt.Sprintf("%s://%s %s.%s", u.Scheme, u.Host, s.database, s.collection)
 	return s, nil
 }
 
-func secret(ctx context.Context, env export.Env, name string) (map[string][]byte, error) {
+func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, error) {
 	if env.Secrets == nil {
-		return nil, export.Terminalf("mongodb sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, name)
+		return nil, sink.Terminalf("mongodb sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, name)
 	}
 	data, err := env.Secrets(ctx, name)
 	if err != nil {
@@ -91,7 +91,7 @@ func secret(ctx context.Context, env export.Env, name string) (map[string][]byte
 
 // tlsConfig returns nil when TLS is neither enabled nor configured (the URI's tls=true still
 // applies then).
-func tlsConfig(ctx context.Context, t *v1alpha1.TLSConfig, env export.Env) (*tls.Config, error) {
+func tlsConfig(ctx context.Context, t *v1alpha1.TLSConfig, env sink.Env) (*tls.Config, error) {
 	if !t.Enabled && t.CASecretRef == nil && t.ClientCertSecretRef == nil && !t.InsecureSkipVerify {
 		return nil, nil
 	}
@@ -106,7 +106,7 @@ func tlsConfig(ctx context.Context, t *v1alpha1.TLSConfig, env export.Env) (*tls
 			roots = x509.NewCertPool()
 		}
 		if !roots.AppendCertsFromPEM(data[t.CASecretRef.Key]) {
-			return nil, export.Terminalf("mongodb sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
+			return nil, sink.Terminalf("mongodb sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
 		}
 		cfg.RootCAs = roots
 	}
@@ -117,7 +117,7 @@ func tlsConfig(ctx context.Context, t *v1alpha1.TLSConfig, env export.Env) (*tls
 		}
 		cert, err := tls.X509KeyPair(data["tls.crt"], data["tls.key"])
 		if err != nil {
-			return nil, export.Terminalf("mongodb sink %s/%s: client certificate in Secret %s: %w", env.Namespace, env.Name, t.ClientCertSecretRef.Name, err)
+			return nil, sink.Terminalf("mongodb sink %s/%s: client certificate in Secret %s: %w", env.Namespace, env.Name, t.ClientCertSecretRef.Name, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -10,7 +10,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 // fleet exports a small two-cluster fleet: deployments with images and a service.
@@ -41,7 +42,7 @@ func fleet(t *testing.T) (*mongo.Collection, *Sink) {
 func TestQueryFilters(t *testing.T) {
 	ctx := context.Background()
 	_, s := fleet(t)
-	keys := func(recs []export.StoredRow) []string {
+	keys := func(recs []sink.StoredRow) []string {
 		var out []string
 		for _, r := range recs {
 			out = append(out, r.Cluster+"/"+r.Kind+"/"+r.Name)
@@ -50,18 +51,18 @@ func TestQueryFilters(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		f    export.RowFilter
+		f    sink.RowFilter
 		want []string
 	}{
-		{"everything", export.RowFilter{}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002", "east/Service/app-00003",
+		{"everything", sink.RowFilter{}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002", "east/Service/app-00003",
 			"west/Deployment/app-00001", "west/Deployment/app-00002", "west/Service/app-00003"}},
-		{"cluster and kind", export.RowFilter{Cluster: "west", Kind: "Service"}, []string{"west/Service/app-00003"}},
-		{"namespace and name", export.RowFilter{Namespace: "ns-2", Name: "app-00002"}, []string{"east/Deployment/app-00002", "west/Deployment/app-00002"}},
-		{"attribute equality", export.RowFilter{Attributes: map[string]any{"team": "a"}, Cluster: "east"}, []string{"east/Deployment/app-00001", "east/Service/app-00003"}},
-		{"nested attribute", export.RowFilter{Attributes: map[string]any{"labels": map[string]any{"tier": "web"}}}, []string{"east/Service/app-00003", "west/Service/app-00003"}},
-		{"no match", export.RowFilter{Attributes: map[string]any{"team": "zzz"}}, nil},
-		{"limit", export.RowFilter{Limit: 2}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002"}},
-		{"operators are values", export.RowFilter{Name: "$where"}, nil},
+		{"cluster and kind", sink.RowFilter{Cluster: "west", Kind: "Service"}, []string{"west/Service/app-00003"}},
+		{"namespace and name", sink.RowFilter{Namespace: "ns-2", Name: "app-00002"}, []string{"east/Deployment/app-00002", "west/Deployment/app-00002"}},
+		{"attribute equality", sink.RowFilter{Attributes: map[string]any{"team": "a"}, Cluster: "east"}, []string{"east/Deployment/app-00001", "east/Service/app-00003"}},
+		{"nested attribute", sink.RowFilter{Attributes: map[string]any{"labels": map[string]any{"tier": "web"}}}, []string{"east/Service/app-00003", "west/Service/app-00003"}},
+		{"no match", sink.RowFilter{Attributes: map[string]any{"team": "zzz"}}, nil},
+		{"limit", sink.RowFilter{Limit: 2}, []string{"east/Deployment/app-00001", "east/Deployment/app-00002"}},
+		{"operators are values", sink.RowFilter{Name: "$where"}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := s.Query(ctx, tc.f)

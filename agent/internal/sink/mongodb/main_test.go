@@ -18,6 +18,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -57,10 +58,10 @@ func spec(db string) *v1alpha1.MongoDBSinkConfig {
 	return &v1alpha1.MongoDBSinkConfig{URI: server.URI, Database: db}
 }
 
-func testEnv(cluster string) export.Env {
-	return export.Env{Cluster: cluster, Namespace: "kollect", Name: "mongo", Log: logr.Discard(),
+func testEnv(cluster string) sink.Env {
+	return sink.Env{Cluster: cluster, Namespace: "kollect", Name: "mongo", Log: logr.Discard(),
 		Secrets: func(context.Context, string) (map[string][]byte, error) {
-			return nil, export.Terminalf("no secrets here")
+			return nil, sink.Terminalf("no secrets here")
 		}}
 }
 
@@ -115,7 +116,7 @@ func writes(cmds []string) []string {
 func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := &recorder{}
-	s, err := New(context.Background(), spec(db), testEnv(cluster), WithMonitor(rec.monitor()))
+	s, err := open(context.Background(), spec(db), testEnv(cluster), withMonitor(rec.monitor()))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func collection(tb testing.TB, db, name string) *mongo.Collection {
 	return c.Database(db).Collection(name)
 }
 
-// agent mimics the exporter; see the postgres tests.
+// agent mimics the delivery worker; see the postgres tests.
 type agent struct {
 	sink               *Sink
 	cluster, inventory string
@@ -142,10 +143,10 @@ type agent struct {
 	lastChecksum       string
 }
 
-func (a *agent) batch(rows []export.Row) *export.Batch {
+func (a *agent) batch(rows []export.Row) *sink.Batch {
 	next := export.NewSnapshot(append([]export.Row(nil), rows...))
 	a.pending = next
-	return &export.Batch{
+	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
 			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
 		Diff:             export.Compute(a.prev, next),
@@ -166,7 +167,7 @@ func (a *agent) export(ctx context.Context, rows []export.Row) error {
 // stored reads a cluster's documents: uid → canonical attributes, failing on duplicates.
 func stored(tb testing.TB, coll *mongo.Collection, cluster string) map[string]string {
 	tb.Helper()
-	recs, err := Query(context.Background(), coll, export.RowFilter{Cluster: cluster, Limit: 1 << 30})
+	recs, err := Query(context.Background(), coll, sink.RowFilter{Cluster: cluster, Limit: 1 << 30})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Probe pings the server (which authenticates) and reads the state collection, so missing
@@ -30,8 +31,8 @@ func (s *Sink) Probe(ctx context.Context) error {
 
 // Preview lists the commands an export of the inventory would run, with what the state
 // collection holds for it now. It only reads.
-func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
-	p := export.Preview{Destination: s.dest}
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Preview, error) {
+	p := sink.Preview{Destination: s.dest}
 	db := s.rows.Database().Name()
 	for _, ix := range indexes {
 		keys, _ := bson.MarshalExtJSON(ix.keys, false, false)
@@ -80,26 +81,26 @@ var terminalCodes = map[int]bool{
 // invalid documents, TLS verification. Network errors, timeouts, server selection and
 // duplicate keys from a concurrent writer stay transient.
 func classify(err error) error {
-	if err == nil || export.ClassOf(err) == export.Terminal {
+	if err == nil || sink.ClassOf(err) == sink.Terminal {
 		return err
 	}
 	var srv mongo.ServerError
 	if errors.As(err, &srv) {
 		for _, c := range srv.ErrorCodes() {
 			if terminalCodes[c] {
-				return export.TerminalError(err)
+				return sink.TerminalError(err)
 			}
 		}
 	}
 	var unknownAuthority x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
 	// Authentication failing during the connection handshake surfaces as a connection error
 	// whose message names it.
 	if msg := err.Error(); strings.Contains(msg, "auth error") || strings.Contains(msg, "AuthenticationFailed") {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
-	return export.TransientError(err)
+	return sink.TransientError(err)
 }

@@ -10,8 +10,8 @@ import (
 
 	"go.mongodb.org/mongo-driver/v2/mongo"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -33,31 +33,31 @@ func TestProbe(t *testing.T) {
 	}
 	sp := spec(db)
 	sp.URI = fmt.Sprintf("mongodb://127.0.0.1:%d/", port)
-	off, err := New(ctx, sp, testEnv("east"))
+	off, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer off.Close()
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	if err := off.Probe(pctx); err == nil || export.ClassOf(err) != export.Transient {
-		t.Fatalf("connection refused: %v (%s)", err, export.ClassOf(err))
+	if err := off.Probe(pctx); err == nil || sink.ClassOf(err) != sink.Transient {
+		t.Fatalf("connection refused: %v (%s)", err, sink.ClassOf(err))
 	}
 }
 
 func TestClassify(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
-		want export.ErrorClass
+		want sink.ErrorClass
 	}{
-		{mongo.CommandError{Code: 18, Name: "AuthenticationFailed", Message: "Authentication failed."}, export.Terminal},
-		{mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command insert"}, export.Terminal},
-		{mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000, Message: "E11000 duplicate key"}}}}, export.Transient},
-		{mongo.CommandError{Code: 91, Name: "ShutdownInProgress"}, export.Transient},
-		{errors.New("connection() error occurred during connection handshake: auth error: sasl conversation error"), export.Terminal},
-		{context.DeadlineExceeded, export.Transient},
+		{mongo.CommandError{Code: 18, Name: "AuthenticationFailed", Message: "Authentication failed."}, sink.Terminal},
+		{mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command insert"}, sink.Terminal},
+		{mongo.BulkWriteException{WriteErrors: []mongo.BulkWriteError{{WriteError: mongo.WriteError{Code: 11000, Message: "E11000 duplicate key"}}}}, sink.Transient},
+		{mongo.CommandError{Code: 91, Name: "ShutdownInProgress"}, sink.Transient},
+		{errors.New("connection() error occurred during connection handshake: auth error: sasl conversation error"), sink.Terminal},
+		{context.DeadlineExceeded, sink.Transient},
 	} {
-		if got := export.ClassOf(classify(fmt.Errorf("wrapped: %w", tc.err))); got != tc.want {
+		if got := sink.ClassOf(classify(fmt.Errorf("wrapped: %w", tc.err))); got != tc.want {
 			t.Errorf("%v: %s, want %s", tc.err, got, tc.want)
 		}
 	}
@@ -100,9 +100,9 @@ func TestResolve(t *testing.T) {
 		case "nouser":
 			return map[string][]byte{"password": []byte("p")}, nil
 		}
-		return nil, export.Terminalf("no secret %s", name)
+		return nil, sink.Terminalf("no secret %s", name)
 	}
-	env := export.Env{Namespace: "ns", Name: "m", Secrets: getter}
+	env := sink.Env{Namespace: "ns", Name: "m", Secrets: getter}
 	st, err := resolve(ctx, &v1alpha1.MongoDBSinkConfig{URI: "mongodb://db.example:27017/?replicaSet=rs0", Database: "inv",
 		SecretRef: &v1alpha1.SecretReference{Name: "creds"}, TLS: &v1alpha1.TLSConfig{Enabled: true, ServerName: "mongo.internal"}}, env)
 	if err != nil {
@@ -123,7 +123,7 @@ func TestResolve(t *testing.T) {
 		"missing secret":         {URI: "mongodb://db/", Database: "inv", SecretRef: &v1alpha1.SecretReference{Name: "absent"}},
 		"not a mongodb uri":      {URI: "http://db/", Database: "inv"},
 	} {
-		if _, err := resolve(ctx, sp, env); err == nil || export.ClassOf(err) != export.Terminal {
+		if _, err := resolve(ctx, sp, env); err == nil || sink.ClassOf(err) != sink.Terminal {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -9,11 +9,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // filterDoc builds the query document of f. Attribute values that are maps are flattened
 // into dotted paths, which gives the containment RowFilter promises (as JSONB does in Postgres).
-func filterDoc(f export.RowFilter) bson.D {
+func filterDoc(f sink.RowFilter) bson.D {
 	d := bson.D{}
 	for _, c := range []struct{ field, v string }{
 		{"cluster", f.Cluster}, {"inventory", f.Inventory}, {"kind", f.Kind}, {"namespace", f.Namespace}, {"name", f.Name},
@@ -38,7 +39,7 @@ func filterDoc(f export.RowFilter) bson.D {
 
 // Query reads rows of coll matching f, ordered by cluster, kind, namespace and name. It is
 // what `kollect query` runs against a MongoDB sink.
-func Query(ctx context.Context, coll *mongo.Collection, f export.RowFilter) ([]export.StoredRow, error) {
+func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sink.StoredRow, error) {
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -51,7 +52,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f export.RowFilter) ([]e
 		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
 	}
 	defer cur.Close(ctx)
-	var out []export.StoredRow
+	var out []sink.StoredRow
 	for cur.Next(ctx) {
 		var d struct {
 			Cluster    string        `bson:"cluster"`
@@ -74,7 +75,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f export.RowFilter) ([]e
 		if err != nil {
 			return nil, fmt.Errorf("attributes of %s/%s/%s/%s: %w", d.Cluster, d.Inventory, d.Target, d.UID, err)
 		}
-		out = append(out, export.StoredRow{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
+		out = append(out, sink.StoredRow{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
 			Group: d.Group, Version: d.Version, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, UID: d.UID,
 			Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
 	}
@@ -85,6 +86,6 @@ func Query(ctx context.Context, coll *mongo.Collection, f export.RowFilter) ([]e
 }
 
 // Query reads rows of this sink's collection; see the package-level Query.
-func (s *Sink) Query(ctx context.Context, f export.RowFilter) ([]export.StoredRow, error) {
+func (s *Sink) Query(ctx context.Context, f sink.RowFilter) ([]sink.StoredRow, error) {
 	return Query(ctx, s.rows, f)
 }

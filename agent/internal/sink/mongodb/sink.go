@@ -12,14 +12,15 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
-// Sink exports inventories into a MongoDB collection. One exporter goroutine calls it per
+// Sink exports inventories into a MongoDB collection. One delivery worker calls it per
 // sink; two agents must not share a cluster name (their exports of one inventory would race,
 // as nothing serialises them without transactions).
 type Sink struct {
-	env    export.Env
+	env    sink.Env
 	dest   string
 	client *mongo.Client
 	rows   *mongo.Collection
@@ -29,19 +30,33 @@ type Sink struct {
 	indexed bool
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// Option adjusts the client options before connecting.
-type Option func(*options.ClientOptions)
+// option adjusts the client options before connecting.
+type option func(*options.ClientOptions)
 
-// WithMonitor installs a command monitor (operation counting in tests, or logging).
-func WithMonitor(m *event.CommandMonitor) Option {
+// withMonitor installs a command monitor (operation counting in tests).
+func withMonitor(m *event.CommandMonitor) option {
 	return func(o *options.ClientOptions) { o.SetMonitor(m) }
 }
 
-// New builds a sink from its spec. The driver connects in the background, so an unreachable
+// New is the mongodb backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type mongodb.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.MongoDB, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec. The driver connects in the background, so an unreachable
 // server shows up as a transient Export or Probe error.
-func New(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.Env, opts ...Option) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env, opts ...option) (*Sink, error) {
 	s, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err
@@ -51,7 +66,7 @@ func New(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env export.Env, 
 	}
 	client, err := mongo.Connect(s.client)
 	if err != nil {
-		return nil, export.Terminalf("mongodb sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("mongodb sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	db := client.Database(s.database)
 	return &Sink{env: env, dest: s.destination, client: client,
@@ -138,7 +153,7 @@ func (s *Sink) missingIndexes(ctx context.Context) ([]mongo.IndexModel, error) {
 
 // Export writes the batch; see the package documentation for the write order that makes an
 // interrupted export converge.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := checkBatch(s.env.Cluster, b); err != nil {
 		return err
 	}
@@ -154,18 +169,18 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 
 // checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
 // envelope's cluster and inventory, and a stray row would escape that bound.
-func checkBatch(cluster string, b *export.Batch) error {
+func checkBatch(cluster string, b *sink.Batch) error {
 	env := &b.Envelope
 	if env.Cluster == "" || env.Inventory == "" {
-		return export.Terminalf("mongodb sink: envelope without cluster or inventory")
+		return sink.Terminalf("mongodb sink: envelope without cluster or inventory")
 	}
 	if cluster != "" && env.Cluster != cluster {
-		return export.Terminalf("mongodb sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+		return sink.Terminalf("mongodb sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
 	}
 	for _, rows := range [][]export.Row{env.Rows, b.Diff.Added, b.Diff.Changed, b.Diff.Deleted} {
 		for i := range rows {
 			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
-				return export.Terminalf("mongodb sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+				return sink.Terminalf("mongodb sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
 			}
 		}
 	}

@@ -12,7 +12,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {
@@ -81,7 +82,7 @@ func TestForeignRowsAreRefused(t *testing.T) {
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
 	bad.Envelope.Rows[0].Cluster = "west"
-	if err := s.Export(ctx, bad); export.ClassOf(err) != export.Terminal || err == nil {
+	if err := s.Export(ctx, bad); sink.ClassOf(err) != sink.Terminal || err == nil {
 		t.Fatalf("a stray row of another cluster: %v", err)
 	}
 	if err := s.Export(ctx, (&agent{sink: s, cluster: "west", inventory: "apps"}).batch(nil)); err == nil {
@@ -209,10 +210,10 @@ func TestInterruptedExportConverges(t *testing.T) {
 			if err == nil {
 				t.Fatal("the interrupted export succeeded")
 			}
-			if export.ClassOf(err) != export.Transient {
-				t.Fatalf("an interrupted export is %s: %v", export.ClassOf(err), err)
+			if sink.ClassOf(err) != sink.Transient {
+				t.Fatalf("an interrupted export is %s: %v", sink.ClassOf(err), err)
 			}
-			// Meanwhile the data moved on: Y is the base with row 1 changed. The exporter's diff
+			// Meanwhile the data moved on: Y is the base with row 1 changed. The delivery worker's diff
 			// is base → Y and knows nothing of X's writes.
 			y := append([]export.Row(nil), base...)
 			y[1] = sinktest.Deployment("east", "apps", 1, map[string]any{"replicas": 43})
@@ -245,7 +246,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 	if err := a.export(ctx, []export.Row{row}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Query(ctx, export.RowFilter{Cluster: "east"})
+	got, err := s.Query(ctx, sink.RowFilter{Cluster: "east"})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("query: %v, %d rows", err, len(got))
 	}
@@ -307,7 +308,7 @@ func TestManyChangedRowsInOneExport(t *testing.T) {
 		largest = max(largest, n)
 		mu.Unlock()
 	}}
-	s, err := New(ctx, spec(db), testEnv("east"), WithMonitor(mon))
+	s, err := open(ctx, spec(db), testEnv("east"), withMonitor(mon))
 	if err != nil {
 		t.Fatal(err)
 	}

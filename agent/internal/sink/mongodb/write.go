@@ -12,6 +12,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // writer applies one batch.
@@ -37,7 +38,7 @@ const (
 	modeFull
 )
 
-func decide(st *stateDoc, b *export.Batch) mode {
+func decide(st *stateDoc, b *sink.Batch) mode {
 	switch {
 	case st == nil || st.Pending != "" || b.Resync:
 		return modeFull
@@ -50,7 +51,7 @@ func decide(st *stateDoc, b *export.Batch) mode {
 	}
 }
 
-func (w *writer) export(ctx context.Context, b *export.Batch) error {
+func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	id := stateID(w.cluster, w.inventory)
 	var st *stateDoc
 	var doc stateDoc
@@ -229,7 +230,7 @@ func (w *writer) deleteModels(ids []string) []mongo.WriteModel {
 // diffModels inserts added rows (an upsert of a missing key costs FerretDB a collection scan;
 // a plain insert does not) and upserts changed ones. An added key that exists after all fails
 // with a duplicate key error, which Export answers with a full reconcile.
-func (w *writer) diffModels(b *export.Batch, now bson.DateTime) ([]mongo.WriteModel, error) {
+func (w *writer) diffModels(b *sink.Batch, now bson.DateTime) ([]mongo.WriteModel, error) {
 	models := make([]mongo.WriteModel, 0, len(b.Diff.Added)+len(b.Diff.Changed)+1)
 	for i := range b.Diff.Added {
 		m, err := insertModel(&b.Diff.Added[i], now)

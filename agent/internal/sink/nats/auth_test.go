@@ -9,7 +9,8 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -42,7 +43,7 @@ func TestNKeyOverTLSWithCustomCA(t *testing.T) {
 	}
 	defer srv.Stop()
 	store := map[string]map[string][]byte{"nkey": {"nkey": seed}, "ca": {"ca.crt": caPEM}}
-	env := export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
+	env := sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(store)}
 	sp := spec(srv.URL, "SECURE", "secure")
 	sp.NATS.SecretRef = &v1alpha1.SecretReference{Name: "nkey"}
 	sp.NATS.TLS = &v1alpha1.TLSConfig{Enabled: true, CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
@@ -63,7 +64,7 @@ func TestNKeyOverTLSWithCustomCA(t *testing.T) {
 	sp2.NATS = &untrusted
 	short, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
 	defer cancel2()
-	if err := newSink(t, &sp2, env).Probe(short); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := newSink(t, &sp2, env).Probe(short); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("probe of a certificate from an unknown CA: %v, want terminal", err)
 	}
 }

@@ -14,7 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -42,11 +43,11 @@ func spec(url, name, bucket string) *v1alpha1.KollectEventSinkSpec {
 			SubjectTemplate: name + ".{cluster}.{inventory}.{kind}", CreateStream: true, KVBucket: bucket}}
 }
 
-var defaultEnv = export.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
+var defaultEnv = sink.Env{Cluster: "c1", Namespace: "kollect", Name: "events", Secrets: sinktest.Secrets(nil)}
 
-func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env export.Env) *Sink {
+func newSink(t testing.TB, s *v1alpha1.KollectEventSinkSpec, env sink.Env) *Sink {
 	t.Helper()
-	sk, err := New(context.Background(), s, env)
+	sk, err := open(context.Background(), s, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func row(uid string, v int) export.Row {
 		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
-// exporter drives the sink the way the agent's exporter does.
+// exporter drives the sink the way the agent's delivery worker does.
 type exporter = sinktest.Exporter
 
 // client is an independent reader of the stream and bucket.

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -80,7 +81,7 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 }
 
 // TestOutageDeliversEverythingOnRecovery freezes the server while several exports run, then
-// thaws it: every export during the outage fails transiently, the exporter's retry delivers,
+// thaws it: every export during the outage fails transiently, the delivery worker's retry delivers,
 // and both the stream's folded state and the bucket equal the last snapshot.
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 	for _, bufferSize := range []int32{100_000, 100} {
@@ -127,7 +128,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 				err := ex.Export(ctx, sk, last)
 				cancel()
-				if err == nil || export.ClassOf(err) != export.Transient {
+				if err == nil || sink.ClassOf(err) != sink.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
 				}
 				full = full || errors.Is(err, eventbuf.ErrBufferFull)
@@ -211,7 +212,7 @@ func TestCredentials(t *testing.T) {
 			defer srv.Stop()
 			sp := spec(srv.URL, "AUTH", "")
 			sp.NATS.SecretRef = &v1alpha1.SecretReference{Name: "nats"}
-			ok := newSink(t, sp, export.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.secret})})
+			ok := newSink(t, sp, sink.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.secret})})
 			ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 			defer cancel()
 			if err := ok.Probe(ctx); err != nil {
@@ -221,8 +222,8 @@ func TestCredentials(t *testing.T) {
 			if err := ex.Export(ctx, ok, export.NewSnapshot([]export.Row{row("a", 1)})); err != nil {
 				t.Fatal(err)
 			}
-			bad := newSink(t, sp, export.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.bad})})
-			if err := bad.Probe(ctx); err == nil || export.ClassOf(err) != export.Terminal {
+			bad := newSink(t, sp, sink.Env{Cluster: "c1", Secrets: sinktest.Secrets(map[string]map[string][]byte{"nats": tc.bad})})
+			if err := bad.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal {
 				t.Fatalf("probe with bad credentials: %v, want terminal", err)
 			}
 		})
@@ -233,7 +234,7 @@ func TestProbeAndPreview(t *testing.T) {
 	sp := spec(server.URL, "ABSENT", "latest")
 	sp.NATS.CreateStream = false
 	sk := newSink(t, sp, defaultEnv)
-	if err := sk.Probe(t.Context()); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := sk.Probe(t.Context()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("probe of a missing stream without createStream: %v, want terminal", err)
 	}
 	if err := newSink(t, spec(server.URL, "ABSENT", "latest"), defaultEnv).Probe(t.Context()); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 )
 
@@ -211,7 +212,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 
 // staleRows returns the rows of this cluster and inventory the bucket holds that are not in
 // the batch's snapshot, decoded from their last value.
-func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, error) {
+func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, error) {
 	kv, err := s.js.KeyValue(ctx, s.bucket)
 	if err != nil {
 		return nil, classify(fmt.Errorf("opening key-value bucket %s: %w", s.bucket, err))
@@ -243,7 +244,7 @@ func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, er
 		}
 		var r export.Row
 		if err := json.Unmarshal(entry.Value(), &r); err != nil {
-			return nil, export.TerminalError(fmt.Errorf("bucket %s key %s does not hold a row: %w", s.bucket, key, err))
+			return nil, sink.TerminalError(fmt.Errorf("bucket %s key %s does not hold a row: %w", s.bucket, key, err))
 		}
 		rows = append(rows, r)
 	}
@@ -253,7 +254,7 @@ func (s *Sink) staleRows(ctx context.Context, b *export.Batch) ([]export.Row, er
 // exportSnapshot publishes the envelope as numbered chunks under the server's payload limit,
 // each with a Nats-Msg-Id of checksum and number. Nothing is buffered: a newer envelope
 // supersedes an undelivered one.
-func (s *Sink) exportSnapshot(ctx context.Context, b *export.Batch) error {
+func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 	inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory
 	s.mu.Lock()
 	done := s.sent[inv] == b.Envelope.Checksum && !b.Resync

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/api/v1alpha1"
@@ -46,13 +47,27 @@ type Sink struct {
 	reconciled map[string]string
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds the sink. The connection is established in the background and re-established
+// New is the nats backend's entry in the sink table: it builds the sink from a
+// KollectEventSink of type nats.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.EventSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds the sink. The connection is established in the background and re-established
 // after outages, so New does not fail on an unreachable server (Probe reports it).
-func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.Env) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.Type != v1alpha1.EventSinkNATS || spec.NATS == nil {
-		return nil, export.Terminalf("nats sink %s/%s: spec.nats is not set", env.Namespace, env.Name)
+		return nil, sink.Terminalf("nats sink %s/%s: spec.nats is not set", env.Namespace, env.Name)
 	}
 	cfg := spec.NATS
 	timeout := spec.Timeout.Duration
@@ -72,7 +87,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 		jetstream.WithPublishAsyncTimeout(timeout))
 	if err != nil {
 		nc.Close()
-		return nil, export.Terminalf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
@@ -89,7 +104,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env export.En
 
 // connectOptions maps TLS and the secretRef (user and password, token, nkey seed, or creds)
 // onto nats.go options.
-func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env export.Env) ([]nats.Option, error) {
+func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.Env) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name("kollect-agent " + env.Cluster + " " + env.Namespace + "/" + env.Name),
 		nats.RetryOnFailedConnect(true),
@@ -117,25 +132,25 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env expor
 	case len(data["creds"]) > 0:
 		jwt, err := nkeys.ParseDecoratedJWT(data["creds"])
 		if err != nil {
-			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+			return nil, sink.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
 		}
 		kp, err := nkeys.ParseDecoratedUserNKey(data["creds"])
 		if err != nil {
-			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+			return nil, sink.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
 		}
 		seed, err := kp.Seed()
 		if err != nil {
-			return nil, export.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
+			return nil, sink.Terminalf("secret %s key creds: %w", cfg.SecretRef.Name, err)
 		}
 		opts = append(opts, nats.UserJWTAndSeed(jwt, string(seed)))
 	case len(data["nkey"]) > 0:
 		kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(data["nkey"]))))
 		if err != nil {
-			return nil, export.Terminalf("secret %s key nkey is not an nkey seed: %w", cfg.SecretRef.Name, err)
+			return nil, sink.Terminalf("secret %s key nkey is not an nkey seed: %w", cfg.SecretRef.Name, err)
 		}
 		pub, err := kp.PublicKey()
 		if err != nil {
-			return nil, export.Terminalf("secret %s key nkey: %w", cfg.SecretRef.Name, err)
+			return nil, sink.Terminalf("secret %s key nkey: %w", cfg.SecretRef.Name, err)
 		}
 		opts = append(opts, nats.Nkey(pub, kp.Sign))
 	case len(data["token"]) > 0:
@@ -143,14 +158,14 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env expor
 	case len(data["user"]) > 0:
 		opts = append(opts, nats.UserInfo(string(data["user"]), string(data["password"])))
 	default:
-		return nil, export.Terminalf("secret %s holds none of creds, nkey, token, user", cfg.SecretRef.Name)
+		return nil, sink.Terminalf("secret %s holds none of creds, nkey, token, user", cfg.SecretRef.Name)
 	}
 	return opts, nil
 }
 
 // Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
 // nil once the stream acknowledged every owed event.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
@@ -187,7 +202,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	}
 	if _, err := s.js.Stream(ctx, s.stream); errors.Is(err, jetstream.ErrStreamNotFound) {
 		if !s.create {
-			return export.Terminalf("stream %s does not exist and createStream is false", s.stream)
+			return sink.Terminalf("stream %s does not exist and createStream is false", s.stream)
 		}
 		_, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: s.stream, Subjects: []string{streamSubjects(s.template)},
 			Storage: jetstream.FileStorage, Duplicates: 2 * time.Minute,
@@ -201,7 +216,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	if s.bucket != "" {
 		if _, err := s.js.KeyValue(ctx, s.bucket); errors.Is(err, jetstream.ErrBucketNotFound) {
 			if !s.create {
-				return export.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
+				return sink.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
 			}
 			_, err = s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: s.bucket, History: 1,
 				Storage: jetstream.FileStorage, Description: "Kollect: latest row per key"})
@@ -222,7 +237,7 @@ func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
 		if err := s.nc.LastError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
 			// Retrying in the background cannot fix credentials or certificates.
-			return export.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
+			return sink.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
 		select {
 		case <-ctx.Done():
@@ -238,13 +253,13 @@ func (s *Sink) Probe(ctx context.Context) error {
 		return classify(fmt.Errorf("JetStream account info on %s: %w", s.servers, err))
 	}
 	if _, err := s.js.Stream(ctx, s.stream); errors.Is(err, jetstream.ErrStreamNotFound) && !s.create {
-		return export.Terminalf("stream %s does not exist and createStream is false", s.stream)
+		return sink.Terminalf("stream %s does not exist and createStream is false", s.stream)
 	} else if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return classify(fmt.Errorf("looking up stream %s: %w", s.stream, err))
 	}
 	if s.bucket != "" {
 		if _, err := s.js.KeyValue(ctx, s.bucket); errors.Is(err, jetstream.ErrBucketNotFound) && !s.create {
-			return export.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
+			return sink.Terminalf("key-value bucket %s does not exist and createStream is false", s.bucket)
 		} else if err != nil && !errors.Is(err, jetstream.ErrBucketNotFound) {
 			return classify(fmt.Errorf("looking up key-value bucket %s: %w", s.bucket, err))
 		}
@@ -253,10 +268,10 @@ func (s *Sink) Probe(ctx context.Context) error {
 }
 
 // Preview describes the messages an export publishes: subject, a sample key and headers.
-func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
 	// {kind} stays a placeholder: one subject per kind of the inventory's targets.
 	subject := strings.NewReplacer("{cluster}", token(cluster), "{inventory}", token(inventory)).Replace(s.template)
-	p := export.Preview{Destination: fmt.Sprintf("nats stream %s on %s", s.stream, s.servers), Paths: []string{subject}}
+	p := sink.Preview{Destination: fmt.Sprintf("nats stream %s on %s", s.stream, s.servers), Paths: []string{subject}}
 	if s.snapshot {
 		subject = Subject(s.template, cluster, inventory, snapshotKind)
 		p.Paths = []string{subject}
@@ -291,9 +306,9 @@ func isAuth(err error) bool {
 // classify marks errors that retrying cannot fix (credentials, certificates) as terminal.
 func classify(err error) error {
 	if isAuth(err) || sinktls.IsVerificationError(err) {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
-	return export.TransientError(err)
+	return sink.TransientError(err)
 }
 
 var _ eventbuf.Reporter = (*Sink)(nil)

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 // benchRows builds n rows of a realistic size (about 300 bytes of attributes).

@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -35,9 +35,9 @@ type settings struct {
 
 // resolve turns the spec and its Secrets into a pool configuration. A missing Secret or key is
 // terminal: retrying cannot help until someone fixes the configuration.
-func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env) (*settings, error) {
+func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env) (*settings, error) {
 	if spec == nil {
-		return nil, export.Terminalf("postgres sink %s/%s: spec.postgres is missing", env.Namespace, env.Name)
+		return nil, sink.Terminalf("postgres sink %s/%s: spec.postgres is missing", env.Namespace, env.Name)
 	}
 	s := &settings{schema: spec.Schema, table: spec.Table}
 	if s.schema == "" {
@@ -70,7 +70,7 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.
 	u.RawQuery = q.Encode()
 	cfg, err := pgxpool.ParseConfig(u.String())
 	if err != nil {
-		return nil, export.Terminalf("postgres sink %s/%s: invalid connection settings: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("postgres sink %s/%s: invalid connection settings: %w", env.Namespace, env.Name, err)
 	}
 	timeout := spec.StatementTimeout.Duration
 	if timeout <= 0 {
@@ -92,9 +92,9 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.
 }
 
 // credentials reads username and password from the secretRef.
-func credentials(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env) (user, password string, err error) {
+func credentials(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env) (user, password string, err error) {
 	if spec.SecretRef.Name == "" {
-		return "", "", export.Terminalf("postgres sink %s/%s: secretRef.name is empty", env.Namespace, env.Name)
+		return "", "", sink.Terminalf("postgres sink %s/%s: secretRef.name is empty", env.Namespace, env.Name)
 	}
 	data, err := secret(ctx, env, spec.SecretRef.Name)
 	if err != nil {
@@ -102,14 +102,14 @@ func credentials(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env exp
 	}
 	user = string(data["username"])
 	if user == "" {
-		return "", "", export.Terminalf("postgres sink %s/%s: Secret %s has no key username", env.Namespace, env.Name, spec.SecretRef.Name)
+		return "", "", sink.Terminalf("postgres sink %s/%s: Secret %s has no key username", env.Namespace, env.Name, spec.SecretRef.Name)
 	}
 	return user, string(data["password"]), nil
 }
 
-func secret(ctx context.Context, env export.Env, name string) (map[string][]byte, error) {
+func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, error) {
 	if env.Secrets == nil {
-		return nil, export.Terminalf("postgres sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, name)
+		return nil, sink.Terminalf("postgres sink %s/%s: no Secret reader to resolve %s", env.Namespace, env.Name, name)
 	}
 	data, err := env.Secrets(ctx, name)
 	if err != nil {
@@ -122,7 +122,7 @@ func secret(ctx context.Context, env export.Env, name string) (map[string][]byte
 // applyTLS adds the CA and client certificate from Secrets to the TLS configuration pgconn
 // derived from sslmode. pgconn's verify-ca check reads RootCAs from the same *tls.Config at
 // handshake time, so filling it in afterwards is enough.
-func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresSinkConfig, env export.Env) error {
+func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresSinkConfig, env sink.Env) error {
 	t := spec.TLS
 	if t == nil {
 		return nil
@@ -139,14 +139,14 @@ func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresS
 		}
 		pem := data[t.CASecretRef.Key]
 		if len(pem) == 0 {
-			return export.Terminalf("postgres sink %s/%s: Secret %s has no key %s", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
+			return sink.Terminalf("postgres sink %s/%s: Secret %s has no key %s", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
 		}
 		roots, err = x509.SystemCertPool()
 		if err != nil {
 			roots = x509.NewCertPool()
 		}
 		if !roots.AppendCertsFromPEM(pem) {
-			return export.Terminalf("postgres sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
+			return sink.Terminalf("postgres sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
 		}
 	}
 	var certs []tls.Certificate
@@ -157,7 +157,7 @@ func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresS
 		}
 		cert, err := tls.X509KeyPair(data["tls.crt"], data["tls.key"])
 		if err != nil {
-			return export.Terminalf("postgres sink %s/%s: client certificate in Secret %s: %w", env.Namespace, env.Name, t.ClientCertSecretRef.Name, err)
+			return sink.Terminalf("postgres sink %s/%s: client certificate in Secret %s: %w", env.Namespace, env.Name, t.ClientCertSecretRef.Name, err)
 		}
 		certs = []tls.Certificate{cert}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -59,10 +60,10 @@ func spec(db string) *v1alpha1.PostgresSinkConfig {
 	}
 }
 
-func secrets(user string) export.SecretGetter {
+func secrets(user string) sink.SecretGetter {
 	return func(_ context.Context, name string) (map[string][]byte, error) {
 		if name != "pg" {
-			return nil, export.Terminalf("secret %s not found", name)
+			return nil, sink.Terminalf("secret %s not found", name)
 		}
 		return map[string][]byte{"username": []byte(user)}, nil
 	}
@@ -72,7 +73,7 @@ func secrets(user string) export.SecretGetter {
 func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := &recorder{}
-	s, err := New(context.Background(), spec(db), testEnv(cluster), WithTracer(rec))
+	s, err := open(context.Background(), spec(db), testEnv(cluster), withTracer(rec))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -80,8 +81,8 @@ func newSink(tb testing.TB, db, cluster string) (*Sink, *recorder) {
 	return s, rec
 }
 
-func testEnv(cluster string) export.Env {
-	return export.Env{Cluster: cluster, Namespace: "kollect", Name: "pg", Secrets: secrets("postgres"), Log: logr.Discard()}
+func testEnv(cluster string) sink.Env {
+	return sink.Env{Cluster: cluster, Namespace: "kollect", Name: "pg", Secrets: secrets("postgres"), Log: logr.Discard()}
 }
 
 // connect opens a plain pool on db for assertions.
@@ -148,7 +149,7 @@ func writes(stmts []string) []string {
 	return out
 }
 
-// agent mimics the exporter: it diffs against the snapshot the sink accepted last and keeps
+// agent mimics the delivery worker: it diffs against the snapshot the sink accepted last and keeps
 // the accepted checksum as the inventory's status would.
 type agent struct {
 	sink               *Sink
@@ -166,9 +167,9 @@ func (a *agent) export(ctx context.Context, rows []export.Row) error {
 	return nil
 }
 
-func (a *agent) batch(rows []export.Row) *export.Batch {
+func (a *agent) batch(rows []export.Row) *sink.Batch {
 	next := export.NewSnapshot(append([]export.Row(nil), rows...))
-	b := &export.Batch{
+	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
 			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
 		Diff:             export.Compute(a.prev, next),

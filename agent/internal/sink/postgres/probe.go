@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Probe connects, checks the server answers, and checks the credentials may create the schema
@@ -33,11 +34,11 @@ func (s *Sink) Probe(ctx context.Context) error {
 	}
 	switch {
 	case !schemaExists && !canCreateSchema:
-		return export.Terminalf("postgres sink %s: schema %s does not exist and the user may not create it (grant CREATE on the database or create the schema)", s.dest, s.names.schema)
+		return sink.Terminalf("postgres sink %s: schema %s does not exist and the user may not create it (grant CREATE on the database or create the schema)", s.dest, s.names.schema)
 	case schemaExists && !canUseSchema:
-		return export.Terminalf("postgres sink %s: the user lacks USAGE and CREATE on schema %s", s.dest, s.names.schema)
+		return sink.Terminalf("postgres sink %s: the user lacks USAGE and CREATE on schema %s", s.dest, s.names.schema)
 	case tableExists && !canWrite:
-		return export.Terminalf("postgres sink %s: the user lacks SELECT, INSERT, UPDATE or DELETE on %s", s.dest, s.names.Rows())
+		return sink.Terminalf("postgres sink %s: the user lacks SELECT, INSERT, UPDATE or DELETE on %s", s.dest, s.names.Rows())
 	}
 	return nil
 }
@@ -45,8 +46,8 @@ func (s *Sink) Probe(ctx context.Context) error {
 // Preview lists the DDL the next export would run (pending migrations) and the statements of
 // an export of the inventory, with what the state table holds for it now. It only reads; when
 // the database is unreachable it still returns the full DDL and says so.
-func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (export.Preview, error) {
-	p := export.Preview{Destination: s.dest}
+func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Preview, error) {
+	p := sink.Preview{Destination: s.dest}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		p.Statements, _ = pending(ctx, nil, s.names)
@@ -100,31 +101,31 @@ func (s *Sink) exportStatements(cluster, inventory string) []string {
 // missing privileges, invalid names and TLS verification failures. Everything else (refused
 // connections, timeouts, serialization failures, a server shutting down) stays transient.
 func classify(err error) error {
-	if err == nil || export.ClassOf(err) == export.Terminal {
+	if err == nil || sink.ClassOf(err) == sink.Terminal {
 		return err
 	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
 		case pgErr.Code == "28P01", pgErr.Code == "28000": // invalid_password, invalid_authorization_specification
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		case pgErr.Code == "3D000": // invalid_catalog_name: the database does not exist
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		case pgErr.Code == "42501": // insufficient_privilege
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		case strings.HasPrefix(pgErr.Code, "42"), strings.HasPrefix(pgErr.Code, "22"): // syntax/access rule, data exception
-			return export.TerminalError(err)
+			return sink.TerminalError(err)
 		}
-		return export.TransientError(err)
+		return sink.TransientError(err)
 	}
 	var unknownAuthority x509.UnknownAuthorityError
 	var hostname x509.HostnameError
 	var invalid x509.CertificateInvalidError
 	if errors.As(err, &unknownAuthority) || errors.As(err, &hostname) || errors.As(err, &invalid) {
-		return export.TerminalError(err)
+		return sink.TerminalError(err)
 	}
 	if strings.Contains(err.Error(), "server refused TLS connection") {
-		return export.TerminalError(err) // sslmode asks for TLS the server does not offer
+		return sink.TerminalError(err) // sslmode asks for TLS the server does not offer
 	}
-	return export.TransientError(err)
+	return sink.TransientError(err)
 }

@@ -15,8 +15,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -57,14 +57,14 @@ func TestProbeClassifiesFailures(t *testing.T) {
 		name  string
 		edit  func(*v1alpha1.PostgresSinkConfig)
 		user  string
-		class export.ErrorClass
+		class sink.ErrorClass
 		msg   string
 	}{
-		{"unknown role is an auth failure", nil, "nobody", export.Terminal, "nobody"},
-		{"missing database", func(s *v1alpha1.PostgresSinkConfig) { s.Database = "nope" }, "postgres", export.Terminal, "nope"},
-		{"no privilege to create the schema", nil, "reader", export.Terminal, "may not create"},
-		{"connection refused", func(s *v1alpha1.PostgresSinkConfig) { s.Port = int32(closedPort) }, "postgres", export.Transient, "connect"},
-		{"TLS required but not offered", func(s *v1alpha1.PostgresSinkConfig) { s.SSLMode = "require" }, "postgres", export.Terminal, "TLS"},
+		{"unknown role is an auth failure", nil, "nobody", sink.Terminal, "nobody"},
+		{"missing database", func(s *v1alpha1.PostgresSinkConfig) { s.Database = "nope" }, "postgres", sink.Terminal, "nope"},
+		{"no privilege to create the schema", nil, "reader", sink.Terminal, "may not create"},
+		{"connection refused", func(s *v1alpha1.PostgresSinkConfig) { s.Port = int32(closedPort) }, "postgres", sink.Transient, "connect"},
+		{"TLS required but not offered", func(s *v1alpha1.PostgresSinkConfig) { s.SSLMode = "require" }, "postgres", sink.Terminal, "TLS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sp := spec(db)
@@ -73,7 +73,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 			}
 			env := testEnv("east")
 			env.Secrets = secrets(tc.user)
-			s, err := New(ctx, sp, env)
+			s, err := open(ctx, sp, env)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,7 +84,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 			if err == nil {
 				t.Fatal("probe succeeded")
 			}
-			if got := export.ClassOf(err); got != tc.class {
+			if got := sink.ClassOf(err); got != tc.class {
 				t.Fatalf("class %s, want %s: %v", got, tc.class, err)
 			}
 			if !strings.Contains(err.Error(), tc.msg) {
@@ -97,7 +97,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 	// without table privileges fails.
 	env := testEnv("east")
 	env.Secrets = secrets("writer")
-	w, err := New(ctx, spec(db), env)
+	w, err := open(ctx, spec(db), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +112,12 @@ func TestProbeClassifiesFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	env.Secrets = secrets("reader")
-	r, err := New(ctx, spec(db), env)
+	r, err := open(ctx, spec(db), env)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
-	if err := r.Probe(ctx); export.ClassOf(err) != export.Terminal || err == nil || !strings.Contains(err.Error(), "lacks SELECT") {
+	if err := r.Probe(ctx); sink.ClassOf(err) != sink.Terminal || err == nil || !strings.Contains(err.Error(), "lacks SELECT") {
 		t.Fatalf("reader without table privileges: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestPreviewListsPendingDDLThenOnlyExportStatements(t *testing.T) {
 	closedPort, _ := testenv.FreePort()
 	sp := spec(db)
 	sp.Port = int32(closedPort)
-	off, err := New(ctx, sp, testEnv("east"))
+	off, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +179,12 @@ func TestResolveSettings(t *testing.T) {
 		case "ca":
 			return map[string][]byte{"ca.crt": caPEM}, nil
 		}
-		return nil, export.Terminalf("no secret %s", name)
+		return nil, sink.Terminalf("no secret %s", name)
 	}
 	sp := &v1alpha1.PostgresSinkConfig{Host: "db.example", Database: "inv", SSLMode: "verify-full",
 		SecretRef: v1alpha1.SecretReference{Name: "pg"}, StatementTimeout: metav1.Duration{Duration: 5 * time.Second},
 		MaxConnections: 7, TLS: &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}, ServerName: "pg.internal"}}
-	env := export.Env{Namespace: "ns", Name: "s", Secrets: getter}
+	env := sink.Env{Namespace: "ns", Name: "s", Secrets: getter}
 	st, err := resolve(ctx, sp, env)
 	if err != nil {
 		t.Fatal(err)
@@ -204,12 +204,12 @@ func TestResolveSettings(t *testing.T) {
 	}
 
 	sp.TLS.CASecretRef.Key = "missing"
-	if _, err := resolve(ctx, sp, env); export.ClassOf(err) != export.Terminal {
+	if _, err := resolve(ctx, sp, env); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("missing CA key: %v", err)
 	}
 	sp.TLS = nil
 	sp.SecretRef.Name = "absent"
-	if _, err := resolve(ctx, sp, env); export.ClassOf(err) != export.Terminal {
+	if _, err := resolve(ctx, sp, env); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("missing secret: %v", err)
 	}
 	sp.SecretRef.Name = "pg"
@@ -217,8 +217,8 @@ func TestResolveSettings(t *testing.T) {
 	if st, err := resolve(ctx, sp, env); err != nil || st.poolConfig.ConnConfig.TLSConfig != nil {
 		t.Fatalf("sslmode disable: %v", err)
 	}
-	if _, err := New(ctx, &v1alpha1.PostgresSinkConfig{Host: "h", Database: "d", Table: strings.Repeat("t", 55),
-		SecretRef: v1alpha1.SecretReference{Name: "pg"}}, env); export.ClassOf(err) != export.Terminal || err == nil {
+	if _, err := open(ctx, &v1alpha1.PostgresSinkConfig{Host: "h", Database: "d", Table: strings.Repeat("t", 55),
+		SecretRef: v1alpha1.SecretReference{Name: "pg"}}, env); sink.ClassOf(err) != sink.Terminal || err == nil {
 		t.Fatalf("a table name too long for the view names: %v", err)
 	}
 }

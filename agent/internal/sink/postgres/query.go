@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Querier is a pool, connection or transaction.
@@ -19,7 +20,7 @@ type Querier interface {
 
 // Query reads rows of the sink's table in schema matching f, ordered by cluster, kind,
 // namespace and name. It is what `kollect query` runs against a Postgres sink.
-func Query(ctx context.Context, db Querier, schema, table string, f export.RowFilter) ([]export.StoredRow, error) {
+func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilter) ([]sink.StoredRow, error) {
 	n := names{schema: schema, table: table}
 	var where []string
 	var args []any
@@ -54,8 +55,8 @@ func Query(ctx context.Context, db Querier, schema, table string, f export.RowFi
 	if err != nil {
 		return nil, fmt.Errorf("querying %s: %w", n.Rows(), err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (export.StoredRow, error) {
-		var rec export.StoredRow
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sink.StoredRow, error) {
+		var rec sink.StoredRow
 		var attrs []byte
 		err := r.Scan(&rec.Cluster, &rec.Inventory, &rec.Target, &rec.Group, &rec.Version, &rec.Kind,
 			&rec.Namespace, &rec.Name, &rec.UID, &attrs, &rec.FirstSeen, &rec.UpdatedAt)
@@ -85,6 +86,6 @@ func canonical(raw []byte) json.RawMessage {
 }
 
 // Query reads rows of this sink's table; see the package-level Query.
-func (s *Sink) Query(ctx context.Context, f export.RowFilter) ([]export.StoredRow, error) {
+func (s *Sink) Query(ctx context.Context, f sink.RowFilter) ([]sink.StoredRow, error) {
 	return Query(ctx, s.pool, s.names.schema, s.names.table, f)
 }

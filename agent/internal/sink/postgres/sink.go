@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -18,7 +19,7 @@ import (
 // (cluster, inventory) are serialised by an advisory lock in the database, so even two agents
 // misconfigured with the same cluster name cannot interleave.
 type Sink struct {
-	env   export.Env
+	env   sink.Env
 	names names
 	dest  string
 	pool  *pgxpool.Pool
@@ -28,35 +29,48 @@ type Sink struct {
 	migrated bool
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// Option adjusts a sink before its pool is created.
-type Option func(*pgxpool.Config)
+// option adjusts a sink before its pool is created.
+type option func(*pgxpool.Config)
 
-// WithTracer installs a pgx tracer on every connection (statement counting in tests, or
-// logging).
-func WithTracer(t pgx.QueryTracer) Option {
+// withTracer installs a pgx tracer on every connection (statement counting in tests).
+func withTracer(t pgx.QueryTracer) option {
 	return func(c *pgxpool.Config) { c.ConnConfig.Tracer = t }
 }
 
-// New builds a sink from its spec. It does not connect: the pool dials on first use, so an
+// New is the postgres backend's entry in the sink table: it builds the sink from a
+// KollectDatabaseSink of type postgres.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.DatabaseSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec.Postgres, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds a sink from its spec. It does not connect: the pool dials on first use, so an
 // unreachable database surfaces as a transient Export or Probe error rather than a failure to
 // build the sink.
-func New(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env export.Env, opts ...Option) (*Sink, error) {
+func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, opts ...option) (*Sink, error) {
 	s, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err
 	}
 	n := names{schema: s.schema, table: s.table}
 	if err := n.validate(); err != nil {
-		return nil, export.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	for _, o := range opts {
 		o(s.poolConfig)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, s.poolConfig)
 	if err != nil {
-		return nil, export.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
+		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	return &Sink{env: env, names: n, dest: s.destination, pool: pool}, nil
 }
@@ -88,7 +102,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 // Export writes the batch in one transaction; see the package documentation for the three
 // paths. It is idempotent: re-sending a batch that was committed finds the checksum in the
 // state table and writes nothing.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	if err := checkBatch(s.env.Cluster, b); err != nil {
 		return err
@@ -106,7 +120,7 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 			s.mu.Lock()
 			s.migrated = false
 			s.mu.Unlock()
-			return export.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
+			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
 		return classify(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 	}
@@ -121,18 +135,18 @@ func missingObject(err error) bool {
 
 // checkBatch refuses rows of another cluster or inventory: every delete is bounded by the
 // envelope's cluster and inventory, and a stray row would escape that bound.
-func checkBatch(cluster string, b *export.Batch) error {
+func checkBatch(cluster string, b *sink.Batch) error {
 	env := &b.Envelope
 	if env.Cluster == "" || env.Inventory == "" {
-		return export.Terminalf("postgres sink: envelope without cluster or inventory")
+		return sink.Terminalf("postgres sink: envelope without cluster or inventory")
 	}
 	if cluster != "" && env.Cluster != cluster {
-		return export.Terminalf("postgres sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
+		return sink.Terminalf("postgres sink: envelope of cluster %q sent to the sink of cluster %q", env.Cluster, cluster)
 	}
 	check := func(rows []export.Row) error {
 		for i := range rows {
 			if rows[i].Cluster != env.Cluster || rows[i].Inventory != env.Inventory {
-				return export.Terminalf("postgres sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
+				return sink.Terminalf("postgres sink: row %s does not belong to %s/%s", rows[i].Key(), env.Cluster, env.Inventory)
 			}
 		}
 		return nil

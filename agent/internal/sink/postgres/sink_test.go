@@ -11,7 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {
@@ -81,13 +82,13 @@ func TestSameInventoryNameInTwoClustersOnlyDiffersByCluster(t *testing.T) {
 	s, _ := newSink(t, db, "east")
 	// A sink refuses rows of another cluster: its deletes are bounded by its own cluster.
 	b := (&agent{sink: s, cluster: "west", inventory: "apps"}).batch(sinktest.Deployments("west", "apps", 1, 1))
-	if err := s.Export(ctx, b); export.ClassOf(err) != export.Terminal {
+	if err := s.Export(ctx, b); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("exporting west's rows through east's sink: %v", err)
 	}
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
 	bad.Envelope.Rows[1].Cluster = "west"
-	if err := s.Export(ctx, bad); export.ClassOf(err) != export.Terminal {
+	if err := s.Export(ctx, bad); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("a stray row of another cluster was accepted: %v", err)
 	}
 }
@@ -119,7 +120,7 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 	}
 
 	// A restart: a new sink instance, the previous checksum from the inventory's status and a
-	// Full diff because the exporter lost its snapshot. Still nothing is written.
+	// Full diff because the delivery worker lost its snapshot. Still nothing is written.
 	s2, rec2 := newSink(t, db, "east")
 	restarted := &agent{sink: s2, cluster: "east", inventory: "apps", lastChecksum: a.lastChecksum}
 	if err := restarted.export(ctx, rows); err != nil {
@@ -272,13 +273,13 @@ func TestInterruptedExportConverges(t *testing.T) {
 			if err == nil {
 				t.Fatal("the interrupted export succeeded")
 			}
-			if export.ClassOf(err) != export.Transient {
-				t.Fatalf("an interrupted export is %s: %v", export.ClassOf(err), err)
+			if sink.ClassOf(err) != sink.Transient {
+				t.Fatalf("an interrupted export is %s: %v", sink.ClassOf(err), err)
 			}
 			if got := stored(t, pool, "east"); len(got) != len(committed) || got[next[0].UID] != committed[next[0].UID] {
 				t.Fatalf("the interrupted export left a partial write: %d rows", len(got))
 			}
-			// The exporter retries the same batch (its PreviousChecksum is still the committed one).
+			// The delivery worker retries the same batch (its PreviousChecksum is still the committed one).
 			if err := a.export(ctx, next); err != nil {
 				t.Fatal(err)
 			}
@@ -310,7 +311,7 @@ func TestLargeUnicodeNestedAttributesRoundTrip(t *testing.T) {
 	if err := a.export(ctx, []export.Row{row}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Query(ctx, export.RowFilter{Cluster: "east"})
+	got, err := s.Query(ctx, sink.RowFilter{Cluster: "east"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestCustomSchemaAndTableNamesAreQuoted(t *testing.T) {
 	db := newDatabase(t)
 	sp := spec(db)
 	sp.Schema, sp.Table = "select", "order" // reserved words only work quoted
-	s, err := New(ctx, sp, testEnv("east"))
+	s, err := open(ctx, sp, testEnv("east"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +420,7 @@ func TestDroppedTableIsRecreatedOnRetry(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1))
-	if err == nil || export.ClassOf(err) != export.Transient {
+	if err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Fatalf("export into a dropped schema: %v", err)
 	}
 	if err := a.export(ctx, sinktest.Deployments("east", "apps", 4, 1)); err != nil {

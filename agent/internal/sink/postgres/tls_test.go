@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -33,11 +33,11 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 			}
 			return map[string][]byte{"username": []byte("postgres"), "password": []byte("unused")}, nil
 		}
-		s, err := New(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
+		s, err := open(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
 			Schema: "kollect", Table: "rows", SSLMode: "verify-full", SecretRef: v1alpha1.SecretReference{Name: "pg"},
 			TLS:              &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "pg-ca", Key: "ca.crt"}},
 			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
-			export.Env{Cluster: "east", Namespace: "ns", Name: "db", Secrets: secrets})
+			sink.Env{Cluster: "east", Namespace: "ns", Name: "db", Secrets: secrets})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 		t.Fatalf("verify-full with the server's CA: %v", err)
 	}
 	err = sinkWith(otherCA).Probe(ctx)
-	if err == nil || export.ClassOf(err) != export.Terminal {
-		t.Fatalf("verify-full with another CA: %v (class %s), want a terminal error", err, export.ClassOf(err))
+	if err == nil || sink.ClassOf(err) != sink.Terminal {
+		t.Fatalf("verify-full with another CA: %v (class %s), want a terminal error", err, sink.ClassOf(err))
 	}
 }

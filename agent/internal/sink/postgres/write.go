@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // stageTable is the per-transaction staging table; ON COMMIT DROP (and rollback) removes it,
@@ -38,7 +39,7 @@ func (m mode) String() string {
 }
 
 // decide picks the path from the stored checksum (empty when the state row is missing).
-func decide(stored string, found bool, b *export.Batch) mode {
+func decide(stored string, found bool, b *sink.Batch) mode {
 	switch {
 	case found && stored == b.Envelope.Checksum && !b.Resync:
 		return modeUnchanged
@@ -49,7 +50,7 @@ func decide(stored string, found bool, b *export.Batch) mode {
 	}
 }
 
-func (w *writer) export(ctx context.Context, b *export.Batch) error {
+func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	// Serialise exports of this (cluster, inventory) across agents and pool connections; the
 	// next statement's snapshot then sees whatever the previous holder committed.
 	lockKey := w.n.schema + "." + w.n.table + "/" + w.cluster + "/" + w.inventory

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
-func benchBatches(b *testing.B, cluster string, n int) [3]*export.Batch {
+func benchBatches(b *testing.B, cluster string, n int) [3]*sink.Batch {
 	rows := make([]export.Row, n)
 	for i := range rows {
 		name := fmt.Sprintf("app-%06d", i)
@@ -29,11 +30,11 @@ func benchBatches(b *testing.B, cluster string, n int) [3]*export.Batch {
 	}
 	changed := append([]export.Row(nil), rows...)
 	changed[n/2].Attributes = []byte(`{"replicas":99}`)
-	var out [3]*export.Batch
+	var out [3]*sink.Batch
 	var prev *export.Snapshot
 	for i, rs := range [][]export.Row{rows, changed, changed} {
 		snap := export.NewSnapshot(append([]export.Row(nil), rs...))
-		out[i] = &export.Batch{
+		out[i] = &sink.Batch{
 			Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: "workloads",
 				Generation: int64(i + 1), ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 			Diff: export.Compute(prev, snap),

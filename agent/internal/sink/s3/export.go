@@ -14,7 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 )
 
@@ -28,11 +28,11 @@ type Stats = snapshot.Publication
 func (s *Sink) LastStats() Stats { return s.last }
 
 // errConflict marks a manifest that changed under us: another writer of this cluster and
-// inventory. The exporter retries; the next attempt reads the new manifest.
+// inventory. The delivery worker retries; the next attempt reads the new manifest.
 var errConflict = errors.New("manifest changed concurrently")
 
 // Export writes the documents that changed, then the manifest, then prunes.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	manifestKey := s.key(snapshot.ManifestPath(b.Envelope.Cluster, b.Envelope.Inventory))
 	st, err := snapshot.Publish[string](ctx, s.opts, objects{s}, manifestKey, b)
 	if err != nil {
@@ -73,7 +73,7 @@ func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest
 	defer out.Body.Close()
 	raw, err := io.ReadAll(out.Body)
 	if err != nil {
-		return nil, "", export.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
+		return nil, "", sink.TransientError(fmt.Errorf("reading manifest %s: %w", key, err))
 	}
 	m, err := snapshot.ParseManifest(raw)
 	if err != nil {
@@ -137,7 +137,7 @@ func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
 	close(work)
 	wg.Wait()
 	if firstErr == nil && ctx.Err() != nil {
-		return export.TransientError(ctx.Err())
+		return sink.TransientError(ctx.Err())
 	}
 	return firstErr
 }
@@ -186,7 +186,7 @@ func (s *Sink) putManifest(ctx context.Context, key string, data []byte, etag st
 	case err == nil:
 		return nil
 	case st == http.StatusPreconditionFailed || st == http.StatusConflict:
-		return export.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
+		return sink.TransientError(fmt.Errorf("writing manifest %s: %w: %v", key, errConflict, err))
 	case st == http.StatusNotImplemented:
 		in.IfMatch, in.IfNoneMatch = nil, nil
 		in.Body = bytes.NewReader(data)
@@ -213,7 +213,7 @@ func (s *Sink) deleteAll(ctx context.Context, paths []string) error {
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
-			return export.TransientError(fmt.Errorf("deleting %s: %s: %s (and %d more)", aws.ToString(e.Key),
+			return sink.TransientError(fmt.Errorf("deleting %s: %s: %s (and %d more)", aws.ToString(e.Key),
 				aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1))
 		}
 	}

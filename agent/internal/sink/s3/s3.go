@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -33,19 +33,33 @@ const (
 type Sink struct {
 	cfg    v1alpha1.S3SinkConfig
 	opts   snapshot.Options
-	env    export.Env
+	env    sink.Env
 	client *s3.Client
 	prefix string
 	// last describes the latest export, for logs and tests.
 	last Stats
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds an S3 sink from a KollectSnapshotSink spec of type s3.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
+// New is the s3 backend's entry in the sink table: it builds the sink from a
+// KollectSnapshotSink of type s3.
+func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+	spec, err := sink.SnapshotSpec(obj)
+	if err != nil {
+		return nil, err
+	}
+	s, err := open(ctx, spec, env)
+	if err != nil {
+		return nil, err // never a nil *Sink in a non-nil interface
+	}
+	return s, nil
+}
+
+// open builds an S3 sink from a KollectSnapshotSink spec of type s3.
+func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.Env) (*Sink, error) {
 	if spec.S3 == nil {
-		return nil, export.Terminalf("spec.s3 is required for an s3 sink")
+		return nil, sink.Terminalf("spec.s3 is required for an s3 sink")
 	}
 	cfg := *spec.S3
 	opts, err := snapshot.NewOptions(spec.Serialization, spec.Layout, v1alpha1.FormatYAML, true)
@@ -56,7 +70,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 		cfg.Region = "us-east-1"
 	}
 	if cfg.KMSKeyID != "" && cfg.ServerSideEncryption != "aws:kms" {
-		return nil, export.Terminalf("kmsKeyID requires serverSideEncryption aws:kms")
+		return nil, sink.Terminalf("kmsKeyID requires serverSideEncryption aws:kms")
 	}
 	loadOpts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
 	if cfg.SecretRef != nil {
@@ -75,7 +89,7 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
-		return nil, export.TerminalError(fmt.Errorf("loading AWS configuration: %w", err))
+		return nil, sink.TerminalError(fmt.Errorf("loading AWS configuration: %w", err))
 	}
 	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
 		if cfg.Endpoint != "" {
@@ -90,9 +104,9 @@ func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export
 	return &Sink{cfg: cfg, opts: opts, env: env, client: client, prefix: prefix}, nil
 }
 
-func staticCredentials(ctx context.Context, env export.Env, name string) (aws.CredentialsProvider, error) {
+func staticCredentials(ctx context.Context, env sink.Env, name string) (aws.CredentialsProvider, error) {
 	if env.Secrets == nil {
-		return nil, export.Terminalf("secret %s: no secret reader configured", name)
+		return nil, sink.Terminalf("secret %s: no secret reader configured", name)
 	}
 	data, err := env.Secrets(ctx, name)
 	if err != nil {
@@ -100,16 +114,16 @@ func staticCredentials(ctx context.Context, env export.Env, name string) (aws.Cr
 	}
 	id, key := strings.TrimSpace(string(data[KeyAccessKeyID])), strings.TrimSpace(string(data[KeySecretAccessKey]))
 	if id == "" || key == "" {
-		return nil, export.Terminalf("secret %s needs %s and %s", name, KeyAccessKeyID, KeySecretAccessKey)
+		return nil, sink.Terminalf("secret %s needs %s and %s", name, KeyAccessKeyID, KeySecretAccessKey)
 	}
 	return credentials.NewStaticCredentialsProvider(id, key, strings.TrimSpace(string(data[KeySessionToken]))), nil
 }
 
-func tlsClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*awshttp.BuildableClient, error) {
+func tlsClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*awshttp.BuildableClient, error) {
 	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, for tests
 	if ref := t.CASecretRef; ref != nil {
 		if env.Secrets == nil {
-			return nil, export.Terminalf("secret %s: no secret reader configured", ref.Name)
+			return nil, sink.Terminalf("secret %s: no secret reader configured", ref.Name)
 		}
 		data, err := env.Secrets(ctx, ref.Name)
 		if err != nil {
@@ -120,7 +134,7 @@ func tlsClient(ctx context.Context, env export.Env, t *v1alpha1.TLSConfig) (*aws
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(data[ref.Key]) {
-			return nil, export.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
+			return nil, sink.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
 		}
 		tc.RootCAs = pool
 	}
@@ -144,23 +158,23 @@ func classify(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) && terminalCodes[apiErr.ErrorCode()] {
-		return export.TerminalError(wrapped)
+		return sink.TerminalError(wrapped)
 	}
 	var re *awshttp.ResponseError
 	if errors.As(err, &re) {
 		switch re.HTTPStatusCode() {
 		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
-			return export.TerminalError(wrapped)
+			return sink.TerminalError(wrapped)
 		}
 	}
 	var dnsErr *net.DNSError
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return export.TerminalError(wrapped) // a misspelt endpoint
+		return sink.TerminalError(wrapped) // a misspelt endpoint
 	}
 	if isCertificateError(err) {
-		return export.TerminalError(wrapped) // untrusted until the TLS settings change
+		return sink.TerminalError(wrapped) // untrusted until the TLS settings change
 	}
-	return export.TransientError(wrapped)
+	return sink.TransientError(wrapped)
 }
 
 func isNotFound(err error) bool {
@@ -193,7 +207,7 @@ func (s *Sink) Probe(ctx context.Context) error {
 }
 
 // Preview shows the bucket, a sample object key and the manifest key, without requests.
-func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
 	dest := "s3://" + s.cfg.Bucket + "/" + s.prefix + " (region " + s.cfg.Region
 	if s.cfg.Endpoint != "" {
 		dest += ", endpoint " + s.cfg.Endpoint
@@ -201,7 +215,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Pre
 	if s.cfg.ServerSideEncryption != "" {
 		dest += ", encryption " + string(s.cfg.ServerSideEncryption)
 	}
-	return export.Preview{
+	return sink.Preview{
 		Destination: dest + ")",
 		Paths:       []string{s.key(s.opts.SamplePath(cluster, inventory)), s.key(snapshot.ManifestPath(cluster, inventory))},
 	}, nil

@@ -21,6 +21,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
@@ -68,9 +69,9 @@ func newSink(t testing.TB, cluster, bucket string, ser v1alpha1.Serialization, m
 		S3: &v1alpha1.S3SinkConfig{Bucket: bucket, Prefix: "fleet/", Endpoint: server.Endpoint, UsePathStyle: true,
 			SecretRef: &v1alpha1.SecretReference{Name: "s3-keys"}},
 		Serialization: ser, Layout: v1alpha1.Layout{Mode: mode}}
-	env := export.Env{Cluster: cluster, Namespace: "kollect", Name: "bucket", CacheDir: t.TempDir(), Log: logr.Discard(),
+	env := sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bucket", CacheDir: t.TempDir(), Log: logr.Discard(),
 		Secrets: func(context.Context, string) (map[string][]byte, error) { return secret, nil }}
-	s, err := New(context.Background(), spec, env)
+	s, err := open(context.Background(), spec, env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +93,10 @@ type exporter struct {
 	gen  int64
 }
 
-func (e *exporter) batch(rows ...export.Row) *export.Batch {
+func (e *exporter) batch(rows ...export.Row) *sink.Batch {
 	snap := export.NewSnapshot(append([]export.Row(nil), rows...))
 	e.gen++
-	b := &export.Batch{
+	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
@@ -303,7 +304,7 @@ func TestManifestWriteIsConditional(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = s.putManifest(context.Background(), key, []byte("{}"), aws.ToString(head.ETag))
-	if err == nil || export.ClassOf(err) != export.Transient || !strings.Contains(err.Error(), errConflict.Error()) {
+	if err == nil || sink.ClassOf(err) != sink.Transient || !strings.Contains(err.Error(), errConflict.Error()) {
 		t.Fatalf("stale If-Match: %v", err)
 	}
 	if err := s.putManifest(context.Background(), key, []byte("{}"), ""); err == nil {
@@ -324,14 +325,14 @@ func TestProbeAndPreview(t *testing.T) {
 	for name, tc := range map[string]struct {
 		bucket string
 		secret map[string][]byte
-		class  export.ErrorClass
+		class  sink.ErrorClass
 	}{
-		"missing bucket": {"no-such-bucket", nil, export.Terminal},
-		"wrong secret":   {bucket, map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte("wrong")}, export.Terminal},
-		"unknown key":    {bucket, map[string][]byte{"accessKeyID": []byte("nobody"), "secretAccessKey": []byte("x")}, export.Terminal},
+		"missing bucket": {"no-such-bucket", nil, sink.Terminal},
+		"wrong secret":   {bucket, map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte("wrong")}, sink.Terminal},
+		"unknown key":    {bucket, map[string][]byte{"accessKeyID": []byte("nobody"), "secretAccessKey": []byte("x")}, sink.Terminal},
 	} {
 		err := newSink(t, "east", tc.bucket, v1alpha1.Serialization{}, "", tc.secret).Probe(ctx)
-		if err == nil || export.ClassOf(err) != tc.class {
+		if err == nil || sink.ClassOf(err) != tc.class {
 			t.Errorf("%s: want %s, got %v", name, tc.class, err)
 		}
 	}
@@ -339,11 +340,11 @@ func TestProbeAndPreview(t *testing.T) {
 	port, _ := testenv.FreePort()
 	s.client = s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(fmt.Sprintf("http://127.0.0.1:%d", port)), UsePathStyle: true,
 		Credentials: credentials.NewStaticCredentialsProvider("a", "b", "")})
-	if err := s.Probe(ctx); err == nil || export.ClassOf(err) != export.Transient {
+	if err := s.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Transient {
 		t.Errorf("unreachable: %v", err)
 	}
-	if _, err := New(ctx, &v1alpha1.KollectSnapshotSinkSpec{S3: &v1alpha1.S3SinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "x"}}},
-		export.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }}); export.ClassOf(err) != export.Terminal {
+	if _, err := open(ctx, &v1alpha1.KollectSnapshotSinkSpec{S3: &v1alpha1.S3SinkConfig{Bucket: "b", SecretRef: &v1alpha1.SecretReference{Name: "x"}}},
+		sink.Env{Secrets: func(context.Context, string) (map[string][]byte, error) { return map[string][]byte{}, nil }}); sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("secret without keys: %v", err)
 	}
 

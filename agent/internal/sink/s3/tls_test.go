@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -29,19 +29,19 @@ func TestCustomCA(t *testing.T) {
 		if withCA {
 			spec.S3.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
 		}
-		env := export.Env{Cluster: "east", Log: logr.Discard(), Secrets: func(_ context.Context, name string) (map[string][]byte, error) {
+		env := sink.Env{Cluster: "east", Log: logr.Discard(), Secrets: func(_ context.Context, name string) (map[string][]byte, error) {
 			if name == "ca" {
 				return map[string][]byte{"ca.crt": caPEM}, nil
 			}
 			return map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte(server.SecretKey)}, nil
 		}}
-		s, err := New(context.Background(), spec, env)
+		s, err := open(context.Background(), spec, env)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	if err := build(false).Probe(context.Background()); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := build(false).Probe(context.Background()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("unknown authority: want a terminal error, got %v", err)
 	}
 	s := build(true)

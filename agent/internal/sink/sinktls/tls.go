@@ -7,13 +7,13 @@ import (
 	"errors"
 	"fmt"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/api/v1alpha1"
 )
 
 // Config builds the client TLS configuration, nil when TLS is off. Certificates come from
 // Secrets in the sink's namespace; a custom CA is trusted in addition to the system pool.
-func Config(ctx context.Context, t *v1alpha1.TLSConfig, secrets export.SecretGetter) (*tls.Config, error) {
+func Config(ctx context.Context, t *v1alpha1.TLSConfig, secrets sink.SecretGetter) (*tls.Config, error) {
 	if t == nil || !(t.Enabled || t.CASecretRef != nil || t.ClientCertSecretRef != nil || t.InsecureSkipVerify) {
 		return nil, nil
 	}
@@ -28,7 +28,7 @@ func Config(ctx context.Context, t *v1alpha1.TLSConfig, secrets export.SecretGet
 			pool = x509.NewCertPool()
 		}
 		if !pool.AppendCertsFromPEM(data[ref.Key]) {
-			return nil, export.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
+			return nil, sink.Terminalf("secret %s key %s holds no PEM certificate", ref.Name, ref.Key)
 		}
 		cfg.RootCAs = pool
 	}
@@ -39,7 +39,7 @@ func Config(ctx context.Context, t *v1alpha1.TLSConfig, secrets export.SecretGet
 		}
 		cert, err := tls.X509KeyPair(data["tls.crt"], data["tls.key"])
 		if err != nil {
-			return nil, export.Terminalf("client certificate in secret %s: %w", ref.Name, err)
+			return nil, sink.Terminalf("client certificate in secret %s: %w", ref.Name, err)
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

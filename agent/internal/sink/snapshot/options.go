@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -63,26 +63,26 @@ func NewOptions(ser v1alpha1.Serialization, layout v1alpha1.Layout, defaultForma
 	switch o.Format {
 	case v1alpha1.FormatYAML, v1alpha1.FormatJSON, v1alpha1.FormatNDJSON, v1alpha1.FormatCSV, v1alpha1.FormatParquet:
 	default:
-		return o, export.Terminalf("unknown serialization format %q", o.Format)
+		return o, sink.Terminalf("unknown serialization format %q", o.Format)
 	}
 	switch o.Compression {
 	case v1alpha1.CompressionNone:
 	case v1alpha1.CompressionGzip, v1alpha1.CompressionZstd:
 		if !allowCompression {
-			return o, export.Terminalf("compression %s is only supported by object stores", o.Compression)
+			return o, sink.Terminalf("compression %s is only supported by object stores", o.Compression)
 		}
 	default:
-		return o, export.Terminalf("unknown compression %q", o.Compression)
+		return o, sink.Terminalf("unknown compression %q", o.Compression)
 	}
 	allowed, ok := allowedPerMode[o.Mode]
 	if !ok {
-		return o, export.Terminalf("unknown layout mode %q", o.Mode)
+		return o, sink.Terminalf("unknown layout mode %q", o.Mode)
 	}
 	if o.Template == "" {
 		o.Template = DefaultTemplates[o.Mode]
 	}
 	if err := checkTemplate(o.Template, allowed); err != nil {
-		return o, export.TerminalError(fmt.Errorf("layout %s: %w", o.Mode, err))
+		return o, sink.TerminalError(fmt.Errorf("layout %s: %w", o.Mode, err))
 	}
 	return o, nil
 }

@@ -3,7 +3,7 @@ package snapshot
 import (
 	"context"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // ObjectStore is an object store a snapshot sink publishes to (S3, GCS). V is the store's
@@ -30,7 +30,7 @@ type Publication struct {
 // trusts the manifest never sees a torn export. Unchanged stores are not written at all, and
 // when the store holds the previous snapshot only the documents the diff touches are
 // rendered.
-func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manifestKey string, b *export.Batch) (Publication, error) {
+func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manifestKey string, b *sink.Batch) (Publication, error) {
 	old, version, err := store.ReadManifest(ctx, manifestKey)
 	if err != nil {
 		return Publication{}, err

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -48,7 +49,7 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 		}
 		data, err := o.encode(env.Cluster, env.Inventory, groups[p], known)
 		if err != nil {
-			return nil, export.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
+			return nil, sink.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
 		}
 		sum := sha256.Sum256(data)
 		files[i] = File{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: len(data), Rows: len(groups[p]), Data: data}
@@ -179,7 +180,7 @@ func (o Options) RenderChanged(env *export.Envelope, d *export.Diff) (*Partial, 
 		}
 		data, err := o.encode(env.Cluster, env.Inventory, rows, known)
 		if err != nil {
-			return nil, export.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
+			return nil, sink.TerminalError(fmt.Errorf("rendering %s: %w", p, err))
 		}
 		sum := sha256.Sum256(data)
 		out.Files = append(out.Files, File{Path: p, SHA256: hex.EncodeToString(sum[:]), Size: len(data), Rows: len(rows), Data: data})

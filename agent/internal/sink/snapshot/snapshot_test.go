@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -69,7 +70,7 @@ func TestOptionsRefuseAmbiguousTemplates(t *testing.T) {
 		{v1alpha1.LayoutDocument, "", v1alpha1.CompressionGzip, false},
 	} {
 		_, err := NewOptions(v1alpha1.Serialization{Compression: tc.comp}, v1alpha1.Layout{Mode: tc.mode, PathTemplate: tc.template}, v1alpha1.FormatYAML, tc.allow)
-		if err == nil || export.ClassOf(err) != export.Terminal {
+		if err == nil || sink.ClassOf(err) != sink.Terminal {
 			t.Errorf("%s %q: want a terminal error, got %v", tc.mode, tc.template, err)
 		}
 	}

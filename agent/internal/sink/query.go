@@ -1,6 +1,10 @@
-package export
+package sink
 
-import "time"
+import (
+	"time"
+
+	"kollect.dev/agent/internal/export"
+)
 
 // RowFilter selects stored rows for the database sinks' Query (and `kollect query`). Empty
 // fields match everything. Attributes match by containment: {"labels": {"team": "a"}} matches
@@ -14,7 +18,7 @@ type RowFilter struct {
 
 // StoredRow is a row as a database sink holds it, with its bookkeeping times.
 type StoredRow struct {
-	Row
+	export.Row
 	FirstSeen time.Time `json:"firstSeen"`
 	UpdatedAt time.Time `json:"updatedAt"`
 }

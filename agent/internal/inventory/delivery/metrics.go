@@ -1,14 +1,14 @@
-package exporter
+package delivery
 
 import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
-// Metrics are the exporter's Prometheus metrics. A nil *Metrics records nothing.
+// Metrics are the delivery workers' Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
 	duration    *prometheus.HistogramVec
 	errors      *prometheus.CounterVec
@@ -16,7 +16,7 @@ type Metrics struct {
 	rows        *prometheus.GaugeVec
 }
 
-// NewMetrics registers the exporter's metrics with reg.
+// NewMetrics registers the delivery workers' metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -37,20 +37,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) observe(sink, _ string, d time.Duration, err error) {
+func (m *Metrics) observe(name, _ string, d time.Duration, err error) {
 	if m == nil {
 		return
 	}
-	m.duration.WithLabelValues(sink).Observe(d.Seconds())
+	m.duration.WithLabelValues(name).Observe(d.Seconds())
 	if err != nil {
-		m.errors.WithLabelValues(sink, string(export.ClassOf(err))).Inc()
+		m.errors.WithLabelValues(name, string(sink.ClassOf(err))).Inc()
 	}
 }
 
-func (m *Metrics) success(sink, inventory string, at time.Time, rows int) {
+func (m *Metrics) success(name, inventory string, at time.Time, rows int) {
 	if m == nil {
 		return
 	}
-	m.lastSuccess.WithLabelValues(sink, inventory).Set(float64(at.Unix()))
-	m.rows.WithLabelValues(sink, inventory).Set(float64(rows))
+	m.lastSuccess.WithLabelValues(name, inventory).Set(float64(at.Unix()))
+	m.rows.WithLabelValues(name, inventory).Set(float64(rows))
 }

@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -32,20 +32,20 @@ func TestHTTPSWithCustomCA(t *testing.T) {
 		if withCA {
 			cfg.TLS = &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
 		}
-		env := export.Env{Cluster: "east", CacheDir: t.TempDir(), Log: logr.Discard(),
+		env := sink.Env{Cluster: "east", CacheDir: t.TempDir(), Log: logr.Discard(),
 			Secrets: func(_ context.Context, name string) (map[string][]byte, error) {
 				if name == "ca" {
 					return map[string][]byte{"ca.crt": caPEM}, nil
 				}
 				return map[string][]byte{"username": []byte(user), "password": []byte(pass)}, nil
 			}}
-		s, err := NewFromConfig(context.Background(), cfg, v1alpha1.Serialization{}, v1alpha1.Layout{}, env, "oauth2")
+		s, err := Open(context.Background(), cfg, v1alpha1.Serialization{}, v1alpha1.Layout{}, env, "oauth2")
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	if err := build(false).Probe(context.Background()); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := build(false).Probe(context.Background()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("a certificate from an unknown authority: want a terminal error, got %v", err)
 	}
 	s := build(true)

@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 const remoteName = "origin"
@@ -156,13 +156,13 @@ func classify(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	switch {
 	case ctxErr(err):
-		return export.TransientError(wrapped)
+		return sink.TransientError(wrapped)
 	case isAuthError(err):
-		return export.TerminalError(fmt.Errorf("%s: credentials refused: %w", op, err))
+		return sink.TerminalError(fmt.Errorf("%s: credentials refused: %w", op, err))
 	case errors.Is(err, transport.ErrRepositoryNotFound), isCertificateError(err):
-		return export.TerminalError(wrapped)
+		return sink.TerminalError(wrapped)
 	default:
-		return export.TransientError(wrapped)
+		return sink.TransientError(wrapped)
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Secrets is a SecretGetter over a map of secret name → data; other names are not found.
-func Secrets(m map[string]map[string][]byte) export.SecretGetter {
+func Secrets(m map[string]map[string][]byte) sink.SecretGetter {
 	return func(_ context.Context, name string) (map[string][]byte, error) {
 		if d, ok := m[name]; ok {
 			return d, nil

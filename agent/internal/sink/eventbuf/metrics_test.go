@@ -1,4 +1,4 @@
-package sinks
+package eventbuf
 
 import (
 	"context"
@@ -8,29 +8,28 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/agent/internal/sink"
 )
 
-type fakeReporter struct{ st eventbuf.Stats }
+type fakeReporter struct{ st Stats }
 
-func (f *fakeReporter) Export(context.Context, *export.Batch) error { return nil }
-func (f *fakeReporter) Probe(context.Context) error                 { return nil }
-func (f *fakeReporter) Preview(context.Context, string, string) (export.Preview, error) {
-	return export.Preview{}, nil
+func (f *fakeReporter) Export(context.Context, *sink.Batch) error { return nil }
+func (f *fakeReporter) Probe(context.Context) error               { return nil }
+func (f *fakeReporter) Preview(context.Context, string, string) (sink.Preview, error) {
+	return sink.Preview{}, nil
 }
-func (f *fakeReporter) Close() error                { return nil }
-func (f *fakeReporter) BufferStats() eventbuf.Stats { return f.st }
+func (f *fakeReporter) Close() error       { return nil }
+func (f *fakeReporter) BufferStats() Stats { return f.st }
 
 // TestBufferMetricsFollowLiveSinks checks the collector sums the buffers of live sinks by
 // sink name and forgets a sink once it is closed. (The buffers themselves are tested against
 // real brokers in the kafka and nats packages.)
 func TestBufferMetricsFollowLiveSinks(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newBufferMetrics()
+	m := NewMetrics()
 	reg.MustRegister(m)
-	a := m.track(&fakeReporter{st: eventbuf.Stats{Pending: 3, Overflows: 1, Delivered: 10}}, export.Env{Namespace: "ns", Name: "bus"})
-	b := m.track(&fakeReporter{st: eventbuf.Stats{Pending: 2, Delivered: 5}}, export.Env{Namespace: "ns", Name: "bus"})
+	a := m.Track(&fakeReporter{st: Stats{Pending: 3, Overflows: 1, Delivered: 10}}, sink.Env{Namespace: "ns", Name: "bus"})
+	b := m.Track(&fakeReporter{st: Stats{Pending: 2, Delivered: 5}}, sink.Env{Namespace: "ns", Name: "bus"})
 	want := "# HELP kollect_event_buffer_pending Change events owed to an event sink's broker.\n# TYPE kollect_event_buffer_pending gauge\nkollect_event_buffer_pending{sink=\"ns/bus\"} 5\n"
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "kollect_event_buffer_pending"); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -121,12 +121,12 @@ func TestSSHKeyAndKnownHosts(t *testing.T) {
 	}
 	keyPEM := pem.EncodeToMemory(block)
 
-	if err := build(otherKey, keyPEM).Probe(context.Background()); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := build(otherKey, keyPEM).Probe(context.Background()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("unknown host key: want a terminal error, got %v", err)
 	}
 	_, strangerPriv, _ := ed25519.GenerateKey(rand.Reader)
 	strangerBlock, _ := ssh.MarshalPrivateKey(strangerPriv, "")
-	if err := build(hostKey, pem.EncodeToMemory(strangerBlock)).Probe(context.Background()); err == nil || export.ClassOf(err) != export.Terminal {
+	if err := build(hostKey, pem.EncodeToMemory(strangerBlock)).Probe(context.Background()); err == nil || sink.ClassOf(err) != sink.Terminal {
 		t.Errorf("refused client key: want a terminal error, got %v", err)
 	}
 	s := build(hostKey, keyPEM)

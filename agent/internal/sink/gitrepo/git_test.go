@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -16,7 +16,8 @@ import (
 	"github.com/go-logr/logr"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sinktest"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -51,8 +52,8 @@ func pod(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 		Attributes: attrs(t, map[string]any{"replicas": replicas, "image": "app:" + name})}
 }
 
-// exporter keeps the last accepted snapshot like the agent's exporter does, so batches carry
-// real diffs.
+// exporter keeps the last accepted snapshot like the agent's delivery worker does, so batches
+// carry real diffs.
 type exporter struct {
 	sink *Sink
 	prev *export.Snapshot
@@ -63,7 +64,7 @@ func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row)
 	t.Helper()
 	snap := export.NewSnapshot(append([]export.Row(nil), rows...))
 	e.gen++
-	b := &export.Batch{
+	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 		Diff: export.Compute(e.prev, snap),
@@ -87,9 +88,9 @@ func newSink(t testing.TB, cluster, url string, mode v1alpha1.LayoutMode, secret
 	if secret != nil {
 		spec.Git.SecretRef = &v1alpha1.SecretReference{Name: "git-creds"}
 	}
-	env := export.Env{Cluster: cluster, Namespace: "kollect", Name: "repo", CacheDir: t.TempDir(), Log: logr.Discard(),
+	env := sink.Env{Cluster: cluster, Namespace: "kollect", Name: "repo", CacheDir: t.TempDir(), Log: logr.Discard(),
 		Secrets: sinktest.Secrets(map[string]map[string][]byte{"git-creds": secret})}
-	s, err := New(context.Background(), spec, env)
+	s, err := Open(context.Background(), spec.Git, spec.Serialization, spec.Layout, env, "oauth2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -296,21 +297,21 @@ func TestProbeClassifiesFailures(t *testing.T) {
 		name   string
 		url    string
 		secret map[string][]byte
-		class  export.ErrorClass
+		class  sink.ErrorClass
 	}{
 		{"ok", gitServer.URL + "/" + probeRepo, good, ""},
-		{"wrong password", gitServer.URL + "/" + probeRepo, map[string][]byte{"username": []byte(user), "password": []byte("nope")}, export.Terminal},
-		{"no credentials", gitServer.URL + "/" + probeRepo, nil, export.Terminal},
-		{"missing repository", gitServer.URL + "/missing.git", good, export.Terminal},
-		{"missing file repository", "file://" + t.TempDir() + "/none.git", nil, export.Terminal},
-		{"unreachable", fmt.Sprintf("http://127.0.0.1:%d/x.git", port), good, export.Transient},
+		{"wrong password", gitServer.URL + "/" + probeRepo, map[string][]byte{"username": []byte(user), "password": []byte("nope")}, sink.Terminal},
+		{"no credentials", gitServer.URL + "/" + probeRepo, nil, sink.Terminal},
+		{"missing repository", gitServer.URL + "/missing.git", good, sink.Terminal},
+		{"missing file repository", "file://" + t.TempDir() + "/none.git", nil, sink.Terminal},
+		{"unreachable", fmt.Sprintf("http://127.0.0.1:%d/x.git", port), good, sink.Transient},
 	} {
 		err := newSink(t, "east", tc.url, v1alpha1.LayoutDocument, tc.secret).Probe(ctx)
 		switch {
 		case tc.class == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.class != "" && (err == nil || export.ClassOf(err) != tc.class):
-			t.Errorf("%s: want a %s error, got %v (%s)", tc.name, tc.class, err, export.ClassOf(err))
+		case tc.class != "" && (err == nil || sink.ClassOf(err) != tc.class):
+			t.Errorf("%s: want a %s error, got %v (%s)", tc.name, tc.class, err, sink.ClassOf(err))
 		}
 	}
 }
@@ -329,7 +330,7 @@ func TestPreviewHasNoSideEffects(t *testing.T) {
 
 func TestCredentialsFromSecret(t *testing.T) {
 	ctx := context.Background()
-	env := export.Env{CacheDir: t.TempDir(), Secrets: func(context.Context, string) (map[string][]byte, error) {
+	env := sink.Env{CacheDir: t.TempDir(), Secrets: func(context.Context, string) (map[string][]byte, error) {
 		return map[string][]byte{"token": []byte("glpat-x\n")}, nil
 	}}
 	c, err := ResolveCredentials(ctx, &v1alpha1.GitSinkConfig{URL: "https://h/x.git", SecretRef: &v1alpha1.SecretReference{Name: "s"}}, env, "oauth2")
@@ -337,7 +338,7 @@ func TestCredentialsFromSecret(t *testing.T) {
 		t.Fatalf("token auth %v: %v", c.Auth, err)
 	}
 	_, err = ResolveCredentials(ctx, &v1alpha1.GitSinkConfig{URL: "ssh://git@h/x.git", SecretRef: &v1alpha1.SecretReference{Name: "s"}}, env, "oauth2")
-	if export.ClassOf(err) != export.Terminal {
+	if sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("ssh remote without a key: %v", err)
 	}
 	env.Secrets = func(context.Context, string) (map[string][]byte, error) {

@@ -1,17 +1,18 @@
-package sinks
+package eventbuf
 
 import (
+	"context"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sink/eventbuf"
+	"kollect.dev/agent/internal/sink"
 )
 
-// bufferMetrics exposes the event buffers of every live event sink: how many events are owed
-// to a broker that is down, and how often a full buffer fell back to a resync.
-type bufferMetrics struct {
+// Metrics exposes the buffers of every live event sink as Prometheus metrics: how many events
+// are owed to a broker that is down, and how often a full buffer fell back to a resync. The
+// sink table registers one and tracks the sinks it builds; a nil *Metrics tracks nothing.
+type Metrics struct {
 	mu      sync.Mutex
 	sinks   map[*reportingSink]string // sink → "namespace/name"
 	pending *prometheus.Desc
@@ -20,9 +21,10 @@ type bufferMetrics struct {
 	sent    *prometheus.Desc
 }
 
-func newBufferMetrics() *bufferMetrics {
+// NewMetrics returns a collector with no sinks; register it, then Track each sink built.
+func NewMetrics() *Metrics {
 	l := []string{"sink"}
-	return &bufferMetrics{sinks: map[*reportingSink]string{},
+	return &Metrics{sinks: map[*reportingSink]string{},
 		pending: prometheus.NewDesc("kollect_event_buffer_pending", "Change events owed to an event sink's broker.", l, nil),
 		over:    prometheus.NewDesc("kollect_event_buffer_overflows_total", "Times a full event buffer dropped its events for a resync.", l, nil),
 		resyncs: prometheus.NewDesc("kollect_event_resyncs_total", "Full re-sends staged by an event sink (restarts, overflows, resync intervals).", l, nil),
@@ -30,18 +32,20 @@ func newBufferMetrics() *bufferMetrics {
 	}
 }
 
-func (m *bufferMetrics) Describe(ch chan<- *prometheus.Desc) {
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- m.pending
 	ch <- m.over
 	ch <- m.resyncs
 	ch <- m.sent
 }
 
-func (m *bufferMetrics) Collect(ch chan<- prometheus.Metric) {
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	// Several inventories may use one sink object: their buffers add up under its name.
-	totals := map[string]eventbuf.Stats{}
+	totals := map[string]Stats{}
 	for s, name := range m.sinks {
 		st, t := s.BufferStats(), totals[name]
 		t.Pending += st.Pending
@@ -60,11 +64,12 @@ func (m *bufferMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // reportingSink is an event sink registered with the metrics until it is closed.
 type reportingSink struct {
-	export.Sink
-	eventbuf.Reporter
-	m *bufferMetrics
+	sink.Sink
+	Reporter
+	m *Metrics
 }
 
+// Close forgets the sink, then closes it.
 func (s *reportingSink) Close() error {
 	s.m.mu.Lock()
 	delete(s.m.sinks, s)
@@ -72,9 +77,10 @@ func (s *reportingSink) Close() error {
 	return s.Sink.Close()
 }
 
-// track wraps sinks that report buffer statistics.
-func (m *bufferMetrics) track(s export.Sink, env export.Env) export.Sink {
-	r, ok := s.(eventbuf.Reporter)
+// Track wraps s, when it reports buffer statistics, so that its buffer is collected under
+// "namespace/name" of env until the sink is closed; other sinks are returned as they are.
+func (m *Metrics) Track(s sink.Sink, env sink.Env) sink.Sink {
+	r, ok := s.(Reporter)
 	if !ok || m == nil {
 		return s
 	}
@@ -83,4 +89,15 @@ func (m *bufferMetrics) track(s export.Sink, env export.Env) export.Sink {
 	m.sinks[rs] = env.Namespace + "/" + env.Name
 	m.mu.Unlock()
 	return rs
+}
+
+// Tracking wraps a sink factory so that every sink it builds is tracked.
+func (m *Metrics) Tracking(f sink.Factory) sink.Factory {
+	return func(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) {
+		s, err := f(ctx, obj, env)
+		if err != nil {
+			return nil, err
+		}
+		return m.Track(s, env), nil
+	}
 }

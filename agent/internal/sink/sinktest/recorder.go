@@ -5,13 +5,13 @@ import (
 	"sync"
 	"time"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
-// Recorder is an in-memory export.Sink.
+// Recorder is an in-memory sink.Sink.
 type Recorder struct {
 	mu      sync.Mutex
-	batches []*export.Batch
+	batches []*sink.Batch
 	fail    error
 	hang    bool
 	changed chan struct{}
@@ -21,7 +21,7 @@ type Recorder struct {
 func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{}, 1)} }
 
 // Export records the batch, or fails, or blocks until ctx ends.
-func (r *Recorder) Export(ctx context.Context, b *export.Batch) error {
+func (r *Recorder) Export(ctx context.Context, b *sink.Batch) error {
 	r.mu.Lock()
 	fail, hang := r.fail, r.hang
 	r.mu.Unlock()
@@ -50,8 +50,8 @@ func (r *Recorder) Probe(context.Context) error {
 }
 
 // Preview describes a recorder.
-func (r *Recorder) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
-	return export.Preview{Destination: "memory://" + cluster + "/" + inventory}, nil
+func (r *Recorder) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
+	return sink.Preview{Destination: "memory://" + cluster + "/" + inventory}, nil
 }
 
 // Close does nothing.
@@ -72,14 +72,14 @@ func (r *Recorder) Hang(on bool) {
 }
 
 // Batches returns the recorded batches.
-func (r *Recorder) Batches() []*export.Batch {
+func (r *Recorder) Batches() []*sink.Batch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*export.Batch(nil), r.batches...)
+	return append([]*sink.Batch(nil), r.batches...)
 }
 
 // Last returns the last recorded batch, or nil.
-func (r *Recorder) Last() *export.Batch {
+func (r *Recorder) Last() *sink.Batch {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.batches) == 0 {
@@ -89,7 +89,7 @@ func (r *Recorder) Last() *export.Batch {
 }
 
 // WaitFor waits until cond holds for the recorded batches or the timeout passes.
-func (r *Recorder) WaitFor(timeout time.Duration, cond func([]*export.Batch) bool) bool {
+func (r *Recorder) WaitFor(timeout time.Duration, cond func([]*sink.Batch) bool) bool {
 	deadline := time.After(timeout)
 	for {
 		if cond(r.Batches()) {

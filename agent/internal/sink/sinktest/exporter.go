@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
-// Exporter drives a sink the way the agent's exporter does, for sink tests: each batch
+// Exporter drives a sink the way the agent's delivery worker does, for sink tests: each batch
 // carries the diff against the snapshot the sink accepted last and that snapshot's checksum;
 // a failed export leaves the baseline unchanged, so retrying the same snapshot resends it.
 type Exporter struct {
@@ -20,7 +21,7 @@ type Exporter struct {
 }
 
 // Batch builds the next batch for next.
-func (e *Exporter) Batch(next *export.Snapshot) *export.Batch {
+func (e *Exporter) Batch(next *export.Snapshot) *sink.Batch {
 	e.Gen++
 	cluster, inventory := e.Cluster, e.Inventory
 	if cluster == "" {
@@ -29,7 +30,7 @@ func (e *Exporter) Batch(next *export.Snapshot) *export.Batch {
 	if inventory == "" {
 		inventory = "pods"
 	}
-	b := &export.Batch{Diff: export.Compute(e.Accepted, next), Envelope: export.Envelope{
+	b := &sink.Batch{Diff: export.Compute(e.Accepted, next), Envelope: export.Envelope{
 		SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: inventory, Generation: e.Gen,
 		ExportedAt: time.Unix(1_800_000_000+e.Gen, 0).UTC(), ItemCount: len(next.Rows),
 		Checksum: next.Checksum, Rows: next.Rows}}
@@ -40,7 +41,7 @@ func (e *Exporter) Batch(next *export.Snapshot) *export.Batch {
 }
 
 // Export sends the batch for next and, on success, makes next the baseline.
-func (e *Exporter) Export(ctx context.Context, s export.Sink, next *export.Snapshot) error {
+func (e *Exporter) Export(ctx context.Context, s sink.Sink, next *export.Snapshot) error {
 	if err := s.Export(ctx, e.Batch(next)); err != nil {
 		return err
 	}

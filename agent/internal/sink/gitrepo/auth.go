@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 
-	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -37,7 +37,7 @@ type Credentials struct {
 // tokenUser is the basic-auth user name sent with a token when the Secret has no username
 // (GitLab accepts "oauth2"; most forges accept any name with a token as password). A missing
 // Secret or key is terminal: only a change of configuration or Secret fixes it.
-func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env export.Env, tokenUser string) (Credentials, error) {
+func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env sink.Env, tokenUser string) (Credentials, error) {
 	var c Credentials
 	if cfg.TLS != nil {
 		c.InsecureSkipVerify = cfg.TLS.InsecureSkipVerify
@@ -47,7 +47,7 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env ex
 				return c, err
 			}
 			if len(data[ref.Key]) == 0 {
-				return c, export.Terminalf("secret %s has no key %s (CA bundle)", ref.Name, ref.Key)
+				return c, sink.Terminalf("secret %s has no key %s (CA bundle)", ref.Name, ref.Key)
 			}
 			c.CABundle = data[ref.Key]
 		}
@@ -70,7 +70,7 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env ex
 		}
 		keys, err := gitssh.NewPublicKeys(user, data[KeySSHPrivateKey], string(data[KeySSHPassphrase]))
 		if err != nil {
-			return c, export.TerminalError(fmt.Errorf("secret %s: parsing %s: %w", cfg.SecretRef.Name, KeySSHPrivateKey, err))
+			return c, sink.TerminalError(fmt.Errorf("secret %s: parsing %s: %w", cfg.SecretRef.Name, KeySSHPrivateKey, err))
 		}
 		if kh := data[KeyKnownHosts]; len(kh) > 0 {
 			// knownhosts reads files only: keep the Secret's copy in the private cache.
@@ -83,13 +83,13 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env ex
 			}
 			cb, err := gitssh.NewKnownHostsCallback(file)
 			if err != nil {
-				return c, export.TerminalError(fmt.Errorf("secret %s: parsing %s: %w", cfg.SecretRef.Name, KeyKnownHosts, err))
+				return c, sink.TerminalError(fmt.Errorf("secret %s: parsing %s: %w", cfg.SecretRef.Name, KeyKnownHosts, err))
 			}
 			keys.HostKeyCallback = cb
 		}
 		c.Auth = keys
 	case ssh:
-		return c, export.Terminalf("secret %s: an ssh:// remote needs %s", cfg.SecretRef.Name, KeySSHPrivateKey)
+		return c, sink.Terminalf("secret %s: an ssh:// remote needs %s", cfg.SecretRef.Name, KeySSHPrivateKey)
 	case len(data[KeyToken]) > 0:
 		user := string(data[KeyUsername])
 		if user == "" {
@@ -99,14 +99,14 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env ex
 	case len(data[KeyUsername]) > 0:
 		c.Auth = &githttp.BasicAuth{Username: string(data[KeyUsername]), Password: string(data[KeyPassword])}
 	default:
-		return c, export.Terminalf("secret %s holds none of %s, %s/%s, %s", cfg.SecretRef.Name, KeyToken, KeyUsername, KeyPassword, KeySSHPrivateKey)
+		return c, sink.Terminalf("secret %s holds none of %s, %s/%s, %s", cfg.SecretRef.Name, KeyToken, KeyUsername, KeyPassword, KeySSHPrivateKey)
 	}
 	return c, nil
 }
 
-func secret(ctx context.Context, env export.Env, name string) (map[string][]byte, error) {
+func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, error) {
 	if env.Secrets == nil {
-		return nil, export.Terminalf("secret %s: no secret reader configured", name)
+		return nil, sink.Terminalf("secret %s: no secret reader configured", name)
 	}
 	data, err := env.Secrets(ctx, name)
 	if err != nil {

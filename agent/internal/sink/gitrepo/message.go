@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // DefaultMessage is the subject template when the spec sets none.
@@ -29,7 +30,7 @@ type docChanges struct{ added, changed, removed []string }
 // Message is the full commit message: the subject, a body summarising rows added, changed
 // and removed (from the batch's diff, or from the documents written when the diff is full),
 // and trailers that let a reader match the commit to the export.
-func Message(template string, b *export.Batch, docs docChanges) string {
+func Message(template string, b *sink.Batch, docs docChanges) string {
 	e := &b.Envelope
 	var sb strings.Builder
 	sb.WriteString(Subject(template, e.Cluster, e.Inventory, strconv.Itoa(e.ItemCount), export.ShortChecksum(e.Checksum)))

@@ -1,4 +1,4 @@
-package exporter
+package delivery
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 )
 
 // Job is one snapshot an inventory wants exported.
@@ -33,7 +34,7 @@ type Status struct {
 	LastExport time.Time
 	// LastError is the last failure, cleared on success.
 	LastError string
-	Class     export.ErrorClass
+	Class     sink.ErrorClass
 	// Failures counts consecutive failures; the breaker opens at BreakerThreshold.
 	Failures int
 }
@@ -57,7 +58,7 @@ var DefaultBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, TerminalDe
 // Worker exports snapshots of one inventory to one sink.
 type Worker struct {
 	Name    string // for logs and metrics: family/namespace/name
-	sink    export.Sink
+	sink    sink.Sink
 	timeout time.Duration
 	backoff Backoff
 	metrics *Metrics
@@ -77,7 +78,7 @@ type Worker struct {
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
 	Name    string
-	Sink    export.Sink
+	Sink    sink.Sink
 	Timeout time.Duration
 	Backoff Backoff
 	Metrics *Metrics
@@ -184,7 +185,7 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	if accepted != nil && accepted.Checksum != prevSum {
 		accepted = nil
 	}
-	batch := &export.Batch{
+	batch := &sink.Batch{
 		Envelope: export.Envelope{
 			SchemaVersion: export.SchemaVersion, Cluster: job.Cluster, Inventory: job.Inventory,
 			Generation: job.Generation, ExportedAt: time.Now().UTC(), ItemCount: job.Snapshot.Len(),
@@ -216,7 +217,7 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len())
 	} else {
 		w.status.LastError = err.Error()
-		w.status.Class = export.ClassOf(err)
+		w.status.Class = sink.ClassOf(err)
 		w.status.Failures++
 	}
 	st := w.status
@@ -232,7 +233,7 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 func (w *Worker) retryDelay() time.Duration {
 	st := w.Status()
 	b := w.backoff
-	if st.Class == export.Terminal {
+	if st.Class == sink.Terminal {
 		return b.TerminalDelay
 	}
 	d := b.Base << min(st.Failures-1, 20)

@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -16,19 +16,20 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
 // maxAttempts bounds fetch-rebuild-push rounds within one export; past it the export fails
-// transiently and the exporter retries later with backoff.
+// transiently and the delivery worker retries later with backoff.
 const maxAttempts = 10
 
 // Sink commits snapshot documents to a git branch.
 type Sink struct {
 	cfg    v1alpha1.GitSinkConfig
 	opts   snapshot.Options
-	env    export.Env
+	env    sink.Env
 	branch string
 
 	mu     sync.Mutex
@@ -39,25 +40,17 @@ type Sink struct {
 	published map[string]string
 }
 
-var _ export.Sink = (*Sink)(nil)
+var _ sink.Sink = (*Sink)(nil)
 
-// New builds a git sink from a KollectSnapshotSink spec of type git.
-func New(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env export.Env) (*Sink, error) {
-	if spec.Git == nil {
-		return nil, export.Terminalf("spec.git is required for a git sink")
-	}
-	return NewFromConfig(ctx, spec.Git, spec.Serialization, spec.Layout, env, "oauth2")
-}
-
-// NewFromConfig builds a git sink from its git settings; the gitlab sink shares it. tokenUser
-// is the basic-auth user sent with a token.
-func NewFromConfig(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Serialization, layout v1alpha1.Layout, env export.Env, tokenUser string) (*Sink, error) {
+// Open builds a sink from its git settings and the snapshot rendering options; the git and
+// gitlab backends both build through it. tokenUser is the basic-auth user sent with a token.
+func Open(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Serialization, layout v1alpha1.Layout, env sink.Env, tokenUser string) (*Sink, error) {
 	opts, err := snapshot.NewOptions(ser, layout, v1alpha1.FormatYAML, false)
 	if err != nil {
 		return nil, err
 	}
 	if env.CacheDir == "" {
-		return nil, export.Terminalf("git sink %s/%s: no cache directory", env.Namespace, env.Name)
+		return nil, sink.Terminalf("git sink %s/%s: no cache directory", env.Namespace, env.Name)
 	}
 	creds, err := ResolveCredentials(ctx, cfg, env, tokenUser)
 	if err != nil {
@@ -94,7 +87,7 @@ type Result struct {
 }
 
 // Export commits the batch's documents to the configured branch.
-func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
+func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	_, err := s.Publish(ctx, b, s.branch, "")
 	return err
 }
@@ -102,7 +95,7 @@ func (s *Sink) Export(ctx context.Context, b *export.Batch) error {
 // Publish commits the batch's documents on top of branch, starting from base when branch
 // does not exist yet (merge-request branches), or from an empty history when neither does.
 // It commits only when the tree changes and retries on a concurrent push.
-func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string) (Result, error) {
+func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) (Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
@@ -154,11 +147,11 @@ func (s *Sink) Publish(ctx context.Context, b *export.Batch, branch, base string
 			return Result{}, err
 		}
 		if attempt == maxAttempts {
-			return Result{}, export.TransientError(fmt.Errorf("pushing to %s %s: still rejected after %d attempts: %w", redact(s.cfg.URL), branch, attempt, err))
+			return Result{}, sink.TransientError(fmt.Errorf("pushing to %s %s: still rejected after %d attempts: %w", redact(s.cfg.URL), branch, attempt, err))
 		}
 		s.env.Log.V(1).Info("push rejected, re-applying on the new tip", "branch", branch, "attempt", attempt, "reason", err.Error())
 		if err := backoff(ctx, attempt); err != nil {
-			return Result{}, export.TransientError(err)
+			return Result{}, sink.TransientError(err)
 		}
 	}
 }
@@ -176,7 +169,7 @@ type change struct {
 // change renders the batch: only the documents its diff touches when incremental (the branch
 // is known to hold the previous snapshot: this sink put or found it there, and the diff is
 // relative to it), everything otherwise.
-func (s *Sink) change(b *export.Batch, incremental bool) (*change, error) {
+func (s *Sink) change(b *sink.Batch, incremental bool) (*change, error) {
 	ch := &change{}
 	if incremental {
 		part, err := s.opts.RenderChanged(&b.Envelope, &b.Diff)
@@ -200,7 +193,7 @@ func (s *Sink) change(b *export.Batch, incremental bool) (*change, error) {
 
 // commit applies the rendered documents to parent's tree and stores a commit when the tree
 // changed; it returns the zero hash when parent already holds the export.
-func (s *Sink) commit(b *export.Batch, ch *change, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
+func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
 	store := s.mirror.repo.Storer
 	var baseTree plumbing.Hash
 	if !parent.IsZero() {
@@ -347,8 +340,8 @@ func (s *Sink) Probe(ctx context.Context) error {
 
 // Preview shows the destination, sample document paths and the commit subject, without
 // touching the remote.
-func (s *Sink) Preview(_ context.Context, cluster, inventory string) (export.Preview, error) {
-	return export.Preview{
+func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Preview, error) {
+	return sink.Preview{
 		Destination: redact(s.cfg.URL) + " branch " + s.branch,
 		Paths:       []string{s.opts.SamplePath(cluster, inventory)},
 		Message:     Subject(s.cfg.CommitMessage, cluster, inventory, "<itemCount>", "<checksumShort>"),

@@ -1,4 +1,4 @@
-package git
+package gitrepo
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/e2e/testenv"
 )
@@ -52,15 +53,15 @@ func peakRSSMB() float64 {
 // benchBatches prepares the three exports every snapshot-sink benchmark times: all rows, one
 // row changed, and the same snapshot again. Snapshots are built outside the timed region:
 // the agent core builds them once for every sink.
-func benchBatches(b *testing.B, cluster string, n int) [3]*export.Batch {
+func benchBatches(b *testing.B, cluster string, n int) [3]*sink.Batch {
 	rows := benchRows(b, cluster, n)
 	changed := append([]export.Row(nil), rows...)
 	changed[n/2].Attributes = []byte(`{"replicas":99}`)
-	var out [3]*export.Batch
+	var out [3]*sink.Batch
 	var prev *export.Snapshot
 	for i, rs := range [][]export.Row{rows, changed, changed} {
 		snap := export.NewSnapshot(append([]export.Row(nil), rs...))
-		out[i] = &export.Batch{
+		out[i] = &sink.Batch{
 			Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: "workloads",
 				Generation: int64(i + 1), ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
 			Diff: export.Compute(prev, snap),
@@ -100,7 +101,7 @@ func benchmarkGit(b *testing.B, mode v1alpha1.LayoutMode) {
 		}
 		// A restarted agent: a new sink on the same cache, a full diff, so the export renders
 		// and compares the tree before deciding that there is nothing to commit.
-		restarted, err := NewFromConfig(ctx, &s.cfg, v1alpha1.Serialization{}, v1alpha1.Layout{Mode: mode}, s.env, "oauth2")
+		restarted, err := Open(ctx, &s.cfg, v1alpha1.Serialization{}, v1alpha1.Layout{Mode: mode}, s.env, "oauth2")
 		if err != nil {
 			b.Fatal(err)
 		}

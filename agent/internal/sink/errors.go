@@ -1,0 +1,55 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrorClass says whether retrying can help.
+type ErrorClass string
+
+// Error classes.
+const (
+	// Transient errors (network, timeouts, conflicts, throttling) are retried with backoff.
+	Transient ErrorClass = "transient"
+	// Terminal errors (bad credentials, missing bucket, invalid configuration) wait for a
+	// change of configuration; retrying the same call cannot help.
+	Terminal ErrorClass = "terminal"
+)
+
+type classified struct {
+	class ErrorClass
+	err   error
+}
+
+func (e *classified) Error() string { return e.err.Error() }
+func (e *classified) Unwrap() error { return e.err }
+
+// TransientError marks err as retryable.
+func TransientError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{Transient, err}
+}
+
+// TerminalError marks err as not retryable until the configuration changes.
+func TerminalError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &classified{Terminal, err}
+}
+
+// Terminalf formats a terminal error.
+func Terminalf(format string, args ...any) error { return TerminalError(fmt.Errorf(format, args...)) }
+
+// ClassOf returns the class of err: the innermost classification wins, unclassified errors and
+// context deadlines are transient.
+func ClassOf(err error) ErrorClass {
+	var c *classified
+	if errors.As(err, &c) {
+		return c.class
+	}
+	return Transient
+}
