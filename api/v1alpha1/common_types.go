@@ -4,17 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Condition types shared by every Kollect kind.
-const (
-	// ConditionReady is True when the object is fully in effect: compiled, watching, exporting.
-	ConditionReady = "Ready"
-	// ConditionDegraded is True when the object works only in part (a scope rule, a forbidden
-	// kind, a failing sink) and the message says which part.
-	ConditionDegraded = "Degraded"
-	// ConditionSynced is True when the last export of every sink matches the current data.
-	ConditionSynced = "Synced"
-)
-
 // LocalObjectReference names an object in the same namespace as the referrer.
 type LocalObjectReference struct {
 	// Name of the referenced object.

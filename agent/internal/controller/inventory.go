@@ -305,36 +305,40 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 
 	// Ready: a complete snapshot exists.
 	var incomplete, forbidden []string
+	onlySyncing := true // every incomplete target is merely starting
 	for _, p := range st.Incomplete {
 		if p.Forbidden {
 			forbidden = append(forbidden, p.String())
 		} else {
 			incomplete = append(incomplete, p.String())
 		}
+		onlySyncing = onlySyncing && p.Syncing
 	}
 	switch {
 	case len(o.missing) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", "))
+	case len(incomplete) > 0 && onlySyncing:
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsSyncing, strings.Join(incomplete, "; "))
 	case len(incomplete) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetsIncomplete, strings.Join(incomplete, "; "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsIncomplete, strings.Join(incomplete, "; "))
 	case !st.Built:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, ReasonTargetsIncomplete, "no snapshot built yet")
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonSnapshotPending, "no snapshot built yet")
 	default:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, true, ReasonSnapshotReady,
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, true, kollectv1.ReasonSnapshotReady,
 			fmt.Sprintf("%d items from %d targets", st.ItemCount, len(o.targets)))
 	}
 	// Degraded: something is wrong but the rest works.
 	// Scope problems come first and give the reason: they are the operator's decision, the
 	// others are faults.
 	var problems []string
-	reason := ReasonNoProblems
+	reason := kollectv1.ReasonNoProblems
 	for _, p := range o.denied {
 		problems = append(problems, p.message)
 	}
 	for _, c := range []struct {
 		reason string
 		msgs   []string
-	}{{ReasonForbidden, forbidden}, {ReasonSinkInvalid, sinkProblems}, {ReasonExportFailed, failing}} {
+	}{{kollectv1.ReasonForbidden, forbidden}, {kollectv1.ReasonSinkInvalid, sinkProblems}, {kollectv1.ReasonExportFailed, failing}} {
 		if len(c.msgs) > 0 {
 			problems, reason = append(problems, c.msgs...), c.reason
 		}
@@ -346,15 +350,15 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 	// Synced: every sink holds the current snapshot.
 	switch {
 	case o.suspend:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonSuspended, "exports are suspended")
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonSuspended, "exports are suspended")
 	case !st.Built:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportPending, "no snapshot built yet")
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "no snapshot built yet")
 	case len(failing) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportFailed, strings.Join(failing, "; "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportFailed, strings.Join(failing, "; "))
 	case len(pending) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, ReasonExportPending, "exporting to "+strings.Join(pending, ", "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "exporting to "+strings.Join(pending, ", "))
 	default:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, true, ReasonExported,
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, true, kollectv1.ReasonExported,
 			fmt.Sprintf("%d sinks hold the current snapshot", len(st.Sinks)))
 	}
 }

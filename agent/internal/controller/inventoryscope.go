@@ -73,7 +73,7 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 			o.timing.ResyncInterval = &v
 		}
 		msg := d.Message
-		if d.Reason == ReasonScopeCadenceTooFast {
+		if d.Reason == kollectv1.ReasonScopeCadenceTooFast {
 			msg += ": the minimum applies"
 		}
 		o.denied = append(o.denied, scopeProblem{reason: d.Reason, message: msg})
@@ -91,8 +91,6 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 	return nil
 }
 
-// ReasonScopeCadenceTooFast is scope.ReasonCadenceTooFast, named here for the reasons list.
-const ReasonScopeCadenceTooFast = scope.ReasonCadenceTooFast
 
 func trimNotPermitted(msg string) string {
 	if len(msg) > len(notPermitted) && msg[len(msg)-len(notPermitted):] == notPermitted {

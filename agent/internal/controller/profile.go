@@ -81,15 +81,15 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	var ce *profile.CompileError
 	switch {
 	case errors.As(err, &ce):
-		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, ReasonCompileFailed, err.Error())
+		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, kollectv1.ReasonCompileFailed, err.Error())
 		if before.Status.ObservedGeneration != p.Generation && r.Recorder != nil {
-			r.Recorder.Eventf(p, nil, "Warning", ReasonCompileFailed, "Compile", "%s", err.Error())
+			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonCompileFailed, "Compile", "%s", err.Error())
 		}
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("compiling %s: %w", req.NamespacedName, err)
 	default:
 		p.Status.MetadataOnly = c.MetadataOnly
-		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, true, ReasonCompiled,
+		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, true, kollectv1.ReasonCompiled,
 			fmt.Sprintf("%d attributes compiled", len(p.Spec.Attributes)))
 	}
 	return ctrl.Result{}, patchStatusIfChanged(ctx, r.Client, before, p, func(o client.Object) any {

@@ -89,7 +89,7 @@ func (g *ScopeGate) targetDenied(key collector.TargetKey) (scope.Decision, bool)
 }
 
 // isScopeReason reports whether a condition reason comes from a scope decision.
-func isScopeReason(reason string) bool { return strings.HasPrefix(reason, "Scope") }
+func isScopeReason(reason string) bool { return strings.HasPrefix(reason, kollectv1.ReasonScopePrefix) }
 
 // scopeNamespaces returns the namespaces a scope change affects: the scope's own, or every
 // namespace ("" plus a wildcard flag) for a cluster scope.

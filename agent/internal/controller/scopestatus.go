@@ -19,9 +19,6 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// ReasonInForce is the Ready reason of a scope the agent enforces.
-const ReasonInForce = "InForce"
-
 // ScopeStatusReconciler reports on each KollectScope and KollectClusterScope how many Kollect
 // objects it currently degrades: targets and inventories whose Degraded condition carries a
 // Scope* reason and names the scope. Enforcement itself is in the target and inventory
@@ -63,7 +60,7 @@ func (r *ScopeStatusReconciler) Reconcile(ctx context.Context, key scopeKey) (ct
 	if n > 0 {
 		msg = fmt.Sprintf("%s; %d objects not permitted", msg, n)
 	}
-	setCondition(&status.Conditions, gen, kollectv1.ConditionReady, true, ReasonInForce, msg)
+	setCondition(&status.Conditions, gen, kollectv1.ConditionReady, true, kollectv1.ReasonInForce, msg)
 	statusOf := func(o client.Object) any {
 		if s, ok := o.(*kollectv1.KollectScope); ok {
 			return s.Status

@@ -49,11 +49,11 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	}
 	switch {
 	case err == nil:
-		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, true, ReasonProbeSucceeded, "connection test passed")
+		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, true, kollectv1.ReasonProbeSucceeded, "connection test passed")
 	case sink.ClassOf(err) == sink.Terminal && isUnsupported(err):
-		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, ReasonUnsupportedType, err.Error())
+		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonUnsupportedType, err.Error())
 	default:
-		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, ReasonProbeFailed, err.Error())
+		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonProbeFailed, err.Error())
 		retry = time.Minute
 	}
 	if perr := patchStatusIfChanged(ctx, r.Client, before, obj, func(o client.Object) any { return *asSinkObject(o).status }); perr != nil {

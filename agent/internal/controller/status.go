@@ -14,34 +14,6 @@ import (
 	"kollect.dev/agent/internal/inventory"
 )
 
-// Condition reasons, stable so that alerts and the hub can key on them.
-const (
-	ReasonCompiled          = "Compiled"
-	ReasonCompileFailed     = "CompileFailed"
-	ReasonProfileNotFound   = "ProfileNotFound"
-	ReasonProfileNotReady   = "ProfileNotReady"
-	ReasonKindNotFound      = "KindNotFound"
-	ReasonInvalidSelection  = "InvalidSelection"
-	ReasonWatching          = "Watching"
-	ReasonSyncing           = "Syncing"
-	ReasonForbidden         = "Forbidden"
-	ReasonWatchFailed       = "WatchFailed"
-	ReasonExtractionFailed  = "ExtractionFailed"
-	ReasonNoProblems        = "AsExpected"
-	ReasonTargetsIncomplete = "TargetsIncomplete"
-	ReasonTargetNotFound    = "TargetNotFound"
-	ReasonSinkNotFound      = "SinkNotFound"
-	ReasonSinkInvalid       = "SinkInvalid"
-	ReasonSnapshotReady     = "SnapshotReady"
-	ReasonExported          = "Exported"
-	ReasonExportPending     = "ExportPending"
-	ReasonExportFailed      = "ExportFailed"
-	ReasonSuspended         = "Suspended"
-	ReasonProbeSucceeded    = "ProbeSucceeded"
-	ReasonProbeFailed       = "ProbeFailed"
-	ReasonUnsupportedType   = "UnsupportedType"
-)
-
 // setCondition sets a condition; LastTransitionTime changes only when the status does, so an
 // unchanged condition leaves the object byte-for-byte equal and no write happens.
 func setCondition(conds *[]metav1.Condition, gen int64, typ string, status bool, reason, msg string) {

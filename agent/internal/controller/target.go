@@ -102,12 +102,12 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 	gen := t.obj.GetGeneration()
 	t.status.ObservedGeneration = gen
 	if prev := apimeta.FindStatusCondition(t.status.Conditions, kollectv1.ConditionReady); !ready && r.Recorder != nil &&
-		reason != ReasonSyncing && (prev == nil || prev.Reason != reason || prev.Message != msg) {
+		reason != kollectv1.ReasonSyncing && (prev == nil || prev.Reason != reason || prev.Message != msg) {
 		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", msg)
 	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
 	switch {
-	case ready || reason == ReasonSyncing:
+	case ready || reason == kollectv1.ReasonSyncing:
 		r.reportSelection(key, t, gen)
 	case isScopeReason(reason):
 		// Counts stay as last reported: the objects still exist, they are just not permitted.
@@ -138,14 +138,14 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	if err := r.Get(ctx, t.profileRef, prof); err != nil {
 		r.Collector.RemoveTarget(key)
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, false, ReasonProfileNotFound, fmt.Sprintf("KollectProfile %s not found", t.profileRef)
+			return ctrl.Result{}, false, kollectv1.ReasonProfileNotFound, fmt.Sprintf("KollectProfile %s not found", t.profileRef)
 		}
-		return ctrl.Result{}, false, ReasonProfileNotFound, err.Error()
+		return ctrl.Result{}, false, kollectv1.ReasonProfileNotFound, err.Error()
 	}
 	compiled, err := r.Profiles.Get(prof)
 	if err != nil {
 		r.Collector.RemoveTarget(key)
-		return ctrl.Result{}, false, ReasonProfileNotReady, fmt.Sprintf("KollectProfile %s does not compile: %v", t.profileRef, err)
+		return ctrl.Result{}, false, kollectv1.ReasonProfileNotReady, fmt.Sprintf("KollectProfile %s does not compile: %v", t.profileRef, err)
 	}
 	gvk := schema.GroupVersionKind{Group: prof.Spec.Target.Group, Version: prof.Spec.Target.Version, Kind: prof.Spec.Target.Kind}
 	rules, err := r.Scopes.Rules(ctx, key.Namespace)
@@ -161,10 +161,10 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	if err != nil {
 		r.Collector.RemoveTarget(key)
 		if apimeta.IsNoMatchError(err) {
-			return ctrl.Result{RequeueAfter: kindRetry}, false, ReasonKindNotFound,
+			return ctrl.Result{RequeueAfter: kindRetry}, false, kollectv1.ReasonKindNotFound,
 				fmt.Sprintf("the API server does not serve %s (retrying every %s)", gvk, kindRetry)
 		}
-		return ctrl.Result{}, false, ReasonKindNotFound, err.Error()
+		return ctrl.Result{}, false, kollectv1.ReasonKindNotFound, err.Error()
 	}
 	namespaced := mapping.Scope.Name() == apimeta.RESTScopeNameNamespace
 	if d := rules.Target(gvk.GroupKind(), namespaced, scope.TargetReach(key.Namespace, t.selection)); !d.Allowed {
@@ -175,7 +175,7 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, profileKey, compiled)
 	if err != nil {
 		r.Collector.RemoveTarget(key)
-		return ctrl.Result{}, false, ReasonInvalidSelection, err.Error()
+		return ctrl.Result{}, false, kollectv1.ReasonInvalidSelection, err.Error()
 	}
 	r.Collector.SetTarget(target)
 	t.status.Resource = mapping.Resource.Resource + "." + mapping.Resource.Version
@@ -185,18 +185,18 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	st, err := r.Collector.Collect(key)
 	switch {
 	case err != nil:
-		return ctrl.Result{}, false, ReasonSyncing, err.Error()
+		return ctrl.Result{}, false, kollectv1.ReasonSyncing, err.Error()
 	case st.Forbidden:
-		return ctrl.Result{}, false, ReasonForbidden, fmt.Sprintf("the agent may not list or watch %s: coverage unknown, "+
+		return ctrl.Result{}, false, kollectv1.ReasonForbidden, fmt.Sprintf("the agent may not list or watch %s: coverage unknown, "+
 			"the rows of the last export are kept: %v", t.status.Resource, st.Err)
 	case !st.Synced:
 		msg := "waiting for the watch to sync"
 		if st.Err != nil {
-			return ctrl.Result{}, false, ReasonWatchFailed, st.Err.Error()
+			return ctrl.Result{}, false, kollectv1.ReasonWatchFailed, st.Err.Error()
 		}
-		return ctrl.Result{}, false, ReasonSyncing, msg
+		return ctrl.Result{}, false, kollectv1.ReasonSyncing, msg
 	}
-	return ctrl.Result{}, true, ReasonWatching, fmt.Sprintf("watching %s", t.status.Resource)
+	return ctrl.Result{}, true, kollectv1.ReasonWatching, fmt.Sprintf("watching %s", t.status.Resource)
 }
 
 // reportSelection fills counts and the Degraded condition from the collector.
@@ -208,7 +208,7 @@ func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObj
 	t.status.ObjectCount = int64(len(st.Rows) + len(st.Failed))
 	t.status.ErrorCount = int64(len(st.Failed))
 	if len(st.Failed) == 0 {
-		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, false, ReasonNoProblems, "")
+		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, false, kollectv1.ReasonNoProblems, "")
 		return
 	}
 	var examples []string
@@ -219,7 +219,7 @@ func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObj
 		}
 		examples = append(examples, fmt.Sprintf("%s: %v", strings.TrimPrefix(f.Namespace+"/"+f.Name, "/"), f.Err))
 	}
-	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, ReasonExtractionFailed,
+	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, kollectv1.ReasonExtractionFailed,
 		fmt.Sprintf("%d objects not exported: %s", len(st.Failed), strings.Join(examples, "; ")))
 }
 

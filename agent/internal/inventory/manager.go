@@ -200,7 +200,10 @@ type Status struct {
 type TargetProblem struct {
 	Target    collector.TargetKey
 	Forbidden bool
-	Reason    string
+	// Syncing: the target's watch has not synced yet and reported no error; this clears by
+	// itself (kollectv1.ReasonTargetsSyncing), unlike the other problems.
+	Syncing bool
+	Reason  string
 }
 
 // SinkStatus is one sink's export state.

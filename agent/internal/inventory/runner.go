@@ -192,11 +192,11 @@ func (r *runner) build() {
 		case st.Forbidden:
 			incomplete = append(incomplete, TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()})
 		case !st.Synced:
-			reason := "waiting for the watch to sync"
+			p := TargetProblem{Target: tk, Syncing: true, Reason: "waiting for the watch to sync"}
 			if st.Err != nil {
-				reason = st.Err.Error()
+				p.Syncing, p.Reason = false, st.Err.Error()
 			}
-			incomplete = append(incomplete, TargetProblem{Target: tk, Reason: reason})
+			incomplete = append(incomplete, p)
 		default:
 			rows = append(rows, st.Rows...)
 			failed[tk] = len(st.Failed)

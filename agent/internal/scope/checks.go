@@ -14,11 +14,11 @@ import (
 // Kind decides whether a target may watch objects of gk.
 func (r Rules) Kind(gk schema.GroupKind) Decision {
 	if r.missing != "" {
-		return deny(ReasonScopeMissing, "%s", r.missing)
+		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
 	}
 	for _, ru := range r.rules {
 		if !kindAllowed(ru.spec.AllowedKinds, gk) {
-			return deny(ReasonKindDenied, "%s does not allow %s", ru.name, groupKind(gk))
+			return deny(kollectv1.ReasonScopeKindDenied, "%s does not allow %s", ru.name, groupKind(gk))
 		}
 	}
 	return Allow
@@ -71,20 +71,20 @@ func TargetReach(ownNamespace string, sel kollectv1.TargetSelection) Reach {
 // cluster-scoped kinds reach no namespace and pass.
 func (r Rules) Namespaces(reach Reach) Decision {
 	if r.missing != "" {
-		return deny(ReasonScopeMissing, "%s", r.missing)
+		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
 	}
 	for _, ru := range r.rules {
 		allowed := ru.spec.AllowedNamespaces
 		if reach.All {
 			if !contains(allowed, "*") {
-				return deny(ReasonNamespaceDenied, "%s does not allow every namespace (allowed: %s); list the namespaces in namespaces.include",
+				return deny(kollectv1.ReasonScopeNamespaceDenied, "%s does not allow every namespace (allowed: %s); list the namespaces in namespaces.include",
 					ru.name, listOrNone(allowed))
 			}
 			continue
 		}
 		for _, p := range reach.Patterns {
 			if !covered(allowed, p) {
-				return deny(ReasonNamespaceDenied, "%s does not allow namespace %s (allowed: %s)", ru.name, p, listOrNone(allowed))
+				return deny(kollectv1.ReasonScopeNamespaceDenied, "%s does not allow namespace %s (allowed: %s)", ru.name, p, listOrNone(allowed))
 			}
 		}
 	}
@@ -128,11 +128,11 @@ func (s SinkRef) String() string {
 // name; a pattern with a slash matches namespace/name (useful in cluster scopes).
 func (r Rules) Sink(s SinkRef) Decision {
 	if r.missing != "" {
-		return deny(ReasonScopeMissing, "%s", r.missing)
+		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
 	}
 	for _, ru := range r.rules {
 		if !sinkAllowed(ru.spec.AllowedSinks, s) {
-			return deny(ReasonSinkDenied, "%s does not allow %s", ru.name, s)
+			return deny(kollectv1.ReasonScopeSinkDenied, "%s does not allow %s", ru.name, s)
 		}
 	}
 	return Allow
@@ -164,7 +164,7 @@ func sinkAllowed(rules []kollectv1.SinkRule, s SinkRef) bool {
 // combine by taking the largest; the message names the scope that sets it.
 func (r Rules) Cadence(t kollectv1.ExportTiming) Decision {
 	if r.missing != "" {
-		return deny(ReasonScopeMissing, "%s", r.missing)
+		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
 	}
 	var minDebounce, minResync time.Duration
 	var debounceBy, resyncBy string
@@ -177,10 +177,10 @@ func (r Rules) Cadence(t kollectv1.ExportTiming) Decision {
 		}
 	}
 	if t.Debounce.Duration < minDebounce {
-		return deny(ReasonCadenceTooFast, "debounce %s is below the minimum %s of %s", t.Debounce.Duration, minDebounce, debounceBy)
+		return deny(kollectv1.ReasonScopeCadenceTooFast, "debounce %s is below the minimum %s of %s", t.Debounce.Duration, minDebounce, debounceBy)
 	}
 	if t.ResyncInterval != nil && t.ResyncInterval.Duration < minResync {
-		return deny(ReasonCadenceTooFast, "resyncInterval %s is below the minimum %s of %s", t.ResyncInterval.Duration, minResync, resyncBy)
+		return deny(kollectv1.ReasonScopeCadenceTooFast, "resyncInterval %s is below the minimum %s of %s", t.ResyncInterval.Duration, minResync, resyncBy)
 	}
 	return Allow
 }

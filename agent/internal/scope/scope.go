@@ -10,15 +10,8 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// Reasons a decision carries; they double as condition reasons on the denied object.
-const (
-	ReasonKindDenied      = "ScopeKindDenied"
-	ReasonNamespaceDenied = "ScopeNamespaceDenied"
-	ReasonSinkDenied      = "ScopeSinkDenied"
-	ReasonCadenceTooFast  = "ScopeCadenceTooFast"
-	// ReasonScopeMissing: tenant mode and no scope governs the object.
-	ReasonScopeMissing = "ScopeMissing"
-)
+// A decision's Reason is one of the kollectv1.ReasonScope* reasons; it doubles as the condition
+// reason on the denied object.
 
 // Decision is the outcome of one check. A denial names the rule in Reason and Message.
 type Decision struct {

@@ -38,14 +38,14 @@ func TestKind(t *testing.T) {
 		msg    string
 	}{
 		{name: "no scope, not tenant mode", set: Set{}, gk: deployments},
-		{name: "no scope, tenant mode", set: Set{TenantMode: true}, gk: deployments, reason: ReasonScopeMissing,
+		{name: "no scope, tenant mode", set: Set{TenantMode: true}, gk: deployments, reason: kollectv1.ReasonScopeMissing,
 			msg: "tenant mode: namespace team-a has no KollectScope, so nothing is allowed"},
 		{name: "kind allowed by group wildcard",
 			set: Set{Scopes: []kollectv1.KollectScope{nsScope("team-a", "s", kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{appsAll}})}},
 			gk:  deployments},
 		{name: "empty allowlist denies",
 			set: Set{Scopes: []kollectv1.KollectScope{nsScope("team-a", "s", kollectv1.KollectScopeSpec{})}},
-			gk:  configMaps, reason: ReasonKindDenied, msg: "KollectScope team-a/s does not allow core/ConfigMap"},
+			gk:  configMaps, reason: kollectv1.ReasonScopeKindDenied, msg: "KollectScope team-a/s does not allow core/ConfigMap"},
 		{name: "scope of another namespace does not apply",
 			set: Set{Scopes: []kollectv1.KollectScope{nsScope("team-b", "s", kollectv1.KollectScopeSpec{})}},
 			gk:  configMaps},
@@ -54,11 +54,11 @@ func TestKind(t *testing.T) {
 				nsScope("team-a", "z-narrow", kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{cmRule}}),
 				nsScope("team-a", "a-wide", kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{{Group: "*", Kind: "*"}}}),
 			}},
-			gk: deployments, reason: ReasonKindDenied, msg: "KollectScope team-a/z-narrow does not allow apps/Deployment"},
+			gk: deployments, reason: kollectv1.ReasonScopeKindDenied, msg: "KollectScope team-a/z-narrow does not allow apps/Deployment"},
 		{name: "cluster ceiling denies even when the namespace scope allows",
 			set: Set{Scopes: []kollectv1.KollectScope{nsScope("team-a", "s", kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{appsAll}})},
 				ClusterScopes: []kollectv1.KollectClusterScope{clusterScope("platform", nil, kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{cmRule}})}},
-			gk: deployments, reason: ReasonKindDenied, msg: "KollectClusterScope platform does not allow apps/Deployment"},
+			gk: deployments, reason: kollectv1.ReasonScopeKindDenied, msg: "KollectClusterScope platform does not allow apps/Deployment"},
 		{name: "cluster ceiling not selecting the namespace does not apply",
 			set: Set{ClusterScopes: []kollectv1.KollectClusterScope{clusterScope("platform",
 				&metav1.LabelSelector{MatchLabels: map[string]string{"tier": "prod"}}, kollectv1.KollectScopeSpec{})}},
@@ -66,7 +66,7 @@ func TestKind(t *testing.T) {
 		{name: "tenant mode: a cluster ceiling alone does not grant",
 			set: Set{TenantMode: true, ClusterScopes: []kollectv1.KollectClusterScope{clusterScope("platform", nil,
 				kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{appsAll}})}},
-			gk: deployments, reason: ReasonScopeMissing},
+			gk: deployments, reason: kollectv1.ReasonScopeMissing},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -129,7 +129,7 @@ func TestNamespaces(t *testing.T) {
 			if d.Allowed != tt.allowed {
 				t.Fatalf("got %s, want allowed=%v", d, tt.allowed)
 			}
-			if !d.Allowed && d.Reason != ReasonNamespaceDenied {
+			if !d.Allowed && d.Reason != kollectv1.ReasonScopeNamespaceDenied {
 				t.Fatalf("reason %s", d.Reason)
 			}
 		})
@@ -160,13 +160,13 @@ func TestSinksAndCadence(t *testing.T) {
 			timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: time.Minute}}},
 		{name: "name outside the glob", sinks: []SinkRef{{Family: "snapshot", Name: "s3-main"}},
 			timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: time.Minute}},
-			reason: ReasonSinkDenied, msg: "KollectScope team-a/s does not allow snapshot sink s3-main"},
+			reason: kollectv1.ReasonScopeSinkDenied, msg: "KollectScope team-a/s does not allow snapshot sink s3-main"},
 		{name: "family not listed", sinks: []SinkRef{{Family: "database", Name: "pg"}},
-			reason: ReasonSinkDenied, msg: "KollectScope team-a/s does not allow database sink pg"},
+			reason: kollectv1.ReasonScopeSinkDenied, msg: "KollectScope team-a/s does not allow database sink pg"},
 		{name: "largest minimum wins", timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: 20 * time.Second}},
-			reason: ReasonCadenceTooFast, msg: "debounce 20s is below the minimum 30s of KollectClusterScope platform"},
+			reason: kollectv1.ReasonScopeCadenceTooFast, msg: "debounce 20s is below the minimum 30s of KollectClusterScope platform"},
 		{name: "resync too fast", timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: time.Minute}, ResyncInterval: dur(time.Minute)},
-			reason: ReasonCadenceTooFast, msg: "resyncInterval 1m0s is below the minimum 1h0m0s of KollectScope team-a/s"},
+			reason: kollectv1.ReasonScopeCadenceTooFast, msg: "resyncInterval 1m0s is below the minimum 1h0m0s of KollectScope team-a/s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -195,7 +195,7 @@ func TestClusterObjects(t *testing.T) {
 	if d := r.Target(deployments, true, Reach{Patterns: []string{"prod-eu"}}); !d.Allowed {
 		t.Fatalf("cluster target denied: %s", d)
 	}
-	if d := r.Target(deployments, true, Reach{All: true}); d.Reason != ReasonNamespaceDenied {
+	if d := r.Target(deployments, true, Reach{All: true}); d.Reason != kollectv1.ReasonScopeNamespaceDenied {
 		t.Fatalf("cluster target reaching every namespace: %s", d)
 	}
 	if d := r.Sink(SinkRef{Family: "database", Namespace: "platform", Name: "pg"}); !d.Allowed {
@@ -204,7 +204,7 @@ func TestClusterObjects(t *testing.T) {
 	if d := r.Sink(SinkRef{Family: "database", Namespace: "team-a", Name: "pg"}); d.Allowed {
 		t.Fatal("sink of another namespace allowed")
 	}
-	if d := (Set{TenantMode: true}).ForCluster().Kind(deployments); d.Reason != ReasonScopeMissing {
+	if d := (Set{TenantMode: true}).ForCluster().Kind(deployments); d.Reason != kollectv1.ReasonScopeMissing {
 		t.Fatalf("tenant mode without cluster scope: %s", d)
 	}
 	if !(Set{}).ForCluster().Unrestricted() {

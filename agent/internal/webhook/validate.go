@@ -122,7 +122,7 @@ func validateTarget(ctx context.Context, r *Result, l Lookup, ns, name, profileN
 	namespaced, _ := l.Namespaced(gk)
 	if d := rules.Target(gk, namespaced, scope.TargetReach(ns, sel)); !d.Allowed {
 		p := spec.Child("profileRef")
-		if d.Reason == scope.ReasonNamespaceDenied {
+		if d.Reason == kollectv1.ReasonScopeNamespaceDenied {
 			p = spec.Child("namespaces")
 		}
 		r.Errors = append(r.Errors, field.Forbidden(p, d.String()))

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // Summary is what one heartbeat says in a few numbers: the per-cluster columns of the fleet
@@ -45,7 +47,7 @@ func Summarize(st *fleetv1.AgentStatus) Summary {
 // yet (just created, never evaluated) is not ready either.
 func Ready(inv *fleetv1.InventoryStatus) bool {
 	for _, c := range inv.GetConditions() {
-		if c.GetType() == "Ready" {
+		if c.GetType() == kollectv1.ConditionReady {
 			return c.GetStatus() == "True"
 		}
 	}

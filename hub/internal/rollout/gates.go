@@ -9,6 +9,8 @@ import (
 
 	"kollect.dev/hub/internal/store"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // Gate names, as RolloutCluster.gate reports them.
@@ -51,13 +53,16 @@ type Target struct {
 	Absent   bool
 }
 
-// startingReasons are Ready=False reasons of the agent (agent/internal/controller/status.go)
-// that clear by themselves: the inventory is still being built or exported.
-var startingReasons = map[string]bool{"Syncing": true, "ExportPending": true}
-
-// startingMessages are the TargetsIncomplete messages of an inventory that has simply not
-// finished its first snapshot, or whose watch has not synced yet.
-var startingMessages = []string{"no snapshot built yet", "waiting for the watch to sync"}
+// startingReasons are the agent's condition reasons that clear by themselves
+// (kollectv1.TransientReasons): an inventory still being built or exported. Only reasons are
+// compared, never messages, so rewording a message cannot change a rollout's verdict.
+var startingReasons = func() map[string]bool {
+	m := map[string]bool{}
+	for _, r := range kollectv1.TransientReasons {
+		m[r] = true
+	}
+	return m
+}()
 
 // FailureSettle is how long (on the agent's clock: observed_at − last_transition_time) an
 // inventory must have been Ready=False for a failing reason before the gate fails. Right after
@@ -167,7 +172,7 @@ func inventoriesReady(st *fleetv1.AgentStatus) Result {
 	for _, inv := range st.GetInventories() {
 		var ready *fleetv1.Condition
 		for _, c := range inv.GetConditions() {
-			if c.GetType() == "Ready" {
+			if c.GetType() == kollectv1.ConditionReady {
 				ready = c
 			}
 		}
@@ -198,19 +203,7 @@ func condText(c *fleetv1.Condition) string {
 	return c.GetReason() + ": " + c.GetMessage()
 }
 
-func starting(c *fleetv1.Condition) bool {
-	if startingReasons[c.GetReason()] {
-		return true
-	}
-	if c.GetReason() == "TargetsIncomplete" {
-		for _, m := range startingMessages {
-			if strings.Contains(c.GetMessage(), m) {
-				return true
-			}
-		}
-	}
-	return false
-}
+func starting(c *fleetv1.Condition) bool { return startingReasons[c.GetReason()] }
 
 // settled reports whether a failing condition has held for FailureSettle on the agent's
 // clock. Without both times (a simulated or older agent) it is taken as settled.
@@ -254,7 +247,7 @@ func itemCount(pct float64, base store.Baseline, st *fleetv1.AgentStatus) Result
 // notReady: an inventory reporting Ready=False has no trustworthy count yet.
 func notReady(inv *fleetv1.InventoryStatus) bool {
 	for _, c := range inv.GetConditions() {
-		if c.GetType() == "Ready" {
+		if c.GetType() == kollectv1.ConditionReady {
 			return c.GetStatus() == "False"
 		}
 	}

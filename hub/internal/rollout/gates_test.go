@@ -40,8 +40,11 @@ func TestEvaluate(t *testing.T) {
 	failedObject.Bundles[0].Objects[0].Message = "admission webhook denied"
 	fresh := status(2, 100, "False:TargetsIncomplete", "")
 	fresh.Inventories[0].Conditions[0].LastTransitionTime = timestamppb.New(observed.Add(-2 * time.Second))
-	starting := status(2, 0, "False:TargetsIncomplete", "")
+	starting := status(2, 0, "False:SnapshotPending", "")
 	starting.Inventories[0].Conditions[0].Message = "no snapshot built yet"
+	// A message is for people: the same words under a failing reason are a failure.
+	wordedLikeStarting := status(2, 0, "False:TargetsIncomplete", "")
+	wordedLikeStarting.Inventories[0].Conditions[0].Message = "no snapshot built yet"
 	noCond := status(2, 100, "True", "")
 	noCond.Inventories[0].Conditions = nil
 
@@ -62,6 +65,8 @@ func TestEvaluate(t *testing.T) {
 		{"starting: syncing", to, base, gates, status(2, 100, "False:Syncing", ""), Wait, GateInventoriesReady, "Syncing"},
 		{"starting: export pending", to, base, gates, status(2, 100, "False:ExportPending", ""), Wait, GateInventoriesReady, ""},
 		{"starting: first snapshot", to, base, gates, starting, Wait, GateInventoriesReady, "no snapshot built yet"},
+		{"starting: targets syncing", to, base, gates, status(2, 100, "False:TargetsSyncing", ""), Wait, GateInventoriesReady, "TargetsSyncing"},
+		{"message is not a reason", to, base, gates, wordedLikeStarting, Fail, GateInventoriesReady, "TargetsIncomplete"},
 		{"unknown", to, base, gates, status(2, 100, "Unknown:Reconciling", ""), Wait, GateInventoriesReady, ""},
 		{"no condition yet", to, base, gates, noCond, Wait, GateInventoriesReady, "no Ready condition"},
 		{"profile not ready", to, base, gates, status(2, 100, "False:ProfileNotReady", ""), Fail, GateInventoriesReady, "team-a/inv is not ready: ProfileNotReady"},

@@ -1,0 +1,116 @@
+package v1alpha1
+
+// Condition types and reasons are API: alerts, `kubectl wait`, the hub's rollout gates and its
+// fleet health key on them, so a reason never changes its meaning and a message is only ever
+// for people. Code that reads conditions compares types and reasons, never message text.
+
+// Condition types shared by every Kollect kind.
+const (
+	// ConditionReady is True when the object is fully in effect: compiled, watching, exporting.
+	ConditionReady = "Ready"
+	// ConditionDegraded is True when the object works only in part (a scope rule, a forbidden
+	// kind, a failing sink) and the message says which part.
+	ConditionDegraded = "Degraded"
+	// ConditionSynced is True when the last export of every sink matches the current data.
+	ConditionSynced = "Synced"
+)
+
+// Reasons of KollectProfile conditions.
+const (
+	// ReasonCompiled (Ready=True): every attribute compiled.
+	ReasonCompiled = "Compiled"
+	// ReasonCompileFailed (Ready=False): an expression does not compile; the message names it.
+	ReasonCompileFailed = "CompileFailed"
+)
+
+// Reasons of KollectTarget and KollectClusterTarget conditions.
+const (
+	// ReasonWatching (Ready=True): the kind's watch is synced.
+	ReasonWatching = "Watching"
+	// ReasonSyncing (Ready=False): the watch is listing; clears by itself.
+	ReasonSyncing = "Syncing"
+	// ReasonProfileNotFound (Ready=False): the referenced profile does not exist.
+	ReasonProfileNotFound = "ProfileNotFound"
+	// ReasonProfileNotReady (Ready=False): the referenced profile does not compile.
+	ReasonProfileNotReady = "ProfileNotReady"
+	// ReasonKindNotFound (Ready=False): the API server does not serve the kind.
+	ReasonKindNotFound = "KindNotFound"
+	// ReasonInvalidSelection (Ready=False): a selector or match expression is invalid.
+	ReasonInvalidSelection = "InvalidSelection"
+	// ReasonForbidden (Ready=False on targets, Degraded=True on inventories): the agent may not
+	// list or watch the kind.
+	ReasonForbidden = "Forbidden"
+	// ReasonWatchFailed (Ready=False): the watch failed for another reason.
+	ReasonWatchFailed = "WatchFailed"
+	// ReasonExtractionFailed (Degraded=True): some objects lack a required attribute or have a
+	// value of the wrong type.
+	ReasonExtractionFailed = "ExtractionFailed"
+)
+
+// Reasons of KollectInventory and KollectClusterInventory conditions.
+const (
+	// ReasonSnapshotReady (Ready=True): a complete snapshot exists.
+	ReasonSnapshotReady = "SnapshotReady"
+	// ReasonSnapshotPending (Ready=False): the first snapshot has not been built yet; clears
+	// by itself.
+	ReasonSnapshotPending = "SnapshotPending"
+	// ReasonTargetsSyncing (Ready=False): a target's watch has not synced yet, and nothing is
+	// wrong with any target; clears by itself.
+	ReasonTargetsSyncing = "TargetsSyncing"
+	// ReasonTargetsIncomplete (Ready=False): a target cannot be collected (an error, a kind
+	// forbidden); its previous rows are kept.
+	ReasonTargetsIncomplete = "TargetsIncomplete"
+	// ReasonTargetNotFound (Ready=False): a named target does not exist.
+	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonNoProblems (Degraded=False): nothing is degraded.
+	ReasonNoProblems = "AsExpected"
+	// ReasonSinkNotFound: a referenced sink does not exist.
+	ReasonSinkNotFound = "SinkNotFound"
+	// ReasonSinkInvalid (Degraded=True): a sink is missing or cannot be configured.
+	ReasonSinkInvalid = "SinkInvalid"
+	// ReasonExported (Synced=True): every sink holds the current snapshot.
+	ReasonExported = "Exported"
+	// ReasonExportPending (Synced=False): an export is on its way; clears by itself.
+	ReasonExportPending = "ExportPending"
+	// ReasonExportFailed (Degraded=True, Synced=False): a sink failed; status.sinks says why.
+	ReasonExportFailed = "ExportFailed"
+	// ReasonSuspended (Synced=False): exports are suspended.
+	ReasonSuspended = "Suspended"
+)
+
+// Reasons of sink conditions (KollectSnapshotSink, KollectDatabaseSink, KollectEventSink).
+const (
+	// ReasonProbeSucceeded (Ready=True): the connection test passed.
+	ReasonProbeSucceeded = "ProbeSucceeded"
+	// ReasonProbeFailed (Ready=False): the connection test failed; the message says why.
+	ReasonProbeFailed = "ProbeFailed"
+	// ReasonUnsupportedType (Ready=False): this agent has no backend for the sink's type.
+	ReasonUnsupportedType = "UnsupportedType"
+)
+
+// Reasons of scope decisions: the Degraded (or Ready) reason of an object a KollectScope or
+// KollectClusterScope refuses, and the Ready reason of a scope itself. Every reason of a
+// scope decision starts with ReasonScopePrefix.
+const (
+	// ReasonScopePrefix begins every reason that comes from a scope decision.
+	ReasonScopePrefix = "Scope"
+	// ReasonScopeKindDenied: the scope does not allow the target's kind.
+	ReasonScopeKindDenied = "ScopeKindDenied"
+	// ReasonScopeNamespaceDenied: the scope does not allow a selected namespace.
+	ReasonScopeNamespaceDenied = "ScopeNamespaceDenied"
+	// ReasonScopeSinkDenied: the scope does not allow the sink.
+	ReasonScopeSinkDenied = "ScopeSinkDenied"
+	// ReasonScopeCadenceTooFast: the inventory exports more often than the scope allows; the
+	// scope's minimum applies.
+	ReasonScopeCadenceTooFast = "ScopeCadenceTooFast"
+	// ReasonScopeMissing: tenant mode, and no scope governs the object.
+	ReasonScopeMissing = "ScopeMissing"
+	// ReasonInForce (Ready=True on a scope): the agent enforces the scope.
+	ReasonInForce = "InForce"
+)
+
+// TransientReasons are the Ready=False and Synced=False reasons that clear by themselves: an
+// object still starting (a watch listing, a first snapshot, an export on its way). A reader
+// that waits for health, such as the hub's rollout gates, waits through these and treats any
+// other False reason as a failure.
+var TransientReasons = []string{ReasonSyncing, ReasonSnapshotPending, ReasonTargetsSyncing, ReasonExportPending}
