@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kollectv1 "kollect.dev/api/v1alpha1"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -212,8 +213,8 @@ func (h *Client) sendHeartbeat(ctx context.Context) {
 
 // watchDrift reverts local edits of hub-managed objects as soon as the agent's cache sees them.
 func (h *Client) watchDrift(ctx context.Context) error {
-	for _, kind := range kollectKinds {
-		gvk := schema.GroupVersionKind{Group: kollectGroup, Version: "v1alpha1", Kind: kind}
+	for _, k := range kollectv1.Kinds {
+		kind, gvk := k.Kind, kollectv1.GroupVersion.WithKind(k.Kind)
 		// Typed objects share the informers the agent's controllers already run.
 		typed, err := h.c.Scheme().New(gvk)
 		if err != nil {
