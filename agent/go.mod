@@ -2,7 +2,10 @@ module kollect.dev/agent
 
 go 1.26.0
 
-replace kollect.dev/api => ../api
+replace (
+	kollect.dev/api => ../api
+	kollect.dev/expr => ../expr
+)
 
 require (
 	cloud.google.com/go/storage v1.70.0
@@ -21,6 +24,7 @@ require (
 	go.mongodb.org/mongo-driver/v2 v2.10.0
 	google.golang.org/api v0.315.0
 	kollect.dev/api v0.0.0
+	kollect.dev/expr v0.0.0
 )
 
 require (

@@ -2,15 +2,10 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,11 +14,11 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
-	"golang.org/x/net/http2"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"kollect.dev/agent/internal/hubdial"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -66,74 +61,17 @@ func loadHubLogin() (*hubLogin, error) {
 	return l, nil
 }
 
-// client builds a FleetService client that verifies the hub by CA pin, CA file or system roots.
+// client builds a FleetService client that verifies the hub by CA pin, CA file or system roots
+// (hubdial, the agent's own way to the hub), with the API token on every call. Unary calls
+// without a deadline of their own get a minute; WatchFleet streams are not cut.
 func (l *hubLogin) client() (fleetv1connect.FleetServiceClient, error) {
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-	switch {
-	case l.CAFingerprint != "":
-		pin := l.CAFingerprint
-		cfg.InsecureSkipVerify = true // verified below against the pinned CA
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			roots := x509.NewCertPool()
-			for _, c := range cs.PeerCertificates {
-				sum := sha256.Sum256(c.Raw)
-				if "sha256:"+hex.EncodeToString(sum[:]) == pin {
-					roots.AddCert(c)
-					inter := x509.NewCertPool()
-					for _, i := range cs.PeerCertificates[1:] {
-						inter.AddCert(i)
-					}
-					_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: roots, Intermediates: inter})
-					return err
-				}
-			}
-			return fmt.Errorf("the hub's certificate chain lacks the pinned CA %s", pin)
-		}
-	case l.CAFile != "":
-		pem, err := os.ReadFile(l.CAFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%s holds no PEM certificate", l.CAFile)
-		}
+	token := l.Token
+	conn, err := hubdial.New(hubdial.Options{URL: l.URL, CAFingerprint: l.CAFingerprint, CAFile: l.CAFile,
+		Token: func() string { return token }, UnaryTimeout: time.Minute})
+	if err != nil {
+		return nil, err
 	}
-	// No client-wide timeout: it would cut WatchFleet streams; unary calls get one per call.
-	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: cfg}}
-	return fleetv1connect.NewFleetServiceClient(hc, strings.TrimSuffix(l.URL, "/"),
-		connect.WithInterceptors(hubAuth{token: l.Token, unaryTimeout: time.Minute})), nil
-}
-
-// hubAuth adds the API token to every call, unary and streaming, and bounds unary calls
-// that carry no deadline of their own.
-type hubAuth struct {
-	token        string
-	unaryTimeout time.Duration
-}
-
-func (a hubAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if _, ok := ctx.Deadline(); !ok {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, a.unaryTimeout)
-			defer cancel()
-		}
-		req.Header().Set("Authorization", "Bearer "+a.token)
-		return next(ctx, req)
-	}
-}
-
-func (a hubAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+a.token)
-		return conn
-	}
-}
-
-func (a hubAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+	return conn.Fleet(), nil
 }
 
 // hubErr maps an RPC failure to an exit code: refusals are findings (1), the rest usage or

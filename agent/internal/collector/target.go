@@ -98,7 +98,7 @@ func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVer
 		}
 	}
 	if sel.Match != "" {
-		prg, err := profile.CompileCEL(sel.Match)
+		prg, err := profile.CompileMatch(sel.Match)
 		if err != nil {
 			return nil, fmt.Errorf("match: %w", err)
 		}

@@ -21,16 +21,9 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	kollectv1 "kollect.dev/api/v1alpha1"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
-
-// kollectKinds are the kinds the hub may manage: kollect.dev only, by design.
-var kollectKinds = []string{
-	"KollectProfile", "KollectTarget", "KollectClusterTarget", "KollectInventory", "KollectClusterInventory",
-	"KollectSnapshotSink", "KollectDatabaseSink", "KollectEventSink", "KollectScope", "KollectClusterScope",
-}
-
-const kollectGroup = "kollect.dev"
 
 type objectKey struct {
 	gvk       schema.GroupVersionKind
@@ -114,14 +107,16 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 
 // refuse explains why an object is outside the local allowlist, or returns "".
 func (a *Applier) refuse(u *unstructured.Unstructured) string {
+	// The allowlist of kinds is kollectv1.Kinds: kollect.dev only, by design.
 	gvk := u.GroupVersionKind()
-	if gvk.Group != kollectGroup || !slices.Contains(kollectKinds, gvk.Kind) {
+	info, ok := kollectv1.LookupKind(gvk.Kind)
+	if gvk.Group != kollectv1.GroupVersion.Group || !ok {
 		return fmt.Sprintf("%s is not a Kollect kind: the hub may only manage kollect.dev objects", gvk.GroupKind())
 	}
 	if u.GetName() == "" {
 		return "object has no name"
 	}
-	if strings.HasPrefix(gvk.Kind, "KollectCluster") {
+	if !info.Namespaced {
 		if u.GetNamespace() != "" {
 			return gvk.Kind + " is cluster-scoped and must not name a namespace"
 		}
@@ -175,9 +170,10 @@ func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error
 func (a *Applier) prune(ctx context.Context, desired map[objectKey]*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var pruned []*unstructured.Unstructured
 	var errs []error
-	for _, kind := range kollectKinds {
+	for _, k := range kollectv1.Kinds {
+		kind := k.Kind
 		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(schema.GroupVersionKind{Group: kollectGroup, Version: "v1alpha1", Kind: kind + "List"})
+		list.SetGroupVersionKind(kollectv1.GroupVersion.WithKind(kind + "List"))
 		if err := a.c.List(ctx, list, client.MatchingLabels{LabelManagedBy: managedByValue}); err != nil {
 			errs = append(errs, fmt.Errorf("listing hub-managed %s: %w", kind, err))
 			continue

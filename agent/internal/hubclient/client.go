@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kollect.dev/agent/internal/hubdial"
+	kollectv1 "kollect.dev/api/v1alpha1"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -48,11 +50,12 @@ func New(o Options, cfg *rest.Config, c client.Client, reader client.Reader, ca 
 	}
 	hc := &Client{o: o, c: c, reader: reader, cache: ca, cfg: cfg, heartbeat: defaultHeartbeat,
 		applier: NewApplier(c, o)}
-	api, err := newAgentClient(o, hc.currentCredential)
+	conn, err := hubdial.New(hubdial.Options{URL: o.URL, CAFingerprint: o.CAFingerprint, CAFile: o.CAFile,
+		Token: hc.currentCredential})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hub connection: %w", err)
 	}
-	hc.api = api
+	hc.api = conn.Agent()
 	return hc, nil
 }
 
@@ -212,8 +215,8 @@ func (h *Client) sendHeartbeat(ctx context.Context) {
 
 // watchDrift reverts local edits of hub-managed objects as soon as the agent's cache sees them.
 func (h *Client) watchDrift(ctx context.Context) error {
-	for _, kind := range kollectKinds {
-		gvk := schema.GroupVersionKind{Group: kollectGroup, Version: "v1alpha1", Kind: kind}
+	for _, k := range kollectv1.Kinds {
+		kind, gvk := k.Kind, kollectv1.GroupVersion.WithKind(k.Kind)
 		// Typed objects share the informers the agent's controllers already run.
 		typed, err := h.c.Scheme().New(gvk)
 		if err != nil {

@@ -5,5 +5,6 @@
 // longer hold, reverts local edits of hub-managed objects, and sends a heartbeat with the
 // agent's state. Only kollect.dev kinds in allowed namespaces are applied; the hub never sends
 // and the agent never needs sink credentials. When the hub is unreachable the agent keeps its
-// last applied configuration and keeps exporting.
+// last applied configuration and keeps exporting. It reaches the hub through hubdial, as the
+// kollect CLI does, and takes the list of kinds it may manage from kollect.dev/api/v1alpha1.Kinds.
 package hubclient

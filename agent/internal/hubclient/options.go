@@ -24,7 +24,8 @@ type Options struct {
 	// URL of the hub, https://host:port.
 	URL string
 	// CAFingerprint pins the hub's CA ("sha256:<hex>" of its DER); CAFile trusts a PEM bundle
-	// instead. With neither, the system roots verify the hub.
+	// instead. With neither, the system roots verify the hub. The host name of URL is checked
+	// in every case (see hubdial).
 	CAFingerprint string
 	CAFile        string
 	// Cluster is the agent's cluster name; Labels are the cluster's labels for bundle selection.

@@ -2,9 +2,10 @@ package profile
 
 import (
 	"fmt"
-	"strings"
 
 	"k8s.io/client-go/util/jsonpath"
+
+	"kollect.dev/expr"
 )
 
 // jsonPathExtractor runs a compiled JSONPath template. Templates that are a plain chain of
@@ -30,27 +31,15 @@ type step struct {
 	index int
 }
 
-// normalizeTemplate accepts both {.a.b} and .a.b, as kubectl does.
-func normalizeTemplate(expr string) string {
-	expr = strings.TrimSpace(expr)
-	if !strings.HasPrefix(expr, "{") {
-		expr = "{" + expr + "}"
-	}
-	return expr
-}
-
-func compileJSONPath(name, expr string) (*jsonPathExtractor, error) {
-	tmpl := normalizeTemplate(expr)
-	parser, err := jsonpath.Parse(name, tmpl)
+// compileJSONPath parses src in the shared dialect (kollect.dev/expr: kubectl templates, with
+// or without braces) and picks the walker when the template is a plain field chain.
+func compileJSONPath(name, src string) (*jsonPathExtractor, error) {
+	p, err := expr.ParseJSONPath(name, src)
 	if err != nil {
-		return nil, fmt.Errorf("invalid JSONPath %q: %w", expr, err)
+		return nil, fmt.Errorf("invalid JSONPath %q: %w", src, &detailError{err: err})
 	}
-	full := jsonpath.New(name).AllowMissingKeys(true)
-	if err := full.Parse(tmpl); err != nil {
-		return nil, fmt.Errorf("invalid JSONPath %q: %w", expr, err)
-	}
-	x := &jsonPathExtractor{full: full}
-	if steps, multi, ok := simpleSteps(parser.Root); ok {
+	x := &jsonPathExtractor{full: p.Eval}
+	if steps, multi, ok := simpleSteps(p.Tree.Root); ok {
 		x.steps, x.multi = steps, multi
 	} else {
 		x.multi = true

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -18,84 +19,75 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// kind is one Kollect kind the webhooks validate.
-type kind struct {
-	name, plural string
-	clusterScope bool
-	handler      func(*runtime.Scheme, *validator) *admission.Webhook
-}
-
-// typed adapts validator to admission.Validator[T]: the decoder needs the concrete type.
-type typed[T client.Object] struct{ v *validator }
-
-func (t typed[T]) ValidateCreate(ctx context.Context, obj T) (admission.Warnings, error) {
-	return t.v.ValidateCreate(ctx, obj)
-}
-
-func (t typed[T]) ValidateUpdate(ctx context.Context, oldObj, newObj T) (admission.Warnings, error) {
-	return t.v.ValidateUpdate(ctx, oldObj, newObj)
-}
-
-func (t typed[T]) ValidateDelete(ctx context.Context, obj T) (admission.Warnings, error) {
-	return t.v.ValidateDelete(ctx, obj)
-}
-
-func handlerFor[T client.Object]() func(*runtime.Scheme, *validator) *admission.Webhook {
-	return func(s *runtime.Scheme, v *validator) *admission.Webhook {
-		return admission.WithValidator[T](s, typed[T]{v: v})
-	}
-}
-
-// Kinds lists every Kollect kind with a validating webhook.
-var kinds = []kind{
-	{"KollectProfile", "kollectprofiles", false, handlerFor[*kollectv1.KollectProfile]()},
-	{"KollectTarget", "kollecttargets", false, handlerFor[*kollectv1.KollectTarget]()},
-	{"KollectClusterTarget", "kollectclustertargets", true, handlerFor[*kollectv1.KollectClusterTarget]()},
-	{"KollectInventory", "kollectinventories", false, handlerFor[*kollectv1.KollectInventory]()},
-	{"KollectClusterInventory", "kollectclusterinventories", true, handlerFor[*kollectv1.KollectClusterInventory]()},
-	{"KollectSnapshotSink", "kollectsnapshotsinks", false, handlerFor[*kollectv1.KollectSnapshotSink]()},
-	{"KollectDatabaseSink", "kollectdatabasesinks", false, handlerFor[*kollectv1.KollectDatabaseSink]()},
-	{"KollectEventSink", "kollecteventsinks", false, handlerFor[*kollectv1.KollectEventSink]()},
-	{"KollectScope", "kollectscopes", false, handlerFor[*kollectv1.KollectScope]()},
-	{"KollectClusterScope", "kollectclusterscopes", true, handlerFor[*kollectv1.KollectClusterScope]()},
-}
-
 // Path is the URL path of a kind's validating webhook.
 func Path(kindName string) string {
 	return "/validate-kollect-dev-v1alpha1-" + strings.ToLower(kindName)
 }
 
-// Register adds one validating webhook per Kollect kind to srv.
+// Register adds one validating webhook per Kollect kind (kollectv1.Kinds) to srv.
 func Register(srv webhook.Server, scheme *runtime.Scheme, l Lookup) {
-	for _, k := range kinds {
-		srv.Register(Path(k.name), k.handler(scheme, &validator{kind: k, lookup: l}).WithRecoverPanic(true))
+	for _, k := range kollectv1.Kinds {
+		v := &validator{kind: k, scheme: scheme, lookup: l}
+		srv.Register(Path(k.Kind), admission.WithValidator[*unstructured.Unstructured](scheme, v).WithRecoverPanic(true))
 	}
 }
 
-// validator adapts Validate to controller-runtime's admission.Validator.
+// validator adapts Validate to controller-runtime's admission.Validator. The admission
+// decoder needs a concrete type to decode into, and the kinds come from a list rather than
+// from Go types, so requests are decoded as unstructured and converted to the kind's typed
+// object through the scheme.
 type validator struct {
-	kind   kind
+	kind   kollectv1.KindInfo
+	scheme *runtime.Scheme
 	lookup Lookup
 }
 
 func (v *validator) gk() schema.GroupKind {
-	return schema.GroupKind{Group: kollectv1.GroupVersion.Group, Kind: v.kind.name}
+	return schema.GroupKind{Group: kollectv1.GroupVersion.Group, Kind: v.kind.Kind}
 }
 
-func (v *validator) ValidateCreate(ctx context.Context, obj client.Object) (admission.Warnings, error) {
+// typed converts a decoded request object to the kind's Go type.
+func (v *validator) typed(u *unstructured.Unstructured) (client.Object, error) {
+	obj, err := v.scheme.New(kollectv1.GroupVersion.WithKind(v.kind.Kind))
+	if err != nil {
+		return nil, apierrors.NewInternalError(fmt.Errorf("kind %s is not in the agent's scheme: %w", v.kind.Kind, err))
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.UnstructuredContent(), obj); err != nil {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("decoding %s %s: %v", v.kind.Kind, u.GetName(), err))
+	}
+	co, ok := obj.(client.Object)
+	if !ok {
+		return nil, apierrors.NewInternalError(fmt.Errorf("kind %s is not a client.Object", v.kind.Kind))
+	}
+	return co, nil
+}
+
+func (v *validator) ValidateCreate(ctx context.Context, u *unstructured.Unstructured) (admission.Warnings, error) {
+	obj, err := v.typed(u)
+	if err != nil {
+		return nil, err
+	}
 	return v.validate(ctx, obj)
 }
 
 // ValidateUpdate skips the checks when the spec did not change: labels, finalizers or an
 // owner reference must stay editable on an object a tightened scope now degrades.
-func (v *validator) ValidateUpdate(ctx context.Context, oldObj, newObj client.Object) (admission.Warnings, error) {
+func (v *validator) ValidateUpdate(ctx context.Context, oldU, newU *unstructured.Unstructured) (admission.Warnings, error) {
+	oldObj, err := v.typed(oldU)
+	if err != nil {
+		return nil, err
+	}
+	newObj, err := v.typed(newU)
+	if err != nil {
+		return nil, err
+	}
 	if sameSpec(oldObj, newObj) {
 		return nil, nil
 	}
 	return v.validate(ctx, newObj)
 }
 
-func (v *validator) ValidateDelete(context.Context, client.Object) (admission.Warnings, error) {
+func (v *validator) ValidateDelete(context.Context, *unstructured.Unstructured) (admission.Warnings, error) {
 	return nil, nil
 }
 
@@ -103,7 +95,7 @@ func (v *validator) validate(ctx context.Context, obj client.Object) (admission.
 	res, err := Validate(ctx, obj, v.lookup)
 	if err != nil {
 		// Not a verdict on the object: the API server reports it and the client may retry.
-		return nil, apierrors.NewInternalError(fmt.Errorf("validating %s %s: %w", v.kind.name, obj.GetName(), err))
+		return nil, apierrors.NewInternalError(fmt.Errorf("validating %s %s: %w", v.kind.Kind, obj.GetName(), err))
 	}
 	if len(res.Errors) > 0 {
 		return res.Warnings, apierrors.NewInvalid(v.gk(), obj.GetName(), res.Errors)
@@ -131,16 +123,16 @@ func Configuration(name string, svc admissionregistrationv1.ServiceReference, ca
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 	}
-	for _, k := range kinds {
+	for _, k := range kollectv1.Kinds {
 		s := svc
-		p := Path(k.name)
+		p := Path(k.Kind)
 		s.Path = &p
 		scopeType := admissionregistrationv1.NamespacedScope
-		if k.clusterScope {
+		if !k.Namespaced {
 			scopeType = admissionregistrationv1.ClusterScope
 		}
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
-			Name:                    strings.ToLower(k.name) + ".kollect.dev",
+			Name:                    strings.ToLower(k.Kind) + ".kollect.dev",
 			ClientConfig:            admissionregistrationv1.WebhookClientConfig{Service: &s, CABundle: caBundle},
 			FailurePolicy:           &fail,
 			SideEffects:             &none,
@@ -150,7 +142,7 @@ func Configuration(name string, svc admissionregistrationv1.ServiceReference, ca
 			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
 				Rule: admissionregistrationv1.Rule{APIGroups: []string{kollectv1.GroupVersion.Group}, APIVersions: []string{kollectv1.GroupVersion.Version},
-					Resources: []string{k.plural}, Scope: &scopeType},
+					Resources: []string{k.Resource}, Scope: &scopeType},
 			}},
 		})
 	}

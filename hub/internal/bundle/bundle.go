@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kollect.dev/api/crds"
+	"kollect.dev/expr"
 )
 
 // ObjectRef names one object of a bundle.
@@ -49,21 +50,20 @@ func (e *InvalidError) Error() string {
 // use.
 type Validator struct {
 	kinds map[string]*kindSchema
-	exprs *exprChecker
 }
 
-// NewValidator loads the CRD schemas embedded in kollect.dev/api and the CEL environment the
-// agent compiles expressions in.
+// NewValidator loads the CRD schemas embedded in kollect.dev/api and the expression
+// environment the agent compiles in (kollect.dev/expr).
 func NewValidator() (*Validator, error) {
 	kinds, err := loadSchemas(crds.FS)
 	if err != nil {
 		return nil, fmt.Errorf("loading Kollect CRD schemas: %w", err)
 	}
-	exprs, err := newExprChecker()
-	if err != nil {
+	// Built once per process and shared; a failure here is a broken build, not a bad bundle.
+	if _, err := expr.Env(); err != nil {
 		return nil, err
 	}
-	return &Validator{kinds: kinds, exprs: exprs}, nil
+	return &Validator{kinds: kinds}, nil
 }
 
 // Validate parses multi-document YAML and checks every object. It returns the objects in
@@ -134,7 +134,7 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 		problems = append(problems, "metadata.namespace must be empty: "+ref.Kind+" is cluster-scoped")
 	}
 	problems = append(problems, vs.check(ctx, obj)...)
-	problems = append(problems, v.exprs.check(ref.Kind, obj)...)
+	problems = append(problems, checkExpressions(ref.Kind, obj)...)
 	return ref, problems
 }
 

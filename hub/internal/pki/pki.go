@@ -4,11 +4,9 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -18,6 +16,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"kollect.dev/proto/capin"
 )
 
 // Identity is the hub's serving certificate and the fingerprint agents pin.
@@ -26,7 +26,8 @@ type Identity struct {
 	// CAPEM is the CA certificate (or, for a brought certificate, the last certificate of its
 	// chain) in PEM, served at /ca.crt.
 	CAPEM []byte
-	// Fingerprint is "sha256:<hex>" of CAPEM's DER.
+	// Fingerprint is "sha256:<hex>" of CAPEM's DER (capin.Fingerprint), the pin agents and
+	// the CLI verify with capin.ClientConfig.
 	Fingerprint string
 }
 
@@ -37,13 +38,7 @@ func Load(certFile, keyFile string) (*Identity, error) {
 		return nil, fmt.Errorf("loading TLS certificate %s: %w", certFile, err)
 	}
 	top := cert.Certificate[len(cert.Certificate)-1]
-	return &Identity{Certificate: cert, CAPEM: encodeCert(top), Fingerprint: Fingerprint(top)}, nil
-}
-
-// Fingerprint is "sha256:<hex>" of a DER certificate.
-func Fingerprint(der []byte) string {
-	sum := sha256.Sum256(der)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return &Identity{Certificate: cert, CAPEM: encodeCert(top), Fingerprint: capin.Fingerprint(top)}, nil
 }
 
 // File names in the data directory.
@@ -72,7 +67,7 @@ func LoadOrCreate(dir string, hosts []string, now time.Time) (*Identity, error) 
 			return nil, err
 		}
 	}
-	return &Identity{Certificate: cert, CAPEM: encodeCert(caCert.Raw), Fingerprint: Fingerprint(caCert.Raw)}, nil
+	return &Identity{Certificate: cert, CAPEM: encodeCert(caCert.Raw), Fingerprint: capin.Fingerprint(caCert.Raw)}, nil
 }
 
 func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.PrivateKey, error) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"kollect.dev/proto/capin"
 )
 
 func TestLoadOrCreateKeepsTheCA(t *testing.T) {
@@ -65,19 +67,26 @@ func TestPinnedClientHandshake(t *testing.T) {
 			c.Close()
 		}
 	}()
-	dial := func(pin string) error {
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(),
-			ClientConfig(pin, "127.0.0.1"))
+	// The identity the hub makes passes the check agents and the CLI make (capin).
+	dial := func(pin, host string) error {
+		cfg, err := capin.ClientConfig(pin, host)
+		if err != nil {
+			return err
+		}
+		c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), cfg)
 		if err == nil {
 			c.Close()
 		}
 		return err
 	}
-	if err := dial(id.Fingerprint); err != nil {
+	if err := dial(id.Fingerprint, "127.0.0.1"); err != nil {
 		t.Fatalf("pinned handshake: %v", err)
 	}
 	other, _ := LoadOrCreate(t.TempDir(), []string{"127.0.0.1"}, time.Now())
-	if err := dial(other.Fingerprint); err == nil || !strings.Contains(err.Error(), "pinned CA") {
+	if err := dial(other.Fingerprint, "127.0.0.1"); err == nil || !strings.Contains(err.Error(), "pinned CA") {
 		t.Fatalf("handshake with the wrong pin: %v", err)
+	}
+	if err := dial(id.Fingerprint, "hub.example"); err == nil || !strings.Contains(err.Error(), "hub.example") {
+		t.Fatalf("handshake for a host the certificate does not name: %v", err)
 	}
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -16,8 +17,8 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"kollect.dev/hub/internal/health"
-	"kollect.dev/hub/internal/pki"
 	"kollect.dev/hub/internal/server"
+	"kollect.dev/proto/capin"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
@@ -39,7 +40,9 @@ type testHub struct {
 	// registrar is one client for every Register call: an agent registers once, and a
 	// connection per registration would hold two file descriptors per simulated agent.
 	registrar fleetv1connect.AgentServiceClient
-	stop      func()
+	// tls pins the hub's CA as agents do (kollect.dev/proto/capin).
+	tls  *tls.Config
+	stop func()
 }
 
 type hubOption func(*server.Config)
@@ -77,9 +80,14 @@ func startHubAt(t testing.TB, dataDir, addr string, opts ...hubOption) *testHub 
 		cancel()
 		t.Fatal(err)
 	}
+	pinned, err := capin.ClientConfig(srv.Identity().Fingerprint, "127.0.0.1")
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
-	h := &testHub{srv: srv, url: "https://" + ln.Addr().String(), clock: clk}
+	h := &testHub{srv: srv, url: "https://" + ln.Addr().String(), clock: clk, tls: pinned}
 	var stopped bool
 	h.stop = func() {
 		if stopped {
@@ -103,7 +111,7 @@ func startHubAt(t testing.TB, dataDir, addr string, opts ...hubOption) *testHub 
 // httpClient returns a client with its own HTTP/2 connection pool, like a separate agent.
 func (h *testHub) httpClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{
-		TLSClientConfig:   pki.ClientConfig(h.srv.Identity().Fingerprint, "127.0.0.1"),
+		TLSClientConfig:   h.tls.Clone(),
 		ForceAttemptHTTP2: true,
 	}}
 }
