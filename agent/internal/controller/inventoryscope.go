@@ -91,7 +91,6 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 	return nil
 }
 
-
 func trimNotPermitted(msg string) string {
 	if len(msg) > len(notPermitted) && msg[len(msg)-len(notPermitted):] == notPermitted {
 		return msg[:len(msg)-len(notPermitted)]
