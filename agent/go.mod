@@ -185,7 +185,7 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
-	kollect.dev/e2e/testenv v0.0.0
+	kollect.dev/testenv v0.0.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/json v0.0.0-20250730193827-2d320260d730 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
@@ -193,7 +193,7 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-replace kollect.dev/e2e/testenv => ../e2e/testenv
+replace kollect.dev/testenv => ../testenv
 
 require (
 	cloud.google.com/go/bigquery v1.86.2

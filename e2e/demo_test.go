@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // TestDemo runs `make demo` as a newcomer does, in its own process group as a terminal runs

@@ -6,7 +6,7 @@ require (
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
 	kollect.dev/api v0.0.0
-	kollect.dev/e2e/testenv v0.0.0
+	kollect.dev/testenv v0.0.0
 	sigs.k8s.io/controller-runtime v0.25.2
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -65,7 +65,7 @@ require (
 
 replace (
 	kollect.dev/api => ../api
-	kollect.dev/e2e/testenv => ./testenv
+	kollect.dev/testenv => ../testenv
 )
 
 require (

@@ -3,7 +3,7 @@
 # kcat, clang for the BigQuery emulator's cgo build) and one Go-built server per
 # hack/servers/<name>/build.sh, each cached under
 # ~/.cache/kollect/servers/<name>-<hash>. Prints the cache directories joined by ':', which
-# `make test` exports as KOLLECT_SERVERS for e2e/testenv.
+# `make test` exports as KOLLECT_SERVERS for testenv.
 #
 # The BigQuery emulator is one single-threaded clang++ compile of ~20 minutes on a cold machine,
 # so it builds in the background while the other servers build beside it.

@@ -93,7 +93,7 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
-	kollect.dev/e2e/testenv v0.0.0
+	kollect.dev/testenv v0.0.0
 	kollect.dev/expr v0.0.0
 	kollect.dev/proto v0.0.0-00010101000000-000000000000
 	modernc.org/sqlite v1.62.0
@@ -101,7 +101,7 @@ require (
 )
 
 replace (
-	kollect.dev/e2e/testenv => ../e2e/testenv
+	kollect.dev/testenv => ../testenv
 	kollect.dev/expr => ../expr
 	kollect.dev/proto => ../proto
 )

@@ -17,7 +17,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // examplesDir holds the YAML examples the documentation shows; every one must be accepted.

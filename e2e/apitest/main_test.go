@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var cp *testenv.ControlPlane

@@ -19,7 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 func toJSON(v any) string {

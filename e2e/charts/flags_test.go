@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"kollect.dev/e2e/internal/flagdoc"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // binaries builds kollect-agent and kollect-hub once for the package.

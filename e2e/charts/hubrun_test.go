@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // TestHubRuns runs the real kollect-hub with the arguments of the chart's default Deployment

@@ -21,7 +21,7 @@ import (
 
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // root is the repository root, from this package's directory.

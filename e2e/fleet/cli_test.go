@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // TestHubCLI drives a real hub with the kollect binary: login with a pinned CA, tokens,

@@ -17,7 +17,7 @@ import (
 
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/api/version"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )

@@ -23,7 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 

@@ -20,7 +20,7 @@ import (
 	"connectrpc.com/connect"
 
 	"kollect.dev/e2e/dashboard/fleetsim"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )

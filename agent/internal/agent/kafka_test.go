@@ -14,7 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // readTopic consumes a topic from the start until it has been quiet for a second.

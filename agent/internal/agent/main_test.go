@@ -19,7 +19,7 @@ import (
 	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var cp *testenv.ControlPlane

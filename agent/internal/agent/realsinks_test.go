@@ -17,7 +17,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // colorInventory declares a ConfigMap profile and target and an inventory exporting to the

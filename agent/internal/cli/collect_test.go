@@ -14,7 +14,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"kollect.dev/agent/internal/cli/manifest"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var (

@@ -13,7 +13,7 @@ import (
 	"kollect.dev/agent/internal/sink/mongodb"
 	"kollect.dev/agent/internal/sink/postgres"
 	"kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // fleetBatch is what two clusters exported: one Deployment of team a each and one of team b.

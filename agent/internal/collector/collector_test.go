@@ -17,7 +17,7 @@ import (
 
 	"kollect.dev/agent/internal/profile"
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var cp *testenv.ControlPlane

@@ -18,7 +18,7 @@ import (
 	"kollect.dev/agent/internal/agent"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var cp *testenv.ControlPlane

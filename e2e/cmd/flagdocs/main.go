@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 
 	"kollect.dev/e2e/internal/flagdoc"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 func main() {

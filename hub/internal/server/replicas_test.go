@@ -9,7 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )

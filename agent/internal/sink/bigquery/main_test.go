@@ -26,7 +26,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // server is the BigQuery emulator every test shares; each test uses its own dataset.

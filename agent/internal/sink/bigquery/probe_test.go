@@ -9,7 +9,7 @@ import (
 
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 func TestProbe(t *testing.T) {

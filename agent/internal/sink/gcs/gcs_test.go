@@ -22,7 +22,7 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 var server *testenv.GCS

@@ -20,7 +20,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 const token = "glpat-test-token"

@@ -13,7 +13,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // benchRows builds n rows spread over 100 namespaces, with attributes of a typical profile.

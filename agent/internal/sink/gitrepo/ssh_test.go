@@ -19,7 +19,7 @@ import (
 
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // sshGitServer serves git over SSH: golang.org/x/crypto/ssh for the SSH layer, accepting one

@@ -15,7 +15,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/eventbuf"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 func TestChangesArriveInOrderPerKeyWithTombstones(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	v1alpha1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // server is the MongoDB-wire server (FerretDB) every test shares; each test uses its own

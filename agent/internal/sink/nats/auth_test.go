@@ -12,7 +12,7 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // testCA writes a CA and a server certificate for 127.0.0.1 signed by it; it returns the CA

@@ -17,7 +17,7 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // server is shared by the tests that do not stop it; each test uses its own stream.

@@ -14,7 +14,7 @@ import (
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 func TestChangesInOrderPerKeyWithHeadersAndBucket(t *testing.T) {

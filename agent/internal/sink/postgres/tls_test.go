@@ -9,7 +9,7 @@ import (
 
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/api/v1alpha1"
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // TestVerifyFullWithCAFromSecret connects with sslmode verify-full to a PostgreSQL that serves

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
 	"kollect.dev/hub/internal/store/storetest"

@@ -1,4 +1,4 @@
-module kollect.dev/e2e/testenv
+module kollect.dev/testenv
 
 go 1.26.0
 
@@ -66,4 +66,4 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-replace kollect.dev/api => ../../api
+replace kollect.dev/api => ../api
