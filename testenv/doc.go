@@ -1,7 +1,7 @@
 // Package testenv starts real Kubernetes control planes (etcd + kube-apiserver through
 // controller-runtime's envtest) for the tests of every Kollect module, with the Kollect CRDs
 // installed, and the sink servers on 127.0.0.1. It is the project's single test harness: agent,
-// hub, expr and e2e tests share it; it is a module of its own so that no module's requirements
+// hub and e2e tests share it; it is a module of its own so that no module's requirements
 // name "e2e", and no shipped binary links it.
 //
 // The binaries come from KUBEBUILDER_ASSETS, which `make test` points at a cache built from
