@@ -153,3 +153,25 @@ func TestVersionAndCompletion(t *testing.T) {
 		}
 	}
 }
+
+// TestRolloutUsageErrors: bad hub rollout flags end with exit code 2 before any hub is asked
+// (through the root command, which turns errors into exit codes).
+func TestRolloutUsageErrors(t *testing.T) {
+	t.Setenv("KOLLECT_HUB_CONFIG", t.TempDir()+"/none.json")
+	for _, args := range [][]string{
+		{"hub", "rollout", "start", "b", "--wave-size", "0"},
+		{"hub", "rollout", "start", "b", "--canary", "size>3"},
+		{"hub", "rollout", "start", "b", "--progress-deadline", "0s"},
+		{"hub", "rollout", "start", "b", "--watch", "-o", "json"},
+		{"hub", "rollout", "status"},
+		{"hub", "rollout", "status", "7", "--bundle", "b"},
+		{"hub", "rollout", "status", "seven"},
+		{"hub", "rollout", "pause", "0"},
+		{"hub", "rollout", "history", "-o", "xml"},
+		{"hub", "rollout", "resume", "7"}, // not logged in
+	} {
+		if _, errOut, code := run(t, "", args...); code != ExitUsage {
+			t.Errorf("%q: exit %d, want %d (%s)", args, code, ExitUsage, errOut)
+		}
+	}
+}

@@ -23,13 +23,12 @@ import (
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"kollect.dev/agent/internal/cli/engine"
+	"kollect.dev/agent/internal/cli/cmdutil"
 	"kollect.dev/agent/internal/cli/manifest"
+	"kollect.dev/agent/internal/cli/offline"
 	"kollect.dev/agent/internal/cli/output"
 	"kollect.dev/agent/internal/export"
 )
-
-func init() { register(30, newCollectCmd) }
 
 type collectFlags struct {
 	rowFlags
@@ -130,7 +129,7 @@ func collect(ctx context.Context, env *Env, docs []*manifest.Doc, f collectFlags
 	for i, d := range docs {
 		objs[i] = d.Object
 	}
-	cfg, err := engine.Load(objs)
+	cfg, err := offline.Load(objs)
 	if err != nil {
 		return findings("%v", err)
 	}
@@ -168,7 +167,7 @@ func collect(ctx context.Context, env *Env, docs []*manifest.Doc, f collectFlags
 		return err
 	}
 	if len(unreachable) > 0 {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("could not collect from %s", strings.Join(unreachable, ", "))}
+		return &cmdutil.ExitError{Code: ExitUsage, Err: fmt.Errorf("could not collect from %s", strings.Join(unreachable, ", "))}
 	}
 	if failed > 0 {
 		return findings("%d objects not exported", failed)
@@ -177,8 +176,8 @@ func collect(ctx context.Context, env *Env, docs []*manifest.Doc, f collectFlags
 }
 
 // collectContext lists what the plan needs from one cluster and renders its rows.
-func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, name string, cfg *engine.Config, inventory string,
-	step func(string)) ([]export.Row, []engine.Failure, error) {
+func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRules, name string, cfg *offline.Config, inventory string,
+	step func(string)) ([]export.Row, []offline.Failure, error) {
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
 	if err != nil {
 		return nil, nil, err
@@ -223,7 +222,7 @@ func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 			nsLabels[n.GetName()] = n.GetLabels()
 		}
 	}
-	rows, failures := engine.Rows(jobs, name, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
+	rows, failures := offline.Rows(jobs, name, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
 		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
 	return rows, failures, nil
 }

@@ -20,8 +20,6 @@ import (
 	"kollect.dev/agent/internal/sink/postgres"
 )
 
-func init() { register(40, newQueryCmd) }
-
 type queryFlags struct {
 	postgresURL, schema, table         string
 	mongoURI, database, collection     string

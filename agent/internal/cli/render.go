@@ -11,12 +11,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"kollect.dev/agent/internal/cli/engine"
 	"kollect.dev/agent/internal/cli/manifest"
+	"kollect.dev/agent/internal/cli/offline"
 	"kollect.dev/agent/internal/cli/output"
 )
-
-func init() { register(20, newRenderCmd) }
 
 // rowFlags are the flags render and collect share.
 type rowFlags struct {
@@ -74,7 +72,7 @@ func render(env *Env, docs []*manifest.Doc, f rowFlags, cluster string) error {
 		objs[i] = d.Object
 		where[d.Object] = d
 	}
-	cfg, err := engine.Load(objs)
+	cfg, err := offline.Load(objs)
 	if err != nil {
 		return findings("%v", err)
 	}
@@ -114,7 +112,7 @@ func render(env *Env, docs []*manifest.Doc, f rowFlags, cluster string) error {
 	if err != nil {
 		return findings("%v", err)
 	}
-	rows, failures := engine.Rows(jobs, cluster, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
+	rows, failures := offline.Rows(jobs, cluster, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
 		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
 	if err := output.Write(env.Out, f.output, rows); err != nil {
 		return err

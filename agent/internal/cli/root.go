@@ -4,91 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
-	"sort"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
+
+	"kollect.dev/agent/internal/cli/cmdutil"
+	"kollect.dev/agent/internal/cli/hubcmd"
 )
 
-// Exit codes.
+// Env is what commands read and write (see cmdutil).
+type Env = cmdutil.Env
+
+// Exit codes of kollect (see cmdutil).
 const (
-	ExitOK       = 0
-	ExitFindings = 1
-	ExitUsage    = 2
+	ExitOK       = cmdutil.ExitOK
+	ExitFindings = cmdutil.ExitFindings
+	ExitUsage    = cmdutil.ExitUsage
 )
-
-// ExitError ends the command with Code after printing Err (when set).
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit status %d", e.Code)
-	}
-	return e.Err.Error()
-}
-
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// findings ends with exit code 1; the findings were printed already.
-func findings(format string, args ...any) error {
-	return &ExitError{Code: ExitFindings, Err: fmt.Errorf(format, args...)}
-}
-
-// usage ends with exit code 2.
-func usage(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
-
-// Env is what commands read and write.
-type Env struct {
-	In       io.Reader
-	Out, Err io.Writer
-	// Terminal is true when Err is a terminal: progress lines are drawn only then.
-	Terminal bool
-	// OutWidth is the width of Out in columns when Out is a terminal, 0 otherwise: live
-	// displays redraw in place only on a terminal and append plain lines elsewhere.
-	OutWidth func() int
-}
 
 // StdEnv uses the process's standard streams.
-func StdEnv() *Env {
-	env := &Env{In: os.Stdin, Out: os.Stdout, Err: os.Stderr, Terminal: term.IsTerminal(int(os.Stderr.Fd()))}
-	if fd := int(os.Stdout.Fd()); term.IsTerminal(fd) {
-		env.OutWidth = func() int {
-			if w, _, err := term.GetSize(fd); err == nil && w > 0 {
-				return w
-			}
-			return 80
-		}
-	}
-	return env
-}
+func StdEnv() *Env { return cmdutil.StdEnv() }
 
-// outWidth is Out's terminal width, 0 when Out is not a terminal.
-func (e *Env) outWidth() int {
-	if e.OutWidth == nil {
-		return 0
-	}
-	return e.OutWidth()
-}
+func findings(format string, args ...any) error { return cmdutil.Findings(format, args...) }
 
-// command is a subcommand constructor; order sets the position in help output.
-type command struct {
-	order int
-	build func(*Env) *cobra.Command
-}
+func usage(err error) error { return cmdutil.Usage(err) }
 
-var commands []command
-
-// register adds a subcommand; call it from an init function of the command's file.
-func register(order int, build func(*Env) *cobra.Command) {
-	commands = append(commands, command{order: order, build: build})
-}
-
-// NewRoot builds the kollect command with every registered subcommand.
+// NewRoot builds the kollect command. The subcommands are listed here, in the order help
+// shows them: first the offline ones (no cluster or hub needed), then those that read a
+// cluster or a sink, then the hub's, then version.
 func NewRoot(env *Env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "kollect",
@@ -104,10 +46,14 @@ func NewRoot(env *Env) *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usage(fmt.Errorf("%w\nSee '%s --help'", err, c.CommandPath()))
 	})
-	sort.SliceStable(commands, func(i, j int) bool { return commands[i].order < commands[j].order })
-	for _, c := range commands {
-		root.AddCommand(c.build(env))
-	}
+	root.AddCommand(
+		newValidateCmd(env),
+		newRenderCmd(env),
+		newCollectCmd(env),
+		newQueryCmd(env),
+		hubcmd.New(env),
+		newVersionCmd(env),
+	)
 	return root
 }
 
@@ -119,7 +65,7 @@ func Main(ctx context.Context, args []string, env *Env) int {
 	if err == nil {
 		return ExitOK
 	}
-	var ee *ExitError
+	var ee *cmdutil.ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
 			fmt.Fprintln(env.Err, "kollect:", ee.Err)

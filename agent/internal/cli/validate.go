@@ -21,8 +21,6 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-func init() { register(10, newValidateCmd) }
-
 func newValidateCmd(env *Env) *cobra.Command {
 	var tenantMode bool
 	c := &cobra.Command{

@@ -9,8 +9,6 @@ import (
 	"kollect.dev/api/version"
 )
 
-func init() { register(90, newVersionCmd) }
-
 func newVersionCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",

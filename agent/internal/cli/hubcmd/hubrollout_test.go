@@ -1,4 +1,4 @@
-package cli
+package hubcmd
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+
+	"kollect.dev/agent/internal/cli/cmdutil"
 )
 
 // The rollout renderers run on rollouts shaped like the hub's answers; the commands against a
@@ -176,15 +178,15 @@ func TestRolloutWatchRedraws(t *testing.T) {
 
 func TestRolloutEnded(t *testing.T) {
 	for phase, want := range map[fleetv1.RolloutPhase]int{
-		fleetv1.RolloutPhase_ROLLOUT_PHASE_COMPLETED:  ExitOK,
-		fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED:     ExitFindings,
-		fleetv1.RolloutPhase_ROLLOUT_PHASE_ABORTED:    ExitFindings,
-		fleetv1.RolloutPhase_ROLLOUT_PHASE_SUPERSEDED: ExitFindings,
+		fleetv1.RolloutPhase_ROLLOUT_PHASE_COMPLETED:  cmdutil.ExitOK,
+		fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED:     cmdutil.ExitFindings,
+		fleetv1.RolloutPhase_ROLLOUT_PHASE_ABORTED:    cmdutil.ExitFindings,
+		fleetv1.RolloutPhase_ROLLOUT_PHASE_SUPERSEDED: cmdutil.ExitFindings,
 	} {
 		// The hub may start the message with the phase; the error says it once.
 		done, err := rolloutEnded(&fleetv1.Rollout{Id: 3, Phase: phase, Message: strings.ToLower(rolloutPhase(phase)) + ": why"})
-		code := ExitOK
-		if ee, ok := err.(*ExitError); ok {
+		code := cmdutil.ExitOK
+		if ee, ok := err.(*cmdutil.ExitError); ok {
 			code = ee.Code
 			if want := "rollout 3 " + strings.ToLower(rolloutPhase(phase)) + ": why"; ee.Error() != want {
 				t.Errorf("%s: %q, want %q", phase, ee.Error(), want)
@@ -249,26 +251,5 @@ func TestParseWaveSizeAndSelector(t *testing.T) {
 	}
 	if _, err := parseLabelSelector("size>3"); err == nil {
 		t.Fatal("a numeric comparison was accepted for cluster labels")
-	}
-}
-
-// TestRolloutUsageErrors: bad flags end with exit code 2 before any hub is asked.
-func TestRolloutUsageErrors(t *testing.T) {
-	t.Setenv("KOLLECT_HUB_CONFIG", t.TempDir()+"/none.json")
-	for _, args := range [][]string{
-		{"hub", "rollout", "start", "b", "--wave-size", "0"},
-		{"hub", "rollout", "start", "b", "--canary", "size>3"},
-		{"hub", "rollout", "start", "b", "--progress-deadline", "0s"},
-		{"hub", "rollout", "start", "b", "--watch", "-o", "json"},
-		{"hub", "rollout", "status"},
-		{"hub", "rollout", "status", "7", "--bundle", "b"},
-		{"hub", "rollout", "status", "seven"},
-		{"hub", "rollout", "pause", "0"},
-		{"hub", "rollout", "history", "-o", "xml"},
-		{"hub", "rollout", "resume", "7"}, // not logged in
-	} {
-		if _, errOut, code := run(t, "", args...); code != ExitUsage {
-			t.Errorf("%q: exit %d, want %d (%s)", args, code, ExitUsage, errOut)
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package cli
+package hubcmd
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+
+	"kollect.dev/agent/internal/cli/cmdutil"
 )
 
 // Following a rollout: WatchFleet says when it changed, GetRollout says how (the stream's
@@ -33,12 +35,12 @@ const (
 // followRollout draws rollout id until it ends: nil when it completes, a findings error (exit
 // code 1) when it pauses, aborts or is superseded. Awaiting approval keeps following: someone
 // may approve from elsewhere.
-func followRollout(ctx context.Context, env *Env, c fleetv1connect.FleetServiceClient, id int64) error {
+func followRollout(ctx context.Context, env *cmdutil.Env, c fleetv1connect.FleetServiceClient, id int64) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	changed := make(chan struct{}, 1)
 	go watchRolloutEvents(ctx, c, id, changed)
-	p := &rolloutDisplay{w: env.Out, width: env.outWidth, now: time.Now}
+	p := &rolloutDisplay{w: env.Out, width: env.Width, now: time.Now}
 	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	var unreachableSince time.Time
@@ -56,18 +58,18 @@ func followRollout(ctx context.Context, env *Env, c fleetv1connect.FleetServiceC
 				return err
 			}
 		case ctx.Err() != nil:
-			return usage(ctx.Err())
+			return cmdutil.Usage(ctx.Err())
 		case !retriable(err):
 			return hubErr(err)
 		case unreachableSince.IsZero():
 			unreachableSince = time.Now()
 			fmt.Fprintf(env.Err, "kollect: %v; retrying\n", err)
 		case time.Since(unreachableSince) > giveUpAfter:
-			return usage(fmt.Errorf("the hub has not answered for %s: %w", giveUpAfter, err))
+			return cmdutil.Usage(fmt.Errorf("the hub has not answered for %s: %w", giveUpAfter, err))
 		}
 		select {
 		case <-ctx.Done():
-			return usage(ctx.Err())
+			return cmdutil.Usage(ctx.Err())
 		case <-changed:
 		case <-tick.C:
 		}
@@ -93,7 +95,7 @@ func rolloutEnded(r *fleetv1.Rollout) (bool, error) {
 		if why := rolloutReason(r); why != "" {
 			msg += ": " + why
 		}
-		return true, findings("rollout %d %s", r.GetId(), msg)
+		return true, cmdutil.Findings("rollout %d %s", r.GetId(), msg)
 	}
 	return false, nil
 }

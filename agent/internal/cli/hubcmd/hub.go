@@ -1,4 +1,4 @@
-package cli
+package hubcmd
 
 import (
 	"context"
@@ -21,9 +21,9 @@ import (
 	"kollect.dev/agent/internal/hubdial"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
-)
 
-func init() { register(50, newHubCmd) }
+	"kollect.dev/agent/internal/cli/cmdutil"
+)
 
 // hubLogin is what `kollect hub login` stores, in $KOLLECT_HUB_CONFIG or
 // ~/.config/kollect/hub.json (mode 0600: it holds an API token).
@@ -79,12 +79,14 @@ func (l *hubLogin) client() (fleetv1connect.FleetServiceClient, error) {
 func hubErr(err error) error {
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodePermissionDenied, connect.CodeFailedPrecondition, connect.CodeAlreadyExists, connect.CodeNotFound:
-		return findings("%v", err)
+		return cmdutil.Findings("%v", err)
 	}
-	return usage(err)
+	return cmdutil.Usage(err)
 }
 
-func newHubCmd(env *Env) *cobra.Command {
+// New builds `kollect hub` and its subcommands: clusters, bundles, rollouts, tokens and agents,
+// through the hub's FleetService.
+func New(env *cmdutil.Env) *cobra.Command {
 	hub := &cobra.Command{Use: "hub", Short: "Manage a fleet through its hub: clusters, bundles, rollouts, tokens"}
 	var login hubLogin
 	loginCmd := &cobra.Command{
@@ -93,11 +95,11 @@ func newHubCmd(env *Env) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if login.URL == "" || login.Token == "" {
-				return usage(errors.New("--url and --token are required"))
+				return cmdutil.Usage(errors.New("--url and --token are required"))
 			}
 			c, err := login.client()
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			h, err := c.GetFleetHealth(cmd.Context(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{}))
 			if err != nil {
@@ -105,14 +107,14 @@ func newHubCmd(env *Env) *cobra.Command {
 			}
 			p, err := hubConfigPath()
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			raw, _ := json.MarshalIndent(login, "", "  ")
 			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			if err := os.WriteFile(p, raw, 0o600); err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			fmt.Fprintf(env.Out, "logged in to %s (%d clusters); saved to %s\n", login.URL, h.Msg.GetClustersTotal(), p)
 			return nil
@@ -126,7 +128,7 @@ func newHubCmd(env *Env) *cobra.Command {
 	return hub
 }
 
-func hubWhoAmICmd(env *Env) *cobra.Command {
+func hubWhoAmICmd(env *cmdutil.Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "whoami",
 		Short: "Print the name and role of the saved API token, and the hub it is for",
@@ -134,11 +136,11 @@ func hubWhoAmICmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			l, err := loadHubLogin()
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			c, err := l.client()
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			resp, err := c.WhoAmI(cmd.Context(), connect.NewRequest(&fleetv1.WhoAmIRequest{}))
 			if err != nil {
@@ -155,16 +157,16 @@ func hubWhoAmICmd(env *Env) *cobra.Command {
 func withHub(cmd *cobra.Command, fn func(context.Context, fleetv1connect.FleetServiceClient) error) error {
 	l, err := loadHubLogin()
 	if err != nil {
-		return usage(err)
+		return cmdutil.Usage(err)
 	}
 	c, err := l.client()
 	if err != nil {
-		return usage(err)
+		return cmdutil.Usage(err)
 	}
 	return fn(cmd.Context(), c)
 }
 
-func hubClustersCmd(env *Env) *cobra.Command {
+func hubClustersCmd(env *cmdutil.Env) *cobra.Command {
 	var selector string
 	var asJSON bool
 	c := &cobra.Command{
@@ -199,7 +201,7 @@ func hubClustersCmd(env *Env) *cobra.Command {
 	return c
 }
 
-func hubBundleCmd(env *Env) *cobra.Command {
+func hubBundleCmd(env *cmdutil.Env) *cobra.Command {
 	b := &cobra.Command{Use: "bundle", Short: "Apply, diff and list bundle revisions"}
 	var file, selector, message string
 	var dryRun, hold bool
@@ -213,11 +215,11 @@ func hubBundleCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			raw, err := readInput(env, file)
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			sel, err := parseSelector(selector)
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: args[0], Manifests: string(raw),
@@ -297,7 +299,7 @@ func hubBundleCmd(env *Env) *cobra.Command {
 	return b
 }
 
-func hubTokenCmd(env *Env) *cobra.Command {
+func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	t := &cobra.Command{Use: "token", Short: "Create and revoke bootstrap and API tokens (admin)"}
 	var ttl time.Duration
 	var uses int64
@@ -333,7 +335,7 @@ func hubTokenCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			r, ok := fleetv1.Role_value["ROLE_"+strings.ToUpper(role)]
 			if !ok || r == 0 {
-				return usage(fmt.Errorf("--role %q: want viewer, operator or admin", role))
+				return cmdutil.Usage(fmt.Errorf("--role %q: want viewer, operator or admin", role))
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: name, Role: fleetv1.Role(r)}))
@@ -374,7 +376,7 @@ func hubTokenCmd(env *Env) *cobra.Command {
 	return t
 }
 
-func hubAgentCmd(env *Env) *cobra.Command {
+func hubAgentCmd(env *cmdutil.Env) *cobra.Command {
 	a := &cobra.Command{Use: "agent", Short: "Revoke a cluster's agent (admin)"}
 	a.AddCommand(&cobra.Command{
 		Use:   "revoke CLUSTER",
@@ -393,7 +395,7 @@ func hubAgentCmd(env *Env) *cobra.Command {
 	return a
 }
 
-func readInput(env *Env, file string) ([]byte, error) {
+func readInput(env *cmdutil.Env, file string) ([]byte, error) {
 	switch file {
 	case "":
 		return nil, errors.New("-f FILE is required")
@@ -418,7 +420,7 @@ func parseSelector(s string) (*fleetv1.LabelSelector, error) {
 	return sel, nil
 }
 
-func printProto(env *Env, m proto.Message) error {
+func printProto(env *cmdutil.Env, m proto.Message) error {
 	raw, err := protojson.MarshalOptions{Multiline: true, Indent: "  "}.Marshal(m)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package cli
+package hubcmd
 
 import (
 	"context"
@@ -20,6 +20,8 @@ import (
 
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+
+	"kollect.dev/agent/internal/cli/cmdutil"
 )
 
 // hubOutputs are the -o values of the rollout commands.
@@ -39,11 +41,11 @@ func (o *outputFlag) check() error {
 			return nil
 		}
 	}
-	return usage(fmt.Errorf("unknown output format %q (want one of %s)", o.format, strings.Join(hubOutputs, ", ")))
+	return cmdutil.Usage(fmt.Errorf("unknown output format %q (want one of %s)", o.format, strings.Join(hubOutputs, ", ")))
 }
 
 // print writes m as JSON or YAML, or calls table.
-func (o *outputFlag) print(env *Env, m proto.Message, table func() error) error {
+func (o *outputFlag) print(env *cmdutil.Env, m proto.Message, table func() error) error {
 	if o.format == "table" {
 		return table()
 	}
@@ -62,7 +64,7 @@ func (o *outputFlag) print(env *Env, m proto.Message, table func() error) error 
 	return err
 }
 
-func hubRolloutCmd(env *Env) *cobra.Command {
+func hubRolloutCmd(env *cmdutil.Env) *cobra.Command {
 	r := &cobra.Command{
 		Use:   "rollout",
 		Short: "Move clusters to a bundle revision in stages, gated on health and data quality",
@@ -197,12 +199,12 @@ func parseLabelSelector(s string) (*fleetv1.LabelSelector, error) {
 func parseRolloutID(s string) (int64, error) {
 	id, err := strconv.ParseInt(strings.TrimPrefix(s, "#"), 10, 64)
 	if err != nil || id < 1 {
-		return 0, usage(fmt.Errorf("%q is not a rollout id (a positive number; see kollect hub rollout history)", s))
+		return 0, cmdutil.Usage(fmt.Errorf("%q is not a rollout id (a positive number; see kollect hub rollout history)", s))
 	}
 	return id, nil
 }
 
-func rolloutStartCmd(env *Env) *cobra.Command {
+func rolloutStartCmd(env *cmdutil.Env) *cobra.Command {
 	var sf strategyFlags
 	var out outputFlag
 	var revision int64
@@ -224,11 +226,11 @@ func rolloutStartCmd(env *Env) *cobra.Command {
 				return err
 			}
 			if watch && out.format != "table" {
-				return usage(errors.New("--watch draws a live display; it cannot be combined with -o " + out.format))
+				return cmdutil.Usage(errors.New("--watch draws a live display; it cannot be combined with -o " + out.format))
 			}
 			strategy, err := sf.strategy()
 			if err != nil {
-				return usage(err)
+				return cmdutil.Usage(err)
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.StartRollout(ctx, connect.NewRequest(&fleetv1.StartRolloutRequest{Bundle: args[0], Revision: revision,
@@ -256,7 +258,7 @@ func rolloutStartCmd(env *Env) *cobra.Command {
 	return c
 }
 
-func rolloutStatusCmd(env *Env) *cobra.Command {
+func rolloutStatusCmd(env *cmdutil.Env) *cobra.Command {
 	var out outputFlag
 	var bundle string
 	var watch, all bool
@@ -273,12 +275,12 @@ func rolloutStatusCmd(env *Env) *cobra.Command {
 				return err
 			}
 			if watch && out.format != "table" {
-				return usage(errors.New("--watch draws a live display; it cannot be combined with -o " + out.format))
+				return cmdutil.Usage(errors.New("--watch draws a live display; it cannot be combined with -o " + out.format))
 			}
 			req := &fleetv1.GetRolloutRequest{Bundle: bundle}
 			switch {
 			case len(args) == 1 && bundle != "":
-				return usage(errors.New("give a rollout ID or --bundle, not both"))
+				return cmdutil.Usage(errors.New("give a rollout ID or --bundle, not both"))
 			case len(args) == 1:
 				id, err := parseRolloutID(args[0])
 				if err != nil {
@@ -286,7 +288,7 @@ func rolloutStatusCmd(env *Env) *cobra.Command {
 				}
 				req.Id = id
 			case bundle == "":
-				return usage(errors.New("give a rollout ID or --bundle BUNDLE (kollect hub rollout history lists them)"))
+				return cmdutil.Usage(errors.New("give a rollout ID or --bundle BUNDLE (kollect hub rollout history lists them)"))
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.GetRollout(ctx, connect.NewRequest(req))
@@ -308,7 +310,7 @@ func rolloutStatusCmd(env *Env) *cobra.Command {
 }
 
 // rolloutActionCmd builds pause, resume and abort: one call on a rollout id, then one line.
-func rolloutActionCmd(env *Env, use, short string, withReason bool,
+func rolloutActionCmd(env *cmdutil.Env, use, short string, withReason bool,
 	call func(ctx context.Context, c fleetv1connect.FleetServiceClient, id int64, reason string) (*fleetv1.Rollout, error)) *cobra.Command {
 	var out outputFlag
 	var reason string
@@ -343,7 +345,7 @@ func rolloutActionCmd(env *Env, use, short string, withReason bool,
 	return c
 }
 
-func rolloutPauseCmd(env *Env) *cobra.Command {
+func rolloutPauseCmd(env *cmdutil.Env) *cobra.Command {
 	return rolloutActionCmd(env, "pause ID [--reason TEXT]", "Pause a rollout: no further cluster is moved", true,
 		func(ctx context.Context, c fleetv1connect.FleetServiceClient, id int64, reason string) (*fleetv1.Rollout, error) {
 			resp, err := c.PauseRollout(ctx, connect.NewRequest(&fleetv1.PauseRolloutRequest{Id: id, Reason: reason}))
@@ -354,7 +356,7 @@ func rolloutPauseCmd(env *Env) *cobra.Command {
 		})
 }
 
-func rolloutResumeCmd(env *Env) *cobra.Command {
+func rolloutResumeCmd(env *cmdutil.Env) *cobra.Command {
 	return rolloutActionCmd(env, "resume ID", "Resume a paused rollout, or approve its next wave", false,
 		func(ctx context.Context, c fleetv1connect.FleetServiceClient, id int64, _ string) (*fleetv1.Rollout, error) {
 			resp, err := c.ResumeRollout(ctx, connect.NewRequest(&fleetv1.ResumeRolloutRequest{Id: id}))
@@ -365,7 +367,7 @@ func rolloutResumeCmd(env *Env) *cobra.Command {
 		})
 }
 
-func rolloutAbortCmd(env *Env) *cobra.Command {
+func rolloutAbortCmd(env *cmdutil.Env) *cobra.Command {
 	return rolloutActionCmd(env, "abort ID [--reason TEXT]",
 		"Stop a rollout for good; moved clusters keep the new revision (roll back to undo)", true,
 		func(ctx context.Context, c fleetv1connect.FleetServiceClient, id int64, reason string) (*fleetv1.Rollout, error) {
@@ -377,7 +379,7 @@ func rolloutAbortCmd(env *Env) *cobra.Command {
 		})
 }
 
-func rolloutRollbackCmd(env *Env) *cobra.Command {
+func rolloutRollbackCmd(env *cmdutil.Env) *cobra.Command {
 	var out outputFlag
 	var wait bool
 	c := &cobra.Command{
@@ -392,7 +394,7 @@ func rolloutRollbackCmd(env *Env) *cobra.Command {
 				return err
 			}
 			if wait && out.format != "table" {
-				return usage(errors.New("--wait draws a live display; it cannot be combined with -o " + out.format))
+				return cmdutil.Usage(errors.New("--wait draws a live display; it cannot be combined with -o " + out.format))
 			}
 			id, err := parseRolloutID(args[0])
 			if err != nil {
@@ -420,7 +422,7 @@ func rolloutRollbackCmd(env *Env) *cobra.Command {
 	return c
 }
 
-func rolloutHistoryCmd(env *Env) *cobra.Command {
+func rolloutHistoryCmd(env *cmdutil.Env) *cobra.Command {
 	var out outputFlag
 	var bundle string
 	var active bool
