@@ -17,9 +17,9 @@ import (
 
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/api/version"
-	"kollect.dev/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+	"kollect.dev/testenv"
 )
 
 const bundleTemplate = `apiVersion: kollect.dev/v1alpha1

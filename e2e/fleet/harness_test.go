@@ -23,8 +23,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"kollect.dev/testenv"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+	"kollect.dev/testenv"
 )
 
 // bins holds the binaries built once for the package, stamped as `make build` stamps them,

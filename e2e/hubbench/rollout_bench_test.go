@@ -20,9 +20,9 @@ import (
 	"connectrpc.com/connect"
 
 	"kollect.dev/e2e/dashboard/fleetsim"
-	"kollect.dev/testenv"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+	"kollect.dev/testenv"
 )
 
 // manifests is the bundle each iteration releases; the iteration number goes into the match

@@ -9,9 +9,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"kollect.dev/testenv"
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/testenv"
 )
 
 // pg is the PostgreSQL server for the replica tests; a missing server fails the run.

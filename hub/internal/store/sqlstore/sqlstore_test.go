@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"kollect.dev/testenv"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
 	"kollect.dev/hub/internal/store/storetest"
+	"kollect.dev/testenv"
 )
 
 // pg is the PostgreSQL server shared by this package's tests; a missing server fails the run.
