@@ -114,3 +114,10 @@ const (
 // that waits for health, such as the hub's rollout gates, waits through these and treats any
 // other False reason as a failure.
 var TransientReasons = []string{ReasonSyncing, ReasonSnapshotPending, ReasonTargetsSyncing, ReasonExportPending}
+
+// Values of the errorClass of an inventory's sink export status.
+const (
+	SinkErrorTransient   = "transient"
+	SinkErrorTerminal    = "terminal"
+	SinkErrorCircuitOpen = "circuitOpen"
+)

@@ -167,7 +167,9 @@ type SinkExportStatus struct {
 	// LastError is the error of the last failed attempt; cleared on success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
-	// ErrorClass is transient or terminal for the last error.
+	// ErrorClass of the last error: transient (retried with backoff), terminal (retried after
+	// ten minutes or a configuration change), or circuitOpen (transient errors kept failing and
+	// the breaker opened: attempts wait its cooldown, one at a time).
 	// +optional
 	ErrorClass string `json:"errorClass,omitempty"`
 }

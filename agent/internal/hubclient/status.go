@@ -45,10 +45,7 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 			}
 			if s.LastError != "" {
 				cur.LastError = s.LastError
-				cur.ErrorClass = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
-				if s.ErrorClass == "terminal" {
-					cur.ErrorClass = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL
-				}
+				cur.ErrorClass = errorClass(s.ErrorClass)
 			}
 		}
 	}
@@ -108,4 +105,16 @@ func sinkType(ctx context.Context, c client.Reader, f kollectv1.SinkFamily, ns, 
 		}
 	}
 	return ""
+}
+
+// errorClass maps the errorClass of an inventory's sink status to the protocol's.
+func errorClass(c string) fleetv1.SinkErrorClass {
+	switch c {
+	case kollectv1.SinkErrorTerminal:
+		return fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TERMINAL
+	case kollectv1.SinkErrorCircuitOpen:
+		return fleetv1.SinkErrorClass_SINK_ERROR_CLASS_CIRCUIT_OPEN
+	default:
+		return fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
+	}
 }

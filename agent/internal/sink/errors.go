@@ -3,6 +3,8 @@ package sink
 import (
 	"errors"
 	"fmt"
+
+	"kollect.dev/api/v1alpha1"
 )
 
 // ErrorClass says whether retrying can help.
@@ -11,10 +13,14 @@ type ErrorClass string
 // Error classes.
 const (
 	// Transient errors (network, timeouts, conflicts, throttling) are retried with backoff.
-	Transient ErrorClass = "transient"
+	Transient ErrorClass = v1alpha1.SinkErrorTransient
 	// Terminal errors (bad credentials, missing bucket, invalid configuration) wait for a
 	// change of configuration; retrying the same call cannot help.
-	Terminal ErrorClass = "terminal"
+	Terminal ErrorClass = v1alpha1.SinkErrorTerminal
+	// CircuitOpen is not an error's class but a delivery worker's state, reported in the
+	// error's place: transient errors kept failing, the breaker opened, and attempts now wait
+	// at least the breaker's cooldown, one at a time.
+	CircuitOpen ErrorClass = v1alpha1.SinkErrorCircuitOpen
 )
 
 type classified struct {

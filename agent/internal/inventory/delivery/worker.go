@@ -32,9 +32,13 @@ type Status struct {
 	// LastExport is when the sink last accepted a snapshot (zero if never in this process and
 	// unknown from status).
 	LastExport time.Time
+	// LastAttempt is when the worker last called the sink, successfully or not.
+	LastAttempt time.Time
 	// LastError is the last failure, cleared on success.
 	LastError string
-	Class     sink.ErrorClass
+	// Class of the last failure: sink.Transient or sink.Terminal, or sink.CircuitOpen once
+	// transient failures have opened the breaker.
+	Class sink.ErrorClass
 	// Failures counts consecutive failures; the breaker opens at BreakerThreshold.
 	Failures int
 }
@@ -210,7 +214,8 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	w.mu.Lock()
 	if err == nil {
 		w.accepted = job.Snapshot
-		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), LastExport: batch.Envelope.ExportedAt}
+		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), LastExport: batch.Envelope.ExportedAt,
+			LastAttempt: start}
 		if w.desired == job {
 			w.desired = &Job{Snapshot: job.Snapshot, Cluster: job.Cluster, Inventory: job.Inventory, Generation: job.Generation}
 		}
@@ -218,7 +223,11 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	} else {
 		w.status.LastError = err.Error()
 		w.status.Class = sink.ClassOf(err)
+		w.status.LastAttempt = start
 		w.status.Failures++
+		if w.status.Class == sink.Transient && w.status.Failures >= w.backoff.BreakerThreshold {
+			w.status.Class = sink.CircuitOpen
+		}
 	}
 	st := w.status
 	w.mu.Unlock()
@@ -241,7 +250,7 @@ func (w *Worker) retryDelay() time.Duration {
 		d = b.Max
 	}
 	d = time.Duration(rand.Int64N(int64(d)) + 1)
-	if st.Failures >= b.BreakerThreshold && d < b.BreakerCooldown {
+	if st.Class == sink.CircuitOpen && d < b.BreakerCooldown {
 		d = b.BreakerCooldown
 	}
 	return d
