@@ -121,3 +121,12 @@ const (
 	SinkErrorTerminal    = "terminal"
 	SinkErrorCircuitOpen = "circuitOpen"
 )
+
+// Annotations a user sets to ask the agent for something now rather than on its schedule. Any
+// new value (a timestamp, say) asks again.
+const (
+	// AnnotationProbeNow on a sink object runs its connection test and preview at once: after
+	// fixing a Secret, say, instead of waiting for the next recheck (10 minutes, or one minute
+	// while failing).
+	AnnotationProbeNow = "kollect.dev/probe-now"
+)

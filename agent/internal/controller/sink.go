@@ -3,11 +3,19 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -42,10 +50,7 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err = s.Probe(pctx)
 		cancel()
-		if preview, perr := s.Preview(ctx, r.Sinks.cluster, "<inventory>"); perr == nil {
-			so.status.Preview = &kollectv1.SinkPreview{Destination: preview.Destination, Paths: capList(preview.Paths),
-				Message: preview.Message, Statements: capList(preview.Statements)}
-		}
+		so.status.Preview = r.preview(ctx, s, obj)
 	}
 	switch {
 	case err == nil:
@@ -65,6 +70,31 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	return ctrl.Result{RequeueAfter: retry}, nil
 }
 
+// preview describes what the next export to s would write, for the first (by name) of the
+// inventories that use the sink; "<inventory>" stands in when none does yet.
+func (r *SinkReconciler) preview(ctx context.Context, s sink.Sink, obj client.Object) *kollectv1.SinkPreview {
+	users, err := inventoriesUsing(ctx, r.Client, r.Family, obj.GetNamespace(), obj.GetName())
+	if err != nil {
+		return nil
+	}
+	inventory, note := "<inventory>", "no inventory exports to this sink yet"
+	if len(users) > 0 {
+		inventory, note = users[0], "for inventory "+users[0]
+		if len(users) > 1 {
+			note += fmt.Sprintf(" (1 of %d using this sink)", len(users))
+		}
+	}
+	p, err := s.Preview(ctx, r.Sinks.cluster, inventory)
+	if err != nil {
+		return nil
+	}
+	msg := note
+	if p.Message != "" {
+		msg += ": " + p.Message
+	}
+	return &kollectv1.SinkPreview{Destination: p.Destination, Paths: capList(p.Paths), Message: msg, Statements: capList(p.Statements)}
+}
+
 var errUnsupported = errors.New("unsupported sink type")
 
 func isUnsupported(err error) bool { return errors.Is(err, errUnsupported) }
@@ -76,7 +106,51 @@ func capList(in []string) []string {
 	return in
 }
 
-// SetupWithManager registers the reconciler; probing is the leader's job.
+// SetupWithManager registers the reconciler; probing is the leader's job. Every update of the
+// sink object is reconciled, metadata included, so that annotating it (kollect.dev/probe-now)
+// probes at once; and an inventory that starts or stops using the sink refreshes its preview.
 func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(newSinkObject(r.Family)).Named("kollect" + string(r.Family) + "sink").Complete(r)
+	users := func(ctx context.Context, obj client.Object) []reconcile.Request {
+		var reqs []reconcile.Request
+		switch inv := obj.(type) {
+		case *kollectv1.KollectInventory:
+			for _, ref := range localRefs(inv.Spec.Sinks, r.Family) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: inv.Namespace, Name: ref.Name}})
+			}
+		case *kollectv1.KollectClusterInventory:
+			for _, ref := range clusterRefs(inv.Spec.Sinks, r.Family) {
+				reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}})
+			}
+		}
+		return reqs
+	}
+	return ctrl.NewControllerManagedBy(mgr).For(newSinkObject(r.Family)).Named("kollect"+string(r.Family)+"sink").
+		Watches(&kollectv1.KollectInventory{}, handler.EnqueueRequestsFromMapFunc(users), builder.WithPredicates(usesChanged)).
+		Watches(&kollectv1.KollectClusterInventory{}, handler.EnqueueRequestsFromMapFunc(users), builder.WithPredicates(usesChanged)).
+		Complete(r)
+}
+
+// usesChanged passes an inventory event when the preview of its sinks may change: the
+// inventory appeared or went, its spec changed (sinks added or removed), or a sink accepted a
+// new export (what the sink holds for it). Other status updates pass nothing.
+var usesChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
+		return true
+	}
+	return !slices.Equal(acceptedChecksums(e.ObjectOld), acceptedChecksums(e.ObjectNew))
+}}
+
+func acceptedChecksums(obj client.Object) []string {
+	var sinks []kollectv1.SinkExportStatus
+	switch inv := obj.(type) {
+	case *kollectv1.KollectInventory:
+		sinks = inv.Status.Sinks
+	case *kollectv1.KollectClusterInventory:
+		sinks = inv.Status.Sinks
+	}
+	out := make([]string, len(sinks))
+	for i, s := range sinks {
+		out[i] = string(s.Family) + "/" + s.Namespace + "/" + s.Name + "=" + s.Checksum
+	}
+	return out
 }
