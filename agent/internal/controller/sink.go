@@ -130,9 +130,11 @@ func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// usesChanged passes an inventory event when the preview of its sinks may change: the
-// inventory appeared or went, its spec changed (sinks added or removed), or a sink accepted a
-// new export (what the sink holds for it). Other status updates pass nothing.
+// usesChanged passes an inventory event when the preview or health of its sinks may change: the
+// inventory appeared or went, its spec changed (sinks added or removed), a sink accepted a new
+// export (what the sink holds for it), or a sink's exports started or stopped failing (so that
+// a sink in an outage does not stay Ready=True until its next scheduled probe). Other status
+// updates pass nothing.
 var usesChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 	if e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() {
 		return true
@@ -150,7 +152,7 @@ func acceptedChecksums(obj client.Object) []string {
 	}
 	out := make([]string, len(sinks))
 	for i, s := range sinks {
-		out[i] = string(s.Family) + "/" + s.Namespace + "/" + s.Name + "=" + s.Checksum
+		out[i] = fmt.Sprintf("%s/%s/%s=%s failing=%t", s.Family, s.Namespace, s.Name, s.Checksum, s.LastError != "")
 	}
 	return out
 }

@@ -53,11 +53,16 @@ type Backoff struct {
 	// BreakerCooldown, one probe at a time.
 	BreakerThreshold int
 	BreakerCooldown  time.Duration
+	// ProbeInterval: while a retry waits longer than this, the worker probes the sink (its
+	// cheap connection test) this often and retries at once when the probe passes, so that a
+	// sink that comes back after a long outage is caught up within seconds, not at the end of a
+	// long backoff. Zero turns probing off.
+	ProbeInterval time.Duration
 }
 
 // DefaultBackoff is used when a worker is built with a zero Backoff.
 var DefaultBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, TerminalDelay: 10 * time.Minute,
-	BreakerThreshold: 5, BreakerCooldown: time.Minute}
+	BreakerThreshold: 5, BreakerCooldown: time.Minute, ProbeInterval: 5 * time.Second}
 
 // Worker exports snapshots of one inventory to one sink.
 type Worker struct {
@@ -166,10 +171,8 @@ func (w *Worker) Run(ctx context.Context) {
 		for w.exportOnce(ctx) {
 			delay := w.retryDelay()
 			w.log.V(1).Info("export failed, retrying", "sink", w.Name, "in", delay.String())
-			select {
-			case <-ctx.Done():
+			if !w.waitToRetry(ctx, delay) {
 				return
-			case <-time.After(delay):
 			}
 		}
 	}
@@ -236,6 +239,35 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		w.log.Info("export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures, "error", err.Error())
 	}
 	return err != nil
+}
+
+// waitToRetry waits delay, or less when a probe of the sink passes first (see
+// Backoff.ProbeInterval); it returns false when ctx ends.
+func (w *Worker) waitToRetry(ctx context.Context, delay time.Duration) bool {
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	var probe <-chan time.Time
+	if every := w.backoff.ProbeInterval; every > 0 && delay > every {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		probe = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-probe:
+			pctx, cancel := context.WithTimeout(ctx, min(w.timeout, w.backoff.ProbeInterval))
+			err := w.sink.Probe(pctx)
+			cancel()
+			if err == nil {
+				w.log.Info("sink answers again, retrying the export now", "sink", w.Name, "instead of in", delay.String())
+				return true
+			}
+		}
+	}
 }
 
 // retryDelay is exponential with full jitter; terminal errors and an open breaker wait longer.

@@ -171,3 +171,36 @@ func TestShutdownDuringAnExportIsNotAFailure(t *testing.T) {
 		t.Fatalf("status after shutdown %+v", st)
 	}
 }
+
+// TestRecoveredSinkIsCaughtUpWithoutWaitingOutTheBackoff: with the breaker open and the next
+// attempt an hour away, a sink that answers its probe again gets the export at once.
+func TestRecoveredSinkIsCaughtUpWithoutWaitingOutTheBackoff(t *testing.T) {
+	rec := sinktest.NewRecorder()
+	rec.FailWith(sink.TransientError(errors.New("connection refused")))
+	b := Backoff{Base: time.Hour, Max: time.Hour, TerminalDelay: time.Hour, BreakerThreshold: 1, BreakerCooldown: time.Hour,
+		ProbeInterval: 20 * time.Millisecond}
+	w := newTestWorker(rec, b, time.Second)
+	failed := make(chan struct{}, 1)
+	w.onStatus = func(st Status) {
+		if st.Failures > 0 {
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { w.Run(ctx) })
+	w.Offer(job(1))
+	select {
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first attempt never failed")
+	}
+	rec.FailWith(nil)
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) == 1 }) {
+		t.Fatalf("the sink recovered but the export waits out its hour of backoff: %+v", w.Status())
+	}
+}
