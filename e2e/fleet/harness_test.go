@@ -7,6 +7,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -115,6 +116,32 @@ func (h *hub) start() {
 		h.t.Fatal(err)
 	}
 	h.adminToken = strings.TrimSpace(string(tok))
+	h.checkPrivate()
+}
+
+// checkPrivate: the shipped hub never writes its admin token to its log, and the files that
+// hold secrets or their hashes (the token, the CA key, the SQLite store and its WAL) are
+// readable by the hub's user only.
+func (h *hub) checkPrivate() {
+	h.t.Helper()
+	raw, _ := os.ReadFile(filepath.Join(h.dir, "hub.log"))
+	if strings.Contains(string(raw), h.adminToken) {
+		h.t.Errorf("the hub's log shows its admin token")
+	}
+	data := filepath.Join(h.dir, "data")
+	for _, name := range []string{"admin-token", "pki/ca.key", "hub.db", "hub.db-wal", "hub.db-shm"} {
+		fi, err := os.Stat(filepath.Join(data, name))
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(name, "hub.db-") {
+				continue // the WAL and shared-memory files come and go
+			}
+			h.t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			h.t.Errorf("%s is %v: readable beyond the hub's user", name, fi.Mode().Perm())
+		}
+	}
 }
 
 func (h *hub) stop() {

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -86,8 +87,9 @@ func run() error {
 	log.Info("hub serving", "version", version.String(), "address", ln.Addr().String(), "caFingerprint", hub.Identity().Fingerprint,
 		"dataDir", *dataDir)
 	if hub.AdminToken != "" {
-		// Printed once, on the first start only; it is also in the data directory.
-		fmt.Fprintf(os.Stderr, "\nFirst start: admin API token (also in %s/admin-token):\n\n    %s\n\n", *dataDir, hub.AdminToken)
+		// Never the token itself: logs are collected and kept where a token must not be.
+		fmt.Fprintf(os.Stderr, "\nFirst start: the first admin API token is in %s (readable by this user only).\n\n",
+			filepath.Join(*dataDir, "admin-token"))
 	}
 	fmt.Fprintf(os.Stderr, "Agents pin the hub CA: %s\n", hub.Identity().Fingerprint)
 	return hub.Serve(ctx, ln)

@@ -38,6 +38,16 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	if m.GetBootstrapToken() == "" {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("bootstrap_token is required"))
 	}
+	// The token is checked, reading only, before anything takes the store's write lock: a
+	// flood of registrations with bad tokens costs reads, never the lock every agent needs.
+	if err := a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), a.s.cfg.Now()); err != nil {
+		if errors.Is(err, store.ErrTokenInvalid) {
+			a.s.log.WarnContext(ctx, "registration refused: bootstrap token unknown, expired, revoked or used up",
+				"cluster", m.GetClusterName(), "peer", req.Peer().Addr)
+			return nil, connect.NewError(connect.CodeUnauthenticated, store.ErrTokenInvalid)
+		}
+		return nil, storeError(err)
+	}
 	secret, hash, err := auth.NewSecret(auth.PrefixAgent)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)

@@ -51,6 +51,10 @@ type Store interface {
 	CreateBootstrapToken(ctx context.Context, t BootstrapToken) error
 	ListBootstrapTokens(ctx context.Context) ([]BootstrapToken, error)
 	RevokeBootstrapToken(ctx context.Context, id string) error
+	// BootstrapTokenUsable reports, reading only, whether a bootstrap token with this hash
+	// could register a cluster now (ErrTokenInvalid if not). Register asks it before taking
+	// any lock or writing anything, so that a flood of bad tokens cannot stall the store.
+	BootstrapTokenUsable(ctx context.Context, hash string, now time.Time) error
 
 	CreateAPIToken(ctx context.Context, t APIToken) error
 	ListAPITokens(ctx context.Context) ([]APIToken, error)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,9 @@ func openPostgres(dsn string) (*Store, error) {
 func openSQLite(path string) (*Store, error) {
 	if path == "" {
 		return nil, errors.New("sqlite store needs a file path")
+	}
+	if err := private(path); err != nil {
+		return nil, err
 	}
 	// WAL and a busy timeout let readers run beside the writer; immediate transactions take
 	// the write lock up front so two writers never deadlock upgrading a read lock.
@@ -253,4 +257,22 @@ func isUniqueViolation(err error) bool {
 		return liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE || liteErr.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
 	}
 	return false
+}
+
+// private makes the database file, and its WAL and shared-memory files when present, readable
+// by the hub's user only: they hold token hashes, cluster credentials' hashes and the fleet's
+// configuration. SQLite gives the -wal and -shm files it creates the database file's mode, so
+// creating the database file 0600 first is enough for a new store; an existing one is fixed.
+func private(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening sqlite %s: %w", path, err)
+	}
+	_ = f.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("making %s private: %w", p, err)
+		}
+	}
+	return nil
 }

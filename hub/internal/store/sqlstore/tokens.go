@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"kollect.dev/hub/internal/store"
 )
@@ -131,6 +132,20 @@ func (s *Store) APITokenByHash(ctx context.Context, hash string) (store.APIToken
 }
 
 // consumeBootstrapToken atomically takes one use of a live token and returns it.
+// BootstrapTokenUsable implements store.Store.
+func (s *Store) BootstrapTokenUsable(ctx context.Context, hash string, now time.Time) error {
+	var n int
+	err := s.db.QueryRowContext(ctx, s.q(`SELECT count(*) FROM bootstrap_tokens
+		WHERE hash = ? AND revoked = 0 AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)`), hash, ms(now)).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("checking bootstrap token: %w", err)
+	}
+	if n == 0 {
+		return store.ErrTokenInvalid
+	}
+	return nil
+}
+
 func (s *Store) consumeBootstrapToken(ctx context.Context, tx *sql.Tx, hash string, nowMS int64) (allowReplace bool, err error) {
 	res, err := tx.ExecContext(ctx, s.q(`UPDATE bootstrap_tokens SET uses = uses + 1
 		WHERE hash = ? AND revoked = 0 AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)`), hash, nowMS)

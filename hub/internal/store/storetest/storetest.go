@@ -117,6 +117,8 @@ func testRegister(t *testing.T, s store.Store) {
 	bootstrap(t, s, "expired", 0, -time.Hour, false)
 	bootstrap(t, s, "revoked", 0, time.Hour, false)
 	must(t, s.RevokeBootstrapToken(ctx, "revoked"))
+	now := t0.Add(time.Minute)
+	must(t, s.BootstrapTokenUsable(ctx, "h-two", now))
 
 	c, err := register(s, "two", "alpha", "cred-a", map[string]string{"env": "prod"}, false)
 	must(t, err)
@@ -135,6 +137,13 @@ func testRegister(t *testing.T, s store.Store) {
 	for _, tok := range []string{"expired", "revoked", "unknown"} {
 		if _, err := register(s, tok, "delta", "cred-d", nil, false); !errors.Is(err, store.ErrTokenInvalid) {
 			t.Fatalf("%s token: %v", tok, err)
+		}
+	}
+	// The read-only check agrees with registration: used up, expired, revoked and unknown
+	// tokens are all unusable.
+	for _, tok := range []string{"two", "expired", "revoked", "unknown"} {
+		if err := s.BootstrapTokenUsable(ctx, "h-"+tok, now); !errors.Is(err, store.ErrTokenInvalid) {
+			t.Fatalf("BootstrapTokenUsable(%s) = %v, want ErrTokenInvalid", tok, err)
 		}
 	}
 	toks, err := s.ListBootstrapTokens(ctx)
