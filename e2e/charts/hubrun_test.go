@@ -82,7 +82,10 @@ func TestHubRuns(t *testing.T) {
 			t.Errorf("hub log lacks %q, which the chart's NOTES tell users to grep for:\n%s", want, raw)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(dir, "data", "admin-token")); err != nil {
+	token, err := os.ReadFile(filepath.Join(dir, "data", "admin-token"))
+	if err != nil {
 		t.Errorf("admin-token in the data directory: %v", err)
+	} else if tok := strings.TrimSpace(string(token)); tok == "" || strings.Contains(raw, tok) {
+		t.Errorf("the hub's log shows its admin token (or the token file is empty)")
 	}
 }
