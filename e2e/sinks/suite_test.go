@@ -525,7 +525,7 @@ func (a *agentProc) start() {
 	must(a.t, a.cmd.Start())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get("http://" + a.healthz + "/healthz")
+		resp, err := http.Get("http://" + a.healthz + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -533,7 +533,7 @@ func (a *agentProc) start() {
 			}
 		}
 		if time.Now().After(deadline) {
-			a.t.Fatalf("kollect-agent /healthz not OK after 30s: %v", err)
+			a.t.Fatalf("kollect-agent /readyz not OK after 30s: %v", err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
