@@ -246,6 +246,9 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		invRec.SetupWithManager(mgr),
 		(&controller.ScopeStatusReconciler{Client: mgr.GetClient(), Elected: mgr.Elected()}).SetupWithManager(mgr),
 		mgr.AddHealthzCheck("ping", func(*http.Request) error { return nil }),
+		// Without a readiness check controller-runtime answers /readyz with 404, so an agent
+		// without webhooks (the chart's webhook.enabled=false) would never become Ready.
+		mgr.AddReadyzCheck("ping", func(*http.Request) error { return nil }),
 	}
 	if o.Hub != nil {
 		hub := *o.Hub
