@@ -17,7 +17,7 @@ import (
 	"sync"
 	"time"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 // run runs an independent client and returns its standard output.

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 const (

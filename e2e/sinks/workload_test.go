@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"kollect.dev/e2e/testenv"
+	"kollect.dev/testenv"
 )
 
 const (
