@@ -70,6 +70,22 @@ func bearer(h http.Header) (string, bool) {
 // AgentAuth authenticates AgentService calls (all but Register) by the agent credential.
 type AgentAuth struct {
 	Store store.Store
+	// Log receives a warning for every refused call (never the credential); nil logs nothing.
+	Log *slog.Logger
+}
+
+// refused logs a failed authentication or authorisation: who called (the peer address), what
+// it called and why it was refused; never the secret it presented. Unavailable store errors
+// are not the caller's fault and are not logged here.
+func refused(ctx context.Context, log *slog.Logger, procedure, peer string, err error) {
+	if log == nil {
+		return
+	}
+	code := connect.CodeOf(err)
+	if code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+		return
+	}
+	log.WarnContext(ctx, "call refused", "procedure", procedureName(procedure), "peer", peer, "code", code.String(), "reason", err.Error())
 }
 
 var _ connect.Interceptor = (*AgentAuth)(nil)
@@ -100,6 +116,7 @@ func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		ctx, err := a.authenticate(ctx, req.Header())
 		if err != nil {
+			refused(ctx, a.Log, req.Spec().Procedure, req.Peer().Addr, err)
 			return nil, err
 		}
 		return next(ctx, req)
@@ -116,6 +133,7 @@ func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		ctx, err := a.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
+			refused(ctx, a.Log, conn.Spec().Procedure, conn.Peer().Addr, err)
 			return err
 		}
 		return next(ctx, conn)
@@ -218,6 +236,7 @@ func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		procedure := req.Spec().Procedure
 		ctx, r, err := f.authorize(ctx, procedure, req.Header(), req.Any())
 		if err != nil {
+			refused(ctx, f.Log, procedure, req.Peer().Addr, err)
 			return nil, err
 		}
 		if !r.mutation {
@@ -252,6 +271,7 @@ func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), nil)
 		if err != nil {
+			refused(ctx, f.Log, conn.Spec().Procedure, conn.Peer().Addr, err)
 			return err
 		}
 		if r.mutation {

@@ -1,7 +1,11 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"kollect.dev/hub/internal/server"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
 
 // TestBadTokenRegistrationsTakeNoLock: registrations with unknown, expired or used-up tokens
@@ -68,5 +73,56 @@ func TestBadTokenRegistrationsTakeNoLock(t *testing.T) {
 	if after-before != 1 {
 		t.Fatalf("xact_rollback moved by %d over 50 bad-token registrations and one duplicate name, want 1 (the duplicate): "+
 			"bad tokens opened write transactions", after-before)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the hub's concurrent log writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestRefusedCallsAreLoggedWithoutTheirSecret: a bad API token, a viewer calling an admin
+// procedure, a bad agent credential and a bad bootstrap token each leave a warning naming the
+// procedure and the caller's address, and none of the presented secrets.
+func TestRefusedCallsAreLoggedWithoutTheirSecret(t *testing.T) {
+	logs := &syncBuffer{}
+	h := startHub(t, "", func(c *server.Config) { c.Log = slog.New(slog.NewTextHandler(logs, nil)) })
+	ctx := context.Background()
+	const badAPI, badAgent, badBootstrap = "kat_planted_api_secret", "kag_planted_agent_secret", "kbt_planted_bootstrap_secret"
+
+	_, err := h.fleet(badAPI).ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "ListClusters with an unknown token")
+	viewer := h.apiToken(t, "viewer", fleetv1.Role_ROLE_VIEWER)
+	_, err = viewer.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{}))
+	wantCode(t, err, connect.CodePermissionDenied, "a viewer creating a bootstrap token")
+	_, err = h.agent(badAgent).ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "ReportStatus with an unknown credential")
+	_, _, err = h.tryRegister(badBootstrap, "x", nil)
+	wantCode(t, err, connect.CodeUnauthenticated, "Register with an unknown bootstrap token")
+
+	out := logs.String()
+	for _, want := range []string{"procedure=ListClusters", "procedure=CreateBootstrapToken", "procedure=ReportStatus",
+		"registration refused", "peer=127.0.0.1:"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the hub's log lacks %q:\n%s", want, out)
+		}
+	}
+	for _, secret := range []string{badAPI, badAgent, badBootstrap} {
+		if strings.Contains(out, secret) {
+			t.Errorf("the hub's log shows a presented secret %q", secret)
+		}
 	}
 }

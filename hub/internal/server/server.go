@@ -239,7 +239,7 @@ func (s *Server) routes() http.Handler {
 	// fleet's heartbeats are the hub's most frequent call.
 	limits := connect.WithHandlerOptions(connect.WithReadMaxBytes(16<<20), connect.WithCompressMinBytes(1024))
 	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
-		connect.WithInterceptors(&auth.AgentAuth{Store: s.store}), limits)
+		connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Log: s.log}), limits)
 	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s},
 		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log}), limits)
 
