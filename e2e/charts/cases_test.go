@@ -192,8 +192,12 @@ store: {type: postgres, postgres: {existingSecret: hub-store}}
 tls: {existingSecret: hub-tls, hosts: [hub.example.internal]}
 service: {type: NodePort, nodePort: 30443}
 ingress: {enabled: true, className: nginx, host: hub.example.internal}
-serviceMonitor: {enabled: true}
+serviceMonitor: {enabled: true, bearerTokenSecret: {name: hub-metrics-token}}
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		// /metrics needs a token: the ServiceMonitor sends the one in the named Secret.
+		if sm := toJSON(one(t, objs, "ServiceMonitor").Object["spec"]); !strings.Contains(sm, `"credentials":{"key":"token","name":"hub-metrics-token"}`) {
+			t.Errorf("ServiceMonitor does not send the metrics token: %s", sm)
+		}
 		d := one(t, objs, "Deployment")
 		if s, _, _ := unstructured.NestedString(d.Object, "spec", "strategy", "type"); s != "RollingUpdate" {
 			t.Errorf("postgres hub strategy %q, want RollingUpdate", s)

@@ -58,8 +58,13 @@ func TestHubServesDashboardBesideAPI(t *testing.T) {
 	if resp, body := get("/healthz", nil); resp.StatusCode != http.StatusOK || body != "ok\n" {
 		t.Fatalf("/healthz: %d %q", resp.StatusCode, body)
 	}
-	if resp, body := get("/metrics", nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, "kollect_hub_clusters") {
-		t.Fatalf("/metrics: %d %.200s", resp.StatusCode, body)
+	// /metrics lists every cluster and sink: never to anonymous callers on the API port.
+	if resp, body := get("/metrics", nil); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, "kollect_hub_clusters") {
+		t.Fatalf("/metrics without a token: %d %.200s, want 401 and no series", resp.StatusCode, body)
+	}
+	if resp, body := get("/metrics", http.Header{"Authorization": {"Bearer " + h.adminToken}}); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(body, "kollect_hub_clusters") {
+		t.Fatalf("/metrics with a token: %d %.200s", resp.StatusCode, body)
 	}
 	if _, err := h.fleet(h.adminToken).ListClusters(context.Background(), connect.NewRequest(&fleetv1.ListClustersRequest{})); err != nil {
 		t.Fatalf("ListClusters through the same router: %v", err)

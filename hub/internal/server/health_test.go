@@ -141,7 +141,12 @@ func TestHeartbeatUpdatesHealth(t *testing.T) {
 
 func scrape(t *testing.T, h *testHub) string {
 	t.Helper()
-	resp, err := h.httpClient().Get(h.url + "/metrics")
+	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+h.srv.AdminToken)
+	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

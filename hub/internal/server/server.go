@@ -247,7 +247,8 @@ func (s *Server) routes() http.Handler {
 	r.Use(middleware.Recoverer)
 	r.Handle(agentPath+"*", agentHandler)
 	r.Handle(fleetPath+"*", fleetHandler)
-	r.Handle("/metrics", promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{}))
+	// The fleet's metrics name every cluster and sink: viewers and up only.
+	r.Handle("/metrics", auth.RequireToken(s.store, s.log, store.RoleViewer, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.store.ConfigEpoch(r.Context()); err != nil {
