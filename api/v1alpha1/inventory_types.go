@@ -158,6 +158,13 @@ type SinkExportStatus struct {
 	// inventory's checksum equals it, also across agent restarts.
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
+	// Destination is a digest of the sink object's identity (its UID) and of the spec fields
+	// that decide where and how rows land, for the destination Checksum was accepted into. When
+	// the sink's destination no longer has this digest (bucket, table, repository, path template
+	// or format edited, or the sink re-created under the same name), Checksum says nothing about
+	// it and the next export there is a full one. Empty in statuses written before it existed.
+	// +optional
+	Destination string `json:"destination,omitempty"`
 	// Rows is the item count of the last accepted export.
 	// +optional
 	Rows int64 `json:"rows,omitempty"`

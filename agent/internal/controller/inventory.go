@@ -193,7 +193,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		return result, nil
 	}
 	st, _ := r.Manager.Status(key)
-	fillInventoryStatus(o, st, sinkProblems)
+	fillInventoryStatus(o, st, sinkProblems, destinations(bindings))
 	r.eventOnNewProblem(before, o)
 	return result, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
 }
@@ -237,14 +237,36 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			b = builtSink{id: id, sink: s}
 			r.built[cacheKey] = b
 		}
+		dest, err := sink.Destination(obj)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
+			continue
+		}
 		p := prior[ref]
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Sink: b.sink, Timeout: so.timeout, Accepted: p.Checksum, AcceptedRows: int(p.Rows)}
-		if p.LastExportTime != nil {
-			binding.AcceptedAt = p.LastExportTime.Time
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Destination: dest, Sink: b.sink, Timeout: so.timeout}
+		// What the status remembers holds only for the destination it was accepted into: a
+		// bucket, table, repository, path or format edited while the agent was down, or the
+		// sink re-created under the same name, is a destination that holds nothing yet. A
+		// status written before destinations were recorded (empty) is trusted, so an agent
+		// upgrade rewrites nothing.
+		if p.Destination == "" || p.Destination == dest {
+			binding.Accepted, binding.AcceptedRows = p.Checksum, int(p.Rows)
+			if p.LastExportTime != nil {
+				binding.AcceptedAt = p.LastExportTime.Time
+			}
 		}
 		out = append(out, binding)
 	}
 	return out, problems
+}
+
+// destinations maps each bound sink to its destination digest, recorded beside the checksum.
+func destinations(bindings []inventory.SinkBinding) map[inventory.SinkRef]string {
+	out := make(map[inventory.SinkRef]string, len(bindings))
+	for _, b := range bindings {
+		out[b.Ref] = b.Destination
+	}
+	return out
 }
 
 func (r *InventoryReconciler) forget(key inventory.Key) {
@@ -266,7 +288,7 @@ func errMessage(err error) string {
 
 // fillInventoryStatus maps the manager's view onto the API status. Times are truncated to
 // seconds, as the API stores them, so an unchanged status compares equal and is not written.
-func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string) {
+func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string, dests map[inventory.SinkRef]string) {
 	gen := o.obj.GetGeneration()
 	s := o.status
 	s.ObservedGeneration = gen
@@ -286,7 +308,7 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			ns = "" // implied for namespaced inventories
 		}
 		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
-			Checksum: ws.Checksum, Rows: int64(ws.Rows), LastError: ws.LastError}
+			Checksum: ws.Checksum, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
 		if ws.LastError != "" {
 			es.ErrorClass = string(ws.Class)
 			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))
