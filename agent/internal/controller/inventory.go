@@ -58,7 +58,10 @@ type inventoryObject struct {
 	suspend bool
 	targets []collector.TargetKey
 	missing []string
-	sinks   []inventory.SinkRef
+	// missingKeys are the named targets that do not exist. They stay in the inventory's
+	// configuration so their last rows are kept: a missing target is unknown, not empty.
+	missingKeys []collector.TargetKey
+	sinks       []inventory.SinkRef
 	// denied are scope problems: targets left out, sinks not bound, cadence raised.
 	denied   []scopeProblem
 	status   *kollectv1.KollectInventoryStatus
@@ -96,6 +99,7 @@ func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1
 				return err
 			}
 			o.missing = append(o.missing, "KollectTarget "+k.String())
+			o.missingKeys = append(o.missingKeys, k)
 			continue
 		}
 		seen[k] = true
@@ -130,6 +134,7 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 				return err
 			}
 			o.missing = append(o.missing, string(ref.Kind)+" "+k.String())
+			o.missingKeys = append(o.missingKeys, k)
 			continue
 		}
 		seen[k] = true
@@ -149,6 +154,23 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 	}
 	o.targets = sortedKeys(seen)
 	return nil
+}
+
+// withMissing adds the named but missing targets to the inventory's targets. The collector
+// does not know them, so the inventory carries their rows over from its last snapshot (as for
+// a forbidden kind) until the reference is removed; Ready says TargetNotFound meanwhile.
+func withMissing(targets, missing []collector.TargetKey) []collector.TargetKey {
+	if len(missing) == 0 {
+		return targets
+	}
+	seen := make(map[collector.TargetKey]bool, len(targets)+len(missing))
+	for _, k := range targets {
+		seen[k] = true
+	}
+	for _, k := range missing {
+		seen[k] = true
+	}
+	return sortedKeys(seen)
 }
 
 func sortedKeys(m map[collector.TargetKey]bool) []collector.TargetKey {
@@ -177,7 +199,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	}
 	bindings, sinkProblems := r.bindings(ctx, key, o)
 	cfg := inventory.Config{
-		Key: key, Generation: o.obj.GetGeneration(), Targets: o.targets, Sinks: bindings,
+		Key: key, Generation: o.obj.GetGeneration(), Targets: withMissing(o.targets, o.missingKeys), Sinks: bindings,
 		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
 	}
 	if o.timing.ResyncInterval != nil {
