@@ -113,11 +113,12 @@ type KollectEventSinkSpec struct {
 	// +kubebuilder:default=100000
 	// +kubebuilder:validation:Minimum=100
 	BufferSize int32 `json:"bufferSize,omitempty"`
-	// Timeout bounds one export.
+	// Timeout bounds one export; at least 1s.
 	// +optional
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="timeout must be at least 1s"
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 
