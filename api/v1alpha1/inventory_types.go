@@ -64,12 +64,13 @@ type ExportTiming struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	Debounce metav1.Duration `json:"debounce,omitempty"`
-	// MaxDelay bounds how long a change may wait for export; at least 1s.
+	// MaxDelay bounds how long a change may wait for export; at least 1s. 0s (which Go clients
+	// send for an unset value) allows only debounce 0s: export right after every change.
 	// +optional
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="maxDelay must be at least 1s"
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="maxDelay must be at least 1s (or 0s, with debounce 0s: export right after every change)"
 	MaxDelay metav1.Duration `json:"maxDelay,omitempty"`
 	// ResyncInterval, when set, re-sends the full snapshot to every sink at this interval even
 	// if nothing changed (for sinks that may be edited by others). Off by default; at least 10s.

@@ -94,12 +94,12 @@ kind: KollectInventory
 spec:
   targets: [{name: t}]
   resyncInterval: 9s`, "resyncInterval must be at least 10s"},
-		{"maxDelay of 0s", `
+		{"maxDelay of 1ns", `
 kind: KollectInventory
 spec:
   targets: [{name: t}]
   debounce: 0s
-  maxDelay: 0s`, "maxDelay must be at least 1s"},
+  maxDelay: 1ns`, "maxDelay must be at least 1s"},
 		{"cluster inventory resyncInterval below 10s", `
 kind: KollectClusterInventory
 spec:
@@ -122,7 +122,7 @@ kind: KollectDatabaseSink
 spec:
   type: postgres
   postgres: {host: db, database: inv, secretRef: {name: s}}
-  timeout: 0s`, "timeout must be at least 1s"},
+  timeout: 500ms`, "timeout must be at least 1s"},
 		{"postgres statementTimeout below 1s", `
 kind: KollectDatabaseSink
 spec:
