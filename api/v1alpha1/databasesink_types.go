@@ -53,11 +53,12 @@ type PostgresSinkConfig struct {
 	// client certificate.
 	// +optional
 	TLS *TLSConfig `json:"tls,omitempty"`
-	// StatementTimeout bounds each statement.
+	// StatementTimeout bounds each statement; at least 1s (0s means the default).
 	// +optional
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="statementTimeout must be at least 1s (0s means the default)"
 	StatementTimeout metav1.Duration `json:"statementTimeout,omitempty"`
 	// MaxConnections of the pool.
 	// +optional
@@ -130,11 +131,13 @@ type KollectDatabaseSinkSpec struct {
 	// BigQuery configures type bigquery.
 	// +optional
 	BigQuery *BigQuerySinkConfig `json:"bigquery,omitempty"`
-	// Timeout bounds one export.
+	// Timeout bounds one export; at least 1s (0s, which Go clients send for an unset value,
+	// means the default).
 	// +optional
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="timeout must be at least 1s (0s means the default)"
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 

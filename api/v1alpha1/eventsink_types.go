@@ -113,11 +113,13 @@ type KollectEventSinkSpec struct {
 	// +kubebuilder:default=100000
 	// +kubebuilder:validation:Minimum=100
 	BufferSize int32 `json:"bufferSize,omitempty"`
-	// Timeout bounds one export.
+	// Timeout bounds one export; at least 1s (0s, which Go clients send for an unset value,
+	// means the default).
 	// +optional
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="timeout must be at least 1s (0s means the default)"
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 

@@ -64,17 +64,20 @@ type ExportTiming struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	Debounce metav1.Duration `json:"debounce,omitempty"`
-	// MaxDelay bounds how long a change may wait for export.
+	// MaxDelay bounds how long a change may wait for export; at least 1s. 0s (which Go clients
+	// send for an unset value) allows only debounce 0s: export right after every change.
 	// +optional
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="maxDelay must be at least 1s (or 0s, with debounce 0s: export right after every change)"
 	MaxDelay metav1.Duration `json:"maxDelay,omitempty"`
 	// ResyncInterval, when set, re-sends the full snapshot to every sink at this interval even
-	// if nothing changed (for sinks that may be edited by others). Off by default.
+	// if nothing changed (for sinks that may be edited by others). Off by default; at least 10s.
 	// +optional
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="resyncInterval must be at least 10s"
 	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
 }
 
@@ -158,6 +161,13 @@ type SinkExportStatus struct {
 	// inventory's checksum equals it, also across agent restarts.
 	// +optional
 	Checksum string `json:"checksum,omitempty"`
+	// Destination is a digest of the sink object's identity (its UID) and of the spec fields
+	// that decide where and how rows land, for the destination Checksum was accepted into. When
+	// the sink's destination no longer has this digest (bucket, table, repository, path template
+	// or format edited, or the sink re-created under the same name), Checksum says nothing about
+	// it and the next export there is a full one. Empty in statuses written before it existed.
+	// +optional
+	Destination string `json:"destination,omitempty"`
 	// Rows is the item count of the last accepted export.
 	// +optional
 	Rows int64 `json:"rows,omitempty"`

@@ -230,11 +230,13 @@ type KollectSnapshotSinkSpec struct {
 	// Layout of documents.
 	// +optional
 	Layout Layout `json:"layout,omitempty"`
-	// Timeout bounds one export.
+	// Timeout bounds one export; at least 1s (0s, which Go clients send for an unset value,
+	// means the default).
 	// +optional
 	// +kubebuilder:default="2m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('1s')",message="timeout must be at least 1s (0s means the default)"
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 

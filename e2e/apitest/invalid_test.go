@@ -83,6 +83,57 @@ kind: KollectInventory
 spec:
   targets: [{name: t}]
   debounce: five seconds`, "spec.debounce"},
+		{"resyncInterval of 1ns with debounce 0s", `
+kind: KollectInventory
+spec:
+  targets: [{name: t}]
+  debounce: 0s
+  resyncInterval: 1ns`, "resyncInterval must be at least 10s"},
+		{"resyncInterval below 10s", `
+kind: KollectInventory
+spec:
+  targets: [{name: t}]
+  resyncInterval: 9s`, "resyncInterval must be at least 10s"},
+		{"maxDelay of 1ns", `
+kind: KollectInventory
+spec:
+  targets: [{name: t}]
+  debounce: 0s
+  maxDelay: 1ns`, "maxDelay must be at least 1s"},
+		{"cluster inventory resyncInterval below 10s", `
+kind: KollectClusterInventory
+spec:
+  targets: [{name: t}]
+  resyncInterval: 100ms`, "resyncInterval must be at least 10s"},
+		{"cluster inventory maxDelay below 1s", `
+kind: KollectClusterInventory
+spec:
+  targets: [{name: t}]
+  debounce: 0s
+  maxDelay: 500ms`, "maxDelay must be at least 1s"},
+		{"snapshot sink timeout below 1s", `
+kind: KollectSnapshotSink
+spec:
+  type: git
+  git: {url: "https://git.example.com/x.git"}
+  timeout: 1ns`, "timeout must be at least 1s"},
+		{"database sink timeout below 1s", `
+kind: KollectDatabaseSink
+spec:
+  type: postgres
+  postgres: {host: db, database: inv, secretRef: {name: s}}
+  timeout: 500ms`, "timeout must be at least 1s"},
+		{"postgres statementTimeout below 1s", `
+kind: KollectDatabaseSink
+spec:
+  type: postgres
+  postgres: {host: db, database: inv, secretRef: {name: s}, statementTimeout: 10ms}`, "statementTimeout must be at least 1s"},
+		{"event sink timeout below 1s", `
+kind: KollectEventSink
+spec:
+  type: nats
+  nats: {servers: ["nats://n:4222"]}
+  timeout: 999ms`, "timeout must be at least 1s"},
 		{"cluster inventory naming a KollectTarget without namespace", `
 kind: KollectClusterInventory
 spec:

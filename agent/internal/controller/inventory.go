@@ -58,7 +58,10 @@ type inventoryObject struct {
 	suspend bool
 	targets []collector.TargetKey
 	missing []string
-	sinks   []inventory.SinkRef
+	// missingKeys are the named targets that do not exist. They stay in the inventory's
+	// configuration so their last rows are kept: a missing target is unknown, not empty.
+	missingKeys []collector.TargetKey
+	sinks       []inventory.SinkRef
 	// denied are scope problems: targets left out, sinks not bound, cadence raised.
 	denied   []scopeProblem
 	status   *kollectv1.KollectInventoryStatus
@@ -96,6 +99,7 @@ func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1
 				return err
 			}
 			o.missing = append(o.missing, "KollectTarget "+k.String())
+			o.missingKeys = append(o.missingKeys, k)
 			continue
 		}
 		seen[k] = true
@@ -130,6 +134,7 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 				return err
 			}
 			o.missing = append(o.missing, string(ref.Kind)+" "+k.String())
+			o.missingKeys = append(o.missingKeys, k)
 			continue
 		}
 		seen[k] = true
@@ -149,6 +154,23 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 	}
 	o.targets = sortedKeys(seen)
 	return nil
+}
+
+// withMissing adds the named but missing targets to the inventory's targets. The collector
+// does not know them, so the inventory carries their rows over from its last snapshot (as for
+// a forbidden kind) until the reference is removed; Ready says TargetNotFound meanwhile.
+func withMissing(targets, missing []collector.TargetKey) []collector.TargetKey {
+	if len(missing) == 0 {
+		return targets
+	}
+	seen := make(map[collector.TargetKey]bool, len(targets)+len(missing))
+	for _, k := range targets {
+		seen[k] = true
+	}
+	for _, k := range missing {
+		seen[k] = true
+	}
+	return sortedKeys(seen)
 }
 
 func sortedKeys(m map[collector.TargetKey]bool) []collector.TargetKey {
@@ -177,7 +199,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	}
 	bindings, sinkProblems := r.bindings(ctx, key, o)
 	cfg := inventory.Config{
-		Key: key, Generation: o.obj.GetGeneration(), Targets: o.targets, Sinks: bindings,
+		Key: key, Generation: o.obj.GetGeneration(), Targets: withMissing(o.targets, o.missingKeys), Sinks: bindings,
 		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
 	}
 	if o.timing.ResyncInterval != nil {
@@ -193,7 +215,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		return result, nil
 	}
 	st, _ := r.Manager.Status(key)
-	fillInventoryStatus(o, st, sinkProblems)
+	fillInventoryStatus(o, st, sinkProblems, destinations(bindings))
 	r.eventOnNewProblem(before, o)
 	return result, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
 }
@@ -237,14 +259,36 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			b = builtSink{id: id, sink: s}
 			r.built[cacheKey] = b
 		}
+		dest, err := sink.Destination(obj)
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
+			continue
+		}
 		p := prior[ref]
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Sink: b.sink, Timeout: so.timeout, Accepted: p.Checksum, AcceptedRows: int(p.Rows)}
-		if p.LastExportTime != nil {
-			binding.AcceptedAt = p.LastExportTime.Time
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Destination: dest, Sink: b.sink, Timeout: so.timeout}
+		// What the status remembers holds only for the destination it was accepted into: a
+		// bucket, table, repository, path or format edited while the agent was down, or the
+		// sink re-created under the same name, is a destination that holds nothing yet. A
+		// status written before destinations were recorded (empty) is trusted, so an agent
+		// upgrade rewrites nothing.
+		if p.Destination == "" || p.Destination == dest {
+			binding.Accepted, binding.AcceptedRows = p.Checksum, int(p.Rows)
+			if p.LastExportTime != nil {
+				binding.AcceptedAt = p.LastExportTime.Time
+			}
 		}
 		out = append(out, binding)
 	}
 	return out, problems
+}
+
+// destinations maps each bound sink to its destination digest, recorded beside the checksum.
+func destinations(bindings []inventory.SinkBinding) map[inventory.SinkRef]string {
+	out := make(map[inventory.SinkRef]string, len(bindings))
+	for _, b := range bindings {
+		out[b.Ref] = b.Destination
+	}
+	return out
 }
 
 func (r *InventoryReconciler) forget(key inventory.Key) {
@@ -266,7 +310,7 @@ func errMessage(err error) string {
 
 // fillInventoryStatus maps the manager's view onto the API status. Times are truncated to
 // seconds, as the API stores them, so an unchanged status compares equal and is not written.
-func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string) {
+func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string, dests map[inventory.SinkRef]string) {
 	gen := o.obj.GetGeneration()
 	s := o.status
 	s.ObservedGeneration = gen
@@ -286,7 +330,7 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			ns = "" // implied for namespaced inventories
 		}
 		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
-			Checksum: ws.Checksum, Rows: int64(ws.Rows), LastError: ws.LastError}
+			Checksum: ws.Checksum, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
 		if ws.LastError != "" {
 			es.ErrorClass = string(ws.Class)
 			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))

@@ -26,7 +26,8 @@ type scopeProblem struct {
 //     it as the objects having been deleted from the cluster;
 //   - sinks the scopes do not allow are not bound: nothing more is exported to them, and what
 //     they already hold is left alone;
-//   - a debounce or resync interval below the scopes' minimum is raised to the minimum.
+//   - a debounce or resync interval below the scopes' minimum is raised to the minimum, and so
+//     is a maxDelay below the minimum debounce (under churn it sets the pace).
 //
 // Every case sets Degraded=True with the Scope* reason of the first problem.
 func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key, o *inventoryObject) error {
@@ -66,6 +67,11 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 		minDebounce, minResync := rules.Minimums()
 		if o.timing.Debounce.Duration < minDebounce {
 			o.timing.Debounce.Duration = minDebounce
+		}
+		// Under constant churn maxDelay, not the debounce, sets the pace: a floor that left
+		// it below would have no effect.
+		if o.timing.MaxDelay.Duration < minDebounce {
+			o.timing.MaxDelay.Duration = minDebounce
 		}
 		if o.timing.ResyncInterval != nil && o.timing.ResyncInterval.Duration < minResync {
 			v := *o.timing.ResyncInterval

@@ -35,9 +35,12 @@ func (r SinkRef) String() string { return string(r.Family) + "/" + r.Namespace +
 type SinkBinding struct {
 	Ref SinkRef
 	// ID changes whenever the sink must be rebuilt (its object's generation or UID changed).
-	ID      string
-	Sink    sink.Sink
-	Timeout time.Duration
+	ID string
+	// Destination is the sink's destination digest (sink.Destination), recorded with the
+	// accepted checksum.
+	Destination string
+	Sink        sink.Sink
+	Timeout     time.Duration
 	// Accepted is what the inventory's status says the sink accepted last, so a restart with
 	// unchanged data exports nothing.
 	Accepted     string

@@ -17,6 +17,16 @@ func CompileCEL(src string) (cel.Program, error) {
 	return prg, nil
 }
 
+// compileAttributeCEL is CompileCEL that also says whether the checked expression provably
+// reads only object.metadata (expr.CELReadsOnlyMetadata), which allows a metadata-only watch.
+func compileAttributeCEL(src string) (cel.Program, bool, error) {
+	prg, ast, err := expr.CompileCELChecked(src)
+	if err != nil {
+		return nil, false, &detailError{err: err}
+	}
+	return prg, expr.CELReadsOnlyMetadata(ast), nil
+}
+
 // CompileMatch compiles a target match expression, which must return a boolean (or dyn,
 // checked by EvalMatch on every evaluation).
 func CompileMatch(src string) (cel.Program, error) {

@@ -60,15 +60,15 @@ func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
 				continue
 			}
 			attr.path = x
-			c.MetadataOnly = c.MetadataOnly && readsOnlyMetadata(a.JSONPath)
+			c.MetadataOnly = c.MetadataOnly && x.metadataOnly
 		case a.CEL != "":
-			prg, err := CompileCEL(a.CEL)
+			prg, metadataOnly, err := compileAttributeCEL(a.CEL)
 			if err != nil {
 				problems = append(problems, fmt.Sprintf("attribute %s: CEL: %v", a.Name, err))
 				continue
 			}
 			attr.program = prg
-			c.MetadataOnly = c.MetadataOnly && readsOnlyMetadata(a.CEL)
+			c.MetadataOnly = c.MetadataOnly && metadataOnly
 		default:
 			problems = append(problems, fmt.Sprintf("attribute %s: set jsonPath or cel", a.Name))
 			continue
@@ -79,27 +79,6 @@ func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
 		return nil, &CompileError{Problems: problems}
 	}
 	return c, nil
-}
-
-// readsOnlyMetadata is a conservative syntactic check: every field access is under metadata.
-func readsOnlyMetadata(expr string) bool {
-	rest := expr
-	for {
-		i := strings.Index(rest, ".")
-		if i < 0 {
-			return true
-		}
-		rest = rest[i+1:]
-		if !strings.HasPrefix(rest, "metadata") {
-			return false
-		}
-		// Skip the whole metadata.x.y chain.
-		end := strings.IndexAny(rest, " )}],+-*/=!<>?:&|")
-		if end < 0 {
-			return true
-		}
-		rest = rest[end:]
-	}
 }
 
 // MissingError reports required attributes that an object lacks.

@@ -15,6 +15,9 @@ type jsonPathExtractor struct {
 	steps []step // nil when the template needs the general evaluator
 	full  *jsonpath.JSONPath
 	multi bool // the template can yield several values: the result is a list
+	// metadataOnly: the parsed template provably reads only .metadata
+	// (expr.JSONPathReadsOnlyMetadata).
+	metadataOnly bool
 }
 
 type stepKind uint8
@@ -38,7 +41,7 @@ func compileJSONPath(name, src string) (*jsonPathExtractor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("invalid JSONPath %q: %w", src, &detailError{err: err})
 	}
-	x := &jsonPathExtractor{full: p.Eval}
+	x := &jsonPathExtractor{full: p.Eval, metadataOnly: expr.JSONPathReadsOnlyMetadata(p)}
 	if steps, multi, ok := simpleSteps(p.Tree.Root); ok {
 		x.steps, x.multi = steps, multi
 	} else {

@@ -160,8 +160,9 @@ func sinkAllowed(rules []kollectv1.SinkRule, s SinkRef) bool {
 }
 
 // Cadence decides whether an inventory's timing respects the minimums: the debounce (zero
-// means exporting right after every change) and, when set, the resync interval. Minimums
-// combine by taking the largest; the message names the scope that sets it.
+// means exporting right after every change), the maxDelay (which paces exports under constant
+// churn, so it may not undercut the minimum debounce either) and, when set, the resync
+// interval. Minimums combine by taking the largest; the message names the scope that sets it.
 func (r Rules) Cadence(t kollectv1.ExportTiming) Decision {
 	if r.missing != "" {
 		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
@@ -178,6 +179,9 @@ func (r Rules) Cadence(t kollectv1.ExportTiming) Decision {
 	}
 	if t.Debounce.Duration < minDebounce {
 		return deny(kollectv1.ReasonScopeCadenceTooFast, "debounce %s is below the minimum %s of %s", t.Debounce.Duration, minDebounce, debounceBy)
+	}
+	if t.MaxDelay.Duration > 0 && t.MaxDelay.Duration < minDebounce {
+		return deny(kollectv1.ReasonScopeCadenceTooFast, "maxDelay %s is below the minimum debounce %s of %s", t.MaxDelay.Duration, minDebounce, debounceBy)
 	}
 	if t.ResyncInterval != nil && t.ResyncInterval.Duration < minResync {
 		return deny(kollectv1.ReasonScopeCadenceTooFast, "resyncInterval %s is below the minimum %s of %s", t.ResyncInterval.Duration, minResync, resyncBy)

@@ -165,6 +165,9 @@ func TestSinksAndCadence(t *testing.T) {
 			reason: kollectv1.ReasonScopeSinkDenied, msg: "KollectScope team-a/s does not allow database sink pg"},
 		{name: "largest minimum wins", timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: 20 * time.Second}},
 			reason: kollectv1.ReasonScopeCadenceTooFast, msg: "debounce 20s is below the minimum 30s of KollectClusterScope platform"},
+		{name: "maxDelay below the minimum debounce", timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: time.Minute},
+			MaxDelay: metav1.Duration{Duration: 20 * time.Second}},
+			reason: kollectv1.ReasonScopeCadenceTooFast, msg: "maxDelay 20s is below the minimum debounce 30s of KollectClusterScope platform"},
 		{name: "resync too fast", timing: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: time.Minute}, ResyncInterval: dur(time.Minute)},
 			reason: kollectv1.ReasonScopeCadenceTooFast, msg: "resyncInterval 1m0s is below the minimum 1h0m0s of KollectScope team-a/s"},
 	}
