@@ -301,10 +301,6 @@ var knownResyncWrites = map[string]struct {
 	why   string
 	moves func(unit string) bool
 }{
-	"s3": {"the resync rewrites the manifest (new exportedAt and generation); no document is rewritten",
-		func(u string) bool { return strings.HasPrefix(u, "meta:") }},
-	"gcs": {"the resync rewrites the manifest (new exportedAt and generation); no document is rewritten",
-		func(u string) bool { return strings.HasPrefix(u, "meta:") }},
 	"bigquery": {"the resync's full reconcile rewrites the state row (new exported_at); no row is rewritten",
 		func(u string) bool { return strings.HasPrefix(u, "meta:state") }},
 	"kafka": {"the first resync after a change re-produces every row as an upsert (documented in docs/sinks/kafka.md, contradicting docs/sinks/events.md)",

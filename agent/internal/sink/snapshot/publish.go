@@ -58,6 +58,11 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 		}
 		plan = rendered.Plan(old.Hashes(), listed)
 	}
+	if len(plan.Write) == 0 && len(plan.Delete) == 0 && o.Current(old, b.Envelope.Checksum) {
+		// A resync that found the store already holding this snapshot: nothing to repair, and
+		// a manifest rewritten only for a new exportedAt would be a write while data is static.
+		return Publication{Unchanged: plan.Unchanged}, nil
+	}
 	if err := store.PutAll(ctx, plan.Write); err != nil {
 		return Publication{}, err
 	}
