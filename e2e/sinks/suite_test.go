@@ -301,8 +301,6 @@ var knownResyncWrites = map[string]struct {
 	why   string
 	moves func(unit string) bool
 }{
-	"bigquery": {"the resync's full reconcile rewrites the state row (new exported_at); no row is rewritten",
-		func(u string) bool { return strings.HasPrefix(u, "meta:state") }},
 	"kafka": {"the first resync after a change re-produces every row as an upsert (documented in docs/sinks/kafka.md, contradicting docs/sinks/events.md)",
 		func(u string) bool { return strings.HasPrefix(u, "uid:") || strings.HasPrefix(u, "counter:") }},
 	"nats": {"the first resync after a change re-publishes every row to the stream and the KV bucket (Nats-Msg-Id includes observedAt, so no dedupe)",

@@ -139,11 +139,13 @@ func (s *Sink) script(stage string, full bool) string {
 		fmt.Fprintf(&sb, "\n  OR %s NOT IN (SELECT %s FROM %s)", key, key, stage)
 	}
 	sb.WriteString(");\n")
-	// 4. The state.
+	// 4. The state, only when it changes: a resync that finds the table holding this checksum
+	// already leaves the state row as it is, so static data writes nothing.
 	state := s.ref(s.cfg.table + "_state")
-	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s;\n", state, scope)
+	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, scope)
 	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at)\n"+
-		"VALUES (CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), CAST(@exported_at AS TIMESTAMP));\n", state)
+		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), CAST(@exported_at AS TIMESTAMP)\n"+
+		"FROM (SELECT 1) WHERE (SELECT COUNT(*) FROM %s WHERE %s) = 0;\n", state, state, scope)
 	sb.WriteString("COMMIT TRANSACTION;")
 	return sb.String()
 }
