@@ -3,14 +3,13 @@ package cli
 import (
 	"bytes"
 	"context"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+	"kollect.dev/agent/internal/cli/clitest"
+)
 
 // run executes kollect with args and returns stdout, stderr and the exit code.
 func run(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -21,23 +20,7 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
-	t.Helper()
-	p := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(p, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(p)
-	if err != nil {
-		t.Fatalf("%v (run with -update to create it)", err)
-	}
-	if got != string(want) {
-		t.Fatalf("output differs from %s (run with -update after checking):\n--- got\n%s\n--- want\n%s", p, got, want)
-	}
-}
+func golden(t *testing.T, name, got string) { t.Helper(); clitest.Golden(t, name, got) }
 
 func TestRenderGolden(t *testing.T) {
 	for _, format := range []string{"table", "json", "yaml", "ndjson"} {
