@@ -301,10 +301,6 @@ var knownResyncWrites = map[string]struct {
 	why   string
 	moves func(unit string) bool
 }{
-	"kafka": {"the first resync after a change re-produces every row as an upsert (documented in docs/sinks/kafka.md, contradicting docs/sinks/events.md)",
-		func(u string) bool { return strings.HasPrefix(u, "uid:") || strings.HasPrefix(u, "counter:") }},
-	"nats": {"the first resync after a change re-publishes every row to the stream and the KV bucket (Nats-Msg-Id includes observedAt, so no dedupe)",
-		func(u string) bool { return strings.HasPrefix(u, "uid:") || strings.HasPrefix(u, "counter:") }},
 }
 
 // assertStatic fails for every sink whose write markers moved between start and end, except
