@@ -300,8 +300,7 @@ func changedUnits(a, b map[string]string) []string {
 var knownResyncWrites = map[string]struct {
 	why   string
 	moves func(unit string) bool
-}{
-}
+}{}
 
 // assertStatic fails for every sink whose write markers moved between start and end, except
 // the known deviations given, which must move exactly as described.
