@@ -147,10 +147,12 @@ func (w *watched) String() string {
 // waitFor reports whether s appeared in the output within timeout.
 func (w *watched) waitFor(s string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
-	go func() {
-		time.Sleep(timeout)
+	wake := time.AfterFunc(timeout, func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
 		w.cond.Broadcast()
-	}()
+	})
+	defer wake.Stop()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for !strings.Contains(w.buf.String(), s) {
