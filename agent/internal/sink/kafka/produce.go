@@ -57,8 +57,8 @@ type flight struct {
 	// the same (it differs only in observedAt, after a buffer overflow re-staged it).
 	deleted []byte
 	left    atomic.Int32
-	err   atomic.Pointer[error]
-	done  chan struct{}
+	err     atomic.Pointer[error]
+	done    chan struct{}
 }
 
 func newFlight(value, deleted []byte, records int) *flight {
