@@ -108,7 +108,6 @@ require (
 	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.1 // indirect
 	golang.org/x/exp v0.0.0-20260410095643-746e56fc9e2f // indirect
 	golang.org/x/mod v0.43.0 // indirect
 	golang.org/x/telemetry v0.0.0-20261009151841-97e8ea77aa2a // indirect
@@ -200,6 +199,7 @@ require (
 	connectrpc.com/connect v1.21.1
 	github.com/apache/arrow-go/v18 v18.8.0
 	github.com/spf13/cobra v1.10.2
+	go.uber.org/zap v1.27.1
 	golang.org/x/crypto v0.58.0
 	kollect.dev/proto v0.0.0
 )

@@ -129,4 +129,9 @@ const (
 	// fixing a Secret, say, instead of waiting for the next recheck (10 minutes, or one minute
 	// while failing).
 	AnnotationProbeNow = "kollect.dev/probe-now"
+	// AnnotationResyncNow on an inventory resyncs every sink at once: a sink waiting to retry
+	// (ten minutes after a terminal error, or a long backoff) tries again now, and every sink
+	// is asked to make sure it holds the current snapshot. The value acted on is recorded in
+	// status.resyncRequest.
+	AnnotationResyncNow = "kollect.dev/resync-now"
 )

@@ -174,6 +174,10 @@ type SinkExportStatus struct {
 	// LastExportTime is when the sink last accepted an export.
 	// +optional
 	LastExportTime *metav1.Time `json:"lastExportTime,omitempty"`
+	// LastAttemptTime is when the agent last called the sink, successfully or not: during an
+	// outage it shows the agent still trying while LastExportTime stays put.
+	// +optional
+	LastAttemptTime *metav1.Time `json:"lastAttemptTime,omitempty"`
 	// LastError is the error of the last failed attempt; cleared on success.
 	// +optional
 	LastError string `json:"lastError,omitempty"`
@@ -206,6 +210,10 @@ type KollectInventoryStatus struct {
 	// Sinks is the export state per sink.
 	// +optional
 	Sinks []SinkExportStatus `json:"sinks,omitempty"`
+	// ResyncRequest is the value of the kollect.dev/resync-now annotation the agent acted on
+	// last; a new value asks again.
+	// +optional
+	ResyncRequest string `json:"resyncRequest,omitempty"`
 }
 
 // KollectInventory aggregates targets of one namespace and exports their rows.

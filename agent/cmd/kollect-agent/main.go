@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -40,7 +41,10 @@ func main() {
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones; a volume here saves re-cloning after a restart (default: a temporary directory).")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
-	zapOpts := zap.Options{}
+	// Export failures are logged at error level, every attempt: a stack trace of the
+	// delivery worker would bury the sink's message, so traces start at panic unless asked.
+	stackLevel := zapcore.PanicLevel
+	zapOpts := zap.Options{StacktraceLevel: stackLevel}
 	zapOpts.BindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the agent's version and exit.")
 	flag.Parse()

@@ -36,7 +36,7 @@ func TestSinkFailureDegradesThenRecovers(t *testing.T) {
 			fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
 		}
 		for _, s := range inv.Status.Sinks {
-			fmt.Fprintf(&b, "sink %s lastError=%q class=%s", s.Name, s.LastError, s.ErrorClass)
+			fmt.Fprintf(&b, "sink %s lastError=%q class=%s lastAttempt=%v lastExport=%v", s.Name, s.LastError, s.ErrorClass, s.LastAttemptTime, s.LastExportTime)
 		}
 		return b.String()
 	}
@@ -49,7 +49,8 @@ func TestSinkFailureDegradesThenRecovers(t *testing.T) {
 		ok := d != nil && d.Status == "True" && d.Reason == kollectv1.ReasonExportFailed && strings.Contains(d.Message, "connection refused by 127.0.0.1:9") &&
 			s != nil && s.Status == "False" && s.Reason == kollectv1.ReasonExportFailed &&
 			len(inv.Status.Sinks) == 1 && strings.Contains(inv.Status.Sinks[0].LastError, "connection refused") &&
-			inv.Status.Sinks[0].ErrorClass == kollectv1.SinkErrorCircuitOpen
+			inv.Status.Sinks[0].ErrorClass == kollectv1.SinkErrorCircuitOpen &&
+			inv.Status.Sinks[0].LastAttemptTime != nil && inv.Status.Sinks[0].LastExportTime == nil
 		return ok, status()
 	})
 	if n := len(rec.Batches()); n != 0 {

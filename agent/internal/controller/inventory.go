@@ -206,6 +206,13 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		cfg.Resync = o.timing.ResyncInterval.Duration
 	}
 	r.Manager.Apply(cfg)
+	// A new kollect.dev/resync-now value asks for a resync now. It is recorded in status once
+	// acted on, so a restarted agent does not act on it again.
+	request := o.obj.GetAnnotations()[kollectv1.AnnotationResyncNow]
+	if request != "" && request != o.status.ResyncRequest && elected(r.Elected) {
+		r.Manager.Resync(key)
+		o.status.ResyncRequest = request
+	}
 	// A sink that could not be built (a Secret not there yet, a server down) is retried.
 	var result ctrl.Result
 	if len(sinkProblems) > 0 {
@@ -340,6 +347,12 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			es.LastExportTime = &t
 		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
 			es.LastExportTime = p.LastExportTime
+		}
+		if !ws.LastAttempt.IsZero() {
+			t := metav1.NewTime(ws.LastAttempt.Truncate(time.Second))
+			es.LastAttemptTime = &t
+		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
+			es.LastAttemptTime = p.LastAttemptTime
 		}
 		if st.Built && ws.Checksum != st.Checksum {
 			pending = append(pending, string(ws.Ref.Family)+"/"+ws.Ref.Name)

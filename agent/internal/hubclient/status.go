@@ -43,6 +43,9 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 			if s.LastExportTime != nil && (cur.LastSuccessTime == nil || s.LastExportTime.After(cur.LastSuccessTime.AsTime())) {
 				cur.LastSuccessTime = timestamppb.New(s.LastExportTime.Time)
 			}
+			if s.LastAttemptTime != nil && (cur.LastAttemptTime == nil || s.LastAttemptTime.After(cur.LastAttemptTime.AsTime())) {
+				cur.LastAttemptTime = timestamppb.New(s.LastAttemptTime.Time)
+			}
 			if s.LastError != "" {
 				cur.LastError = s.LastError
 				cur.ErrorClass = errorClass(s.ErrorClass)

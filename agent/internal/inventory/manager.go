@@ -125,12 +125,15 @@ func (m *Manager) Remove(key Key) {
 	}
 }
 
-// Resync asks an inventory for an immediate full re-send to every sink.
+// Resync asks an inventory for an immediate resync of every sink: a worker waiting to retry a
+// failed export (a terminal error's delay, a long backoff) tries again now, and the next
+// snapshot is offered as a resync.
 func (m *Manager) Resync(key Key) {
 	m.mu.Lock()
 	r := m.invs[key]
 	m.mu.Unlock()
 	if r != nil {
+		r.kickWorkers()
 		r.markDirty(true)
 	}
 }

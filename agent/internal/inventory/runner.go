@@ -121,6 +121,14 @@ func (r *runner) syncWorkersLocked() {
 	}
 }
 
+func (r *runner) kickWorkers() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.workers {
+		h.w.Kick()
+	}
+}
+
 func (r *runner) markDirty(resync bool) {
 	if resync {
 		r.mu.Lock()

@@ -80,6 +80,7 @@ type Worker struct {
 	mu       sync.Mutex
 	desired  *Job
 	wake     chan struct{}
+	kick     chan struct{}    // ends a wait to retry (Kick)
 	accepted *export.Snapshot // content the sink holds, when known in this process
 	status   Status
 }
@@ -112,7 +113,7 @@ func NewWorker(o WorkerOptions) *Worker {
 		o.OnStatus = func(Status) {}
 	}
 	return &Worker{Name: o.Name, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
-		onStatus: o.OnStatus, ready: o.Ready, wake: make(chan struct{}, 1),
+		onStatus: o.OnStatus, ready: o.Ready, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt}}
 }
 
@@ -126,6 +127,15 @@ func (w *Worker) Offer(j *Job) {
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Kick ends a wait to retry a failed export, so the next attempt is made now: the user asked
+// (kollect.dev/resync-now) after fixing what a terminal error or a long backoff waits on.
+func (w *Worker) Kick() {
+	select {
+	case w.kick <- struct{}{}:
 	default:
 	}
 }
@@ -236,7 +246,8 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	w.mu.Unlock()
 	w.onStatus(st)
 	if err != nil {
-		w.log.Info("export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures, "error", err.Error())
+		// Error level: this is the line an operator greps for when a sink is behind.
+		w.log.Error(err, "export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures)
 	}
 	return err != nil
 }
@@ -257,6 +268,9 @@ func (w *Worker) waitToRetry(ctx context.Context, delay time.Duration) bool {
 		case <-ctx.Done():
 			return false
 		case <-timer.C:
+			return true
+		case <-w.kick:
+			w.log.Info("retrying the export now, as asked", "sink", w.Name, "instead of in", delay.String())
 			return true
 		case <-probe:
 			pctx, cancel := context.WithTimeout(ctx, min(w.timeout, w.backoff.ProbeInterval))

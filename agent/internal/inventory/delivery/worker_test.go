@@ -204,3 +204,40 @@ func TestRecoveredSinkIsCaughtUpWithoutWaitingOutTheBackoff(t *testing.T) {
 		t.Fatalf("the sink recovered but the export waits out its hour of backoff: %+v", w.Status())
 	}
 }
+
+// TestKickEndsTheTerminalDelay: after a terminal error the worker waits TerminalDelay (an hour
+// here) and its probe cannot help (probing is off); Kick, what kollect.dev/resync-now does,
+// makes the next attempt now.
+func TestKickEndsTheTerminalDelay(t *testing.T) {
+	rec := sinktest.NewRecorder()
+	rec.FailWith(sink.Terminalf("bucket kollect does not exist"))
+	b := Backoff{Base: time.Hour, Max: time.Hour, TerminalDelay: time.Hour, BreakerThreshold: 5, BreakerCooldown: time.Hour}
+	w := newTestWorker(rec, b, time.Second)
+	failed := make(chan struct{}, 1)
+	w.onStatus = func(st Status) {
+		if st.Class == sink.Terminal {
+			select {
+			case failed <- struct{}{}:
+			default:
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	wg.Go(func() { w.Run(ctx) })
+	w.Offer(job(1))
+	select {
+	case <-failed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first attempt never failed")
+	}
+	rec.FailWith(nil) // the user created the bucket
+	if rec.WaitFor(200*time.Millisecond, func(b []*sink.Batch) bool { return len(b) > 0 }) {
+		t.Fatal("the worker retried a terminal error before its delay without being asked")
+	}
+	w.Kick()
+	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) == 1 }) {
+		t.Fatalf("Kick did not end the terminal delay: %+v", w.Status())
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -18,7 +21,7 @@ import (
 func (s *Sink) Probe(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return classify(fmt.Errorf("postgres sink %s: connecting: %w", s.dest, err))
+		return s.stepError("connecting", err)
 	}
 	defer conn.Release()
 	var schemaExists, tableExists, canCreateSchema, canUseSchema, canWrite bool
@@ -30,7 +33,7 @@ func (s *Sink) Probe(ctx context.Context) error {
     to_regclass($2) IS NOT NULL AND has_table_privilege($2, 'SELECT,INSERT,UPDATE,DELETE')`,
 		s.names.Schema(), s.names.Rows(), s.names.schema).Scan(&schemaExists, &tableExists, &canCreateSchema, &canUseSchema, &canWrite)
 	if err != nil {
-		return classify(fmt.Errorf("postgres sink %s: checking privileges: %w", s.dest, err))
+		return s.stepError("checking privileges", err)
 	}
 	switch {
 	case !schemaExists && !canCreateSchema:
@@ -55,7 +58,7 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 	} else {
 		defer conn.Release()
 		if p.Statements, err = pending(ctx, conn, s.names); err != nil {
-			return p, classify(fmt.Errorf("postgres sink %s: preview: %w", s.dest, err))
+			return p, s.stepError("previewing", err)
 		}
 		p.Message = s.describeState(ctx, conn, cluster, inventory, len(p.Statements))
 	}
@@ -100,6 +103,29 @@ func (s *Sink) exportStatements(cluster, inventory string) []string {
 // classify marks errors retrying cannot fix as terminal: bad credentials, missing database,
 // missing privileges, invalid names and TLS verification failures. Everything else (refused
 // connections, timeouts, serialization failures, a server shutting down) stays transient.
+// stepError wraps the error of one step of the sink's work (connecting, migrating, exporting).
+// When the connection itself failed, the message leads with why and to where: "migrating:
+// failed to connect" reads like a schema problem.
+func (s *Sink) stepError(step string, err error) error {
+	var ce *pgconn.ConnectError
+	if !errors.As(err, &ce) {
+		return classify(fmt.Errorf("postgres sink %s: %s: %w", s.dest, step, err))
+	}
+	addr := net.JoinHostPort(ce.Config.Host, strconv.Itoa(int(ce.Config.Port)))
+	var dnsErr *net.DNSError
+	var netErr net.Error
+	why := "cannot connect to " + addr
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = "connection refused by " + addr + " (is the server running and listening there?)"
+	case errors.As(err, &dnsErr):
+		why = "cannot resolve " + ce.Config.Host
+	case errors.As(err, &netErr) && netErr.Timeout():
+		why = "timed out connecting to " + addr
+	}
+	return classify(fmt.Errorf("postgres sink %s: %s while %s: %w", s.dest, why, step, err))
+}
+
 func classify(err error) error {
 	if err == nil || sink.ClassOf(err) == sink.Terminal {
 		return err

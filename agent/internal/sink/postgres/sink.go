@@ -90,7 +90,7 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 	}
 	applied, err := migrate(ctx, s.pool, s.names)
 	if err != nil {
-		return classify(fmt.Errorf("postgres sink %s: migrating: %w", s.dest, err))
+		return s.stepError("migrating the schema", err)
 	}
 	if applied > 0 {
 		s.env.Log.Info("migrated the postgres schema", "destination", s.dest, "migrations", applied)
@@ -122,7 +122,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			s.mu.Unlock()
 			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
-		return classify(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
+		return s.stepError(fmt.Sprintf("exporting %s/%s", env.Cluster, env.Inventory), err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
+	"kollect.dev/testenv"
 )
 
 func TestTwoClustersShareOneDatabase(t *testing.T) {
@@ -429,4 +431,32 @@ func TestDroppedTableIsRecreatedOnRetry(t *testing.T) {
 	if got := len(stored(t, pool, "east")); got != 4 {
 		t.Fatalf("after re-creation east holds %d rows", got)
 	}
+}
+
+// TestExportToAClosedPortSaysConnectionRefused: the first export's error (the schema
+// migration is its first statement) names the refused connection and the address, not only
+// "failed to connect", and is transient.
+func TestExportToAClosedPortSaysConnectionRefused(t *testing.T) {
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec("postgres")
+	sp.Port = int32(port)
+	s, err := open(t.Context(), sp, testEnv("c1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	err = s.Export(t.Context(), &sink.Batch{Envelope: export.Envelope{Cluster: "c1", Inventory: "ns/inv", Checksum: "x"}})
+	if err == nil {
+		t.Fatal("an export to a closed port succeeded")
+	}
+	if msg := err.Error(); !strings.Contains(msg, fmt.Sprintf("connection refused by 127.0.0.1:%d", port)) || strings.Contains(msg, ": migrating: failed") {
+		t.Fatalf("error %q does not say the connection to port %d was refused", msg, port)
+	}
+	if c := sink.ClassOf(err); c != sink.Transient {
+		t.Fatalf("class %s, want transient", c)
+	}
+	t.Log(err)
 }
