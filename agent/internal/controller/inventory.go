@@ -17,6 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -47,8 +48,9 @@ type InventoryReconciler struct {
 }
 
 type builtSink struct {
-	id   string
-	sink sink.Sink
+	id    string
+	sink  sink.Sink
+	reads *secretReads
 }
 
 // inventoryObject abstracts over the two inventory kinds.
@@ -257,13 +259,18 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 		id := bindingID(obj)
 		cacheKey := key.String() + "|" + ref.String()
 		b, ok := r.built[cacheKey]
-		if !ok || b.id != id {
-			s, err := r.Sinks.build(ctx, so, "inventory-"+key.String())
+		// A rotated credential (the Secret fixed after a wrong password) needs a new client:
+		// the sink is rebuilt, and its worker replaced, without anyone editing the sink.
+		if !ok || b.id != id || b.reads.rotated(ctx, time.Now()) {
+			s, reads, err := r.Sinks.buildWatched(ctx, so, "inventory-"+key.String())
 			if err != nil {
 				problems = append(problems, err.Error())
 				continue
 			}
-			b = builtSink{id: id, sink: s}
+			if ok && b.id == id {
+				logf.FromContext(ctx).Info("a Secret of the sink changed: rebuilt its client", "inventory", key.String(), "sink", ref.String())
+			}
+			b = builtSink{id: id, sink: s, reads: reads}
 			r.built[cacheKey] = b
 		}
 		dest, err := sink.Destination(obj)
@@ -272,7 +279,7 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			continue
 		}
 		p := prior[ref]
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Destination: dest, Sink: b.sink, Timeout: so.timeout}
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest(), Destination: dest, Sink: b.sink, Timeout: so.timeout}
 		// What the status remembers holds only for the destination it was accepted into: a
 		// bucket, table, repository, path or format edited while the agent was down, or the
 		// sink re-created under the same name, is a destination that holds nothing yet. A

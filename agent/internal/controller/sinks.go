@@ -3,12 +3,16 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,10 +65,18 @@ type SinkBuilder struct {
 // build makes a sink instance for one consumer (an inventory, or the probe). Each consumer
 // gets its own working directory: two instances sharing a git clone would corrupt it.
 func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string) (sink.Sink, error) {
+	s, _, err := b.buildWatched(ctx, so, consumer)
+	return s, err
+}
+
+// buildWatched is build that also returns the Secrets the sink reads, with their versions, so
+// that a rotated credential rebuilds it (see secretReads.rotated).
+func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer string) (sink.Sink, *secretReads, error) {
 	f, ok := b.factories[so.typ]
 	if !ok {
-		return nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
+		return nil, nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
+	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
 	env := sink.Env{
 		Cluster: b.cluster, Namespace: ns, Name: name,
@@ -75,14 +87,71 @@ func (b *SinkBuilder) build(ctx context.Context, so sinkObject, consumer string)
 			if err := b.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: secret}, s); err != nil {
 				return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, secret, err)
 			}
+			reads.record(secret, s.ResourceVersion)
 			return s.Data, nil
 		},
 	}
 	s, err := f(ctx, so.obj, env)
 	if err != nil {
-		return nil, fmt.Errorf("configuring %s sink %s/%s: %w", so.typ, ns, name, err)
+		return nil, nil, fmt.Errorf("configuring %s sink %s/%s: %w", so.typ, ns, name, err)
 	}
-	return s, nil
+	return s, reads, nil
+}
+
+// secretReads records the resourceVersion of each Secret a sink read. The agent does not
+// watch Secrets (that would need reading every Secret of the cluster); it asks for the few a
+// built sink uses, at most every secretRecheck, and rebuilds the sink when one changed.
+type secretReads struct {
+	reader    client.Reader
+	namespace string
+
+	mu        sync.Mutex
+	versions  map[string]string
+	checkedAt time.Time
+}
+
+// secretRecheck bounds how often a built sink's Secrets are read again.
+const secretRecheck = 10 * time.Second
+
+func (r *secretReads) record(name, version string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.versions[name] = version
+}
+
+// rotated reports whether a Secret the sink read has changed (or gone) since. It reads them
+// at most every secretRecheck; in between it answers false.
+func (r *secretReads) rotated(ctx context.Context, now time.Time) bool {
+	r.mu.Lock()
+	if now.Sub(r.checkedAt) < secretRecheck {
+		r.mu.Unlock()
+		return false
+	}
+	r.checkedAt = now
+	versions := maps.Clone(r.versions)
+	r.mu.Unlock()
+	for name, version := range versions {
+		s := &corev1.Secret{}
+		if err := r.reader.Get(ctx, types.NamespacedName{Namespace: r.namespace, Name: name}, s); err != nil {
+			return !apierrors.IsForbidden(err) // gone or unreadable now: rebuild, and report why
+		}
+		if s.ResourceVersion != version {
+			return true
+		}
+	}
+	return false
+}
+
+// digest identifies the credentials a sink was built with, for the inventory's worker.
+func (r *secretReads) digest() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	names := slices.Sorted(maps.Keys(r.versions))
+	var b strings.Builder
+	for _, n := range names {
+		b.WriteString(n + "=" + r.versions[n] + ";")
+	}
+	return b.String()
 }
 
 // NewSinkBuilder returns the builder the reconcilers share.

@@ -27,7 +27,8 @@ type runner struct {
 }
 
 type workerHandle struct {
-	id     string
+	id          string
+	credentials string
 	w      *delivery.Worker
 	cancel context.CancelFunc
 }
@@ -63,7 +64,7 @@ func sameConfig(a, b Config) bool {
 		}
 	}
 	for i := range a.Sinks {
-		if a.Sinks[i].Ref != b.Sinks[i].Ref || a.Sinks[i].ID != b.Sinks[i].ID {
+		if a.Sinks[i].Ref != b.Sinks[i].Ref || a.Sinks[i].ID != b.Sinks[i].ID || a.Sinks[i].Credentials != b.Sinks[i].Credentials {
 			return false
 		}
 	}
@@ -93,7 +94,7 @@ func (r *runner) syncWorkersLocked() {
 		want[b.Ref] = b
 	}
 	for ref, h := range r.workers {
-		if b, ok := want[ref]; !ok || b.ID != h.id {
+		if b, ok := want[ref]; !ok || b.ID != h.id || b.Credentials != h.credentials {
 			h.cancel()
 			delete(r.workers, ref)
 		}
@@ -113,7 +114,7 @@ func (r *runner) syncWorkersLocked() {
 			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },
 		})
 		ctx, cancel := context.WithCancel(r.ctx)
-		r.workers[ref] = &workerHandle{id: b.ID, w: w, cancel: cancel}
+		r.workers[ref] = &workerHandle{id: b.ID, credentials: b.Credentials, w: w, cancel: cancel}
 		go w.Run(ctx)
 		if r.last != nil && !r.cfg.Suspend {
 			w.Offer(r.job(false))
