@@ -29,8 +29,8 @@ type runner struct {
 type workerHandle struct {
 	id          string
 	credentials string
-	w      *delivery.Worker
-	cancel context.CancelFunc
+	w           *delivery.Worker
+	cancel      context.CancelFunc
 }
 
 func (r *runner) targets() []collector.TargetKey {
