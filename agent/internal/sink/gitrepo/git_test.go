@@ -357,3 +357,44 @@ var repoCount atomic.Int64
 func uniqueRepo(base string) string {
 	return fmt.Sprintf("%s-%d.git", base, repoCount.Add(1))
 }
+
+// TestEmptyBareRepositoryGetsTheBranch: a repository made with plain `git init --bare` has no
+// commits and a HEAD naming master. The first export creates the configured branch (main),
+// over file:// and over smart HTTP, and git reads it back.
+func TestEmptyBareRepositoryGetsTheBranch(t *testing.T) {
+	ctx := context.Background()
+	fileRepo := filepath.Join(t.TempDir(), "empty.git")
+	httpName := uniqueRepo("empty")
+	for _, dir := range []string{fileRepo, filepath.Join(gitServer.Root, httpName)} {
+		if out, err := exec.Command("git", "-c", "init.defaultBranch=master", "init", "-q", "--bare", dir).CombinedOutput(); err != nil {
+			t.Fatalf("git init --bare: %v: %s", err, out)
+		}
+		if out, err := exec.Command("git", "-C", dir, "config", "http.receivepack", "true").CombinedOutput(); err != nil {
+			t.Fatalf("git config: %v: %s", err, out)
+		}
+	}
+	good := map[string][]byte{"username": []byte(user), "password": []byte(pass)}
+	for _, tc := range []struct {
+		name, url string
+		secret    map[string][]byte
+	}{{"file", "file://" + fileRepo, nil}, {"http", gitServer.URL + "/" + httpName, good}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSink(t, "east", tc.url, v1alpha1.LayoutPerResource, tc.secret)
+			if err := s.Probe(ctx); err != nil {
+				t.Fatalf("probe of an empty repository: %v", err)
+			}
+			e := &exporter{sink: s}
+			if res := e.export(t, ctx, pod(t, "east", "shop", "web", 3)); res.Commit.IsZero() {
+				t.Fatal("the first export into an empty repository made no commit")
+			}
+			url := tc.url
+			if tc.secret != nil {
+				url = strings.Replace(url, "http://", "http://"+user+":"+pass+"@", 1)
+			}
+			dir := clone(t, url)
+			if n := git(t, dir, "rev-list", "--count", "main"); n != "1" {
+				t.Fatalf("branch main has %s commits, want 1", n)
+			}
+		})
+	}
+}
