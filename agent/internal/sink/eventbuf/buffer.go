@@ -1,6 +1,7 @@
 package eventbuf
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -84,6 +85,9 @@ type state struct {
 	// touched holds every key with an event staged since base, with its last row: those keys
 	// may have reached consumers in any state and are corrected on a cumulative diff or resync.
 	touched map[string]*export.Row
+	// acked holds, while some events stay owed, the events acknowledged since base: a later
+	// cumulative diff that asks for one of them again sends nothing (consumers hold it).
+	acked map[string]Event
 	// resync is set after an overflow: the next batch is sent in full.
 	resync bool
 }
@@ -133,12 +137,17 @@ func (b *Buffer) Export(ctx context.Context, batch *sink.Batch, send SendFunc) e
 	}
 	if err != nil {
 		err = fmt.Errorf("delivering %d events of %s/%s: %w", len(st.pending), k.cluster, k.inventory, err)
-		if owed := len(st.pending); owed > b.limit {
-			b.pending.Add(-int64(owed))
+		if count := len(st.pending); count > b.limit {
+			for i := range st.pending {
+				// Dropped events may still reach consumers: what was acknowledged before for
+				// their keys is no longer known to be what consumers hold.
+				delete(st.acked, st.pending[i].Key)
+			}
+			b.pending.Add(-int64(count))
 			st.pending, st.index = nil, map[string]int{}
 			st.resync = true
 			b.overflows.Add(1)
-			err = fmt.Errorf("%w (%d owed, bufferSize %d): %w", ErrBufferFull, owed, b.limit, err)
+			err = fmt.Errorf("%w (%d owed, bufferSize %d): %w", ErrBufferFull, count, b.limit, err)
 		}
 		return sink.TransientError(err)
 	}
@@ -151,15 +160,28 @@ func (b *Buffer) Export(ctx context.Context, batch *sink.Batch, send SendFunc) e
 func (st *state) delivered() {
 	st.base = st.head
 	st.touched = map[string]*export.Row{}
+	st.acked = nil
 }
 
-// settle drops acknowledged events from pending.
+// settle drops acknowledged events from pending. When some stay owed it remembers the
+// acknowledged ones (see state.acked); a complete delivery needs no such record.
 func (b *Buffer) settle(st *state, acked []bool) {
-	kept := st.pending[:0]
 	n := 0
 	for i := range st.pending {
 		if i < len(acked) && acked[i] {
 			n++
+		}
+	}
+	partial := n < len(st.pending)
+	if partial && n > 0 && st.acked == nil {
+		st.acked = map[string]Event{}
+	}
+	kept := st.pending[:0]
+	for i := range st.pending {
+		if i < len(acked) && acked[i] {
+			if partial {
+				st.acked[st.pending[i].Key] = st.pending[i]
+			}
 			continue
 		}
 		kept = append(kept, st.pending[i])
@@ -195,7 +217,7 @@ func (b *Buffer) stage(st *state, batch *sink.Batch) {
 		b.stageResync(st, batch)
 	case batch.PreviousChecksum == st.head:
 		// Incremental from what is staged: merge.
-		b.stageDiff(st, batch)
+		b.stageDiff(st, batch, &owed{pending: st.pending, index: st.index, acked: st.acked})
 	case batch.PreviousChecksum == st.base:
 		// Cumulative from what consumers hold (the delivery worker diffs against the last
 		// accepted snapshot): the diff supersedes the pending events, but keys touched since base may
@@ -208,34 +230,93 @@ func (b *Buffer) stage(st *state, batch *sink.Batch) {
 	st.last, st.head = id, batch.Envelope.Checksum
 }
 
-func (b *Buffer) put(st *state, e Event) {
+// owed is what was owed before a batch was staged, so that staging it again is not a change:
+// an event owed again with the same content keeps its observedAt (a re-send is byte-identical
+// to the first attempt, which lets the broker's client or server recognise it), and an event
+// the broker already acknowledged is not sent again.
+type owed struct {
+	pending []Event
+	index   map[string]int
+	acked   map[string]Event
+}
+
+// repeat returns the event to stage for e: the owed event it repeats, nil when the broker
+// acknowledged e's content already, or e itself.
+func (o *owed) repeat(e *Event) *Event {
+	if o == nil {
+		return e
+	}
+	if i, ok := o.index[e.Key]; ok {
+		if prev := &o.pending[i]; sameContent(prev, e) {
+			return prev
+		}
+		return e
+	}
+	// Consumers hold the row whether or not it came with the resync mark.
+	if prev, ok := o.acked[e.Key]; ok && prev.Type == e.Type && sameRow(prev.Row, e.Row) {
+		return nil
+	}
+	return e
+}
+
+// sameContent reports whether two events of one key say the same thing to consumers.
+func sameContent(a, b *Event) bool {
+	return a.Type == b.Type && a.Resync == b.Resync && sameRow(a.Row, b.Row)
+}
+
+func sameRow(a, b *export.Row) bool {
+	return a == b || (a.Cluster == b.Cluster && a.Inventory == b.Inventory && a.Target == b.Target &&
+		a.Group == b.Group && a.Version == b.Version && a.Kind == b.Kind && a.Namespace == b.Namespace &&
+		a.Name == b.Name && a.UID == b.UID && bytes.Equal(a.Attributes, b.Attributes))
+}
+
+// put stages e, one event per key. With prior, an event that repeats what was owed or
+// acknowledged before is kept as it was or left out; its key stays touched either way.
+func (b *Buffer) put(st *state, e Event, prior *owed) {
 	e.Key = e.Row.Key().String()
 	st.touched[e.Key] = e.Row
+	staged := prior.repeat(&e)
+	if staged == nil {
+		if i, ok := st.index[e.Key]; ok {
+			b.unstage(st, i)
+		}
+		return
+	}
 	if i, ok := st.index[e.Key]; ok {
-		st.pending[i] = e
+		st.pending[i] = *staged
 		return
 	}
 	st.index[e.Key] = len(st.pending)
-	st.pending = append(st.pending, e)
+	st.pending = append(st.pending, *staged)
 }
 
-func (b *Buffer) stageDiff(st *state, batch *sink.Batch) {
+// unstage removes pending event i, keeping the order of the others.
+func (b *Buffer) unstage(st *state, i int) {
+	delete(st.index, st.pending[i].Key)
+	st.pending = slices.Delete(st.pending, i, i+1)
+	for j := i; j < len(st.pending); j++ {
+		st.index[st.pending[j].Key] = j
+	}
+}
+
+func (b *Buffer) stageDiff(st *state, batch *sink.Batch, prior *owed) {
 	at := batch.Envelope.ExportedAt
 	for _, rows := range [][]export.Row{batch.Diff.Added, batch.Diff.Changed} {
 		for i := range rows {
-			b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], ObservedAt: at})
+			b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], ObservedAt: at}, prior)
 		}
 	}
 	for i := range batch.Diff.Deleted {
-		b.put(st, Event{Type: export.ChangeDelete, Row: &batch.Diff.Deleted[i], ObservedAt: at})
+		b.put(st, Event{Type: export.ChangeDelete, Row: &batch.Diff.Deleted[i], ObservedAt: at}, prior)
 	}
 }
 
 func (b *Buffer) replaceWithDiff(st *state, batch *sink.Batch) {
 	touched := st.touched
+	prior := &owed{pending: st.pending, index: st.index, acked: st.acked}
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
-	b.stageDiff(st, batch)
-	b.correct(st, batch, touched, false)
+	b.stageDiff(st, batch, prior)
+	b.correct(st, batch, touched, false, prior)
 }
 
 // stageResync owes every row of the snapshot, marked, and deletes of touched keys that are
@@ -243,22 +324,26 @@ func (b *Buffer) replaceWithDiff(st *state, batch *sink.Batch) {
 func (b *Buffer) stageResync(st *state, batch *sink.Batch) {
 	b.resyncs.Add(1)
 	touched := st.touched
+	// Deletes the broker acknowledged are not owed again; upserts are, all of them.
+	prior := &owed{pending: st.pending, index: st.index, acked: st.acked}
 	st.pending, st.index, st.touched = nil, map[string]int{}, map[string]*export.Row{}
 	st.resync = false
+	// A resync's upserts all carry its observedAt and its mark, owed before or not: consumers
+	// may tell rows it did not mention by that time (see docs/sinks/events.md).
 	at := batch.Envelope.ExportedAt
 	rows := batch.Envelope.Rows
 	for i := range rows {
-		b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], Resync: true, ObservedAt: at})
+		b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], Resync: true, ObservedAt: at}, nil)
 	}
 	for i := range batch.Diff.Deleted {
-		b.put(st, Event{Type: export.ChangeDelete, Row: &batch.Diff.Deleted[i], ObservedAt: at})
+		b.put(st, Event{Type: export.ChangeDelete, Row: &batch.Diff.Deleted[i], ObservedAt: at}, prior)
 	}
-	b.correct(st, batch, touched, true)
+	b.correct(st, batch, touched, true, prior)
 }
 
 // correct stages, for each previously touched key without an event yet, its state in the
 // batch's snapshot: an upsert of the current row, or a delete when it is gone.
-func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*export.Row, resync bool) {
+func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*export.Row, resync bool, prior *owed) {
 	keys := make([]string, 0, len(touched))
 	for key := range touched {
 		if _, ok := st.index[key]; !ok {
@@ -272,10 +357,12 @@ func (b *Buffer) correct(st *state, batch *sink.Batch, touched map[string]*expor
 		old := touched[key]
 		if i, found := slices.BinarySearchFunc(rows, old, func(r export.Row, t *export.Row) int {
 			return export.Compare(&r, t)
-		}); found {
-			b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], Resync: resync, ObservedAt: at})
+		}); found && resync {
+			b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], Resync: true, ObservedAt: at}, nil)
+		} else if found {
+			b.put(st, Event{Type: export.ChangeUpsert, Row: &rows[i], ObservedAt: at}, prior)
 		} else {
-			b.put(st, Event{Type: export.ChangeDelete, Row: old, ObservedAt: at})
+			b.put(st, Event{Type: export.ChangeDelete, Row: old, ObservedAt: at}, prior)
 		}
 	}
 }

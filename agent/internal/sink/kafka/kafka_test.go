@@ -223,8 +223,44 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			if st := sk.BufferStats(); st.Pending != 0 {
 				t.Fatalf("pending after recovery = %d", st.Pending)
 			}
-			assertState(t, compacted(t, kcat(t, k.Addr, "outage")), last)
+			byKey := kcat(t, k.Addr, "outage")
+			assertState(t, compacted(t, byKey), last)
+			assertNoDuplicates(t, byKey)
 		})
+	}
+}
+
+// assertNoDuplicates fails when a key's events repeat: the same record value twice (a record
+// of a failed attempt delivered late and produced again), or an unmarked event saying what the
+// key's previous event said. The churn of the outage test never returns a row to an earlier
+// content, so every event of a key says something new.
+func assertNoDuplicates(t *testing.T, byKey map[string][]message) {
+	t.Helper()
+	dups := 0
+	for key, msgs := range byKey {
+		seen := map[string]bool{}
+		prev := ""
+		for i := range msgs {
+			m := &msgs[i]
+			if m.Payload == nil {
+				continue // the tombstone after a delete event
+			}
+			if seen[*m.Payload] {
+				dups++
+				t.Errorf("key %s: record at offset %d repeats an earlier record byte for byte", key, m.Offset)
+			}
+			seen[*m.Payload] = true
+			ev := m.event(t)
+			said := string(ev.Type) + string(ev.Row.CanonicalJSON())
+			if said == prev && m.header("kollect-resync") == "" {
+				dups++
+				t.Errorf("key %s: record at offset %d says again what the key's previous event said", key, m.Offset)
+			}
+			prev = said
+		}
+	}
+	if dups > 0 {
+		t.Fatalf("%d duplicate deliveries after the outage", dups)
 	}
 }
 

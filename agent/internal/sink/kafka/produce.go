@@ -1,11 +1,10 @@
 package kafka
 
 import (
+	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,9 +26,10 @@ const (
 	hChunk     = "kollect-chunk"
 )
 
-// records renders one event: the JSON change event, and for a delete a tombstone after it.
-func records(e *eventbuf.Event) []*kgo.Record {
-	value, _ := e.Encode()
+// records renders one event: the JSON change event, and for a delete a tombstone after it. It
+// also returns the row's canonical JSON within the value.
+func records(e *eventbuf.Event) ([]*kgo.Record, []byte) {
+	value, row := e.Encode()
 	headers := []kgo.RecordHeader{
 		{Key: hSchema, Value: []byte(export.SchemaVersion)},
 		{Key: hCluster, Value: []byte(e.Row.Cluster)},
@@ -45,68 +45,138 @@ func records(e *eventbuf.Event) []*kgo.Record {
 		// Value nil is a tombstone: compaction removes the key once it has run.
 		out = append(out, &kgo.Record{Key: key, Headers: headers})
 	}
-	return out
+	return out, row
 }
 
-// outcome tracks the records of one event.
-type outcome struct {
-	left   atomic.Int32
-	failed atomic.Bool
+// flight is the produce of one event's records. It outlives a failed export: with the
+// idempotent producer, franz-go cannot fail a record once a request carrying it was written
+// without an answer, so such a record may still be delivered when the broker returns.
+type flight struct {
+	value []byte // the change event as produced: a retry of it is this same event
+	// deleted is, for a delete event, the row it deletes: another delete of that row says
+	// the same (it differs only in observedAt, after a buffer overflow re-staged it).
+	deleted []byte
+	left    atomic.Int32
+	err     atomic.Pointer[error]
+	done    chan struct{}
+}
+
+func newFlight(value, deleted []byte, records int) *flight {
+	f := &flight{value: value, deleted: deleted, done: make(chan struct{})}
+	f.left.Store(int32(records))
+	return f
+}
+
+// repeats reports whether producing e (rendered as value, row) again would tell consumers
+// nothing this flight does not.
+func (f *flight) repeats(e *eventbuf.Event, value, row []byte) bool {
+	if bytes.Equal(f.value, value) {
+		return true
+	}
+	return e.Type == export.ChangeDelete && f.deleted != nil && bytes.Equal(f.deleted, row)
+}
+
+func (f *flight) finish(err error) {
+	if err != nil {
+		f.err.CompareAndSwap(nil, &err)
+	}
+	if f.left.Add(-1) == 0 {
+		close(f.done)
+	}
+}
+
+// state reports whether every record of the event was answered, and the first error if one
+// failed.
+func (f *flight) state() (resolved bool, err error) {
+	select {
+	case <-f.done:
+		if p := f.err.Load(); p != nil {
+			return true, *p
+		}
+		return true, nil
+	default:
+		return false, nil
+	}
 }
 
 // send produces the events and waits for their acknowledgements or ctx. Records of one key
 // go to one partition in produce order (the idempotent producer keeps that order across
-// retries), so per-key order holds.
+// retries), so per-key order holds. An event whose earlier produce is still in flight, or was
+// acknowledged after its export gave up, is not produced again: its outcome is awaited
+// instead, so a broker outage leaves no duplicate behind.
 func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error) {
-	outcomes := make([]outcome, len(events))
-	var wg sync.WaitGroup
-	var errOnce sync.Once
-	var firstErr error
+	flights := make([]*flight, len(events))
 	for i := range events {
-		recs := records(&events[i])
-		o := &outcomes[i]
-		o.left.Store(int32(len(recs)))
+		recs, row := records(&events[i])
+		key := events[i].Key
+		if f := s.flights[key]; f != nil && f.repeats(&events[i], recs[0].Value, row) {
+			if resolved, err := f.state(); !resolved || err == nil {
+				flights[i] = f
+				continue
+			}
+		}
+		var deleted []byte
+		if events[i].Type == export.ChangeDelete {
+			deleted = row
+		}
+		f := newFlight(recs[0].Value, deleted, len(recs))
+		s.flights[key] = f
+		flights[i] = f
 		for _, r := range recs {
-			wg.Add(1)
-			s.client.Produce(ctx, r, func(_ *kgo.Record, err error) {
-				defer wg.Done()
-				if err != nil {
-					o.failed.Store(true)
-					errOnce.Do(func() { firstErr = err })
-				}
-				o.left.Add(-1)
-			})
+			s.client.Produce(ctx, r, func(_ *kgo.Record, err error) { f.finish(err) })
 		}
 	}
-	if err := wait(ctx, &wg); err != nil {
-		return acked(outcomes), classify(fmt.Errorf("producing to %s: %w", s.topic, err))
+	waitErr := wait(ctx, flights)
+	acked := make([]bool, len(events))
+	var firstErr error
+	for i, f := range flights {
+		resolved, err := f.state()
+		if !resolved {
+			continue // still in flight: kept, so the next attempt awaits it
+		}
+		acked[i] = err == nil
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		if s.flights[events[i].Key] == f {
+			delete(s.flights, events[i].Key)
+		}
+	}
+	s.forgetResolved(len(events))
+	if waitErr != nil {
+		return acked, classify(fmt.Errorf("producing to %s: %w", s.topic, waitErr))
 	}
 	if firstErr != nil {
-		return acked(outcomes), classify(fmt.Errorf("producing to %s: %w", s.topic, firstErr))
+		return acked, classify(fmt.Errorf("producing to %s: %w", s.topic, firstErr))
 	}
-	return acked(outcomes), nil
+	return acked, nil
 }
 
-// acked reports the events whose records were all acknowledged so far.
-func acked(outcomes []outcome) []bool {
-	out := make([]bool, len(outcomes))
-	for i := range outcomes {
-		out[i] = outcomes[i].left.Load() == 0 && !outcomes[i].failed.Load()
+// forgetResolved drops flights that ended for keys this send did not carry (their events were
+// superseded), once the map holds more than the send's events: it stays as small as what is
+// in flight.
+func (s *Sink) forgetResolved(sent int) {
+	if len(s.flights) <= sent {
+		return
 	}
-	return out
+	for key, f := range s.flights {
+		if resolved, _ := f.state(); resolved {
+			delete(s.flights, key)
+		}
+	}
 }
 
-// wait returns when every promise ran or ctx ends. Records still in flight then stay in the
-// client until acknowledged or failed by the delivery timeout; their events remain owed.
-func wait(ctx context.Context, wg *sync.WaitGroup) error {
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+// wait returns when every flight resolved or ctx ends. Records still in flight then stay in
+// the client until acknowledged or failed by the delivery timeout; their events remain owed.
+func wait(ctx context.Context, flights []*flight) error {
+	for _, f := range flights {
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
+	return nil
 }
 
 func snapshotKey(cluster, inventory string, chunk int) string {
@@ -132,9 +202,7 @@ func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 	if err != nil {
 		return err
 	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var firstErr error
+	f := newFlight(nil, nil, len(chunks))
 	for _, ch := range chunks {
 		r := &kgo.Record{Key: []byte(snapshotKey(b.Envelope.Cluster, b.Envelope.Inventory, ch.Index)), Value: ch.Data,
 			Headers: []kgo.RecordHeader{
@@ -146,20 +214,12 @@ func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 				{Key: hChecksum, Value: []byte(b.Envelope.Checksum)},
 				{Key: hChunk, Value: []byte(fmt.Sprintf("%d/%d", ch.Index, ch.Count))},
 			}}
-		wg.Add(1)
-		s.client.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			defer wg.Done()
-			if err != nil {
-				mu.Lock()
-				firstErr = errors.Join(firstErr, err)
-				mu.Unlock()
-			}
-		})
+		s.client.Produce(ctx, r, func(_ *kgo.Record, err error) { f.finish(err) })
 	}
-	if err := wait(ctx, &wg); err != nil {
+	if err := wait(ctx, []*flight{f}); err != nil {
 		return classify(fmt.Errorf("producing snapshot of %s to %s: %w", inv, s.topic, err))
 	}
-	if firstErr != nil {
+	if _, firstErr := f.state(); firstErr != nil {
 		return classify(fmt.Errorf("producing snapshot of %s to %s: %w", inv, s.topic, firstErr))
 	}
 	s.mu.Lock()

@@ -40,6 +40,9 @@ type Sink struct {
 	ready    bool              // the topic exists (checked or created)
 	maxBytes int               // the topic's max.message.bytes, 0 until read
 	sent     map[string]string // snapshot mode: inventory → checksum delivered
+	// flights maps an event key to the produce of its last event (see flight). Only send
+	// uses it, and the buffer calls send under its lock.
+	flights map[string]*flight
 	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
 	// back, so a retry of it does not read the topic again (its deletes are owed already).
 	reconciled map[string]string
@@ -83,7 +86,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
-		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{},
+		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, flights: map[string]*flight{},
 	}, nil
 }
 
