@@ -245,11 +245,17 @@ func waitConverged(t *testing.T, ctx context.Context, sinks []*sinkUnderTest, tr
 	return out
 }
 
-// lostRows counts the rows of truth that got lacks or holds with other content.
+// lostRows counts the changes got lacks: rows of truth it lacks or holds with other content,
+// and rows it still holds that the cluster deleted (a lost delete).
 func lostRows(truth, got rowSet) int {
 	n := 0
 	for k, w := range truth {
 		if g, ok := got[k]; !ok || g != w {
+			n++
+		}
+	}
+	for k := range got {
+		if _, ok := truth[k]; !ok {
 			n++
 		}
 	}
