@@ -239,6 +239,9 @@ type delivered struct {
 	nats     *natsReader
 	kafkaPre map[string]bool // partition/offset
 	natsPre  uint64          // last stream sequence
+	// natsCreated is the stream's creation time: the same after the outage, or the stream
+	// was deleted and created again (and its sequences restarted).
+	natsCreated string
 }
 
 func captureDelivered(t *testing.T, ctx context.Context, k *testenv.Kafka, n *testenv.NATS, natsCLI string) *delivered {
@@ -250,7 +253,7 @@ func captureDelivered(t *testing.T, ctx context.Context, k *testenv.Kafka, n *te
 	for _, r := range recs {
 		d.kafkaPre[fmt.Sprintf("%d/%d", r.Partition, r.Offset)] = true
 	}
-	_, d.natsPre, err = d.nats.seqs(ctx, natsStream)
+	_, d.natsPre, d.natsCreated, err = d.nats.streamState(ctx, natsStream)
 	must(t, err)
 	return d
 }
@@ -293,6 +296,11 @@ func checkDelivered(t *testing.T, ctx context.Context, d *delivered, pre, truth 
 	msgs, err := d.nats.messages(ctx, natsStream)
 	d.nats.mu.Unlock()
 	must(t, err)
+	if created := d.nats.created[natsStream]; created != d.natsCreated {
+		t.Errorf("nats (nats CLI): stream %s was created at %s before the outage and at %s after it: its history is gone",
+			natsStream, d.natsCreated, created)
+		d.natsPre = 0
+	}
 	byKey = map[string][]message{}
 	ids := map[string]string{}
 	for _, nm := range msgs {
