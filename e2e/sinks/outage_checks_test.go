@@ -123,9 +123,19 @@ func (p outageProbe) observe(ctx context.Context) []observation {
 		add(s.name+": the hub's heartbeat shows lastError and errorClass", hubErr == nil && hs.LastError != "" && hs.ErrorClass != "",
 			"%v %+v", hubErr, hs)
 		add(s.name+": the hub's heartbeat shows lastAttemptTime after the last success",
-			hubErr == nil && hs.LastAttemptTime != "" && hs.LastAttemptTime > hs.LastSuccessTime, "%v %+v", hubErr, hs)
+			hubErr == nil && laterThan(hs.LastAttemptTime, hs.LastSuccessTime), "%v %+v", hubErr, hs)
 	}
 	return obs
+}
+
+// laterThan reports whether RFC 3339 timestamp a is set and after b (or b is unset).
+func laterThan(a, b string) bool {
+	ta, err := time.Parse(time.RFC3339Nano, a)
+	if err != nil {
+		return false
+	}
+	tb, err := time.Parse(time.RFC3339Nano, b)
+	return err != nil || ta.After(tb)
 }
 
 // failureLogLine returns an agent log line (JSON, zap) at warn or error level that names the
