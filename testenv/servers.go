@@ -41,47 +41,75 @@ func FreePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// Process is a server started for tests, stopped with Stop.
+// Process is a server started for tests, stopped with Stop. Halt and Resume stop it
+// gracefully and start it again with the same command line, port and data, for outages.
 type Process struct {
 	Name string
 	// Dir is the server's private temporary directory, removed on Stop.
 	Dir string
+
+	bin   string
+	args  []string
+	env   []string
+	ready func() error
+	// haltSignal is what Halt sends to the group: the server's own graceful shutdown.
+	haltSignal syscall.Signal
+
 	cmd *exec.Cmd
 	log *os.File
+	// exited is closed when the current run's process has been reaped.
+	exited chan struct{}
+	// logStart is the length of server.log when the current run started.
+	logStart int64
 }
 
 // StartProcess runs bin with args in its own process group, logging to Dir/server.log, and
 // waits until ready returns nil (or the process exits, or 30 s pass).
 func StartProcess(name, dir, bin string, args []string, env []string, ready func() error) (*Process, error) {
-	logFile, err := os.Create(filepath.Join(dir, "server.log"))
-	if err != nil {
+	p := &Process{Name: name, Dir: dir, bin: bin, args: args, env: env, ready: ready, haltSignal: syscall.SIGTERM}
+	if err := p.run(); err != nil {
+		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := exec.Command(bin, args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	return p, nil
+}
+
+// run starts one run of the server, appending to server.log, and waits until it is ready.
+// On failure the process is gone and the log is closed; the directory is left to the caller.
+func (p *Process) run() error {
+	logFile, err := os.OpenFile(filepath.Join(p.Dir, "server.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if fi, err := logFile.Stat(); err == nil {
+		p.logStart = fi.Size()
+	}
+	cmd := exec.Command(p.bin, p.args...)
+	cmd.Dir = p.Dir
+	cmd.Env = append(os.Environ(), p.env...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
-		return nil, fmt.Errorf("starting %s: %w", name, err)
+		return fmt.Errorf("starting %s: %w", p.Name, err)
 	}
-	p := &Process{Name: name, Dir: dir, cmd: cmd, log: logFile}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	p.cmd, p.log, p.exited = cmd, logFile, make(chan struct{})
+	var waitErr error
+	go func(exited chan struct{}) { waitErr = cmd.Wait(); close(exited) }(p.exited)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if err := ready(); err == nil {
-			return p, nil
-		} else if time.Now().After(deadline) {
-			p.Stop()
-			return nil, fmt.Errorf("%s not ready after 30s: %w\n%s", name, err, p.Log())
+		err := p.ready()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			p.kill()
+			return fmt.Errorf("%s not ready after 30s: %w\n%s", p.Name, err, p.Log())
 		}
 		select {
-		case err := <-exited:
-			log := p.Log()
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("%s exited during start-up: %v\n%s", name, err, log)
+		case <-p.exited:
+			p.log.Close()
+			return fmt.Errorf("%s exited during start-up: %v\n%s", p.Name, waitErr, p.Log())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -93,16 +121,67 @@ func (p *Process) Log() string {
 	return string(raw)
 }
 
+// RunLog returns the output of the current run only (since the last start or Resume), for
+// readiness checks that look for a line every run prints.
+func (p *Process) RunLog() string {
+	raw := p.Log()
+	if int(p.logStart) <= len(raw) {
+		return raw[p.logStart:]
+	}
+	return raw
+}
+
 // Signal sends sig to the server's process group (SIGSTOP/SIGCONT simulate an outage).
 func (p *Process) Signal(sig syscall.Signal) error {
 	return syscall.Kill(-p.cmd.Process.Pid, sig)
 }
 
+// Halt stops the server gracefully, as an operator would (each server's own clean shutdown
+// signal, SIGKILL only if it is still running after 30 s), keeping its directory, data and
+// port: clients then get "connection refused" until Resume.
+func (p *Process) Halt() error {
+	if err := p.Signal(p.haltSignal); err != nil {
+		return fmt.Errorf("halting %s: %w", p.Name, err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(30 * time.Second):
+		p.kill()
+		return fmt.Errorf("%s did not stop within 30s of %v; killed\n%s", p.Name, p.haltSignal, p.Log())
+	}
+	// The group may hold children that outlive the leader (runuser's postgres).
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	p.log.Close()
+	return nil
+}
+
+// Resume starts a halted server again with the same command line, environment and readiness
+// check, appending to its log; it returns once the server is ready.
+func (p *Process) Resume() error {
+	select {
+	case <-p.exited:
+	default:
+		return fmt.Errorf("resuming %s: it is still running", p.Name)
+	}
+	return p.run()
+}
+
+// kill ends the current run's process group and waits until it is reaped. A run that has
+// exited already (halted) is not signalled again: its process id may belong to another
+// process by now.
+func (p *Process) kill() {
+	select {
+	case <-p.exited:
+	default:
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+	p.log.Close()
+}
+
 // Stop kills the server's process group and removes its directory.
 func (p *Process) Stop() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	_, _ = p.cmd.Process.Wait()
-	p.log.Close()
+	p.kill()
 	_ = os.RemoveAll(p.Dir)
 }
 
@@ -209,6 +288,10 @@ func StartPostgresWith(opts PostgresOptions) (*Postgres, error) {
 	if err != nil {
 		return nil, err
 	}
+	// SIGINT is PostgreSQL's fast shutdown: it ends the sessions and shuts down cleanly. Its
+	// SIGTERM (smart shutdown) would wait for every client to disconnect, and a sink's
+	// connection pool does not.
+	p.haltSignal = syscall.SIGINT
 	return &Postgres{Process: p, Port: port, URL: url, CAPEM: caPEM}, nil
 }
 

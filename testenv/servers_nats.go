@@ -62,13 +62,22 @@ func StartNATS(opts NATSOptions) (*NATS, error) {
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	tcp := tcpReady(addr)
+	// proc is set once the first run is up, so that a Resume looks for this run's line, not
+	// the previous run's.
+	var proc *Process
 	ready := func() error {
 		if err := tcp(); err != nil {
 			return err
 		}
 		// JetStream is usable only once the server says so, a moment after it listens.
-		raw, _ := os.ReadFile(filepath.Join(dir, "server.log"))
-		if !strings.Contains(string(raw), "Server is ready") {
+		var log string
+		if proc != nil {
+			log = proc.RunLog()
+		} else {
+			raw, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+			log = string(raw)
+		}
+		if !strings.Contains(log, "Server is ready") {
 			return errors.New("nats-server is not ready yet")
 		}
 		return nil
@@ -77,6 +86,7 @@ func StartNATS(opts NATSOptions) (*NATS, error) {
 	if err != nil {
 		return nil, err
 	}
+	proc = p
 	scheme := "nats://"
 	if opts.CertFile != "" {
 		scheme = "tls://"

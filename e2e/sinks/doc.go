@@ -33,6 +33,12 @@
 // n_tup_ins/upd/del and row xmin, MongoDB and BigQuery write timestamps and BigQuery table
 // lastModifiedTime, Kafka end offsets, NATS stream and KV sequence numbers.
 //
+// TestSinkOutageThroughTheShippedAgent stops PostgreSQL, the Kafka broker and nats-server for
+// longer than several backoff rounds while the cluster churns, checks that the outage shows in
+// status, metrics, the agent's log and the hub's heartbeat (the shipped kollect-hub, read with
+// net/http and JSON), and after the return measures each sink's catch-up and checks that no
+// row was lost or duplicated (docs/testing.md lists what it asserts).
+//
 // Stand-ins (no real service can run here): versitygw for S3, fake-gcs-server for GCS, FerretDB
 // (MongoDB wire protocol on SQLite) for MongoDB, goccy/bigquery-emulator for BigQuery, kfake
 // (franz-go) for Kafka, and a fake GitLab REST API in this package (fakeGitLabAPI) in front of

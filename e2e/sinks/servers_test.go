@@ -146,7 +146,6 @@ func startSinks(t *testing.T, ctx context.Context) ([]*sinkUnderTest, error) {
 	t.Cleanup(api.Close)
 
 	httpAuth := strings.Replace(gh.URL, "http://", "http://"+gitUser+":"+gitToken+"@", 1)
-	nc := &natsReader{cli: natsCLI, url: nats.URL, cache: map[string]map[uint64]natsMsg{}}
 	sinks := []*sinkUnderTest{
 		{name: "git-file", typ: "git", client: "git CLI (bare repository)", manifest: fmt.Sprintf(`
 apiVersion: kollect.dev/v1alpha1
@@ -203,19 +202,7 @@ spec:
   type: gcs
   gcs: {bucket: %s, prefix: inv/, endpoint: "%s"}`+snapshotSpec, gcsBucket, gcs.Endpoint),
 			rows: (&gcsReader{endpoint: gcs.Endpoint, bucket: gcsBucket}).rows, marks: (&gcsReader{endpoint: gcs.Endpoint, bucket: gcsBucket}).marks},
-		{name: "postgres", typ: "postgres", client: "psql", manifest: fmt.Sprintf(`
-apiVersion: v1
-kind: Secret
-metadata: {name: pg, namespace: kollect-sinks}
-stringData: {username: postgres, password: unused-trust-auth}
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectDatabaseSink
-metadata: {name: postgres, namespace: kollect-sinks}
-spec:
-  type: postgres
-  postgres: {host: 127.0.0.1, port: %d, database: %s, sslMode: disable, secretRef: {name: pg}}`, pg.Port, pgDatabase),
-			rows: (&pgReader{url: pgURL}).rows, marks: (&pgReader{url: pgURL}).marks},
+		postgresSink(pg, pgURL),
 		{name: "mongodb", typ: "mongodb", client: "python3-pymongo", manifest: fmt.Sprintf(`
 apiVersion: kollect.dev/v1alpha1
 kind: KollectDatabaseSink
@@ -232,22 +219,8 @@ spec:
   type: bigquery
   bigquery: {project: %s, dataset: %s, endpoint: "%s"}`, bqProject, bqDataset, bq.Endpoint),
 			rows: (&bqReader{endpoint: bq.Endpoint}).rows, marks: (&bqReader{endpoint: bq.Endpoint}).marks},
-		{name: "kafka", typ: "kafka", client: "kcat", manifest: fmt.Sprintf(`
-apiVersion: kollect.dev/v1alpha1
-kind: KollectEventSink
-metadata: {name: kafka, namespace: kollect-sinks}
-spec:
-  type: kafka
-  kafka: {brokers: ["%s"], topic: %s, createTopic: true, partitions: 3}`, kafka.Addr, kafkaTopic),
-			rows: (&kafkaReader{addr: kafka.Addr}).rows, marks: (&kafkaReader{addr: kafka.Addr}).marks},
-		{name: "nats", typ: "nats", client: "nats CLI (stream and KV bucket)", manifest: fmt.Sprintf(`
-apiVersion: kollect.dev/v1alpha1
-kind: KollectEventSink
-metadata: {name: nats, namespace: kollect-sinks}
-spec:
-  type: nats
-  nats: {servers: ["%s"], stream: %s, createStream: true, kvBucket: %s}`, nats.URL, natsStream, natsBucket),
-			rows: nc.rows, marks: nc.marks},
+		kafkaSink(kafka),
+		natsSink(nats, natsCLI),
 	}
 	httpRepo := &gitReader{dir: filepath.Join(t.TempDir(), "git-http-read.git"), remote: httpAuth + "/inventory.git", branch: "main"}
 	sinks[1].rows, sinks[1].marks = httpRepo.rows, httpRepo.marks
@@ -255,6 +228,50 @@ spec:
 		branch: "kollect/" + cluster + "/" + inventory, api: api}
 	sinks[2].rows, sinks[2].marks = glRepo.rows, glRepo.marks
 	return sinks, nil
+}
+
+// postgresSink is the postgres sink into database pgDatabase of pg (at pgURL), read back with
+// psql. The sink suites share it with the outage test.
+func postgresSink(pg *testenv.Postgres, pgURL string) *sinkUnderTest {
+	return &sinkUnderTest{name: "postgres", typ: "postgres", client: "psql", manifest: fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: pg, namespace: kollect-sinks}
+stringData: {username: postgres, password: unused-trust-auth}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectDatabaseSink
+metadata: {name: postgres, namespace: kollect-sinks}
+spec:
+  type: postgres
+  postgres: {host: 127.0.0.1, port: %d, database: %s, sslMode: disable, secretRef: {name: pg}}`, pg.Port, pgDatabase),
+		rows: (&pgReader{url: pgURL}).rows, marks: (&pgReader{url: pgURL}).marks}
+}
+
+// kafkaSink is the kafka sink into topic kafkaTopic of k, read back with kcat.
+func kafkaSink(k *testenv.Kafka) *sinkUnderTest {
+	return &sinkUnderTest{name: "kafka", typ: "kafka", client: "kcat", manifest: fmt.Sprintf(`
+apiVersion: kollect.dev/v1alpha1
+kind: KollectEventSink
+metadata: {name: kafka, namespace: kollect-sinks}
+spec:
+  type: kafka
+  kafka: {brokers: ["%s"], topic: %s, createTopic: true, partitions: 3}`, k.Addr, kafkaTopic),
+		rows: (&kafkaReader{addr: k.Addr}).rows, marks: (&kafkaReader{addr: k.Addr}).marks}
+}
+
+// natsSink is the nats sink into stream natsStream and bucket natsBucket of n, read back with
+// the nats CLI at cli.
+func natsSink(n *testenv.NATS, cli string) *sinkUnderTest {
+	nc := &natsReader{cli: cli, url: n.URL, cache: map[string]map[uint64]natsMsg{}}
+	return &sinkUnderTest{name: "nats", typ: "nats", client: "nats CLI (stream and KV bucket)", manifest: fmt.Sprintf(`
+apiVersion: kollect.dev/v1alpha1
+kind: KollectEventSink
+metadata: {name: nats, namespace: kollect-sinks}
+spec:
+  type: nats
+  nats: {servers: ["%s"], stream: %s, createStream: true, kvBucket: %s}`, n.URL, natsStream, natsBucket),
+		rows: nc.rows, marks: nc.marks}
 }
 
 // fakeGitLabAPI is a FAKE of GitLab's REST API (the projects and merge_requests endpoints the

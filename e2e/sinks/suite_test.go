@@ -24,8 +24,9 @@ import (
 	"kollect.dev/testenv"
 )
 
-// agentBin is kollect-agent built once for the package as `make build` builds it.
-var agentBin string
+// agentBin and hubBin are kollect-agent and kollect-hub, built once for the package as
+// `make build` builds them.
+var agentBin, hubBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "kollect-sinks-bin-")
@@ -33,12 +34,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	built, err := testenv.BuildCommands(dir, "", "./agent/cmd/kollect-agent")
+	built, err := testenv.BuildCommands(dir, "", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	agentBin = built[0]
+	agentBin, hubBin = built[0], built[1]
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -147,16 +148,7 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 			t.Fatalf("sink %s: type %s belongs to no known CRD", s.name, s.typ)
 		}
 	}
-	inv := &kollectv1.KollectClusterInventory{
-		ObjectMeta: metav1.ObjectMeta{Name: inventory},
-		Spec: kollectv1.KollectClusterInventorySpec{
-			TargetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kollect.dev/inventory": inventory}},
-			Sinks:          refs,
-			ExportTiming: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: debounce},
-				MaxDelay: metav1.Duration{Duration: 10 * time.Second}, ResyncInterval: &metav1.Duration{Duration: resync}},
-		},
-	}
-	must(t, c.Create(ctx, inv))
+	must(t, c.Create(ctx, newInventory(refs)))
 
 	a := newAgent(t, cp)
 	a.start()
@@ -256,6 +248,20 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 		time.Since(windowStart).Round(time.Second)), nil)
 	checkRows(t, ctx, sinks, want2, "(d) after the restart")
 	t.Logf("suite done in %s", time.Since(began).Round(time.Millisecond))
+}
+
+// newInventory is the suite's inventory: the targets of kollectConfig into refs, debounce
+// and resync as above.
+func newInventory(refs kollectv1.ClusterSinkReferences) *kollectv1.KollectClusterInventory {
+	return &kollectv1.KollectClusterInventory{
+		ObjectMeta: metav1.ObjectMeta{Name: inventory},
+		Spec: kollectv1.KollectClusterInventorySpec{
+			TargetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kollect.dev/inventory": inventory}},
+			Sinks:          refs,
+			ExportTiming: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: debounce},
+				MaxDelay: metav1.Duration{Duration: 10 * time.Second}, ResyncInterval: &metav1.Duration{Duration: resync}},
+		},
+	}
 }
 
 func must(t *testing.T, err error) {
@@ -475,7 +481,9 @@ type agentProc struct {
 	cp               *testenv.ControlPlane
 	cacheDir, log    string
 	metrics, healthz string
-	cmd              *exec.Cmd
+	// args are flags beyond the ones every run gets (the hub's, for instance).
+	args []string
+	cmd  *exec.Cmd
 }
 
 func newAgent(t *testing.T, cp *testenv.ControlPlane) *agentProc {
@@ -488,7 +496,7 @@ func newAgent(t *testing.T, cp *testenv.ControlPlane) *agentProc {
 	t.Cleanup(func() {
 		if t.Failed() {
 			raw, _ := os.ReadFile(a.log)
-			keep := filepath.Join(os.TempDir(), "kollect-sinks-agent.log")
+			keep := filepath.Join(os.TempDir(), "kollect-sinks-"+t.Name()+"-agent.log")
 			_ = os.WriteFile(keep, raw, 0o644)
 			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 			if len(lines) > 40 {
@@ -508,6 +516,7 @@ func (a *agentProc) start() {
 	defer logFile.Close()
 	a.cmd = exec.Command(agentBin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
 		"--health-probe-bind-address", a.healthz, "--cache-dir", a.cacheDir)
+	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -569,24 +578,46 @@ func (a *agentProc) scrape(prefix string) (map[string]float64, error) {
 // exportCalls counts the agent's export calls per sink name (kollect_export_duration_seconds).
 func (a *agentProc) exportCalls(t *testing.T) map[string]float64 {
 	t.Helper()
-	samples, err := a.scrape("kollect_export_duration_seconds_count")
+	out, err := a.scrapeBySink("kollect_export_duration_seconds_count")
 	must(t, err)
+	if len(out) == 0 {
+		t.Fatal("no kollect_export_duration_seconds_count samples with a sink label")
+	}
+	return out
+}
+
+// bySink is scrapeBySink failing the test on a scrape error.
+func (a *agentProc) bySink(t *testing.T, metric string) map[string]float64 {
+	t.Helper()
+	out, err := a.scrapeBySink(metric)
+	must(t, err)
+	return out
+}
+
+// scrapeBySink sums a metric's samples per sink name (the last part of the sink label,
+// family/namespace/name); a sink without samples is absent.
+func (a *agentProc) scrapeBySink(metric string) (map[string]float64, error) {
+	samples, err := a.scrape(metric)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]float64{}
 	for labels, v := range samples {
-		for _, part := range strings.Split(strings.Trim(labels[strings.IndexByte(labels, '{')+1:], "}"), ",") {
+		i := strings.IndexByte(labels, '{')
+		if i < 0 || labels[:i] != metric {
+			continue
+		}
+		for _, part := range strings.Split(strings.Trim(labels[i+1:], "}"), ",") {
 			if k, val, ok := strings.Cut(part, "="); ok && k == "sink" {
 				name := strings.Trim(val, `"`)
-				if i := strings.LastIndexByte(name, '/'); i >= 0 {
-					name = name[i+1:]
+				if j := strings.LastIndexByte(name, '/'); j >= 0 {
+					name = name[j+1:]
 				}
 				out[name] += v
 			}
 		}
 	}
-	if len(out) == 0 {
-		t.Fatalf("no kollect_export_duration_seconds_count samples with a sink label: %v", samples)
-	}
-	return out
+	return out, nil
 }
 
 // waitCollected waits until the restarted agent's collector holds every object again.
