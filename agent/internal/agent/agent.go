@@ -226,6 +226,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
 	})
+	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
 	factories := o.Sinks
 	if factories == nil {
 		factories = backends.Factories(reg)

@@ -29,6 +29,7 @@ type Collector struct {
 	targets map[TargetKey]*Target
 	watches map[schema.GroupVersionKind]*gvkWatch
 	subs    []func(schema.GroupVersionKind)
+	synced  []func([]TargetKey)
 }
 
 // Options configure a Collector.
@@ -81,6 +82,30 @@ func (c *Collector) Subscribe(fn func(schema.GroupVersionKind)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.subs = append(c.subs, fn)
+}
+
+// SubscribeSynced registers fn to be called (it must not block) with the targets of a kind
+// each time its watch has synced, so that targets report Watching whether or not an
+// inventory uses them (inventories refresh their own targets on every change).
+func (c *Collector) SubscribeSynced(fn func([]TargetKey)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.synced = append(c.synced, fn)
+}
+
+func (c *Collector) notifySynced(gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	subs := c.synced
+	var keys []TargetKey
+	for k, t := range c.targets {
+		if t.GVK == gvk {
+			keys = append(keys, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, fn := range subs {
+		fn(keys)
+	}
 }
 
 func (c *Collector) notify(gvk schema.GroupVersionKind) {
@@ -170,7 +195,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 	if old != nil {
 		old.stop()
 	}
-	w.start(c.ctx, func() { c.notify(gvk) })
+	w.start(c.ctx, func() { c.notify(gvk); c.notifySynced(gvk) })
 	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
 		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles), "metadataOnly", proj.metadataOnly && c.meta != nil)
 	go c.notify(gvk)

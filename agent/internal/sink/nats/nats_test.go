@@ -83,82 +83,106 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 // TestOutageDeliversEverythingOnRecovery freezes the server while several exports run, then
 // thaws it: every export during the outage fails transiently, the delivery worker's retry delivers,
 // and both the stream's folded state and the bucket equal the last snapshot.
+// outages are the two ways a server goes away: frozen (SIGSTOP: connections hang) and stopped
+// (a clean shutdown: the client is disconnected and publishes fail at once).
+var outages = []struct {
+	name     string
+	down, up func(*testenv.NATS) error
+}{
+	{"frozen", func(s *testenv.NATS) error { return s.Signal(syscall.SIGSTOP) }, func(s *testenv.NATS) error { return s.Signal(syscall.SIGCONT) }},
+	{"stopped", func(s *testenv.NATS) error { return s.Halt() }, func(s *testenv.NATS) error { return s.Resume() }},
+}
+
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
-	for _, bufferSize := range []int32{100_000, 100} {
-		t.Run(fmt.Sprint("bufferSize=", bufferSize), func(t *testing.T) {
-			srv, err := testenv.StartNATS(testenv.NATSOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer srv.Stop()
-			sp := spec(srv.URL, "OUTAGE", "outage")
-			sp.BufferSize = bufferSize
-			sk := newSink(t, sp, defaultEnv)
-			var ex exporter
-			vals := map[string]int{}
-			snapshot := func() *export.Snapshot {
-				var rows []export.Row
-				for uid, v := range vals {
-					rows = append(rows, row(uid, v))
+	for _, outage := range outages {
+		for _, bufferSize := range []int32{100_000, 100} {
+			t.Run(fmt.Sprint(outage.name, "/bufferSize=", bufferSize), func(t *testing.T) {
+				srv, err := testenv.StartNATS(testenv.NATSOptions{})
+				if err != nil {
+					t.Fatal(err)
 				}
-				return export.NewSnapshot(rows)
-			}
-			for i := range 300 {
-				vals[fmt.Sprint(i)] = 0
-			}
-			if err := ex.Export(t.Context(), sk, snapshot()); err != nil {
-				t.Fatal(err)
-			}
-			if err := srv.Signal(syscall.SIGSTOP); err != nil {
-				t.Fatal(err)
-			}
-			var last *export.Snapshot
-			full := false
-			for round := 1; round <= 4; round++ {
+				defer srv.Stop()
+				sp := spec(srv.URL, "OUTAGE", "outage")
+				sp.BufferSize = bufferSize
+				sk := newSink(t, sp, defaultEnv)
+				var ex exporter
+				vals := map[string]int{}
+				snapshot := func() *export.Snapshot {
+					var rows []export.Row
+					for uid, v := range vals {
+						rows = append(rows, row(uid, v))
+					}
+					return export.NewSnapshot(rows)
+				}
 				for i := range 300 {
-					switch uid := fmt.Sprint(i); {
-					case i%7 == round:
-						delete(vals, uid)
-					case i%3 == round%3:
-						vals[uid] = round
+					vals[fmt.Sprint(i)] = 0
+				}
+				if err := ex.Export(t.Context(), sk, snapshot()); err != nil {
+					t.Fatal(err)
+				}
+				if err := outage.down(srv); err != nil {
+					t.Fatal(err)
+				}
+				if outage.name == "stopped" {
+					// Let the client fail a reconnect, so the exports can say why it is away.
+					for deadline := time.Now().Add(10 * time.Second); sk.dialErr.Load() == nil; {
+						if time.Now().After(deadline) {
+							t.Fatal("the client never reported a failed reconnect")
+						}
+						time.Sleep(20 * time.Millisecond)
 					}
 				}
-				vals[fmt.Sprint("new-", round)] = round
-				last = snapshot()
-				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
-				err := ex.Export(ctx, sk, last)
-				cancel()
-				if err == nil || sink.ClassOf(err) != sink.Transient {
-					t.Fatalf("export during the outage: %v, want a transient error", err)
+				var last *export.Snapshot
+				full := false
+				for round := 1; round <= 4; round++ {
+					for i := range 300 {
+						switch uid := fmt.Sprint(i); {
+						case i%7 == round:
+							delete(vals, uid)
+						case i%3 == round%3:
+							vals[uid] = round
+						}
+					}
+					vals[fmt.Sprint("new-", round)] = round
+					last = snapshot()
+					ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+					err := ex.Export(ctx, sk, last)
+					cancel()
+					if err == nil || sink.ClassOf(err) != sink.Transient {
+						t.Fatalf("export during the outage: %v, want a transient error", err)
+					}
+					if outage.name == "stopped" && !strings.Contains(err.Error(), "connection refused") {
+						t.Fatalf("export to a stopped server: %v, want it to say the connection was refused", err)
+					}
+					full = full || errors.Is(err, eventbuf.ErrBufferFull)
 				}
-				full = full || errors.Is(err, eventbuf.ErrBufferFull)
-			}
-			if want := bufferSize < 300; full != want {
-				t.Fatalf("buffer full reported = %v, want %v", full, want)
-			}
-			if err := srv.Signal(syscall.SIGCONT); err != nil {
-				t.Fatal(err)
-			}
-			var err2 error
-			for try := 0; try < 20; try++ {
-				ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-				err2 = ex.Export(ctx, sk, last)
-				cancel()
-				if err2 == nil {
-					break
+				if want := bufferSize < 300; full != want {
+					t.Fatalf("buffer full reported = %v, want %v", full, want)
 				}
-				time.Sleep(200 * time.Millisecond)
-			}
-			if err2 != nil {
-				t.Fatalf("export after recovery: %v", err2)
-			}
-			if st := sk.BufferStats(); st.Pending != 0 {
-				t.Fatalf("pending after recovery = %d", st.Pending)
-			}
-			c := dial(t, srv.URL)
-			assertState(t, "stream", fold(t, c.messages(t, "OUTAGE")), last)
-			assertState(t, "bucket", c.bucket(t, "outage"), last)
-		})
+				if err := outage.up(srv); err != nil {
+					t.Fatal(err)
+				}
+				var err2 error
+				for try := 0; try < 20; try++ {
+					ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+					err2 = ex.Export(ctx, sk, last)
+					cancel()
+					if err2 == nil {
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				if err2 != nil {
+					t.Fatalf("export after recovery: %v", err2)
+				}
+				if st := sk.BufferStats(); st.Pending != 0 {
+					t.Fatalf("pending after recovery = %d", st.Pending)
+				}
+				c := dial(t, srv.URL)
+				assertState(t, "stream", fold(t, c.messages(t, "OUTAGE")), last)
+				assertState(t, "bucket", c.bucket(t, "outage"), last)
+			})
+		}
 	}
 }
 

@@ -143,7 +143,12 @@ type pending struct {
 // An event counts as delivered when all its messages were acknowledged, duplicates included.
 func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error) {
 	acked := make([]bool, len(events))
-	parts := make([]int8, len(events)) // messages of each event not yet acknowledged
+	// parts counts the messages of each event not yet acknowledged; -1 marks an event not
+	// published at all (the connection failed before it), which is not acknowledged either.
+	parts := make([]int8, len(events))
+	for i := range parts {
+		parts[i] = -1
+	}
 	failed := make([]bool, len(events))
 	var window []pending
 	var firstErr error
@@ -185,6 +190,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 			f, err := s.js.PublishMsgAsync(m, opt)
 			if err != nil {
 				// Disconnected: nothing more can go out now; what was published still counts.
+				err = s.disconnected(err)
 				failed[i] = true
 				for _, p := range window {
 					if err := settle(p); err != nil {

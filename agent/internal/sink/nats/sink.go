@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -38,6 +39,9 @@ type Sink struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	buf      *eventbuf.Buffer
+	// dialErr is why the client is not connected, from its reconnect attempts: a publish
+	// refused while disconnected says only "outbound buffer limit exceeded".
+	dialErr *atomic.Pointer[error]
 
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
@@ -79,6 +83,10 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		return nil, fmt.Errorf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	servers := strings.Join(cfg.Servers, ",")
+	dialErr := &atomic.Pointer[error]{}
+	opts = append(opts,
+		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dialErr.Store(&err) }),
+		nats.ReconnectHandler(func(*nats.Conn) { dialErr.Store(nil) }))
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
 		return nil, classify(fmt.Errorf("nats sink %s/%s: connecting to %s: %w", env.Namespace, env.Name, servers, err))
@@ -91,7 +99,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
+		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), dialErr: dialErr, sent: map[string]string{},
 		reconciled: map[string]string{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
@@ -229,6 +237,18 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	}
 	s.ready = true
 	return nil
+}
+
+// disconnected explains a publish refused while the client is not connected by the last
+// reason its reconnect attempts failed ("connection refused", a TLS or auth error).
+func (s *Sink) disconnected(err error) error {
+	if s.nc.IsConnected() {
+		return err
+	}
+	if p := s.dialErr.Load(); p != nil {
+		return fmt.Errorf("not connected to %s: %w (%v)", s.servers, *p, err)
+	}
+	return fmt.Errorf("not connected to %s: %w", s.servers, err)
 }
 
 // Probe checks that the server answers with these credentials, JetStream is enabled and the
