@@ -228,8 +228,9 @@ func (s *Sink) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-// Probe checks that the brokers answer with these credentials and that the topic exists or
-// may be created. It writes nothing.
+// Probe checks that the brokers answer with these credentials, that the topic exists or
+// may be created, and, where the broker tells, that the credentials may write it. It writes
+// nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	if err := s.client.Ping(ctx); err != nil {
 		return classify(fmt.Errorf("connecting to %s: %w", strings.Join(s.brokers, ","), err))
@@ -239,7 +240,7 @@ func (s *Sink) Probe(ctx context.Context) error {
 		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
 	}
 	if d, ok := details[s.topic]; ok && d.Err == nil {
-		return nil
+		return s.checkWrite(ctx)
 	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
 	}
