@@ -24,6 +24,11 @@ import (
 // probeTimeout bounds a sink's connection test.
 const probeTimeout = 15 * time.Second
 
+// previewTimeout bounds a sink's preview, which may read the destination: a client that
+// retries an unreachable endpoint until its context ends (BigQuery's does) must not hold the
+// reconciler, and with it the probes of every other sink of the family, for ever.
+const previewTimeout = 10 * time.Second
+
 // SinkReconciler tests each sink's connection and previews what an export would write.
 type SinkReconciler struct {
 	client.Client
@@ -50,7 +55,9 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err = s.Probe(pctx)
 		cancel()
-		so.status.Preview = r.preview(ctx, s, obj)
+		vctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		so.status.Preview = r.preview(vctx, s, obj)
+		cancel()
 	}
 	switch {
 	case err == nil:
