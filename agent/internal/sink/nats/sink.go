@@ -38,6 +38,8 @@ type Sink struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	buf      *eventbuf.Buffer
+	// dial is the latest failed connection attempt, which nc.LastError does not keep.
+	dial *lastError
 
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
@@ -78,6 +80,8 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	if err != nil {
 		return nil, fmt.Errorf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
+	dial := &lastError{}
+	opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dial.set(err) }))
 	servers := strings.Join(cfg.Servers, ",")
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
@@ -91,7 +95,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
+		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
 		reconciled: map[string]string{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
@@ -235,13 +239,13 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
-		if err := s.nc.LastError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
+		if err := s.connectError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
 			// Retrying in the background cannot fix credentials or certificates.
 			return sink.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
 		select {
 		case <-ctx.Done():
-			err := s.nc.LastError()
+			err := s.connectError()
 			if err == nil {
 				err = ctx.Err()
 			}
