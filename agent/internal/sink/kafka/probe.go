@@ -2,14 +2,18 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strings"
+	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/api/v1alpha1"
 )
 
 // checkWrite asks the broker which operations the credentials may perform on the topic
@@ -49,4 +53,28 @@ func allowed(ops []string) string {
 		return "nothing"
 	}
 	return strings.Join(ops, ", ")
+}
+
+// closedHint says what a broker closing the connection during the handshake usually means
+// for this configuration. Kafka answers refused SASL credentials with
+// SASL_AUTHENTICATION_FAILED, but some brokers (kfake, proxies) just close the connection,
+// as does a listener that expects TLS: the bare "EOF" would name no cause.
+func closedHint(cfg *v1alpha1.KafkaSinkConfig) string {
+	tls := cfg.TLS != nil && (cfg.TLS.Enabled || cfg.TLS.CASecretRef != nil || cfg.TLS.InsecureSkipVerify)
+	switch {
+	case cfg.SASLMechanism != "" && cfg.SecretRef != nil:
+		return fmt.Sprintf(" (the broker closed the connection: it may have refused the SASL %s credentials of Secret %s, or expect another protocol on this port)",
+			cfg.SASLMechanism, cfg.SecretRef.Name)
+	case !tls:
+		return " (the broker closed the connection: its listener may expect TLS or SASL)"
+	}
+	return " (the broker closed the connection: its listener may expect SASL)"
+}
+
+// hintFor returns the closed-connection hint when err is a connection the broker closed.
+func (s *Sink) hintFor(err error) string {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		return s.closedHint
+	}
+	return ""
 }

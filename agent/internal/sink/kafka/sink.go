@@ -35,6 +35,8 @@ type Sink struct {
 	admin      *kadm.Client
 	buf        *eventbuf.Buffer
 	log        logr.Logger
+	// closedHint explains a connection the broker closed during the handshake.
+	closedHint string
 
 	mu       sync.Mutex
 	ready    bool              // the topic exists (checked or created)
@@ -83,7 +85,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
-		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{},
+		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, closedHint: closedHint(cfg),
 	}, nil
 }
 
@@ -233,7 +235,7 @@ func (s *Sink) ensureTopic(ctx context.Context) error {
 // nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	if err := s.client.Ping(ctx); err != nil {
-		return classify(fmt.Errorf("connecting to %s: %w", strings.Join(s.brokers, ","), err))
+		return classify(fmt.Errorf("connecting to %s: %w%s", strings.Join(s.brokers, ","), err, s.hintFor(err)))
 	}
 	details, err := s.admin.ListTopics(ctx, s.topic)
 	if err != nil {
