@@ -24,8 +24,8 @@ func (stuckPreview) Preview(ctx context.Context, _, _ string) (sink.Preview, err
 }
 
 // TestSinkPreviewHasADeadline: a sink whose preview never returns by itself still gets its
-// Ready condition, and does not hold up the probe of the next sink of its family (the sink
-// reconciler handles one sink at a time: without a deadline the first one held it for ever).
+// Ready condition (without a deadline its reconcile never ended, and it held one of the
+// family's few probe workers for ever), and the next sink of its family gets its own.
 func TestSinkPreviewHasADeadline(t *testing.T) {
 	ns := namespace(t, "preview-deadline")
 	factories := sink.Factories{"database/postgres": func(_ context.Context, obj client.Object, _ sink.Env) (sink.Sink, error) {
