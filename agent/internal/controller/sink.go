@@ -12,6 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -23,6 +24,14 @@ import (
 
 // probeTimeout bounds a sink's connection test.
 const probeTimeout = 15 * time.Second
+
+// previewTimeout bounds a sink's preview, which may read the destination: a client that
+// retries an unreachable endpoint until its context ends (BigQuery's does) must not hold the
+// reconciler, and with it the probes of every other sink of the family, for ever.
+const previewTimeout = 10 * time.Second
+
+// probeConcurrency is how many sinks of a family are probed at once.
+const probeConcurrency = 4
 
 // SinkReconciler tests each sink's connection and previews what an export would write.
 type SinkReconciler struct {
@@ -50,7 +59,9 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
 		err = s.Probe(pctx)
 		cancel()
-		so.status.Preview = r.preview(ctx, s, obj)
+		vctx, cancel := context.WithTimeout(ctx, previewTimeout)
+		so.status.Preview = r.preview(vctx, s, obj)
+		cancel()
 	}
 	switch {
 	case err == nil:
@@ -125,6 +136,9 @@ func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return reqs
 	}
 	return ctrl.NewControllerManagedBy(mgr).For(newSinkObject(r.Family)).Named("kollect"+string(r.Family)+"sink").
+		// A probe of an unreachable endpoint takes up to probeTimeout and previewTimeout: a
+		// few at once keep one such sink from delaying the probes of the family's others.
+		WithOptions(controller.Options{MaxConcurrentReconciles: probeConcurrency}).
 		Watches(&kollectv1.KollectInventory{}, handler.EnqueueRequestsFromMapFunc(users), builder.WithPredicates(usesChanged)).
 		Watches(&kollectv1.KollectClusterInventory{}, handler.EnqueueRequestsFromMapFunc(users), builder.WithPredicates(usesChanged)).
 		Complete(r)

@@ -28,11 +28,24 @@ func TestProbe(t *testing.T) {
 	}
 	rec.RejectAuth(false)
 
+	// The dataset above, not created yet, passed (the first export creates it); in a project
+	// that does not exist it cannot be created.
+	sp := spec(newDataset(t))
+	sp.Project = "no-such-project"
+	elsewhere, err := open(ctx, sp, sink.Env{Cluster: "east"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer elsewhere.Close()
+	if err := elsewhere.Probe(ctx); err == nil || sink.ClassOf(err) != sink.Terminal || !strings.Contains(err.Error(), "project no-such-project") {
+		t.Fatalf("a project that does not exist: %v, want a terminal error naming it", err)
+	}
+
 	port, err := testenv.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	sp := spec("nowhere")
+	sp = spec("nowhere")
 	sp.Endpoint = fmt.Sprintf("http://127.0.0.1:%d", port)
 	off, err := open(ctx, sp, sink.Env{Cluster: "east"})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
+	"google.golang.org/api/iterator"
 	"google.golang.org/api/option"
 
 	"kollect.dev/agent/internal/export"
@@ -120,17 +121,33 @@ func checkBatch(cluster string, b *sink.Batch) error {
 }
 
 // Probe reads the dataset and table metadata: it authenticates and needs bigquery.datasets.get
-// and bigquery.tables.get. A missing dataset is fine (the first export creates it).
+// and bigquery.tables.get. A missing dataset is fine (the first export creates it) when the
+// project exists: a 404 for the dataset also comes back for a project that does not, so the
+// probe then lists the project's datasets, which fails for a missing or forbidden project.
 func (s *Sink) Probe(ctx context.Context) error {
 	ds := s.client.Dataset(s.cfg.dataset)
 	if _, err := ds.Metadata(ctx); err != nil {
 		if isStatus(err, http.StatusNotFound) {
-			return nil
+			return s.probeProject(ctx)
 		}
 		return classify(fmt.Errorf("bigquery sink %s: reading dataset: %w", s.dest, err))
 	}
 	if _, err := ds.Table(s.cfg.table).Metadata(ctx); err != nil && !isStatus(err, http.StatusNotFound) {
 		return classify(fmt.Errorf("bigquery sink %s: reading table: %w", s.dest, err))
+	}
+	return nil
+}
+
+// probeProject reads one page of one dataset of the project: the dataset the sink will
+// create must have a project to live in.
+func (s *Sink) probeProject(ctx context.Context) error {
+	it := s.client.Datasets(ctx)
+	it.PageInfo().MaxSize = 1
+	if _, err := it.Next(); err != nil && !errors.Is(err, iterator.Done) {
+		if isStatus(err, http.StatusNotFound) {
+			return sink.TerminalError(fmt.Errorf("bigquery sink %s: project %s: %w", s.dest, s.cfg.project, err))
+		}
+		return classify(fmt.Errorf("bigquery sink %s: listing the datasets of project %s: %w", s.dest, s.cfg.project, err))
 	}
 	return nil
 }

@@ -35,6 +35,8 @@ type Sink struct {
 	admin      *kadm.Client
 	buf        *eventbuf.Buffer
 	log        logr.Logger
+	// closedHint explains a connection the broker closed during the handshake.
+	closedHint string
 
 	mu       sync.Mutex
 	ready    bool              // the topic exists (checked or created)
@@ -87,6 +89,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
 		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, flights: map[string]*flight{},
+		closedHint: closedHint(cfg),
 	}, nil
 }
 
@@ -231,18 +234,19 @@ func (s *Sink) ensureTopic(ctx context.Context) error {
 	return nil
 }
 
-// Probe checks that the brokers answer with these credentials and that the topic exists or
-// may be created. It writes nothing.
+// Probe checks that the brokers answer with these credentials, that the topic exists or
+// may be created, and, where the broker tells, that the credentials may write it. It writes
+// nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	if err := s.client.Ping(ctx); err != nil {
-		return classify(fmt.Errorf("connecting to %s: %w", strings.Join(s.brokers, ","), err))
+		return classify(fmt.Errorf("connecting to %s: %w%s", strings.Join(s.brokers, ","), err, s.hintFor(err)))
 	}
 	details, err := s.admin.ListTopics(ctx, s.topic)
 	if err != nil {
 		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
 	}
 	if d, ok := details[s.topic]; ok && d.Err == nil {
-		return nil
+		return s.checkWrite(ctx)
 	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
 		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
 	}

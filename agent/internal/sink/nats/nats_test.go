@@ -125,7 +125,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				}
 				if outage.name == "stopped" {
 					// Let the client fail a reconnect, so the exports can say why it is away.
-					for deadline := time.Now().Add(10 * time.Second); sk.dialErr.Load() == nil; {
+					for deadline := time.Now().Add(10 * time.Second); sk.dial.get() == nil; {
 						if time.Now().After(deadline) {
 							t.Fatal("the client never reported a failed reconnect")
 						}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,9 +38,8 @@ type Sink struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	buf      *eventbuf.Buffer
-	// dialErr is why the client is not connected, from its reconnect attempts: a publish
-	// refused while disconnected says only "outbound buffer limit exceeded".
-	dialErr *atomic.Pointer[error]
+	// dial is the latest failed connection attempt, which nc.LastError does not keep.
+	dial *lastError
 
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
@@ -82,11 +80,9 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	if err != nil {
 		return nil, fmt.Errorf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
+	dial := &lastError{}
+	opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dial.set(err) }))
 	servers := strings.Join(cfg.Servers, ",")
-	dialErr := &atomic.Pointer[error]{}
-	opts = append(opts,
-		nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dialErr.Store(&err) }),
-		nats.ReconnectHandler(func(*nats.Conn) { dialErr.Store(nil) }))
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
 		return nil, classify(fmt.Errorf("nats sink %s/%s: connecting to %s: %w", env.Namespace, env.Name, servers, err))
@@ -99,7 +95,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, buf: eventbuf.New(int(spec.BufferSize)), dialErr: dialErr, sent: map[string]string{},
+		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
 		reconciled: map[string]string{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
@@ -245,8 +241,8 @@ func (s *Sink) disconnected(err error) error {
 	if s.nc.IsConnected() {
 		return err
 	}
-	if p := s.dialErr.Load(); p != nil {
-		return fmt.Errorf("not connected to %s: %w (%v)", s.servers, *p, err)
+	if dialErr := s.dial.get(); dialErr != nil {
+		return fmt.Errorf("not connected to %s: %w (%v)", s.servers, dialErr, err)
 	}
 	return fmt.Errorf("not connected to %s: %w", s.servers, err)
 }
@@ -255,13 +251,13 @@ func (s *Sink) disconnected(err error) error {
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
-		if err := s.nc.LastError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
+		if err := s.connectError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
 			// Retrying in the background cannot fix credentials or certificates.
 			return sink.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
 		select {
 		case <-ctx.Done():
-			err := s.nc.LastError()
+			err := s.connectError()
 			if err == nil {
 				err = ctx.Err()
 			}

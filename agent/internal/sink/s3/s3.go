@@ -196,11 +196,22 @@ func statusOf(err error) int {
 
 // Probe checks that the bucket exists and that the credentials may list the sink's prefix.
 func (s *Sink) Probe(ctx context.Context) error {
+	list := func() error {
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
+		return err
+	}
 	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.cfg.Bucket}); err != nil {
+		// The answer to a HEAD has no body, so a refusal says only "403 Forbidden" or "404
+		// NotFound": the listing's answer names the cause (SignatureDoesNotMatch,
+		// InvalidAccessKeyId, AccessDenied, NoSuchBucket).
+		if st := statusOf(err); st == http.StatusForbidden || st == http.StatusNotFound {
+			if lerr := list(); lerr != nil {
+				return classify("bucket "+s.cfg.Bucket, lerr)
+			}
+		}
 		return classify("bucket "+s.cfg.Bucket, err)
 	}
-	_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
-	if err != nil {
+	if err := list(); err != nil {
 		return classify("listing s3://"+s.cfg.Bucket+"/"+s.prefix, err)
 	}
 	return nil

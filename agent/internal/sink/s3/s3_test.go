@@ -322,18 +322,26 @@ func TestProbeAndPreview(t *testing.T) {
 	if err := newSink(t, "east", bucket, v1alpha1.Serialization{}, "", nil).Probe(ctx); err != nil {
 		t.Fatalf("probe: %v", err)
 	}
+	// The messages name the cause, which the answer to HeadBucket alone does not.
 	for name, tc := range map[string]struct {
 		bucket string
 		secret map[string][]byte
 		class  sink.ErrorClass
+		cause  string
 	}{
-		"missing bucket": {"no-such-bucket", nil, sink.Terminal},
-		"wrong secret":   {bucket, map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte("wrong")}, sink.Terminal},
-		"unknown key":    {bucket, map[string][]byte{"accessKeyID": []byte("nobody"), "secretAccessKey": []byte("x")}, sink.Terminal},
+		"missing bucket": {"no-such-bucket", nil, sink.Terminal, "NoSuchBucket"},
+		"wrong secret": {bucket, map[string][]byte{"accessKeyID": []byte(server.AccessKey), "secretAccessKey": []byte("wrong-secret-key")},
+			sink.Terminal, "SignatureDoesNotMatch"},
+		// versitygw answers XAdminUserNotFound "No user exists with the provided access key
+		// ID." where AWS answers InvalidAccessKeyId "The AWS Access Key Id you provided does
+		// not exist in our records.".
+		"unknown key": {bucket, map[string][]byte{"accessKeyID": []byte("nobody"), "secretAccessKey": []byte("x")}, sink.Terminal, "access key"},
 	} {
 		err := newSink(t, "east", tc.bucket, v1alpha1.Serialization{}, "", tc.secret).Probe(ctx)
-		if err == nil || sink.ClassOf(err) != tc.class {
-			t.Errorf("%s: want %s, got %v", name, tc.class, err)
+		if err == nil || sink.ClassOf(err) != tc.class || !strings.Contains(strings.ToLower(err.Error()), strings.ToLower(tc.cause)) {
+			t.Errorf("%s: want %s naming %s, got %v", name, tc.class, tc.cause, err)
+		} else if strings.Contains(err.Error(), "wrong-secret-key") {
+			t.Errorf("%s: the error shows the secret key: %v", name, err)
 		}
 	}
 	s := newSink(t, "east", bucket, v1alpha1.Serialization{}, "", nil)
