@@ -147,9 +147,31 @@ func TestProbeAndPreview(t *testing.T) {
 // broker outage looks to a client, then thaws it: every export during the outage fails
 // transiently, the delivery worker's retry delivers, and the compacted state equals the last
 // snapshot. With a small buffer the overflow is reported and a resync delivers instead.
+// outages are the two ways a broker goes away: frozen (SIGSTOP: requests hang) and stopped (a
+// clean shutdown: connections are refused).
+var outages = []struct {
+	name     string
+	down, up func(*testenv.Kafka) error
+}{
+	{"frozen", func(k *testenv.Kafka) error { return k.Signal(syscall.SIGSTOP) }, func(k *testenv.Kafka) error { return k.Signal(syscall.SIGCONT) }},
+	{"stopped", func(k *testenv.Kafka) error { return k.Halt() }, func(k *testenv.Kafka) error { return k.Resume() }},
+}
+
 func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
-	for _, bufferSize := range []int32{100_000, 100} {
-		t.Run(fmt.Sprint("bufferSize=", bufferSize), func(t *testing.T) {
+	for _, outage := range outages {
+		for _, bufferSize := range []int32{100_000, 100} {
+			t.Run(fmt.Sprint(outage.name, "/bufferSize=", bufferSize), func(t *testing.T) {
+				testOutage(t, bufferSize, outage.down, outage.up, outage.name == "stopped")
+			})
+		}
+	}
+}
+
+// testOutage churns four rounds while the broker is down. A stopped broker is noticed: the
+// export fails with the refused connection long before its deadline.
+func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) error, refused bool) {
+	{
+		{
 			k, err := testenv.StartKafka(testenv.KafkaOptions{})
 			if err != nil {
 				t.Fatal(err)
@@ -173,7 +195,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			if err := ex.Export(t.Context(), sk, snapshot()); err != nil {
 				t.Fatal(err)
 			}
-			if err := k.Signal(syscall.SIGSTOP); err != nil {
+			if err := down(k); err != nil {
 				t.Fatal(err)
 			}
 			var last *export.Snapshot
@@ -189,11 +211,18 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				}
 				vals[fmt.Sprint("new-", round)] = round
 				last = snapshot()
-				ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+				deadline := 300 * time.Millisecond
+				if refused {
+					deadline = time.Minute // the refused connection must be noticed well before
+				}
+				ctx, cancel := context.WithTimeout(t.Context(), deadline)
 				err := ex.Export(ctx, sk, last)
 				cancel()
 				if err == nil || sink.ClassOf(err) != sink.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
+				}
+				if refused && (errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "connection refused")) {
+					t.Fatalf("export to a stopped broker: %v, want it to fail on the refused connection", err)
 				}
 				full = full || errors.Is(err, eventbuf.ErrBufferFull)
 			}
@@ -203,7 +232,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			if st, want := sk.BufferStats(), bufferSize >= 300; (st.Pending > 0) != want {
 				t.Fatalf("pending = %d during the outage with bufferSize %d", st.Pending, bufferSize)
 			}
-			if err := k.Signal(syscall.SIGCONT); err != nil {
+			if err := up(k); err != nil {
 				t.Fatal(err)
 			}
 			// The delivery worker retries the last batch with backoff until it succeeds.
@@ -226,7 +255,7 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 			byKey := kcat(t, k.Addr, "outage")
 			assertState(t, compacted(t, byKey), last)
 			assertNoDuplicates(t, byKey)
-		})
+		}
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -126,7 +128,7 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 			s.client.Produce(ctx, r, func(_ *kgo.Record, err error) { f.finish(err) })
 		}
 	}
-	waitErr := wait(ctx, flights)
+	waitErr := s.wait(ctx, flights)
 	acked := make([]bool, len(events))
 	var firstErr error
 	for i, f := range flights {
@@ -166,17 +168,54 @@ func (s *Sink) forgetResolved(sent int) {
 	}
 }
 
-// wait returns when every flight resolved or ctx ends. Records still in flight then stay in
-// the client until acknowledged or failed by the delivery timeout; their events remain owed.
-func wait(ctx context.Context, flights []*flight) error {
+// brokerCheck is how often a wait for acknowledgements that makes no progress asks whether
+// any broker answers at all.
+const brokerCheck = 2 * time.Second
+
+// wait returns when every flight resolved or ctx ends, or as soon as no broker answers while
+// nothing is acknowledged: franz-go keeps records it cannot send until the brokers return (it
+// fails them by their delivery timeout only once it can try), so without this an unreachable
+// cluster would look like a slow one until the export's deadline, with no error to show.
+// Records still in flight stay in the client; their events remain owed, and the next
+// attempt awaits them (see flight).
+func (s *Sink) wait(ctx context.Context, flights []*flight) error {
+	ticker := time.NewTicker(brokerCheck)
+	defer ticker.Stop()
+	progressed := false
 	for _, f := range flights {
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		for waiting := true; waiting; {
+			select {
+			case <-f.done:
+				waiting, progressed = false, true
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-ticker.C:
+				if progressed {
+					progressed = false
+					continue
+				}
+				if err := s.ping(ctx); err != nil && ctx.Err() == nil {
+					return fmt.Errorf("no broker of %s answers: %w", strings.Join(s.brokers, ","), err)
+				}
+			}
 		}
 	}
 	return nil
+}
+
+// ping asks whether any broker answers. A connection the broker closed reads as a bare EOF on
+// the first try; the second dials afresh and says why it cannot connect.
+func (s *Sink) ping(ctx context.Context) error {
+	var err error
+	for range 2 {
+		pctx, cancel := context.WithTimeout(ctx, brokerCheck)
+		err = s.client.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 func snapshotKey(cluster, inventory string, chunk int) string {
@@ -216,7 +255,7 @@ func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 			}}
 		s.client.Produce(ctx, r, func(_ *kgo.Record, err error) { f.finish(err) })
 	}
-	if err := wait(ctx, []*flight{f}); err != nil {
+	if err := s.wait(ctx, []*flight{f}); err != nil {
 		return classify(fmt.Errorf("producing snapshot of %s to %s: %w", inv, s.topic, err))
 	}
 	if _, firstErr := f.state(); firstErr != nil {
