@@ -85,7 +85,7 @@ func (c *Collector) Subscribe(fn func(schema.GroupVersionKind)) {
 }
 
 // SubscribeSynced registers fn to be called (it must not block) with the targets of a kind
-// each time its watch has synced, so that targets report Watching whether or not an
+// each time its watch has synced or failed, so that targets report it whether or not an
 // inventory uses them (inventories refresh their own targets on every change).
 func (c *Collector) SubscribeSynced(fn func([]TargetKey)) {
 	c.mu.Lock()
@@ -93,7 +93,7 @@ func (c *Collector) SubscribeSynced(fn func([]TargetKey)) {
 	c.synced = append(c.synced, fn)
 }
 
-func (c *Collector) notifySynced(gvk schema.GroupVersionKind) {
+func (c *Collector) notifyTargets(gvk schema.GroupVersionKind) {
 	c.mu.Lock()
 	subs := c.synced
 	var keys []TargetKey
@@ -188,6 +188,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 	}
 	proj := buildProjection(targets, c.namespaces)
 	w := newGVKWatch(c.dyn, c.meta, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics)
+	w.onError = func() { c.notifyTargets(gvk) }
 	c.watches[gvk] = w
 	if c.ctx == nil {
 		return // started by Start
@@ -195,7 +196,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 	if old != nil {
 		old.stop()
 	}
-	w.start(c.ctx, func() { c.notify(gvk); c.notifySynced(gvk) })
+	w.start(c.ctx, func() { c.notify(gvk); c.notifyTargets(gvk) })
 	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
 		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles), "metadataOnly", proj.metadataOnly && c.meta != nil)
 	go c.notify(gvk)

@@ -86,6 +86,9 @@ type gvkWatch struct {
 	eventAt time.Time
 
 	synced atomic.Bool
+	// onError, when set before start, is also called on a watch error, so that targets can
+	// report it even when no inventory rebuilds for it.
+	onError func()
 }
 
 func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
@@ -137,7 +140,10 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			w.mu.Lock()
 			w.lastErr, w.errAt = err, time.Now()
 			w.mu.Unlock()
-			onEvent() // let targets report the error
+			onEvent() // let inventories and targets report the error
+			if w.onError != nil {
+				w.onError()
+			}
 		})
 		handler := func(any) {
 			w.mu.Lock()

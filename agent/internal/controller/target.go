@@ -195,6 +195,11 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 			return ctrl.Result{}, false, kollectv1.ReasonWatchFailed, st.Err.Error()
 		}
 		return ctrl.Result{}, false, kollectv1.ReasonSyncing, msg
+	case st.Err != nil && apierrors.IsNotFound(st.Err):
+		// The kind went away after the watch synced: its CRD was deleted (and with it its
+		// objects). The mapping may still be cached, so the target is checked again.
+		return ctrl.Result{RequeueAfter: kindRetry}, false, kollectv1.ReasonKindNotFound,
+			fmt.Sprintf("the API server no longer serves %s (was its CRD deleted?): %v; retrying every %s", t.status.Resource, st.Err, kindRetry)
 	}
 	return ctrl.Result{}, true, kollectv1.ReasonWatching, fmt.Sprintf("watching %s", t.status.Resource)
 }
