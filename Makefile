@@ -88,6 +88,17 @@ lint: ## gofmt and go vet over every module.
 bench: k8s-bins servers ## Run the benchmarks.
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem $(PKGS)
 
+# FUZZ_TARGETS are "package FuzzName" pairs; `make test` runs their seed corpora as tests.
+FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/webhook/:FuzzAdmissionDecoding \
+	./agent/internal/sink/eventbuf/:FuzzEncodeMatchesEncodingJSON ./agent/internal/sink/snapshot/:FuzzRenderEveryFormat \
+	./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: k8s-bins ## Fuzz every target for FUZZTIME each (default 30s), one worker.
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg)"; \
+		KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" go test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -parallel 1 || exit 1; done
+
 .PHONY: deps
 deps: ## Install and build everything the tests need, concurrently (cached by version).
 	@hack/ensure-all.sh
