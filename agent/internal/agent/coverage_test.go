@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,20 +67,7 @@ func TestCRDInstalledAfterAgentStartIsPickedUp(t *testing.T) {
 		return c != nil && c.Reason == "KindNotFound", fmt.Sprint(c)
 	})
 
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "widgets.shop.kollect.test"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "shop.kollect.test", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "widgets", Singular: "widget", Kind: "Widget", ListKind: "WidgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr(true)}}}},
-		},
-	}
-	create(t, crd)
-	if err := cp.WaitForCRDs(context.Background(), []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
-		t.Fatal(err)
-	}
+	installCRD(t, "shop.kollect.test", "Widget", "widgets")
 	w := &unstructured.Unstructured{}
 	w.SetAPIVersion("shop.kollect.test/v1")
 	w.SetKind("Widget")
@@ -100,6 +88,27 @@ func TestCRDInstalledAfterAgentStartIsPickedUp(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// installCRD creates a namespaced CRD served at v1 whose objects keep any field, and waits
+// until it is served.
+func installCRD(t *testing.T, group, kind, plural string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", XPreserveUnknownFields: ptr(true)}}}},
+		},
+	}
+	create(t, crd)
+	if err := cp.WaitForCRDs(context.Background(), []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
+		t.Fatal(err)
+	}
+	return crd
+}
 
 // TestForbiddenKindIsAConditionNotADeletion: an agent that may not list a kind reports it on the
 // target and the inventory, and never exports a snapshot without that kind's rows.

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,20 +50,7 @@ func TestUnreferencedTargetOnAWatchedKindBecomesReady(t *testing.T) {
 func TestDeletedCRDTurnsItsTargetNotReady(t *testing.T) {
 	ns := namespace(t, "crdgone")
 	gvk := kollectv1.GroupVersionKind{Group: "gone.kollect.test", Version: "v1", Kind: "Gadget"}
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "gadgets.gone.kollect.test"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: gvk.Group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr(true)}}}},
-		},
-	}
-	create(t, crd)
-	if err := cp.WaitForCRDs(context.Background(), []*apiextensionsv1.CustomResourceDefinition{crd}); err != nil {
-		t.Fatal(err)
-	}
+	crd := installCRD(t, gvk.Group, gvk.Kind, "gadgets")
 	g := &unstructured.Unstructured{}
 	g.SetAPIVersion("gone.kollect.test/v1")
 	g.SetKind("Gadget")

@@ -180,25 +180,7 @@ func TestRecoveredSinkIsCaughtUpWithoutWaitingOutTheBackoff(t *testing.T) {
 	b := Backoff{Base: time.Hour, Max: time.Hour, TerminalDelay: time.Hour, BreakerThreshold: 1, BreakerCooldown: time.Hour,
 		ProbeInterval: 20 * time.Millisecond}
 	w := newTestWorker(rec, b, time.Second)
-	failed := make(chan struct{}, 1)
-	w.onStatus = func(st Status) {
-		if st.Failures > 0 {
-			select {
-			case failed <- struct{}{}:
-			default:
-			}
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { w.Run(ctx) })
-	w.Offer(job(1))
-	select {
-	case <-failed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first attempt never failed")
-	}
+	runUntilFailed(t, w, func(st Status) bool { return st.Failures > 0 })
 	rec.FailWith(nil)
 	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) == 1 }) {
 		t.Fatalf("the sink recovered but the export waits out its hour of backoff: %+v", w.Status())
@@ -213,25 +195,7 @@ func TestKickEndsTheTerminalDelay(t *testing.T) {
 	rec.FailWith(sink.Terminalf("bucket kollect does not exist"))
 	b := Backoff{Base: time.Hour, Max: time.Hour, TerminalDelay: time.Hour, BreakerThreshold: 5, BreakerCooldown: time.Hour}
 	w := newTestWorker(rec, b, time.Second)
-	failed := make(chan struct{}, 1)
-	w.onStatus = func(st Status) {
-		if st.Class == sink.Terminal {
-			select {
-			case failed <- struct{}{}:
-			default:
-			}
-		}
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	wg.Go(func() { w.Run(ctx) })
-	w.Offer(job(1))
-	select {
-	case <-failed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the first attempt never failed")
-	}
+	runUntilFailed(t, w, func(st Status) bool { return st.Class == sink.Terminal })
 	rec.FailWith(nil) // the user created the bucket
 	if rec.WaitFor(200*time.Millisecond, func(b []*sink.Batch) bool { return len(b) > 0 }) {
 		t.Fatal("the worker retried a terminal error before its delay without being asked")
@@ -239,5 +203,30 @@ func TestKickEndsTheTerminalDelay(t *testing.T) {
 	w.Kick()
 	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) == 1 }) {
 		t.Fatalf("Kick did not end the terminal delay: %+v", w.Status())
+	}
+}
+
+// runUntilFailed runs w (stopped at the end of the test), offers it a job and waits until its
+// status satisfies failed.
+func runUntilFailed(t *testing.T, w *Worker, failed func(Status) bool) {
+	t.Helper()
+	seen := make(chan struct{}, 1)
+	w.onStatus = func(st Status) {
+		if failed(st) {
+			select {
+			case seen <- struct{}{}:
+			default:
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	wg.Go(func() { w.Run(ctx) })
+	w.Offer(job(1))
+	select {
+	case <-seen:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first attempt never failed")
 	}
 }

@@ -338,26 +338,32 @@ func TestChunksStayUnderLimitAndCarryNumbering(t *testing.T) {
 func TestEncodeMatchesEncodingJSON(t *testing.T) {
 	r := row("u-1", 3)
 	r.Name = `we"ird<name>ü`
+	checkEncode(t, &r)
+}
+
+// checkEncode asserts that Encode yields, for both event types, the JSON document
+// encoding/json yields for the change event, with the row byte for byte canonical (where
+// encoding/json would escape '<' and '>' inside it).
+func checkEncode(t *testing.T, r *export.Row) {
+	t.Helper()
 	for _, typ := range []export.ChangeType{export.ChangeUpsert, export.ChangeDelete} {
-		e := Event{Type: typ, Row: &r, Key: r.Key().String(), ObservedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.UTC)}
+		e := Event{Type: typ, Row: r, Key: r.Key().String(), ObservedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.UTC)}
 		ce := e.ChangeEvent()
 		want, err := json.Marshal(&ce)
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Equal as JSON; Encode keeps the row byte-identical to its canonical form, where
-		// encoding/json would escape '<' and '>' inside it.
 		got, rowJSON := e.Encode()
 		var g, w any
 		if err := json.Unmarshal(got, &g); err != nil {
-			t.Fatalf("Encode produced invalid JSON %s: %v", got, err)
+			t.Fatalf("Encode produced invalid JSON %q: %v", got, err)
 		}
 		_ = json.Unmarshal(want, &w)
 		if !reflect.DeepEqual(g, w) {
-			t.Errorf("Encode\n got %s\nwant %s", got, want)
+			t.Fatalf("Encode\n got %s\nwant %s", got, want)
 		}
 		if string(rowJSON) != string(r.CanonicalJSON()) {
-			t.Errorf("row part %s", rowJSON)
+			t.Fatalf("row part %s, canonical %s", rowJSON, r.CanonicalJSON())
 		}
 	}
 }
@@ -381,25 +387,6 @@ func FuzzEncodeMatchesEncodingJSON(f *testing.F) {
 		}
 		r := export.Row{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod", Namespace: ns, Name: name,
 			UID: name + "/" + ns, Attributes: raw}
-		for _, typ := range []export.ChangeType{export.ChangeUpsert, export.ChangeDelete} {
-			e := Event{Type: typ, Row: &r, Key: r.Key().String(), ObservedAt: time.Date(2026, 11, 30, 9, 0, 0, 123, time.UTC)}
-			ce := e.ChangeEvent()
-			want, err := json.Marshal(&ce)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, rowJSON := e.Encode()
-			var g, w any
-			if err := json.Unmarshal(got, &g); err != nil {
-				t.Fatalf("Encode produced invalid JSON %q: %v", got, err)
-			}
-			_ = json.Unmarshal(want, &w)
-			if !reflect.DeepEqual(g, w) {
-				t.Fatalf("Encode\n got %s\nwant %s", got, want)
-			}
-			if string(rowJSON) != string(r.CanonicalJSON()) {
-				t.Fatalf("row part %s, canonical %s", rowJSON, r.CanonicalJSON())
-			}
-		}
+		checkEncode(t, &r)
 	})
 }
