@@ -45,6 +45,10 @@ const (
 	// ReasonExtractionFailed (Degraded=True): some objects lack a required attribute or have a
 	// value of the wrong type.
 	ReasonExtractionFailed = "ExtractionFailed"
+	// ReasonMatchFailed (Degraded=True): the match expression fails on some objects (a field
+	// they lack, a result that is not a boolean); they are not collected, and the message
+	// names some with the error.
+	ReasonMatchFailed = "MatchFailed"
 )
 
 // Reasons of KollectInventory and KollectClusterInventory conditions.
