@@ -45,6 +45,10 @@ const (
 	// ReasonExtractionFailed (Degraded=True): some objects lack a required attribute or have a
 	// value of the wrong type.
 	ReasonExtractionFailed = "ExtractionFailed"
+	// ReasonMatchFailed (Degraded=True): the match expression fails on some objects (a field
+	// they lack, a result that is not a boolean); they are not collected, and the message
+	// names some with the error.
+	ReasonMatchFailed = "MatchFailed"
 )
 
 // Reasons of KollectInventory and KollectClusterInventory conditions.
@@ -57,8 +61,10 @@ const (
 	// ReasonTargetsSyncing (Ready=False): a target's watch has not synced yet, and nothing is
 	// wrong with any target; clears by itself.
 	ReasonTargetsSyncing = "TargetsSyncing"
-	// ReasonTargetsIncomplete (Ready=False): a target cannot be collected (an error, a kind
-	// forbidden); its previous rows are kept.
+	// ReasonTargetsIncomplete (Ready=False, Synced=False): a target cannot be collected (an
+	// error, a kind forbidden or not served, a target not found); its previous rows are kept,
+	// and the messages name it. Synced=False carries it for a missing target too, whose Ready
+	// reason is TargetNotFound.
 	ReasonTargetsIncomplete = "TargetsIncomplete"
 	// ReasonTargetNotFound (Ready=False): a named target does not exist.
 	ReasonTargetNotFound = "TargetNotFound"

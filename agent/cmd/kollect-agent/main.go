@@ -38,7 +38,7 @@ func main() {
 	flag.StringVar(&o.WebhookService, "webhook-service", "kollect-agent-webhook", "Service in front of the webhook (the certificate's DNS names).")
 	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&o.WebhookSecretName, "webhook-secret", "kollect-agent-webhook-tls", "Secret holding the webhook CA and serving certificate.")
-	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones; a volume here saves re-cloning after a restart (default: a temporary directory).")
+	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones, and each inventory's last snapshot, from which a restarted agent keeps the rows of a target it cannot collect; a volume here saves re-cloning, and keeps those rows, across a restart (default: a temporary directory).")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
 	// Export failures are logged at error level, every attempt: a stack trace of the

@@ -225,6 +225,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		Backoff:   o.Backoff,
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
+		StateDir:  filepath.Join(o.CacheDir, "inventories"),
 	})
 	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
 	factories := o.Sinks

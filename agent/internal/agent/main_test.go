@@ -71,6 +71,12 @@ func startAgent(t testing.TB, cfg *rest.Config, cluster, ns string, recs *record
 // (package sink/backends) through the same default as kollect-agent, for the real-sink tests.
 func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factories sink.Factories) (stop func()) {
 	t.Helper()
+	return startAgentIn(t, cfg, cluster, ns, factories, t.TempDir())
+}
+
+// startAgentIn runs an agent with cacheDir as its --cache-dir, for a restart that keeps it.
+func startAgentIn(t testing.TB, cfg *rest.Config, cluster, ns string, factories sink.Factories, cacheDir string) (stop func()) {
+	t.Helper()
 	log := logr.Discard()
 	if tt, ok := t.(*testing.T); ok {
 		log = testr.NewWithOptions(tt, testr.Options{Verbosity: 0})
@@ -80,7 +86,7 @@ func startAgentWith(t testing.TB, cfg *rest.Config, cluster, ns string, factorie
 	}
 	mgr, err := New(cfg, Options{
 		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
-		CacheDir: t.TempDir(), Log: log,
+		CacheDir: cacheDir, Log: log,
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
 	})
 	if err != nil {

@@ -214,6 +214,9 @@ type TargetState struct {
 	Rows []export.Row
 	// Failed lists objects whose extraction failed, sorted, with the reason.
 	Failed []FailedObject
+	// MatchFailed lists objects the target's match expression failed on, sorted, with the
+	// error. They are not selected: whether they would be is unknown.
+	MatchFailed []FailedObject
 }
 
 // FailedObject is an object a target selects but could not extract.
@@ -258,6 +261,9 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 			continue
 		}
 		if hasMatch && !it.matches[ti] {
+			if it.matchErrs != nil && it.matchErrs[ti] != nil {
+				st.MatchFailed = append(st.MatchFailed, FailedObject{Namespace: it.namespace, Name: it.name, Err: it.matchErrs[ti]})
+			}
 			continue
 		}
 		ex := it.attrs[pi]
@@ -270,11 +276,16 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 			Namespace: it.namespace, Name: it.name, UID: it.uid, Attributes: ex.json,
 		})
 	}
-	sort.Slice(st.Failed, func(i, j int) bool {
-		a, b := st.Failed[i], st.Failed[j]
+	sortFailed(st.Failed)
+	sortFailed(st.MatchFailed)
+	return st, nil
+}
+
+func sortFailed(f []FailedObject) {
+	sort.Slice(f, func(i, j int) bool {
+		a, b := f[i], f[j]
 		return a.Namespace < b.Namespace || (a.Namespace == b.Namespace && a.Name < b.Name)
 	})
-	return st, nil
 }
 
 // GVKOf returns the kind a target watches.

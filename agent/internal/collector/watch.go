@@ -33,6 +33,9 @@ type item struct {
 	labels               map[string]string
 	attrs                []extraction // by projection.profileIndex
 	matches              []bool       // by projection.targetIndex
+	// matchErrs holds, by projection.targetIndex, why a target's match expression failed on
+	// the object (a missing field, a result that is not a boolean); nil when none failed.
+	matchErrs []error
 }
 
 type extraction struct {
@@ -236,7 +239,14 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 			for i, t := range proj.objectTargets {
 				ok := true
 				if t.match != nil {
-					ok, _ = profile.EvalMatch(t.match, content)
+					var err error
+					if ok, err = profile.EvalMatch(t.match, content); err != nil {
+						// Not selected, but not silently: the target reports it (MatchFailed).
+						if it.matchErrs == nil {
+							it.matchErrs = make([]error, len(proj.objectTargets))
+						}
+						it.matchErrs[i] = err
+					}
 				}
 				if ok && !t.fieldSelector.Empty() && !t.fieldSelector.Matches(fieldSet(content, t.fieldSelector)) {
 					ok = false

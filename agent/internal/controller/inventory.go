@@ -367,24 +367,31 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 		s.Sinks = append(s.Sinks, es)
 	}
 
-	// Ready: a complete snapshot exists.
-	var incomplete, forbidden []string
+	// Ready: a complete snapshot exists. A forbidden target makes it incomplete too (its
+	// rows are the last known ones); Degraded=Forbidden says why.
+	var incomplete, forbidden, unknown []string
 	onlySyncing := true // every incomplete target is merely starting
 	for _, p := range st.Incomplete {
 		if p.Forbidden {
 			forbidden = append(forbidden, p.String())
-		} else {
-			incomplete = append(incomplete, p.String())
 		}
+		incomplete = append(incomplete, p.String())
 		onlySyncing = onlySyncing && p.Syncing
+		if !p.Syncing {
+			unknown = append(unknown, p.Target.String())
+		}
+	}
+	held := ""
+	if st.Held {
+		held = "; the export waits: no earlier rows of them are known to this agent (its --cache-dir keeps none)"
 	}
 	switch {
 	case len(o.missing) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", ")+held)
 	case len(incomplete) > 0 && onlySyncing:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsSyncing, strings.Join(incomplete, "; "))
 	case len(incomplete) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsIncomplete, strings.Join(incomplete, "; "))
+		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsIncomplete, strings.Join(incomplete, "; ")+held)
 	case !st.Built:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonSnapshotPending, "no snapshot built yet")
 	default:
@@ -412,9 +419,22 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 	}
 	setCondition(&s.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))
 	// Synced: every sink holds the current snapshot.
+	// A target whose rows are unknown (not found, forbidden, failing) is not synced however
+	// the sinks stand: they hold its last known rows at best.
 	switch {
 	case o.suspend:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonSuspended, "exports are suspended")
+	case len(unknown) > 0:
+		msg := "rows of " + strings.Join(unknown, ", ") + " are unknown"
+		switch {
+		case st.Held:
+			msg += held
+		case !st.CarriedFrom.IsZero():
+			msg += "; the sinks get their last rows, from the snapshot built " + st.CarriedFrom.UTC().Truncate(time.Second).Format(time.RFC3339)
+		default:
+			msg += "; the sinks keep their last rows"
+		}
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonTargetsIncomplete, msg)
 	case !st.Built:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "no snapshot built yet")
 	case len(failing) > 0:

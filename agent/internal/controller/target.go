@@ -212,20 +212,34 @@ func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObj
 	}
 	t.status.ObjectCount = int64(len(st.Rows) + len(st.Failed))
 	t.status.ErrorCount = int64(len(st.Failed))
-	if len(st.Failed) == 0 {
-		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, false, kollectv1.ReasonNoProblems, "")
-		return
+	// A match that fails (a misspelled field, a result that is not a boolean) would otherwise
+	// look like one that selects nothing; it comes first, as it decides what is collected.
+	var problems []string
+	reason := kollectv1.ReasonNoProblems
+	if n := len(st.MatchFailed); n > 0 {
+		problems = append(problems, fmt.Sprintf("match %q failed on %d objects, not collected: %s", t.selection.Match, n, examples(st.MatchFailed)))
+		reason = kollectv1.ReasonMatchFailed
 	}
-	var examples []string
-	for i, f := range st.Failed {
+	if n := len(st.Failed); n > 0 {
+		problems = append(problems, fmt.Sprintf("%d objects not exported: %s", n, examples(st.Failed)))
+		if reason == kollectv1.ReasonNoProblems {
+			reason = kollectv1.ReasonExtractionFailed
+		}
+	}
+	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))
+}
+
+// examples names the first three failed objects with their errors.
+func examples(failed []collector.FailedObject) string {
+	var out []string
+	for i, f := range failed {
 		if i == 3 {
-			examples = append(examples, fmt.Sprintf("and %d more", len(st.Failed)-3))
+			out = append(out, fmt.Sprintf("and %d more", len(failed)-3))
 			break
 		}
-		examples = append(examples, fmt.Sprintf("%s: %v", strings.TrimPrefix(f.Namespace+"/"+f.Name, "/"), f.Err))
+		out = append(out, fmt.Sprintf("%s: %v", strings.TrimPrefix(f.Namespace+"/"+f.Name, "/"), f.Err))
 	}
-	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, kollectv1.ReasonExtractionFailed,
-		fmt.Sprintf("%d objects not exported: %s", len(st.Failed), strings.Join(examples, "; ")))
+	return strings.Join(out, "; ")
 }
 
 // SetupWithManager registers one controller per target kind, both running on every replica.

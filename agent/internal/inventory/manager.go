@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,6 +24,7 @@ type Manager struct {
 	metrics *delivery.Metrics
 	log     logr.Logger
 	backoff delivery.Backoff
+	store   lastStore
 	// onStatus is called (without blocking) when an inventory's status may have changed;
 	// onTargets when the listed targets' counts may have changed.
 	onStatus  func(Key)
@@ -53,12 +55,15 @@ type Options struct {
 	Backoff   delivery.Backoff
 	OnStatus  func(Key)
 	OnTargets func([]collector.TargetKey)
+	// StateDir keeps each inventory's last snapshot across restarts (see lastStore); "" keeps
+	// nothing.
+	StateDir string
 }
 
 // NewManager returns a manager fed by col.
 func NewManager(col *collector.Collector, o Options) *Manager {
 	m := &Manager{cluster: o.Cluster, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
-		onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{},
+		store: lastStore{dir: o.StateDir}, onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{},
 		lastGVK: map[collector.TargetKey]schema.GroupVersionKind{}}
 	if m.onStatus == nil {
 		m.onStatus = func(Key) {}
@@ -123,6 +128,7 @@ func (m *Manager) Remove(key Key) {
 	if r != nil {
 		r.stop()
 	}
+	m.store.remove(key)
 }
 
 // Resync asks an inventory for an immediate resync of every sink: a worker waiting to retry a
@@ -192,6 +198,12 @@ type Status struct {
 	Targets    int
 	// Built is false until a first complete snapshot exists.
 	Built bool
+	// Held: the export waits because a target's rows are unknown and no earlier rows of it
+	// exist, in memory or in the state directory.
+	Held bool
+	// CarriedFrom is when the stored snapshot that the unknown targets' rows come from was
+	// built; zero when they come from this process's own last snapshot.
+	CarriedFrom time.Time
 	// Incomplete lists targets whose rows are carried over or missing, with the reason.
 	Incomplete []TargetProblem
 	// Failed counts objects whose extraction failed, per target.

@@ -24,6 +24,11 @@ type runner struct {
 	st      Status
 	workers map[SinkRef]*workerHandle
 	resync  bool
+	// stored is the snapshot the state directory held when this process first needed earlier
+	// rows (loaded once, only while r.last is nil), and storedAt when it was built.
+	stored       *export.Snapshot
+	storedAt     time.Time
+	storedLoaded bool
 }
 
 type workerHandle struct {
@@ -191,8 +196,9 @@ func (r *runner) build() {
 
 	var rows []export.Row
 	var incomplete []TargetProblem
+	var unknown []collector.TargetKey
+	syncing := false
 	failed := map[collector.TargetKey]int{}
-	holdExport := false
 	for _, tk := range cfg.Targets {
 		st, err := r.m.col.Collect(tk)
 		switch {
@@ -206,16 +212,28 @@ func (r *runner) build() {
 				p.Syncing, p.Reason = false, st.Err.Error()
 			}
 			incomplete = append(incomplete, p)
+			syncing = syncing || p.Syncing
 		default:
 			rows = append(rows, st.Rows...)
 			failed[tk] = len(st.Failed)
 			continue
 		}
-		// Keep what the target had; without a previous snapshot, hold the whole export.
-		if prev == nil {
-			holdExport = true
+		unknown = append(unknown, tk)
+	}
+	// A target whose rows are unknown keeps the rows it had: from this process's last
+	// snapshot, or after a restart from the one the state directory kept. With neither, the
+	// export holds: leaving the rows out would delete them from the sinks. A first snapshot
+	// also waits for the watches still listing, which sync by themselves, rather than export
+	// stored rows that the next build replaces.
+	from, holdExport, carriedFrom := prev, false, time.Time{}
+	if prev == nil && len(unknown) > 0 {
+		if holdExport = syncing; !holdExport {
+			from, carriedFrom = r.storedSnapshot()
+			holdExport = from == nil
 		}
-		rows = append(rows, rowsOfTarget(prev, tk.String())...)
+	}
+	for _, tk := range unknown {
+		rows = append(rows, rowsOfTarget(from, tk.String())...)
 	}
 	name := cfg.Key.String()
 	for i := range rows {
@@ -224,7 +242,12 @@ func (r *runner) build() {
 	r.m.onTargets(cfg.Targets)
 
 	r.mu.Lock()
-	r.st.Incomplete, r.st.Failed = incomplete, failed
+	r.st.Incomplete, r.st.Failed, r.st.Held = incomplete, failed, holdExport
+	if len(unknown) == 0 {
+		r.st.CarriedFrom = time.Time{}
+	} else if prev == nil {
+		r.st.CarriedFrom = carriedFrom
+	}
 	if holdExport {
 		r.mu.Unlock()
 		r.m.onStatus(r.key)
@@ -235,6 +258,7 @@ func (r *runner) build() {
 	if changed {
 		r.last = snap
 	}
+	r.stored = nil // r.last holds whatever it carried over from now on
 	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
 	var offer []*delivery.Worker
 	if (changed || resync) && !cfg.Suspend {
@@ -243,12 +267,33 @@ func (r *runner) build() {
 		}
 	}
 	job := r.job(resync)
+	ctx := r.ctx
 	r.mu.Unlock()
 
 	for _, w := range offer {
 		w.Offer(job)
 	}
 	r.m.onStatus(r.key)
+	if changed && ctx.Err() == nil { // a removed inventory's file is gone and stays gone
+		if err := r.m.store.save(r.key, snap, time.Now()); err != nil {
+			r.m.log.Error(err, "keeping the last snapshot in the state directory", "inventory", name)
+		}
+	}
+}
+
+// storedSnapshot loads the state directory's snapshot of the inventory once per process.
+func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.storedLoaded {
+		r.storedLoaded = true
+		snap, at, err := r.m.store.load(r.key)
+		if err != nil {
+			r.m.log.Error(err, "reading the last snapshot from the state directory", "inventory", r.key.String())
+		}
+		r.stored, r.storedAt = snap, at
+	}
+	return r.stored, r.storedAt
 }
 
 func (r *runner) job(resync bool) *delivery.Job {

@@ -201,6 +201,12 @@ func TestBadCELRejectedWithPosition(t *testing.T) {
 		ProfileRef:      kollectv1.LocalObjectReference{Name: "cm"},
 		TargetSelection: kollectv1.TargetSelection{Match: "object.metadata.labels['a'] =="}}},
 		"spec.match", "<input>:1:")
+	// A match whose type is known not to be bool would select nothing: refused, naming the
+	// expression and its type.
+	refused(t, &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "t"}, Spec: kollectv1.KollectTargetSpec{
+		ProfileRef:      kollectv1.LocalObjectReference{Name: "cm"},
+		TargetSelection: kollectv1.TargetSelection{Match: "size(object.metadata.name)"}}},
+		"spec.match", `"size(object.metadata.name)"`, "must return bool, not int")
 }
 
 func TestClusterScopeGovernsClusterObjects(t *testing.T) {

@@ -1,0 +1,100 @@
+package inventory
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"kollect.dev/agent/internal/export"
+)
+
+// lastStore keeps each inventory's last built snapshot in a file under the agent's cache
+// directory (--cache-dir), so that an agent that starts while a target cannot be collected (a
+// kind forbidden, a kind not served, a KollectTarget deleted) carries that target's last rows
+// over from the file instead of holding the whole inventory until the target is back.
+//
+// Why a file and not a read-back from the sinks: a target whose rows are unknown is not empty,
+// so an export must hold its last rows, and only the agent has them in one shape for every
+// sink type: a Parquet object, a Postgres table and a Kafka topic would each need their own
+// reader, and an inventory with several sinks would have to pick one to trust. The chart mounts an emptyDir at --cache-dir, which outlives a container restart but not a new
+// pod; a new pod, or an empty or unreadable file, falls back to holding the export, as before,
+// and the inventory says so.
+type lastStore struct {
+	dir string // "" stores nothing
+}
+
+// stored is the file's content: the snapshot's rows with their checksum, which load verifies.
+type stored struct {
+	Checksum string       `json:"checksum"`
+	BuiltAt  time.Time    `json:"builtAt"`
+	Rows     []export.Row `json:"rows"`
+}
+
+// path names the file of an inventory. Kubernetes names hold no "_", so namespace_name (and
+// _name for a cluster inventory) cannot collide.
+func (s lastStore) path(k Key) string {
+	return filepath.Join(s.dir, k.Namespace+"_"+k.Name+".json.gz")
+}
+
+// save writes snap atomically (a temporary file renamed over the old one), readable only by
+// the agent: rows can hold whatever a profile extracts.
+func (s lastStore) save(k Key, snap *export.Snapshot, at time.Time) error {
+	if s.dir == "" {
+		return nil
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(s.dir, ".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name()) // after a successful rename there is nothing left to remove
+	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	err = json.NewEncoder(zw).Encode(stored{Checksum: snap.Checksum, BuiltAt: at.UTC(), Rows: snap.Rows})
+	if err = errors.Join(err, zw.Close(), f.Close()); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), s.path(k))
+}
+
+// load returns the inventory's stored snapshot and when it was built, or nil when there is
+// none. A file whose rows do not add up to its checksum is an error, never a snapshot.
+func (s lastStore) load(k Key) (*export.Snapshot, time.Time, error) {
+	if s.dir == "" {
+		return nil, time.Time{}, nil
+	}
+	f, err := os.Open(s.path(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, time.Time{}, nil
+	}
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	var st stored
+	if err := json.NewDecoder(zr).Decode(&st); err != nil {
+		return nil, time.Time{}, err
+	}
+	snap := export.NewSnapshot(st.Rows)
+	if snap.Checksum != st.Checksum {
+		return nil, time.Time{}, fmt.Errorf("%s: rows do not match the checksum %s", s.path(k), export.ShortChecksum(st.Checksum))
+	}
+	return snap, st.BuiltAt, nil
+}
+
+// remove deletes the inventory's file, once the inventory is gone.
+func (s lastStore) remove(k Key) {
+	if s.dir != "" {
+		_ = os.Remove(s.path(k))
+	}
+}
