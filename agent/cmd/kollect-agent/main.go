@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -28,6 +29,15 @@ func main() {
 	flag.BoolVar(&o.LeaderElection, "leader-elect", false, "Elect a leader so several replicas run as one agent with warm standbys.")
 	flag.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the leader-election Lease (default: the pod's).")
 	flag.StringVar(&o.LeaderElectionID, "leader-election-id", "kollect-agent.kollect.dev", "Name of the leader-election Lease.")
+	// 6s/4s/1s: a standby takes over a killed leader within lease duration + 2.2 retry periods
+	// (client-go jitters its retries by up to 120%), 8.2 s at most; a leader gives up a lease it
+	// cannot renew for 4 s, before the lease lapses (4 s + 1 s < 6 s), and stands by again.
+	flag.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", 6*time.Second,
+		"How long a standby waits, after it last saw the leader renew, before taking the Lease over.")
+	flag.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", 4*time.Second,
+		"How long the leader retries renewing before it steps down to standby (less than the lease duration).")
+	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", time.Second,
+		"How often the leader renews and a standby tries to take over.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the agent may watch; empty means all.")
 	flag.BoolVar(&o.TenantMode, "tenant-mode", false, "Require a KollectScope in every namespace with Kollect objects.")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 0, "Port of the validating webhooks for the Kollect kinds; 0 disables them.")
@@ -66,13 +76,10 @@ func main() {
 	}
 	o.Log = log
 
-	mgr, err := agent.New(ctrl.GetConfigOrDie(), o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
-		os.Exit(2)
-	}
 	log.Info("starting kollect-agent", "version", version.String(), "cluster", o.Cluster, "namespaces", o.Namespaces, "leaderElection", o.LeaderElection)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	// Run returns only on SIGTERM or an error no retry fixes: a lost lease or an API outage
+	// does not end the process.
+	if err := agent.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o); err != nil {
 		log.Error(err, "agent stopped")
 		os.Exit(1)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,7 +56,8 @@ type Options struct {
 	LeaderElection          bool
 	LeaderElectionNamespace string
 	LeaderElectionID        string
-	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election (defaults 15s/10s/2s).
+	// LeaseDuration, RenewDeadline and RetryPeriod tune leader election; zero is
+	// controller-runtime's default (15s/10s/2s). kollect-agent's flags default to 6s/4s/1s.
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	// Sinks are the sink types this agent can build. Nil means the production table, every
 	// backend built into the agent (package sink/backends), as kollect-agent runs; tests pass
@@ -98,53 +101,24 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// New builds an agent's manager; start it with Start.
+// New builds an agent's manager; start it with Start. The manager serves metrics, probes and
+// webhooks itself, and it exits when it loses the leader lease: tests and the demo embed it.
+// kollect-agent runs the agent through Run, which outlives lost leases.
 func New(cfg *rest.Config, o Options) (manager.Manager, error) {
-	if o.Cluster == "" {
-		return nil, errors.New("a cluster name is required: it labels every exported row")
-	}
-	if o.CacheDir == "" {
-		dir, err := os.MkdirTemp("", "kollect-agent-")
-		if err != nil {
-			return nil, err
-		}
-		o.CacheDir = dir
-	}
-	if o.SinkRecheck == 0 {
-		o.SinkRecheck = 10 * time.Minute
-	}
-	cacheOpts := cache.Options{}
-	if len(o.Namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.Namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
+	o, err := defaults(o)
+	if err != nil {
+		return nil, err
 	}
 	webhookServer, certMgr, err := webhookServing(cfg, o)
 	if err != nil {
 		return nil, err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		WebhookServer:           webhookServer,
-		Scheme:                  Scheme(),
-		Logger:                  o.Log,
-		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
-		HealthProbeBindAddress:  o.HealthAddr,
-		LeaderElection:          o.LeaderElection,
-		LeaderElectionNamespace: o.LeaderElectionNamespace,
-		LeaderElectionID:        o.LeaderElectionID,
-		// A stopping leader hands over at once instead of letting its lease expire.
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 nonZero(o.LeaseDuration),
-		RenewDeadline:                 nonZero(o.RenewDeadline),
-		RetryPeriod:                   nonZero(o.RetryPeriod),
-		Controller:                    config.Controller{SkipNameValidation: &o.SkipNameValidation},
+	reg := metricsRegistry(o.SkipNameValidation)
+	mgr, _, err := build(cfg, o, termShared{
+		webhookServer: webhookServer, metricsAddr: o.MetricsAddr, healthAddr: o.HealthAddr,
+		colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
 	})
 	if err != nil {
-		return nil, fmt.Errorf("creating manager: %w", err)
-	}
-	if err := setup(mgr, cfg, o); err != nil {
 		return nil, err
 	}
 	if o.WebhookPort > 0 {
@@ -162,33 +136,95 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	return mgr, nil
 }
 
+func defaults(o Options) (Options, error) {
+	if o.Cluster == "" {
+		return o, errors.New("a cluster name is required: it labels every exported row")
+	}
+	if o.CacheDir == "" {
+		dir, err := os.MkdirTemp("", "kollect-agent-")
+		if err != nil {
+			return o, fmt.Errorf("creating a cache directory: %w", err)
+		}
+		o.CacheDir = dir
+	}
+	if o.SinkRecheck == 0 {
+		o.SinkRecheck = 10 * time.Minute
+	}
+	return o, nil
+}
+
+func factories(o Options, reg prometheus.Registerer) sink.Factories {
+	if o.Sinks != nil {
+		return o.Sinks
+	}
+	return backends.Factories(reg)
+}
+
+// termShared is what a manager built by build takes from outside: with New, its own servers
+// and metrics; with Run, the process's metrics, a lock with the process's identity, and no
+// servers (the process serves them across terms).
+type termShared struct {
+	webhookServer           webhook.Server
+	metricsAddr, healthAddr string
+	colMetrics              *collector.Metrics
+	delMetrics              *delivery.Metrics
+	factories               sink.Factories
+	// lock, when set, is the leader-election lock (Run: one identity for every term).
+	lock resourcelock.Interface
+	// skipNames lets a later term register the controllers' names again.
+	skipNames bool
+}
+
+// build makes a manager with the agent's pipeline. The returned tracker knows when the
+// runnables that write outside the API server (exports, the hub) have returned.
+func build(cfg *rest.Config, o Options, sh termShared) (manager.Manager, *tracker, error) {
+	cacheOpts := cache.Options{}
+	if len(o.Namespaces) > 0 {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	skipNames := o.SkipNameValidation || sh.skipNames
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		WebhookServer:           sh.webhookServer,
+		Scheme:                  Scheme(),
+		Logger:                  o.Log,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: sh.metricsAddr},
+		HealthProbeBindAddress:  sh.healthAddr,
+		LeaderElection:          o.LeaderElection,
+		LeaderElectionNamespace: o.LeaderElectionNamespace,
+		LeaderElectionID:        o.LeaderElectionID,
+		// A stopping leader hands over at once instead of letting its lease expire.
+		LeaderElectionReleaseOnCancel:       true,
+		LeaderElectionResourceLockInterface: sh.lock,
+		LeaseDuration:                       nonZero(o.LeaseDuration),
+		RenewDeadline:                       nonZero(o.RenewDeadline),
+		RetryPeriod:                         nonZero(o.RetryPeriod),
+		Controller:                          config.Controller{SkipNameValidation: &skipNames},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating manager: %w", err)
+	}
+	tr := &tracker{}
+	if err := setup(mgr, cfg, o, sh, tr); err != nil {
+		return nil, nil, err
+	}
+	return mgr, tr, nil
+}
+
 // webhookServing builds the webhook server and, when the agent manages its certificates,
-// issues them before the server starts (it reads CertDir at start).
+// issues them before the server starts (it reads CertDir at start). New gives up after 30 s;
+// Run retries until the API server answers (see ensureCerts).
 func webhookServing(cfg *rest.Config, o Options) (webhook.Server, *certs.Manager, error) {
 	if o.WebhookPort <= 0 {
 		return nil, nil, nil
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir})
-	if !o.ManageWebhookCerts {
-		return srv, nil, nil
-	}
-	if o.CertDir == "" || o.WebhookService == "" || o.WebhookNamespace == "" {
-		return nil, nil, errors.New("managing webhook certificates needs a certificate directory, the webhook Service and its namespace")
-	}
-	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
-	if err != nil {
-		return nil, nil, fmt.Errorf("client for webhook certificates: %w", err)
-	}
-	secret := o.WebhookSecretName
-	if secret == "" {
-		secret = "kollect-agent-webhook-tls"
-	}
-	svc, ns := o.WebhookService, o.WebhookNamespace
-	cm, err := certs.New(certs.Options{Client: c, Namespace: ns, SecretName: secret, WebhookConfigName: o.WebhookConfigName,
-		DNSNames: []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc + "." + ns, svc},
-		CertDir:  o.CertDir, Log: o.Log.WithName("certs")})
-	if err != nil {
-		return nil, nil, err
+	cm, err := certManager(cfg, o)
+	if err != nil || cm == nil {
+		return srv, nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -198,7 +234,29 @@ func webhookServing(cfg *rest.Config, o Options) (webhook.Server, *certs.Manager
 	return srv, cm, nil
 }
 
-func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
+// certManager is the webhook certificates' manager, nil when they are mounted.
+func certManager(cfg *rest.Config, o Options) (*certs.Manager, error) {
+	if !o.ManageWebhookCerts {
+		return nil, nil
+	}
+	if o.CertDir == "" || o.WebhookService == "" || o.WebhookNamespace == "" {
+		return nil, errors.New("managing webhook certificates needs a certificate directory, the webhook Service and its namespace")
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return nil, fmt.Errorf("client for webhook certificates: %w", err)
+	}
+	secret := o.WebhookSecretName
+	if secret == "" {
+		secret = "kollect-agent-webhook-tls"
+	}
+	svc, ns := o.WebhookService, o.WebhookNamespace
+	return certs.New(certs.Options{Client: c, Namespace: ns, SecretName: secret, WebhookConfigName: o.WebhookConfigName,
+		DNSNames: []string{svc + "." + ns + ".svc", svc + "." + ns + ".svc.cluster.local", svc + "." + ns, svc},
+		CertDir:  o.CertDir, Log: o.Log.WithName("certs")})
+}
+
+func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *tracker) error {
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -207,7 +265,6 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 	if err != nil {
 		return err
 	}
-	reg := metricsRegistry(o.SkipNameValidation)
 	nsLabels := func(name string) (labels.Set, bool) {
 		ns := &corev1.Namespace{}
 		if err := mgr.GetCache().Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
@@ -216,23 +273,19 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		return ns.Labels, true
 	}
 	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels, Metadata: meta,
-		Metrics: collector.NewMetrics(reg), Log: o.Log.WithName("collector")})
+		Metrics: sh.colMetrics, Log: o.Log.WithName("collector")})
 
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
 	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
 	invMgr := inventory.NewManager(col, inventory.Options{
-		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: delivery.NewMetrics(reg), Log: o.Log.WithName("inventory"),
+		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: sh.delMetrics, Log: o.Log.WithName("inventory"),
 		Backoff:   o.Backoff,
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
 		StateDir:  filepath.Join(o.CacheDir, "inventories"),
 	})
 	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
-	factories := o.Sinks
-	if factories == nil {
-		factories = backends.Factories(reg)
-	}
-	sinks := controller.NewSinkBuilder(factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
+	sinks := controller.NewSinkBuilder(sh.factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()
 	rec := mgr.GetEventRecorder("kollect-agent")
 	invRec := &controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),
@@ -241,7 +294,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		OnTargetPermission: func(k collector.TargetKey) { invRec.TargetPermissionChanged(context.Background(), k) }}
 	invRec.Scopes = gate
 	errs := []error{
-		mgr.Add(col), mgr.Add(invMgr), mgr.Add(namespaceWatch{cache: mgr.GetCache(), changed: col.NamespacesChanged}),
+		mgr.Add(tr.track(col)), mgr.Add(tr.track(invMgr)), mgr.Add(namespaceWatch{cache: mgr.GetCache(), changed: col.NamespacesChanged, log: o.Log.WithName("namespaces")}),
 		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
 			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh, Scopes: gate}).SetupWithManager(mgr),
@@ -259,7 +312,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 		if err != nil {
 			return fmt.Errorf("hub client: %w", err)
 		}
-		errs = append(errs, mgr.Add(hc))
+		errs = append(errs, mgr.Add(tr.track(hc)))
 	}
 	for _, fam := range []kollectv1.SinkFamily{kollectv1.SinkFamilySnapshot, kollectv1.SinkFamilyDatabase, kollectv1.SinkFamilyEvent} {
 		errs = append(errs, (&controller.SinkReconciler{Client: mgr.GetClient(), Sinks: sinks, Family: fam, Recheck: o.SinkRecheck}).SetupWithManager(mgr))
@@ -272,14 +325,26 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options) error {
 type namespaceWatch struct {
 	cache   cache.Cache
 	changed func()
+	log     logr.Logger
 }
 
+// Start retries the informer while the API server does not answer (its REST mapping needs
+// discovery): an error here would end the manager, and with it, during an outage, the agent.
 func (n namespaceWatch) Start(ctx context.Context) error {
-	inf, err := n.cache.GetInformer(ctx, &corev1.Namespace{})
-	if err != nil {
-		return fmt.Errorf("watching namespaces: %w", err)
+	var inf cache.Informer
+	for delay := time.Second; ; delay = min(2*delay, 30*time.Second) {
+		var err error
+		if inf, err = n.cache.GetInformer(ctx, &corev1.Namespace{}); err == nil {
+			break
+		}
+		n.log.Error(err, "watching namespaces; retrying", "retryIn", delay.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(delay):
+		}
 	}
-	_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { n.changed() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*corev1.Namespace)

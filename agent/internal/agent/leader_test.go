@@ -2,9 +2,16 @@ package agent
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/inventory/delivery"
@@ -61,4 +68,144 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b) == 2 && len(b[1].Envelope.Rows) == 2 }) {
 		t.Fatalf("the new leader did not export the change: %d batches", len(rec.Batches()))
 	}
+}
+
+// runReplica runs one replica through Run, as kollect-agent does, until the test ends; the
+// returned channel receives Run's result if it returns early (a process exit).
+func runReplica(t *testing.T, ns string, recs *recorders) <-chan error {
+	t.Helper()
+	// controller-runtime logs from goroutines that outlive a stopped manager (a released lease
+	// is reported as "leader election lost" after the stop), so the log goes to a buffer that
+	// may be written after the test, shown if it fails.
+	var logMu sync.Mutex
+	var logBuf strings.Builder
+	log := funcr.New(func(prefix, args string) {
+		logMu.Lock()
+		defer logMu.Unlock()
+		fmt.Fprintln(&logBuf, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logMu.Lock()
+			defer logMu.Unlock()
+			t.Log(logBuf.String())
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		exited <- Run(ctx, cp.Config, Options{
+			Cluster: "c1", Namespaces: []string{ns}, MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true,
+			Sinks: recs.factories(), CacheDir: t.TempDir(), Log: log,
+			LeaderElection: true, LeaderElectionNamespace: ns, LeaderElectionID: "kollect-agent",
+			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 300 * time.Millisecond,
+			Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return exited
+}
+
+// holder reads the Lease's holder.
+func holder(t *testing.T, ns string) (string, *coordinationv1.Lease) {
+	t.Helper()
+	l := &coordinationv1.Lease{}
+	if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "kollect-agent"}, l); err != nil {
+		return "", nil
+	}
+	return deref(l.Spec.HolderIdentity), l
+}
+
+// TestLostLeaseStepsDownInProcess takes the Lease away from the leader (another holder
+// writes it, as a replica that won it during a partition would). The leader's renewals
+// fail, it loses the lease and steps down; Run does not return, the next term campaigns
+// again, and after the foreign lease lapses a replica leads and exports the next change.
+// With two replicas exactly one of them exports it.
+func TestLostLeaseStepsDownInProcess(t *testing.T) {
+	for _, replicas := range []int{1, 2} {
+		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
+			ns := namespace(t, fmt.Sprintf("stepdown-%d", replicas))
+			create(t, configMap(ns, "a", map[string]string{"color": "red"}))
+			create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
+			recs := make([]*recorders, replicas)
+			exits := make([]<-chan error, replicas)
+			for i := range recs {
+				recs[i] = &recorders{}
+				exits[i] = runReplica(t, ns, recs[i])
+			}
+			batches := func() []int {
+				n := make([]int, replicas)
+				for i, r := range recs {
+					n[i] = len(r.get(ns + "/rec").Batches())
+				}
+				return n
+			}
+			eventually(t, 30*time.Second, "the first export", func() (bool, string) {
+				n := batches()
+				return slices.Max(n) == 1, fmt.Sprint(n)
+			})
+			first, lease := holder(t, ns)
+			if first == "" {
+				t.Fatal("no Lease holder after the first export")
+			}
+			before := batches()
+
+			// The theft: a valid lease of someone else's, 4 s long.
+			lease.Spec.HolderIdentity = ptr("thief")
+			lease.Spec.LeaseDurationSeconds = ptr(int32(4))
+			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			if err := cp.Client.Update(context.Background(), lease); err != nil {
+				t.Fatal(err)
+			}
+			stolen := time.Now()
+			eventually(t, 30*time.Second, "a replica leading again", func() (bool, string) {
+				h, _ := holder(t, ns)
+				return h != "" && h != "thief", h
+			})
+			back, _ := holder(t, ns)
+			t.Logf("lease back %s after the theft, held by the first leader: %v", time.Since(stolen).Round(time.Millisecond), back == first)
+			for i, ch := range exits {
+				select {
+				case err := <-ch:
+					t.Fatalf("replica %d's Run returned after losing the lease: %v", i, err)
+				default:
+				}
+			}
+			create(t, configMap(ns, "b", map[string]string{"color": "blue"}))
+			eventually(t, 20*time.Second, "the change exported by the new leader", func() (bool, string) {
+				n := batches()
+				grew := 0
+				for i := range n {
+					if n[i] > before[i] {
+						grew++
+					}
+				}
+				return grew == 1, fmt.Sprint(n)
+			})
+			time.Sleep(time.Second) // a second exporter would have exported by now (debounce 200 ms)
+			n := batches()
+			grew := 0
+			for i := range n {
+				if n[i] > before[i] {
+					grew++
+					last := recs[i].get(ns + "/rec").Batches()
+					if rows := len(last[len(last)-1].Envelope.Rows); rows != 2 {
+						t.Errorf("replica %d exported %d rows after leading again, want 2", i, rows)
+					}
+				}
+			}
+			if grew != 1 {
+				t.Fatalf("%d replicas exported after the step-down, want exactly 1: %v -> %v", grew, before, n)
+			}
+		})
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -42,6 +42,13 @@ type Manager struct {
 	// collector (its profile now names a kind the cluster does not serve), the collector's
 	// notification for the old kind is the inventory's only cue to rebuild and report it.
 	lastGVK map[collector.TargetKey]schema.GroupVersionKind
+	// goMu guards stopped and the Add side of running: Start waits for every goroutine of
+	// its runners and workers (exports in flight) before returning, and none may begin once
+	// it has started waiting. An agent that loses its leader lease relies on this: its next
+	// term campaigns only after the old term's exports have stopped.
+	goMu    sync.Mutex
+	stopped bool
+	running sync.WaitGroup
 }
 
 // Options configure a Manager.
@@ -85,7 +92,22 @@ func (m *Manager) Start(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	<-ctx.Done()
+	m.goMu.Lock()
+	m.stopped = true
+	m.goMu.Unlock()
+	m.running.Wait()
 	return nil
+}
+
+// goTracked runs f in a goroutine Start waits for; after Start has begun waiting it runs
+// nothing (the context f would get is done anyway).
+func (m *Manager) goTracked(f func()) {
+	m.goMu.Lock()
+	defer m.goMu.Unlock()
+	if m.stopped {
+		return
+	}
+	m.running.Go(f)
 }
 
 // NeedLeaderElection is false; see Start.

@@ -81,7 +81,7 @@ func (r *runner) start(ctx context.Context) {
 	r.ctx, r.cancel = context.WithCancel(ctx)
 	r.syncWorkersLocked()
 	r.mu.Unlock()
-	go r.loop()
+	r.m.goTracked(r.loop)
 }
 
 func (r *runner) stop() {
@@ -120,7 +120,7 @@ func (r *runner) syncWorkersLocked() {
 		})
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.workers[ref] = &workerHandle{id: b.ID, credentials: b.Credentials, w: w, cancel: cancel}
-		go w.Run(ctx)
+		r.m.goTracked(func() { w.Run(ctx) })
 		if r.last != nil && !r.cfg.Suspend {
 			w.Offer(r.job(false))
 		}

@@ -1,0 +1,273 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"kollect.dev/agent/internal/certs"
+	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/inventory/delivery"
+	kollectwebhook "kollect.dev/agent/internal/webhook"
+)
+
+// termDrain bounds how long a term that lost its lease may take to stop its exports before
+// the next term campaigns anyway (a sink ignoring its context would otherwise hold the
+// process out of the election for good).
+const termDrain = 30 * time.Second
+
+// Run runs the agent until ctx ends: kollect-agent's main loop. The process is a shell that
+// lives as long as ctx (metrics, probes, webhook server and certificates) around a sequence
+// of terms, each a complete controller-runtime manager with the pipeline and its leader
+// election. A term that loses the lease ends whole, as controller-runtime ends a manager, and
+// the next term starts at once as a standby: it syncs its watches and campaigns again, under
+// the same identity, so after an API outage that no other replica used it takes the lease
+// back without waiting for it to expire. See doc.go for why terms and not an exit.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	o, err := defaults(o)
+	if err != nil {
+		return err
+	}
+	log := o.Log
+	reg := metricsRegistry(o.SkipNameValidation)
+	sh := termShared{colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
+		metricsAddr: "0", healthAddr: "0", skipNames: true}
+	shell, err := newShell(cfg, o)
+	if err != nil {
+		return err
+	}
+	var newLock func() (resourcelock.Interface, error)
+	if o.LeaderElection {
+		if newLock, err = leaseLock(cfg, o); err != nil {
+			return err
+		}
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	shellDone := make(chan error, 1)
+	go func() {
+		err := shell.Start(ctx)
+		cancel() // the terms end with the shell: a process without probes or webhooks is no agent
+		shellDone <- err
+	}()
+	for term := 1; ; term++ {
+		if newLock != nil {
+			if sh.lock, err = newLock(); err != nil {
+				cancel()
+				return errors.Join(err, <-shellDone)
+			}
+		}
+		mgr, tr, err := build(cfg, o, sh)
+		if err != nil {
+			cancel()
+			return errors.Join(err, <-shellDone)
+		}
+		log.Info("starting a term", "term", term, "leaderElection", o.LeaderElection)
+		err = mgr.Start(ctx)
+		if ctx.Err() != nil {
+			tr.wait(termDrain, log)
+			return errors.Join(err, <-shellDone)
+		}
+		if !leaseLost(err) {
+			cancel()
+			return errors.Join(fmt.Errorf("term %d: %w", term, err), <-shellDone)
+		}
+		// controller-runtime returns at once when the lease is lost (no graceful shutdown):
+		// the runnables that export are awaited here, so two terms never export together.
+		stopped := time.Now()
+		tr.wait(termDrain, log)
+		log.Info("lost the leader lease: stepped down, campaigning again as a standby", "term", term,
+			"drained", time.Since(stopped).Round(time.Millisecond).String())
+	}
+}
+
+// leaseLost says whether a manager ended because it lost its lease. controller-runtime
+// reports that with a plain error (no sentinel); TestLostLeaseStepsDownInProcess fails
+// if its wording changes.
+func leaseLost(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "leader election lost")
+}
+
+// newShell is a manager without leader election or watches that serves, for the process's
+// life, what must not go away with a term: metrics, /healthz and /readyz, and the webhook
+// with its certificates. It binds the ports once, so a new term never races the old one's
+// listeners.
+func newShell(cfg *rest.Config, o Options) (manager.Manager, error) {
+	skip := true
+	shell, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: Scheme(), Logger: o.Log.WithName("shell"),
+		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress: o.HealthAddr,
+		Controller:             config.Controller{SkipNameValidation: &skip},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("creating the process manager: %w", err)
+	}
+	ping := func(*http.Request) error { return nil }
+	if err := shell.AddHealthzCheck("ping", ping); err != nil {
+		return nil, err
+	}
+	if err := shell.AddReadyzCheck("ping", ping); err != nil {
+		return nil, err
+	}
+	if o.WebhookPort <= 0 {
+		return shell, nil
+	}
+	cm, err := certManager(cfg, o)
+	if err != nil {
+		return nil, err
+	}
+	srv := webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir})
+	kollectwebhook.Register(srv, shell.GetScheme(),
+		&kollectwebhook.ClientLookup{Reader: shell.GetAPIReader(), Mapper: shell.GetRESTMapper(), TenantMode: o.TenantMode})
+	if err := shell.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
+		return nil, err
+	}
+	// Not the shell's WebhookServer: controller-runtime would start it before anything else,
+	// and it needs the certificate files ensureCerts writes.
+	return shell, shell.Add(&certifiedWebhook{srv: srv, certs: cm, log: o.Log.WithName("certs")})
+}
+
+// certifiedWebhook serves the webhook once its certificate is on disk. With managed
+// certificates it waits for the API server (ensureCerts) instead of exiting, so an agent
+// restarted during an API outage comes up, probes answering, and serves when it can.
+type certifiedWebhook struct {
+	srv   webhook.Server
+	certs *certs.Manager
+	log   logr.Logger
+}
+
+func (w *certifiedWebhook) Start(ctx context.Context) error {
+	if w.certs != nil {
+		if err := ensureCerts(ctx, w.certs, w.log); err != nil {
+			return nil // ctx ended while waiting: a shutdown, not a failure
+		}
+		go func() { _ = w.certs.Start(ctx) }()
+	}
+	return w.srv.Start(ctx)
+}
+
+func (*certifiedWebhook) NeedLeaderElection() bool { return false }
+
+// ensureCerts issues or loads the webhook certificate, retrying with backoff (1 s doubling to
+// 30 s) while the API server does not answer; it returns an error only when ctx ends.
+func ensureCerts(ctx context.Context, cm *certs.Manager, log logr.Logger) error {
+	delay := time.Second
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 15*time.Second)
+		err := cm.Ensure(attempt)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		log.Error(err, "webhook certificates not ready; the webhook serves once they are", "retryIn", delay.String())
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
+}
+
+// leaseLock returns a factory of Lease locks that all carry one identity, chosen once per
+// process. Every term needs a lock of its own (the lock caches the Lease it last read), and
+// the same identity lets a term take over the unexpired lease of the term before it.
+func leaseLock(cfg *rest.Config, o Options) (func() (resourcelock.Interface, error), error) {
+	ns := o.LeaderElectionNamespace
+	if ns == "" {
+		raw, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return nil, fmt.Errorf("leader election needs a namespace outside a cluster (--leader-election-namespace): %w", err)
+		}
+		ns = strings.TrimSpace(string(raw))
+	}
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader-election identity: %w", err)
+	}
+	id := host + "_" + string(uuid.NewUUID())
+	cs, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"))
+	if err != nil {
+		return nil, fmt.Errorf("leader-election client: %w", err)
+	}
+	return func() (resourcelock.Interface, error) {
+		l, err := resourcelock.New(resourcelock.LeasesResourceLock, ns, o.LeaderElectionID, cs.CoreV1(), cs.CoordinationV1(),
+			resourcelock.ResourceLockConfig{Identity: id})
+		if err != nil {
+			return nil, fmt.Errorf("leader-election lock %s/%s: %w", ns, o.LeaderElectionID, err)
+		}
+		return l, nil
+	}, nil
+}
+
+// tracker knows which of a term's runnables are still running, so that the next term starts
+// only after they returned. A runnable that never started (a leader-only one on a standby)
+// does not count.
+type tracker struct {
+	mu      sync.Mutex
+	sealed  bool
+	running sync.WaitGroup
+}
+
+func (t *tracker) track(r manager.Runnable) manager.Runnable {
+	need := true
+	if l, ok := r.(manager.LeaderElectionRunnable); ok {
+		need = l.NeedLeaderElection()
+	}
+	return trackedRunnable{r: r, t: t, needLeader: need}
+}
+
+// wait seals the tracker and waits up to limit for the runnables that started.
+func (t *tracker) wait(limit time.Duration, log logr.Logger) {
+	t.mu.Lock()
+	t.sealed = true
+	t.mu.Unlock()
+	done := make(chan struct{})
+	go func() { t.running.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		log.Info("runnables of the ended term still running; starting the next term anyway", "waited", limit.String())
+	}
+}
+
+type trackedRunnable struct {
+	r          manager.Runnable
+	t          *tracker
+	needLeader bool
+}
+
+func (r trackedRunnable) Start(ctx context.Context) error {
+	r.t.mu.Lock()
+	if r.t.sealed {
+		r.t.mu.Unlock()
+		return nil
+	}
+	r.t.running.Add(1)
+	r.t.mu.Unlock()
+	defer r.t.running.Done()
+	return r.r.Start(ctx)
+}
+
+func (r trackedRunnable) NeedLeaderElection() bool { return r.needLeader }

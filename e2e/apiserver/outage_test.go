@@ -1,0 +1,178 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"kollect.dev/testenv"
+)
+
+const (
+	// freeze is how long the apiserver stays stopped: longer than every lease setting and
+	// than the 30 s the webhook-certificate wait used to allow.
+	freeze = 60 * time.Second
+	// resumeBudget and failoverBudget are issue #18's goals.
+	resumeBudget   = 10 * time.Second
+	failoverBudget = 10 * time.Second
+	seeded         = 4
+)
+
+// group is one agent (its replicas share a Lease) in a namespace of its own.
+type group struct {
+	ns, repo string
+	replicas []*replica
+	rows     []string
+}
+
+// TestAPIServerOutageWithLeaderElection runs two agents on one control plane, one of one
+// replica ("solo") and one of two ("pair"), each in its own namespace with its own Lease, so
+// that one freeze of the apiserver covers both. (a) and (b): the apiserver is frozen for 60 s,
+// then resumed and a ConfigMap created in each namespace; no process exits, each repository
+// then holds every row, and the time from the resume to that export is reported; of the pair,
+// exactly one replica exported. (c): the pair's leader is killed with SIGKILL and a ConfigMap
+// created; the standby exports it, and the time from the kill is reported.
+func TestAPIServerOutageWithLeaderElection(t *testing.T) {
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cp, err := testenv.Start("apiserver", testenv.Options{})
+	must(t, err)
+	t.Cleanup(func() {
+		_ = cp.ThawAPIServer() // a failure mid-freeze must not leave the apiserver stopped
+		_ = cp.Stop()
+	})
+	solo, pair := &group{ns: "solo"}, &group{ns: "pair"}
+	for _, g := range []*group{solo, pair} {
+		g.repo = setupNamespace(t, ctx, cp.Client, g.ns, seeded)
+		for i := range seeded {
+			g.rows = append(g.rows, fmt.Sprintf("seed-%d", i))
+		}
+	}
+	solo.replicas = []*replica{startReplica(t, cp, solo.ns, "solo-0")}
+	pair.replicas = []*replica{startReplica(t, cp, pair.ns, "pair-0"), startReplica(t, cp, pair.ns, "pair-1")}
+	all := slices.Concat(solo.replicas, pair.replicas)
+	for _, g := range []*group{solo, pair} {
+		waitRows(t, ctx, g.repo, g.rows, 60*time.Second, g.ns+": the first export")
+	}
+	t.Logf("control plane and 3 agents up, first exports done, %s in", time.Since(began).Round(time.Millisecond))
+
+	// (a), (b): the freeze. Nothing changes meanwhile (nothing can), so export counters read
+	// before it tell who exported after it.
+	before := map[*replica]float64{}
+	for _, r := range pair.replicas {
+		n, err := r.exports()
+		must(t, err)
+		before[r] = n
+	}
+	must(t, cp.FreezeAPIServer())
+	frozenAt := time.Now()
+	select {
+	case <-time.After(freeze):
+	case <-firstExit(all):
+	}
+	must(t, cp.ThawAPIServer())
+	thawed := time.Now()
+	assertAlive(t, all, fmt.Sprintf("during the %s freeze", thawed.Sub(frozenAt).Round(time.Second)))
+	resumed := map[*group]time.Duration{}
+	for _, g := range []*group{solo, pair} {
+		must(t, cp.Client.Create(ctx, shopConfigMap(g.ns, "after-outage")))
+		g.rows = append(g.rows, "after-outage")
+	}
+	for _, g := range []*group{solo, pair} {
+		resumed[g] = waitRows(t, ctx, g.repo, g.rows, 60*time.Second, g.ns+": the export after the outage").Sub(thawed)
+	}
+	t.Logf("figure: apiserver frozen %s; first export after the resume: 1 replica %s, 2 replicas %s (budget %s)",
+		thawed.Sub(frozenAt).Round(time.Second), resumed[solo].Round(100*time.Millisecond), resumed[pair].Round(100*time.Millisecond), resumeBudget)
+	for g, d := range resumed {
+		if d > resumeBudget {
+			t.Errorf("%s: the first export came %s after the apiserver's return, over the %s budget", g.ns, d.Round(100*time.Millisecond), resumeBudget)
+		}
+	}
+	assertAlive(t, all, "after the outage")
+	// The freeze outlasted the renew deadline, so the leaders must have lost their leases and
+	// stepped down in-process: without that the test would not have exercised the step-down.
+	for _, r := range all {
+		for _, l := range r.logLines("lost the leader lease") {
+			t.Logf("%s: %s", r.name, l)
+		}
+		for _, l := range r.logLines("Successfully acquired lease") {
+			t.Logf("%s: %s", r.name, l)
+		}
+	}
+	if len(solo.replicas[0].logLines("lost the leader lease")) == 0 {
+		t.Errorf("solo-0 never lost its lease during the %s freeze: the step-down was not exercised", freeze)
+	}
+
+	// Exactly one of the pair exported. A second leader would export the same change within
+	// its debounce (500 ms) of winning, so the standby's counter is watched for 2 s more.
+	leader, standby := whoExported(t, pair.replicas, before)
+	for watchUntil := time.Now().Add(2 * time.Second); time.Now().Before(watchUntil); time.Sleep(200 * time.Millisecond) {
+		n, err := standby.exports()
+		must(t, err)
+		if n != before[standby] {
+			t.Fatalf("the standby %s exported after the outage too (%v -> %v export calls): two leaders", standby.name, before[standby], n)
+		}
+	}
+
+	// (c): the leader is killed. The standby's takeover is timed from the kill to the
+	// repository holding the change made right after it.
+	must(t, leader.cmd.Process.Kill())
+	killed := time.Now()
+	<-leader.exited
+	must(t, cp.Client.Create(ctx, shopConfigMap(pair.ns, "after-kill")))
+	pair.rows = append(pair.rows, "after-kill")
+	failover := waitRows(t, ctx, pair.repo, pair.rows, 30*time.Second, "pair: the export after the leader's SIGKILL").Sub(killed)
+	t.Logf("figure: leader killed with SIGKILL; the standby exported %s after the kill with the default lease flags (6s/4s/1s; budget %s)",
+		failover.Round(100*time.Millisecond), failoverBudget)
+	if failover > failoverBudget {
+		t.Errorf("failover took %s, over the %s budget", failover.Round(100*time.Millisecond), failoverBudget)
+	}
+	assertAlive(t, []*replica{solo.replicas[0], standby}, "after the failover")
+	t.Logf("done in %s", time.Since(began).Round(time.Second))
+}
+
+// whoExported returns the one replica whose export counter grew since before, and the other.
+func whoExported(t *testing.T, rs []*replica, before map[*replica]float64) (leader, standby *replica) {
+	t.Helper()
+	var grew, flat []*replica
+	for _, r := range rs {
+		n, err := r.exports()
+		must(t, err)
+		if n > before[r] {
+			grew = append(grew, r)
+		} else {
+			flat = append(flat, r)
+		}
+	}
+	if len(grew) != 1 {
+		t.Fatalf("%d of the pair exported after the outage, want exactly 1", len(grew))
+	}
+	t.Logf("of the pair, %s exported after the outage and %s stood by", grew[0].name, flat[0].name)
+	return grew[0], flat[0]
+}
+
+// firstExit is closed when any replica exits, so a crash ends the freeze early and fails.
+func firstExit(rs []*replica) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	for _, r := range rs {
+		go func() {
+			<-r.exited
+			once.Do(func() { close(ch) })
+		}()
+	}
+	return ch
+}
+
+func assertAlive(t *testing.T, rs []*replica, when string) {
+	t.Helper()
+	for _, r := range rs {
+		if !r.alive() {
+			t.Fatalf("%s exited %s: %v", r.name, when, r.exitErr)
+		}
+	}
+}
