@@ -58,7 +58,8 @@ spec:
 
 // TestFleet: a hub and three agents on three control planes. A bundle reaches all three,
 // each exports with its cluster label to one repository; a local edit of a hub-managed
-// object is reverted and reported; the hub restarting changes nothing on the clusters; with
+// object is reverted and reported, and so are a local deletion and label and annotation
+// drift; the hub restarting changes nothing on the clusters; with
 // the hub down the agents keep exporting; a revoked agent is refused; a viewer cannot change
 // a bundle; a bundle with a broken CEL expression is refused naming the object.
 func TestFleet(t *testing.T) {
@@ -178,6 +179,7 @@ func TestFleet(t *testing.T) {
 		}
 		return false, c.Msg.String()
 	})
+	checkLocalDeletionAndMetadataDrift(t, admin, cps[0])
 
 	// The hub restarts: agents reconnect and nothing is re-applied.
 	before := inventoryVersions(t, cps)

@@ -175,7 +175,8 @@ type agent struct {
 	h        *hub
 	labels   string
 	cacheDir string
-	bin      string // bins.agent unless the test chose another build
+	bin      string   // bins.agent unless the test chose another build
+	args     []string // flags beyond the harness's own
 	cmd      *exec.Cmd
 	log      string
 }
@@ -186,13 +187,13 @@ func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, la
 }
 
 // startAgentBinary is startAgent with a chosen build of kollect-agent.
-func startAgentBinary(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, token string, labels string) *agent {
+func startAgentBinary(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, token string, labels string, args ...string) *agent {
 	t.Helper()
 	ctx := context.Background()
 	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
 	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
 		StringData: map[string]string{"token": token}})
-	a := &agent{t: t, cp: cp, h: h, labels: labels, bin: bin, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
+	a := &agent{t: t, cp: cp, h: h, labels: labels, bin: bin, args: args, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
 	a.start()
 	t.Cleanup(func() {
 		if a.cmd == nil {
@@ -223,6 +224,7 @@ func (a *agent) start() {
 	a.cmd = exec.Command(a.bin, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
 		"--hub-url", "https://"+a.h.addr, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir)
+	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

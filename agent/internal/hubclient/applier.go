@@ -1,7 +1,6 @@
 package hubclient
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -42,23 +41,33 @@ type Applier struct {
 	defNS   string
 	log     logr.Logger
 
+	// opMu serialises writes: a configuration apply, a drift revert and a restore of a
+	// deleted object never interleave, so a restore cannot resurrect what an apply prunes.
+	opMu sync.Mutex
+
 	mu      sync.Mutex
 	desired map[objectKey]*unstructured.Unstructured
 	results map[string]*fleetv1.AppliedBundle // by bundle
 	digest  string
 	drifts  int
+	// written holds the resourceVersion of the applier's own last write of each object, so
+	// that the watch events of those writes are never mistaken for local edits.
+	written map[objectKey]string
 }
 
 // NewApplier returns an applier for the given client.
 func NewApplier(c client.Client, o Options) *Applier {
 	return &Applier{c: c, allowed: o.AllowedNamespaces, defNS: o.DefaultNamespace, log: o.Log,
-		desired: map[objectKey]*unstructured.Unstructured{}, results: map[string]*fleetv1.AppliedBundle{}}
+		desired: map[objectKey]*unstructured.Unstructured{}, results: map[string]*fleetv1.AppliedBundle{},
+		written: map[objectKey]string{}}
 }
 
 // Apply applies a complete desired configuration and prunes what it no longer holds. Per-object
 // failures are recorded in the results; the returned error is only for failures to talk to
 // the API server about pruning.
 func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) error {
+	a.opMu.Lock()
+	defer a.opMu.Unlock()
 	desired := map[objectKey]*unstructured.Unstructured{}
 	results := map[string]*fleetv1.AppliedBundle{}
 	for _, b := range cfg.GetBundles() {
@@ -86,6 +95,11 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED})
 		}
 	}
+	// The new desired set is in force before pruning starts: the deletions prune makes are
+	// then not taken for local deletions to restore.
+	a.mu.Lock()
+	a.desired = desired
+	a.mu.Unlock()
 	pruned, err := a.prune(ctx, desired)
 	for _, p := range pruned {
 		bundle := p.GetLabels()[LabelBundle]
@@ -97,7 +111,7 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 		ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: refOf(p), Result: fleetv1.ApplyResult_APPLY_RESULT_PRUNED})
 	}
 	a.mu.Lock()
-	a.desired, a.results = desired, results
+	a.results = results
 	if err == nil {
 		a.digest = cfg.GetConfigDigest()
 	}
@@ -163,6 +177,7 @@ func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error
 	if err := a.c.Patch(ctx, obj, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("server-side apply of %s %s: %w", u.GetKind(), nameOf(u), err)
 	}
+	a.wrote(keyOf(u), obj.GetResourceVersion())
 	return nil
 }
 
@@ -192,67 +207,6 @@ func (a *Applier) prune(ctx context.Context, desired map[objectKey]*unstructured
 		}
 	}
 	return pruned, errors.Join(errs...)
-}
-
-// RevertDrift re-applies the desired version of obj when a field manager other than the hub
-// changed its spec (kubectl edit, another controller). It reports whether it reverted.
-func (a *Applier) RevertDrift(ctx context.Context, live *unstructured.Unstructured) (bool, error) {
-	a.mu.Lock()
-	want, ok := a.desired[keyOf(live)]
-	a.mu.Unlock()
-	if !ok {
-		return false, nil
-	}
-	editor := foreignSpecEditor(live)
-	if editor == "" {
-		return false, nil
-	}
-	// Replace the spec wholesale: a server-side apply would keep fields the editor added.
-	fresh := live.DeepCopy()
-	fresh.Object["spec"] = want.DeepCopy().Object["spec"]
-	fresh.SetLabels(want.GetLabels())
-	fresh.SetAnnotations(mergeAnnotations(live.GetAnnotations(), want.GetAnnotations()))
-	fresh.SetManagedFields(nil)
-	if err := a.c.Update(ctx, fresh, client.FieldOwner(FieldManager)); err != nil {
-		return false, fmt.Errorf("reverting %s %s: %w", live.GetKind(), nameOf(live), err)
-	}
-	// Own the fields again through apply so later revisions apply cleanly.
-	if err := a.apply(ctx, want); err != nil {
-		return true, err
-	}
-	a.mu.Lock()
-	a.drifts++
-	if ab := a.results[want.GetLabels()[LabelBundle]]; ab != nil {
-		ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: refOf(want), Result: fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED,
-			Message: fmt.Sprintf("local edit by %q reverted", editor)})
-	}
-	a.mu.Unlock()
-	a.log.Info("reverted local edit of a hub-managed object", "kind", live.GetKind(), "name", nameOf(live), "editor", editor)
-	return true, nil
-}
-
-// foreignSpecEditor returns the field manager, other than the hub, that last wrote the spec.
-func foreignSpecEditor(u *unstructured.Unstructured) string {
-	for _, mf := range u.GetManagedFields() {
-		if mf.Manager == FieldManager || mf.Subresource != "" || mf.FieldsV1 == nil {
-			continue
-		}
-		if bytes.Contains(mf.FieldsV1.Raw, []byte(`"f:spec"`)) {
-			return mf.Manager
-		}
-	}
-	return ""
-}
-
-func mergeAnnotations(live, want map[string]string) map[string]string {
-	out := map[string]string{}
-	for k, v := range live {
-		out[k] = v
-	}
-	for k, v := range want {
-		out[k] = v
-	}
-	return out
 }
 
 // Snapshot returns the applied bundles (sorted) and the digest of the last complete apply.

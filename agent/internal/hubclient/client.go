@@ -213,7 +213,9 @@ func (h *Client) sendHeartbeat(ctx context.Context) {
 	}
 }
 
-// watchDrift reverts local edits of hub-managed objects as soon as the agent's cache sees them.
+// watchDrift reverts local edits of hub-managed objects, and re-creates hub-managed objects
+// deleted locally, as soon as the agent's cache sees them. Objects are matched against the
+// desired configuration, not their labels: removing the managed-by label is drift too.
 func (h *Client) watchDrift(ctx context.Context) error {
 	for _, k := range kollectv1.Kinds {
 		kind, gvk := k.Kind, kollectv1.GroupVersion.WithKind(k.Kind)
@@ -228,6 +230,7 @@ func (h *Client) watchDrift(ctx context.Context) error {
 		}
 		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 			UpdateFunc: func(_, obj any) { h.checkDrift(ctx, gvk, obj) },
+			DeleteFunc: func(obj any) { h.checkDeleted(ctx, gvk, obj) },
 		})
 		if err != nil {
 			return err
@@ -238,19 +241,40 @@ func (h *Client) watchDrift(ctx context.Context) error {
 
 func (h *Client) checkDrift(ctx context.Context, gvk schema.GroupVersionKind, obj any) {
 	cobj, ok := obj.(client.Object)
-	if !ok || cobj.GetLabels()[LabelManagedBy] != managedByValue {
+	if !ok || !h.applier.Managed(gvk, client.ObjectKeyFromObject(cobj)) {
 		return
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(gvk)
 	if err := h.reader.Get(ctx, client.ObjectKeyFromObject(cobj), live); err != nil {
-		return
+		return // deleted meanwhile: the delete event restores it
 	}
 	reverted, err := h.applier.RevertDrift(ctx, live)
 	if err != nil {
 		h.o.Log.Error(err, "reverting drift")
 	}
-	if reverted {
+	if reverted || err != nil {
+		h.sendHeartbeat(ctx)
+	}
+}
+
+func (h *Client) checkDeleted(ctx context.Context, gvk schema.GroupVersionKind, obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	cobj, ok := obj.(client.Object)
+	if !ok || !h.applier.Managed(gvk, client.ObjectKeyFromObject(cobj)) {
+		return
+	}
+	gone := &unstructured.Unstructured{}
+	gone.SetGroupVersionKind(gvk)
+	gone.SetNamespace(cobj.GetNamespace())
+	gone.SetName(cobj.GetName())
+	restored, err := h.applier.Restore(ctx, gone)
+	if err != nil {
+		h.o.Log.Error(err, "restoring a hub-managed object deleted locally", "kind", gvk.Kind, "name", nameOf(cobj))
+	}
+	if restored || err != nil {
 		h.sendHeartbeat(ctx)
 	}
 }

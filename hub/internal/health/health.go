@@ -84,7 +84,12 @@ func Build(inputs []Input, now time.Time, th Thresholds) *Fleet {
 				pc.LastExportTime = timestamppb.New(sum.LastExport)
 			}
 		}
+		// A bundle with objects the agent failed (or refused) to apply, or could not restore
+		// after a local deletion, is not held by the cluster, whatever revision it reports.
 		inSync := true
+		for _, n := range failed {
+			inSync = inSync && n == 0
+		}
 		for _, d := range in.Desired {
 			pc.Bundles = append(pc.Bundles, &fleetv1.ClusterBundle{Bundle: d.Bundle, DesiredRevision: d.Revision,
 				AppliedRevision: d.AppliedRevision, FailedObjects: failed[d.Bundle]})

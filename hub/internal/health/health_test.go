@@ -82,3 +82,27 @@ func TestStatesSkewAndFreshness(t *testing.T) {
 		t.Fatalf("agent versions: %v", v)
 	}
 }
+
+// A cluster that reports the desired revision and digest but holds a bundle object it failed
+// to apply (or to re-create after a local deletion) is not in sync.
+func TestFailedObjectsAreNotInSync(t *testing.T) {
+	now := time.Now()
+	status := func(r fleetv1.ApplyResult) *fleetv1.AgentStatus {
+		return &fleetv1.AgentStatus{Bundles: []*fleetv1.AppliedBundle{{Bundle: "base", Revision: 2, Objects: []*fleetv1.ObjectResult{
+			{Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED}, {Result: r}}}}}
+	}
+	in := func(name string, st *fleetv1.AgentStatus) Input {
+		return Input{Cluster: store.Cluster{Name: name, AppliedDigest: "d", LastHeartbeat: now}, Status: st, DesiredDigest: "d",
+			Desired: []store.Desired{{Bundle: "base", Revision: 2, AppliedRevision: 2}}}
+	}
+	f := Build([]Input{
+		in("a-reverted", status(fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED)),
+		in("b-failed", status(fleetv1.ApplyResult_APPLY_RESULT_FAILED)),
+		in("c-refused", status(fleetv1.ApplyResult_APPLY_RESULT_REFUSED)),
+	}, now, Thresholds{StaleAfter: time.Minute, OfflineAfter: time.Hour})
+	for i, want := range []bool{true, false, false} {
+		if c := f.Clusters[i]; c.GetConfigInSync() != want {
+			t.Errorf("%s: config in sync %v, want %v", c.GetName(), c.GetConfigInSync(), want)
+		}
+	}
+}

@@ -6,7 +6,8 @@ import { ErrorClassBadge, Labels, StateBadge } from "../components/Badges";
 import { ConfirmButton } from "../components/ConfirmButton";
 import { ErrorBox } from "../components/ErrorBox";
 import { HeartbeatHistory } from "../components/HeartbeatHistory";
-import { ApplyResult, ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
+import { ObjectProblems } from "../components/ObjectProblems";
+import { ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
 import { Link, navigate } from "../lib/router";
 import { useQuery } from "../lib/useQuery";
@@ -68,9 +69,6 @@ function LabelEditor({ cluster, onSaved }: { cluster: Cluster; onSaved: () => vo
 }
 
 function Status({ st }: { st: AgentStatus }) {
-  const drift = st.bundles.flatMap((b) =>
-    b.objects.filter((o) => o.result === ApplyResult.DRIFT_REVERTED).map((o) => ({ bundle: b.bundle, o })),
-  );
   return (
     <>
       <h2>Inventories</h2>
@@ -154,19 +152,7 @@ function Status({ st }: { st: AgentStatus }) {
         <p className="muted">The agent reports no sink.</p>
       )}
 
-      <h2>Drift</h2>
-      {drift.length ? (
-        <ul aria-label="Drift events">
-          {drift.map(({ bundle, o }) => (
-            <li key={`${bundle}/${o.object?.kind}/${o.object?.namespace}/${o.object?.name}`}>
-              <span className="badge res-drift-reverted">drift reverted</span> {o.object?.kind} {o.object?.namespace ? `${o.object.namespace}/` : ""}
-              {o.object?.name} (bundle {bundle}): {o.message || "a local edit was reverted"}
-            </li>
-          ))}
-        </ul>
-      ) : (
-        <p className="muted">No local edit of a hub-managed object was found in the last apply.</p>
-      )}
+      <ObjectProblems st={st} />
 
       <h2>Applied objects</h2>
       {st.bundles.length ? (

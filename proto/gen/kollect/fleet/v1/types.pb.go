@@ -1244,7 +1244,8 @@ type Cluster struct {
 	RegisteredAt      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=registered_at,json=registeredAt,proto3" json:"registered_at,omitempty"`
 	LastHeartbeat     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_heartbeat,json=lastHeartbeat,proto3" json:"last_heartbeat,omitempty"`
 	Bundles           []*ClusterBundle       `protobuf:"bytes,8,rep,name=bundles,proto3" json:"bundles,omitempty"`
-	// config_in_sync is true when every bundle's applied revision equals its desired revision.
+	// config_in_sync is true when every bundle's applied revision equals its desired revision, the
+	// applied configuration digest equals the desired one, and no bundle object failed or was refused.
 	ConfigInSync bool `protobuf:"varint,9,opt,name=config_in_sync,json=configInSync,proto3" json:"config_in_sync,omitempty"`
 	// version_skew is true when agent_version differs from the fleet's most common version.
 	VersionSkew bool `protobuf:"varint,10,opt,name=version_skew,json=versionSkew,proto3" json:"version_skew,omitempty"`

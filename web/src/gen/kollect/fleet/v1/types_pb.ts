@@ -585,7 +585,8 @@ export type Cluster = Message<"kollect.fleet.v1.Cluster"> & {
   bundles: ClusterBundle[];
 
   /**
-   * config_in_sync is true when every bundle's applied revision equals its desired revision.
+   * config_in_sync is true when every bundle's applied revision equals its desired revision, the
+   * applied configuration digest equals the desired one, and no bundle object failed or was refused.
    *
    * @generated from field: bool config_in_sync = 9;
    */
