@@ -51,7 +51,7 @@ func startReplica(t *testing.T, cp *testenv.ControlPlane, ns, name string, extra
 	defer logFile.Close()
 	args := []string{"--cluster-name", "e2e", "--namespaces", ns, "--leader-elect", "--leader-election-namespace", ns,
 		"--leader-election-id", "kollect-agent", "--metrics-bind-address", r.metrics, "--health-probe-bind-address", r.healthz,
-		"--cache-dir", t.TempDir()}
+		"--cache-dir", t.TempDir(), "--allow-local-sinks"}
 	r.cmd = exec.Command(agentBin, append(args, extra...)...)
 	r.cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 	r.cmd.Stdout, r.cmd.Stderr = logFile, logFile

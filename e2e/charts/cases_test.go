@@ -29,6 +29,7 @@ var cases = []renderCase{
 			hasArg(t, objs, "--webhook-port=9443")
 			hasArg(t, objs, "--manage-webhook-certs=true")
 			lacksArgPrefix(t, objs, "--hub-")
+			lacksArgPrefix(t, objs, "--allow-local-sinks") // sinks may not reach the pod's own loopback
 			vwc := one(t, objs, "ValidatingWebhookConfiguration")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
 			if len(hooks) != 10 {
@@ -71,7 +72,9 @@ hub:
   namespaces: [team-a, team-b]
 rbac:
   sinkNamespaces: [team-a, team-b]
+allowLocalSinks: true # the agent this renders runs against a file:// repository (agentrun_test.go)
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		hasArg(t, objs, "--allow-local-sinks")
 		hasArg(t, objs, "--hub-url=https://hub.example.internal:443")
 		hasArg(t, objs, "--hub-ca-fingerprint="+fingerprint)
 		hasArg(t, objs, "--cluster-labels=env=prod,region=eu")

@@ -223,7 +223,7 @@ func (a *agent) start() {
 	}
 	a.cmd = exec.Command(a.bin, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
 		"--hub-url", "https://"+a.h.addr, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir)
+		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile

@@ -149,7 +149,7 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 		t.Fatal(err)
 	}
 	agent := exec.Command(built[0], "--cluster-name", "m1", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--health-probe-bind-address", "0", "--cache-dir", t.TempDir())
+		"--health-probe-bind-address", "0", "--cache-dir", t.TempDir(), "--allow-local-sinks")
 	agent.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 	agent.Stdout, agent.Stderr = logFile, logFile
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

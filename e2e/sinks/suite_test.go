@@ -515,7 +515,7 @@ func (a *agentProc) start() {
 	must(a.t, err)
 	defer logFile.Close()
 	a.cmd = exec.Command(agentBin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
-		"--health-probe-bind-address", a.healthz, "--cache-dir", a.cacheDir)
+		"--health-probe-bind-address", a.healthz, "--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile

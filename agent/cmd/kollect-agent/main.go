@@ -48,6 +48,8 @@ func main() {
 	flag.StringVar(&o.WebhookService, "webhook-service", "kollect-agent-webhook", "Service in front of the webhook (the certificate's DNS names).")
 	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&o.WebhookSecretName, "webhook-secret", "kollect-agent-webhook-tls", "Secret holding the webhook CA and serving certificate.")
+	flag.BoolVar(&o.AllowLocalSinks, "allow-local-sinks", false,
+		"Let sinks connect to loopback and unspecified addresses and use file:// URLs (tests and demos); link-local and cloud metadata addresses are refused regardless.")
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones, and each inventory's last snapshot, from which a restarted agent keeps the rows of a target it cannot collect; a volume here saves re-cloning, and keeps those rows, across a restart (default: a temporary directory).")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)

@@ -38,6 +38,7 @@ import (
 	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/backends"
+	"kollect.dev/agent/internal/sink/egress"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -63,6 +64,10 @@ type Options struct {
 	// backend built into the agent (package sink/backends), as kollect-agent runs; tests pass
 	// tables of test sinks.
 	Sinks sink.Factories
+	// AllowLocalSinks lets sinks connect to loopback and unspecified addresses and use
+	// file:// URLs (tests, the demo). Link-local and cloud metadata addresses are refused
+	// whatever it says; see package sink/egress.
+	AllowLocalSinks bool
 	// CacheDir holds sink working state (git clones); a temp dir when empty.
 	CacheDir string
 	// Backoff overrides the delivery workers' retry schedule (tests).
@@ -285,7 +290,8 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 		StateDir:  filepath.Join(o.CacheDir, "inventories"),
 	})
 	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
-	sinks := controller.NewSinkBuilder(sh.factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"), o.Log.WithName("sink"))
+	sinks := controller.NewSinkBuilder(sh.factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"),
+		egress.New(egress.Policy{AllowLocal: o.AllowLocalSinks}), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()
 	rec := mgr.GetEventRecorder("kollect-agent")
 	invRec := &controller.InventoryReconciler{Client: mgr.GetClient(), Manager: invMgr, Sinks: sinks, Elected: mgr.Elected(),

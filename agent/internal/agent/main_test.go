@@ -84,7 +84,7 @@ func startAgentIn(t testing.TB, cfg *rest.Config, cluster, ns string, factories 
 	if cfg == nil {
 		cfg = cp.Config
 	}
-	mgr, err := New(cfg, Options{
+	mgr, err := New(cfg, Options{AllowLocalSinks: true,
 		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: factories,
 		CacheDir: cacheDir, Log: log,
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},

@@ -18,6 +18,7 @@ import (
 
 	"kollect.dev/agent/internal/inventory"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/egress"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -59,7 +60,9 @@ type SinkBuilder struct {
 	reader    client.Reader
 	cluster   string
 	cacheDir  string
-	log       logr.Logger
+	// egress guards every connection of every sink the builder makes.
+	egress *egress.Guard
+	log    logr.Logger
 }
 
 // build makes a sink instance for one consumer (an inventory, or the probe). Each consumer
@@ -82,6 +85,7 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 		Cluster: b.cluster, Namespace: ns, Name: name,
 		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
 		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),
+		Egress:   b.egress,
 		Secrets: func(ctx context.Context, secret string) (map[string][]byte, error) {
 			s := &corev1.Secret{}
 			if err := b.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: secret}, s); err != nil {
@@ -155,8 +159,8 @@ func (r *secretReads) digest() string {
 }
 
 // NewSinkBuilder returns the builder the reconcilers share.
-func NewSinkBuilder(factories sink.Factories, reader client.Reader, cluster, cacheDir string, log logr.Logger) *SinkBuilder {
-	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, log: log}
+func NewSinkBuilder(factories sink.Factories, reader client.Reader, cluster, cacheDir string, guard *egress.Guard, log logr.Logger) *SinkBuilder {
+	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, egress: guard, log: log}
 }
 
 // bindingID changes whenever the sink must be rebuilt.

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/go-logr/logr"
+
+	"kollect.dev/agent/internal/sink/egress"
 )
 
 // SecretGetter returns the data of a Secret in the sink's own namespace. Sinks resolve their
@@ -24,4 +26,17 @@ type Env struct {
 	CacheDir string
 	// Log is the sink's logger.
 	Log logr.Logger
+	// Egress guards every connection the sink makes; see Guard.
+	Egress *egress.Guard
+}
+
+// Guard returns the egress guard every connection of the sink must go through. The agent
+// always sets Env.Egress from its flags; without it (a sink package's own tests) local
+// destinations are allowed, and the rules that always hold (no link-local or metadata
+// address) still do.
+func (e Env) Guard() *egress.Guard {
+	if e.Egress != nil {
+		return e.Egress
+	}
+	return egress.New(egress.Policy{AllowLocal: true})
 }

@@ -65,6 +65,7 @@ func spec(dataset string) *v1alpha1.BigQuerySinkConfig {
 // injected error response instead of forwarding them. The responses it does not inject are
 // the emulator's.
 type recorder struct {
+	base    http.RoundTripper // the guarded transport the sink dials through
 	mu      sync.Mutex
 	calls   map[string]int
 	fail    map[string]int // kind → injected failures left
@@ -141,7 +142,7 @@ func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: status, Status: http.StatusText(status), Request: r, ProtoMajor: 1, ProtoMinor: 1,
 			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body))}, nil
 	}
-	return http.DefaultTransport.RoundTrip(r)
+	return rec.base.RoundTrip(r)
 }
 
 // Fail makes the next n requests of kind fail with status and reason.
@@ -183,7 +184,7 @@ func newSink(tb testing.TB, dataset, cluster string) (*Sink, *recorder) {
 	tb.Helper()
 	rec := newRecorder()
 	s, err := open(context.Background(), spec(dataset), sink.Env{Cluster: cluster, Namespace: "kollect", Name: "bq", Log: logr.Discard()},
-		option.WithHTTPClient(&http.Client{Transport: rec}))
+		func(base http.RoundTripper) http.RoundTripper { rec.base = base; return rec })
 	if err != nil {
 		tb.Fatal(err)
 	}

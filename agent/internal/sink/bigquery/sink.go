@@ -13,7 +13,6 @@ import (
 	bq "cloud.google.com/go/bigquery"
 	"google.golang.org/api/googleapi"
 	"google.golang.org/api/iterator"
-	"google.golang.org/api/option"
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
@@ -47,13 +46,27 @@ func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) 
 	return s, nil
 }
 
-// open builds a sink from its spec; extra client options (tests: an HTTP client) come last.
-func open(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, opts ...option.ClientOption) (*Sink, error) {
+// open builds a sink from its spec. Every request goes through the egress guard; wrap, when
+// set, wraps the guarded transport (tests record requests).
+func open(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, wrap ...func(http.RoundTripper) http.RoundTripper) (*Sink, error) {
 	cfg, err := resolve(ctx, spec, env)
 	if err != nil {
 		return nil, err
 	}
-	client, err := bq.NewClient(ctx, cfg.project, append(cfg.options, opts...)...)
+	if spec.Endpoint != "" {
+		if err := env.Guard().CheckURL(spec.Endpoint); err != nil {
+			return nil, sink.TerminalError(err)
+		}
+	}
+	var w func(http.RoundTripper) http.RoundTripper
+	if len(wrap) > 0 {
+		w = wrap[0]
+	}
+	opts, err := env.Guard().GoogleOptions(ctx, []string{bq.Scope}, cfg.options, w)
+	if err != nil {
+		return nil, sink.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	client, err := bq.NewClient(ctx, cfg.project, opts...)
 	if err != nil {
 		return nil, sink.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
 	}

@@ -82,6 +82,15 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 			copts = append(copts, option.WithoutAuthentication())
 		}
 	}
+	if cfg.Endpoint != "" {
+		if err := env.Guard().CheckURL(cfg.Endpoint); err != nil {
+			return nil, sink.TerminalError(err)
+		}
+	}
+	copts, err = env.Guard().GoogleOptions(ctx, []string{storage.ScopeFullControl}, copts, nil)
+	if err != nil {
+		return nil, sink.TerminalError(err)
+	}
 	client, err := storage.NewClient(ctx, copts...)
 	if err != nil {
 		return nil, sink.TerminalError(fmt.Errorf("creating GCS client: %w", err))

@@ -71,6 +71,9 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 	if err != nil {
 		return nil, err
 	}
+	if err := env.Guard().CheckURL(cfg.BaseURL); err != nil {
+		return nil, sink.TerminalError(err)
+	}
 	client, err := httpClient(ctx, env, cfg.TLS)
 	if err != nil {
 		return nil, err
@@ -79,7 +82,8 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 }
 
 func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
-	c := &http.Client{Timeout: 30 * time.Second}
+	guard := env.Guard()
+	c := &http.Client{Timeout: 30 * time.Second, Transport: guard.Transport()}
 	if t == nil {
 		return c, nil
 	}
@@ -98,7 +102,7 @@ func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*http
 		}
 		tc.RootCAs = pool
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr := guard.Transport()
 	tr.TLSClientConfig = tc
 	c.Transport = tr
 	return c, nil

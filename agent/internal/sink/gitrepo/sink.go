@@ -52,6 +52,11 @@ func Open(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Seriali
 	if env.CacheDir == "" {
 		return nil, sink.Terminalf("git sink %s/%s: no cache directory", env.Namespace, env.Name)
 	}
+	guard := env.Guard()
+	if err := checkRemote(ctx, guard, cfg.URL); err != nil {
+		return nil, fmt.Errorf("git sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	useGuard(guard)
 	creds, err := ResolveCredentials(ctx, cfg, env, tokenUser)
 	if err != nil {
 		return nil, err

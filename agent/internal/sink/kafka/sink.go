@@ -121,9 +121,13 @@ func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env
 	if err != nil {
 		return nil, err
 	}
-	if tlsCfg != nil {
-		opts = append(opts, kgo.DialTLSConfig(tlsCfg))
+	guard := env.Guard()
+	for _, b := range cfg.Brokers {
+		if err := guard.CheckHostPort(b); err != nil {
+			return nil, sink.TerminalError(err)
+		}
 	}
+	opts = append(opts, kgo.Dialer(guard.TLSDialer(tlsCfg)))
 	if cfg.SASLMechanism != "" {
 		mech, err := saslMechanism(ctx, cfg, env.Secrets)
 		if err != nil {

@@ -44,7 +44,14 @@ func resolve(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env
 		s.collection = defaultCollection
 	}
 	opts := options.Client().ApplyURI(spec.URI).SetAppName("kollect-agent").
-		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(10 * time.Second)
+		SetServerSelectionTimeout(10 * time.Second).SetConnectTimeout(10 * time.Second).SetDialer(env.Guard())
+	// Hosts named in the URI are checked now; SRV records, and every address, as each
+	// connection is made.
+	for _, h := range opts.Hosts {
+		if err := env.Guard().CheckHostPort(h); err != nil {
+			return nil, sink.TerminalError(err)
+		}
+	}
 	if spec.SecretRef != nil {
 		data, err := secret(ctx, env, spec.SecretRef.Name)
 		if err != nil {

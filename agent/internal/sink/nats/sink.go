@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/egress"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/api/v1alpha1"
@@ -109,6 +110,15 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 // connectOptions maps TLS and the secretRef (user and password, token, nkey seed, or creds)
 // onto nats.go options.
 func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.Env) ([]nats.Option, error) {
+	guard := env.Guard()
+	for _, server := range cfg.Servers {
+		if !strings.Contains(server, "://") {
+			server = "nats://" + server
+		}
+		if err := guard.CheckURL(server); err != nil {
+			return nil, sink.TerminalError(err)
+		}
+	}
 	opts := []nats.Option{
 		nats.Name("kollect-agent " + env.Cluster + " " + env.Namespace + "/" + env.Name),
 		nats.RetryOnFailedConnect(true),
@@ -117,6 +127,7 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 		// Publishes made while disconnected are not buffered by the client: they fail, stay
 		// owed in the sink's own bounded buffer, and are re-published after reconnection.
 		nats.ReconnectBufSize(-1),
+		nats.SetCustomDialer(guard.Dialer()),
 	}
 	tlsCfg, err := sinktls.Config(ctx, cfg.TLS, env.Secrets)
 	if err != nil {
@@ -251,8 +262,8 @@ func (s *Sink) disconnected(err error) error {
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
-		if err := s.connectError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err)) {
-			// Retrying in the background cannot fix credentials or certificates.
+		if err := s.connectError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err) || egress.IsRefused(err)) {
+			// Retrying in the background cannot fix credentials, certificates or egress rules.
 			return sink.TerminalError(fmt.Errorf("connecting to %s: %w", s.servers, err))
 		}
 		select {

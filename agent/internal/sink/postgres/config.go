@@ -82,6 +82,11 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 		cfg.MaxConns = defaultMaxConnections
 	}
 	cfg.MinConns = 0
+	guard := env.Guard()
+	if err := guard.CheckHost(spec.Host); err != nil {
+		return nil, sink.TerminalError(err)
+	}
+	cfg.ConnConfig.DialFunc = guard.DialContext
 	cfg.MaxConnIdleTime = 5 * time.Minute
 	if err := applyTLS(ctx, cfg, spec, env); err != nil {
 		return nil, err

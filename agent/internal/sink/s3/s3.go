@@ -80,13 +80,16 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 		}
 		loadOpts = append(loadOpts, config.WithCredentialsProvider(provider))
 	}
-	if cfg.TLS != nil {
-		client, err := tlsClient(ctx, env, cfg.TLS)
-		if err != nil {
-			return nil, err
+	if cfg.Endpoint != "" {
+		if err := env.Guard().CheckURL(cfg.Endpoint); err != nil {
+			return nil, sink.TerminalError(err)
 		}
-		loadOpts = append(loadOpts, config.WithHTTPClient(client))
 	}
+	hc, err := httpClient(ctx, env, cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
+	loadOpts = append(loadOpts, config.WithHTTPClient(hc))
 	awsCfg, err := config.LoadDefaultConfig(ctx, loadOpts...)
 	if err != nil {
 		return nil, sink.TerminalError(fmt.Errorf("loading AWS configuration: %w", err))
@@ -119,7 +122,16 @@ func staticCredentials(ctx context.Context, env sink.Env, name string) (aws.Cred
 	return credentials.NewStaticCredentialsProvider(id, key, strings.TrimSpace(string(data[KeySessionToken]))), nil
 }
 
-func tlsClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*awshttp.BuildableClient, error) {
+// httpClient is the client every S3 request goes through: dialing through the egress guard,
+// with the sink's TLS settings when it has any.
+func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*awshttp.BuildableClient, error) {
+	guarded := env.Guard().Transport()
+	client := awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+		tr.DialContext, tr.Proxy = guarded.DialContext, guarded.Proxy
+	})
+	if t == nil {
+		return client, nil
+	}
 	tc := &tls.Config{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify} //nolint:gosec // opt-in, for tests
 	if ref := t.CASecretRef; ref != nil {
 		if env.Secrets == nil {
@@ -138,7 +150,7 @@ func tlsClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*awsht
 		}
 		tc.RootCAs = pool
 	}
-	return awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tc }), nil
+	return client.WithTransportOptions(func(tr *http.Transport) { tr.TLSClientConfig = tc }), nil
 }
 
 // key maps a document path to its object key.

@@ -1,0 +1,205 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Rules a refusal names.
+const (
+	RuleLinkLocal     = "link-local addresses are never sink destinations"
+	RuleCloudMetadata = "cloud instance metadata endpoints are never sink destinations"
+	RuleLoopback      = "loopback addresses are refused unless the agent runs with --allow-local-sinks"
+	RuleUnspecified   = "unspecified addresses are refused unless the agent runs with --allow-local-sinks"
+	RuleFileURL       = "file:// URLs are refused unless the agent runs with --allow-local-sinks"
+	RuleMulticast     = "multicast addresses are never sink destinations"
+)
+
+// metadataHosts are names cloud providers serve instance metadata under.
+var metadataHosts = []string{"metadata.google.internal", "metadata.goog", "metadata.azure.com", "instance-data.ec2.internal"}
+
+// metadataAddrs are metadata endpoints outside the link-local ranges.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS, IPv6
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+}
+
+// Policy says which destinations beyond the always-refused ones are allowed.
+type Policy struct {
+	// AllowLocal allows loopback and unspecified addresses and file:// URLs.
+	AllowLocal bool
+}
+
+// Guard enforces a Policy. The zero Guard refuses local destinations.
+type Guard struct {
+	policy Policy
+}
+
+// New returns a guard for p.
+func New(p Policy) *Guard { return &Guard{policy: p} }
+
+// RefusedError is a destination the guard refused.
+type RefusedError struct {
+	// Destination is what was refused: host:port, an address or a URL without credentials.
+	Destination string
+	Rule        string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("egress refused for %s: %s", e.Destination, e.Rule)
+}
+
+// IsRefused reports whether err is, or wraps, a refusal.
+func IsRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
+
+// CheckAddr returns the rule that refuses ip, or "".
+func (g *Guard) CheckAddr(ip netip.Addr) string {
+	ip = ip.Unmap()
+	for _, m := range metadataAddrs {
+		if ip == m {
+			return RuleCloudMetadata
+		}
+	}
+	switch {
+	case ip.IsLinkLocalUnicast(), ip.IsLinkLocalMulticast():
+		return RuleLinkLocal
+	case ip.IsMulticast():
+		return RuleMulticast
+	case ip.IsLoopback() && !g.allowLocal():
+		return RuleLoopback
+	case ip.IsUnspecified() && !g.allowLocal():
+		return RuleUnspecified
+	}
+	return ""
+}
+
+func (g *Guard) allowLocal() bool { return g != nil && g.policy.AllowLocal }
+
+// CheckHost refuses, before any resolution, a host that names a metadata endpoint or is a
+// refused literal address. Names that resolve to refused addresses are caught at dial time.
+func (g *Guard) CheckHost(host string) error {
+	h := strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	for _, m := range metadataHosts {
+		if h == m {
+			return &RefusedError{Destination: host, Rule: RuleCloudMetadata}
+		}
+	}
+	if ip, err := netip.ParseAddr(h); err == nil {
+		if rule := g.CheckAddr(ip); rule != "" {
+			return &RefusedError{Destination: host, Rule: rule}
+		}
+	}
+	return nil
+}
+
+// CheckURL refuses a URL whose scheme is file (unless local destinations are allowed) or
+// whose host CheckHost refuses. The error never shows the URL's user information.
+func (g *Guard) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil // not a URL: the sink's own validation says what is wrong
+	}
+	if strings.EqualFold(u.Scheme, "file") || (u.Scheme == "" && strings.HasPrefix(raw, "/")) {
+		if !g.allowLocal() {
+			return &RefusedError{Destination: "file://" + u.Path, Rule: RuleFileURL}
+		}
+		return nil
+	}
+	if u.Hostname() == "" {
+		return nil
+	}
+	return g.CheckHost(u.Hostname())
+}
+
+// control runs after resolution, right before each connect: the last word on the address.
+func (g *Guard) control(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return &RefusedError{Destination: address, Rule: "the address to connect to cannot be checked"}
+	}
+	if rule := g.CheckAddr(ap.Addr()); rule != "" {
+		return &RefusedError{Destination: address, Rule: rule}
+	}
+	return nil
+}
+
+// Dialer returns a net.Dialer that refuses what the policy refuses. It satisfies the
+// dialer interfaces of the sink client libraries (DialContext, Dial).
+func (g *Guard) Dialer() *net.Dialer {
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+}
+
+// DialContext dials through Dialer, refusing metadata host names before resolving them.
+func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(address)
+	if err == nil {
+		if err := g.CheckHost(host); err != nil {
+			return nil, err
+		}
+	}
+	return g.Dialer().DialContext(ctx, network, address)
+}
+
+// Transport returns an HTTP transport that dials through the guard; proxies from the
+// environment are kept (the guard then checks the proxy's address, which the agent's
+// operator chose).
+func (g *Guard) Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialContext = g.DialContext
+	t.Proxy = func(r *http.Request) (*url.URL, error) {
+		if err := g.CheckHost(r.URL.Hostname()); err != nil {
+			return nil, err
+		}
+		return http.ProxyFromEnvironment(r)
+	}
+	return t
+}
+
+// TLSDialer returns a dial function for clients that take one whole (franz-go): it dials
+// through the guard and, when cfg is not nil, runs TLS over the connection with the host as
+// server name unless cfg names one.
+func (g *Guard) TLSDialer(cfg *tls.Config) func(ctx context.Context, network, address string) (net.Conn, error) {
+	if cfg == nil {
+		return g.DialContext
+	}
+	return func(ctx context.Context, network, address string) (net.Conn, error) {
+		c := cfg.Clone()
+		if c.ServerName == "" {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, fmt.Errorf("splitting %s: %w", address, err)
+			}
+			c.ServerName = host
+		}
+		raw, err := g.DialContext(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		conn := tls.Client(raw, c)
+		if err := conn.HandshakeContext(ctx); err != nil {
+			raw.Close()
+			return nil, err
+		}
+		return conn, nil
+	}
+}
+
+// CheckHostPort is CheckHost for "host:port" or a bare host.
+func (g *Guard) CheckHostPort(address string) error {
+	if host, _, err := net.SplitHostPort(address); err == nil {
+		address = host
+	}
+	return g.CheckHost(address)
+}
