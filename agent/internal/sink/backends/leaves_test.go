@@ -18,6 +18,7 @@ const wing = "kollect.dev/agent/internal/sink"
 // not backends (none of them is in the table).
 var shared = map[string]bool{
 	wing + "/snapshot": true, wing + "/gitrepo": true, wing + "/eventbuf": true, wing + "/sinktls": true,
+	wing + "/egress": true,
 }
 
 // TestBackendsAreLeaves reads the imports of every package of the wing but this one and fails

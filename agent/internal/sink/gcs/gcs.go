@@ -82,6 +82,10 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 			copts = append(copts, option.WithoutAuthentication())
 		}
 	}
+	if host := os.Getenv("STORAGE_EMULATOR_HOST"); host != "" && cfg.SecretRef == nil && cfg.Endpoint == "" {
+		// The client library's emulator switch: no credentials, the emulator's endpoint.
+		copts = append(copts, option.WithoutAuthentication())
+	}
 	if cfg.Endpoint != "" {
 		if err := env.Guard().CheckURL(cfg.Endpoint); err != nil {
 			return nil, sink.TerminalError(err)
