@@ -50,12 +50,11 @@ func main() {
 	flag.StringVar(&o.WebhookNamespace, "webhook-namespace", os.Getenv("POD_NAMESPACE"), "Namespace of the webhook Service and certificate Secret (default $POD_NAMESPACE).")
 	flag.StringVar(&o.WebhookSecretName, "webhook-secret", "kollect-agent-webhook-tls", "Secret holding the webhook CA and serving certificate.")
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones, and each inventory's last snapshot, from which a restarted agent keeps the rows of a target it cannot collect; a volume here saves re-cloning, and keeps those rows, across a restart (default: a temporary directory).")
-	budget := collector.DefaultBudget
-	flag.Float64Var(&budget.Rate, "profile-cost-rate", budget.Rate,
+	var costRate, costBurst uint64
+	flag.Uint64Var(&costRate, "profile-cost-rate", uint64(collector.DefaultBudget.Rate),
 		"CEL cost units per second each profile may spend on average (its attributes and its targets' match expressions); a profile over its budget is quarantined; 0 disables budgets.")
-	flag.Float64Var(&budget.Burst, "profile-cost-burst", budget.Burst,
+	flag.Uint64Var(&costBurst, "profile-cost-burst", uint64(collector.DefaultBudget.Burst),
 		"CEL cost units a profile may spend at once (an initial list, a mass update) before --profile-cost-rate holds it back.")
-	o.ProfileBudget = &budget
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
 	// Export failures are logged at error level, every attempt: a stack trace of the
@@ -65,6 +64,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the agent's version and exit.")
 	flag.Parse()
+	o.ProfileBudget = &collector.BudgetOptions{Rate: float64(costRate), Burst: float64(costBurst)}
 	if *printVersion {
 		fmt.Println("kollect-agent", version.String())
 		return

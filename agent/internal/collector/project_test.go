@@ -275,3 +275,29 @@ func TestBusyMeterSaysBehind(t *testing.T) {
 		t.Fatalf("busy %.2f is behind", f)
 	}
 }
+
+// BenchmarkTransformNotSelected is the cost a heavy profile of namespace shop adds to each
+// object of another namespace: its target's cheap selection only (see project).
+func BenchmarkTransformNotSelected(b *testing.B) {
+	heavy, err := profile.Compile(&kollectv1.KollectProfile{Spec: kollectv1.KollectProfileSpec{Target: kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Attributes: []kollectv1.Attribute{{Name: "h", CEL: heavyCEL, Type: kollectv1.AttributeBool, Optional: true}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cheap, err := profile.Compile(&kollectv1.KollectProfile{Spec: kollectv1.KollectProfileSpec{Target: kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+		Attributes: []kollectv1.Attribute{{Name: "n", JSONPath: "{.metadata.name}"}}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	shop, _ := NewTarget(TargetKey{Namespace: "shop", Name: "heavy"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, "shop/heavy@1/u", heavy)
+	other, _ := NewTarget(TargetKey{Namespace: "other", Name: "cheap"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, "other/cheap@1/u", cheap)
+	w := projector([]*Target{shop, other}, nil, nil, nil)
+	tr := w.transform(nil)
+	obj := cm("other", "o", nil, map[string]any{"blob": strings.Repeat("x", 200)})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tr(obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
