@@ -2,6 +2,7 @@ package expr
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -86,18 +87,90 @@ func check(src string) (*cel.Env, *cel.Ast, error) {
 }
 
 func program(env *cel.Env, ast *cel.Ast) (cel.Program, error) {
+	prg, _, err := budgetedProgram(env, ast)
+	return prg, err
+}
+
+// TrackThreshold is the estimated worst-case cost above which a program measures what each
+// evaluation actually costs. Below it the estimate itself is charged: it is a sound upper bound
+// (see objectSizes) and measuring costs allocations on every evaluation (about five times the
+// time of a field read), which the expressions most profiles consist of do not deserve.
+const TrackThreshold = 10_000
+
+// budgetedProgram plans a program and says what one evaluation is charged against a cost
+// budget: staticCost when it is not zero (the program does not track its cost), the actual
+// cost the evaluation reports otherwise (see EvalCost).
+func budgetedProgram(env *cel.Env, ast *cel.Ast) (prg cel.Program, staticCost uint64, err error) {
 	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
-	// Runtime cost tracking costs allocations on every evaluation. When the static estimate
-	// already proves the expression stays within the budget (no comprehension over data of
-	// unknown size), the tracking is left out; otherwise the budget is enforced at run time.
-	if est, err := env.EstimateCost(ast, objectSizes{}); err != nil || est.Max > CostLimit {
-		opts = append(opts, cel.CostLimit(CostLimit))
+	est, estErr := env.EstimateCost(ast, objectSizes{})
+	if estErr != nil || est.Max > TrackThreshold {
+		// The Kubernetes libraries' runtime costs (regex, lists, quantity, ...) count, as they
+		// do in the API server; the budget is enforced on every evaluation.
+		opts = append(opts, cel.CostTracking(&library.CostEstimator{}), cel.CostLimit(CostLimit))
+	} else {
+		staticCost = max(est.Max, 1)
 	}
-	prg, err := env.Program(ast, opts...)
+	prg, err = env.Program(ast, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("planning CEL program: %w", err)
+		return nil, 0, fmt.Errorf("planning CEL program: %w", err)
 	}
-	return prg, nil
+	return prg, staticCost, nil
+}
+
+// Budgeted is a compiled expression with what a cost budget needs to charge its evaluations.
+type Budgeted struct {
+	Program cel.Program
+	// AST is the checked expression (see CELReadsOnlyMetadata).
+	AST *cel.Ast
+	// StaticCost is what every evaluation is charged when the program does not track its cost
+	// (its estimated worst case, at most TrackThreshold); 0 when it tracks it.
+	StaticCost uint64
+}
+
+// EvalCost is what an evaluation of b cost, in CEL cost units: its actual cost when tracked
+// (CostLimit when it was cut off there), StaticCost otherwise.
+func (b *Budgeted) EvalCost(details *cel.EvalDetails) uint64 {
+	if b.StaticCost > 0 {
+		return b.StaticCost
+	}
+	if details != nil {
+		if c := details.ActualCost(); c != nil {
+			return *c
+		}
+	}
+	return CostLimit // cut off before it could report: it spent the budget
+}
+
+// IsCostLimitExceeded reports whether an evaluation error is the cost limit cutting it off.
+func IsCostLimitExceeded(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "actual cost limit exceeded")
+}
+
+// CompileCELBudgeted is CompileCEL returning what a cost budget needs.
+func CompileCELBudgeted(src string) (*Budgeted, error) {
+	return compileBudgeted(src, false)
+}
+
+// CompileMatchBudgeted is CompileMatch returning what a cost budget needs.
+func CompileMatchBudgeted(src string) (*Budgeted, error) {
+	return compileBudgeted(src, true)
+}
+
+func compileBudgeted(src string, match bool) (*Budgeted, error) {
+	env, ast, err := check(src)
+	if err != nil {
+		return nil, err
+	}
+	if match {
+		if out := ast.OutputType(); !out.IsExactType(cel.BoolType) && !out.IsExactType(cel.DynType) {
+			return nil, &Error{Language: CEL, Reason: ReasonResultType, Detail: fmt.Sprintf("must return bool, not %s", out)}
+		}
+	}
+	prg, static, err := budgetedProgram(env, ast)
+	if err != nil {
+		return nil, err
+	}
+	return &Budgeted{Program: prg, AST: ast, StaticCost: static}, nil
 }
 
 // objectSizes bounds the size of any value read from an object by the largest request the

@@ -49,6 +49,11 @@ const (
 	// they lack, a result that is not a boolean); they are not collected, and the message
 	// names some with the error.
 	ReasonMatchFailed = "MatchFailed"
+	// ReasonBudgetExceeded (Ready=False on a profile and its targets, Degraded=True on their
+	// inventories): the profile spent more CEL cost than its budget allows and is quarantined
+	// on this agent: no longer evaluated, its targets' last rows kept. The message names the
+	// profile and the budget; a new generation of the profile lifts it.
+	ReasonBudgetExceeded = "BudgetExceeded"
 )
 
 // Reasons of KollectInventory and KollectClusterInventory conditions.
@@ -68,6 +73,11 @@ const (
 	ReasonTargetsIncomplete = "TargetsIncomplete"
 	// ReasonTargetNotFound (Ready=False): a named target does not exist.
 	ReasonTargetNotFound = "TargetNotFound"
+	// ReasonWatchBehind (Synced=False): a target's watch is behind: the agent projects its
+	// events more slowly than they arrive, so the sinks hold what was projected so far, and
+	// the message names the target. It clears when the watch catches up; if it persists, the
+	// profiles of the kind cost more CPU than the agent has.
+	ReasonWatchBehind = "WatchBehind"
 	// ReasonNoProblems (Degraded=False): nothing is degraded.
 	ReasonNoProblems = "AsExpected"
 	// ReasonSinkNotFound: a referenced sink does not exist.

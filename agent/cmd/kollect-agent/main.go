@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"kollect.dev/agent/internal/agent"
+	"kollect.dev/agent/internal/collector"
 	"kollect.dev/api/version"
 )
 
@@ -51,6 +52,11 @@ func main() {
 	flag.BoolVar(&o.AllowLocalSinks, "allow-local-sinks", false,
 		"Let sinks connect to loopback and unspecified addresses and use file:// URLs (tests and demos); link-local and cloud metadata addresses are refused regardless.")
 	flag.StringVar(&o.CacheDir, "cache-dir", "", "Directory for sink working state such as git clones, and each inventory's last snapshot, from which a restarted agent keeps the rows of a target it cannot collect; a volume here saves re-cloning, and keeps those rows, across a restart (default: a temporary directory).")
+	var costRate, costBurst uint64
+	flag.Uint64Var(&costRate, "profile-cost-rate", uint64(collector.DefaultBudget.Rate),
+		"CEL cost units per second each profile may spend on average (its attributes and its targets' match expressions); a profile over its budget is quarantined; 0 disables budgets.")
+	flag.Uint64Var(&costBurst, "profile-cost-burst", uint64(collector.DefaultBudget.Burst),
+		"CEL cost units a profile may spend at once (an initial list, a mass update) before --profile-cost-rate holds it back.")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
 	// Export failures are logged at error level, every attempt: a stack trace of the
@@ -60,6 +66,7 @@ func main() {
 	zapOpts.BindFlags(flag.CommandLine)
 	printVersion := flag.Bool("version", false, "Print the agent's version and exit.")
 	flag.Parse()
+	o.ProfileBudget = &collector.BudgetOptions{Rate: float64(costRate), Burst: float64(costBurst)}
 	if *printVersion {
 		fmt.Println("kollect-agent", version.String())
 		return

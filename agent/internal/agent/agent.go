@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -93,6 +94,15 @@ type Options struct {
 	WebhookService, WebhookNamespace string
 	// WebhookSecretName holds the CA and serving certificate (default kollect-agent-webhook-tls).
 	WebhookSecretName string
+	// ProfileBudget holds every profile to a CEL cost budget (collector.BudgetOptions); nil is
+	// collector.DefaultBudget, a zero Rate disables budgets.
+	ProfileBudget *collector.BudgetOptions
+	// Behind says when a watch is behind (collector.BehindOptions); nil is
+	// collector.DefaultBehind.
+	Behind *collector.BehindOptions
+	// Registry receives the agent's own metrics instead of controller-runtime's registry
+	// (tests); nil uses that, or a private registry with SkipNameValidation.
+	Registry prometheus.Registerer
 	// SkipNameValidation allows several agents in one process (tests, demo).
 	SkipNameValidation bool
 	Log                logr.Logger
@@ -118,7 +128,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg := metricsRegistry(o.SkipNameValidation)
+	reg := metricsRegistry(o)
 	mgr, _, err := build(cfg, o, termShared{
 		webhookServer: webhookServer, metricsAddr: o.MetricsAddr, healthAddr: o.HealthAddr,
 		colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
@@ -154,6 +164,12 @@ func defaults(o Options) (Options, error) {
 	}
 	if o.SinkRecheck == 0 {
 		o.SinkRecheck = 10 * time.Minute
+	}
+	if o.ProfileBudget == nil {
+		o.ProfileBudget = &collector.DefaultBudget
+	}
+	if o.Behind == nil {
+		o.Behind = &collector.DefaultBehind
 	}
 	return o, nil
 }
@@ -278,7 +294,14 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 		return ns.Labels, true
 	}
 	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels, Metadata: meta,
-		Metrics: sh.colMetrics, Log: o.Log.WithName("collector")})
+		Budget: *o.ProfileBudget, Behind: *o.Behind, Metrics: sh.colMetrics, Log: o.Log.WithName("collector")})
+	profileRefresh := make(chan event.TypedGenericEvent[client.Object], 1024)
+	col.SubscribeQuarantined(func(name string) {
+		ns, n, _ := strings.Cut(name, "/")
+		p := &kollectv1.KollectProfile{}
+		p.Namespace, p.Name = ns, n
+		send(profileRefresh, event.TypedGenericEvent[client.Object]{Object: p})
+	})
 
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
 	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
@@ -301,7 +324,8 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 	invRec.Scopes = gate
 	errs := []error{
 		mgr.Add(tr.track(col)), mgr.Add(tr.track(invMgr)), mgr.Add(namespaceWatch{cache: mgr.GetCache(), changed: col.NamespacesChanged, log: o.Log.WithName("namespaces")}),
-		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec}).SetupWithManager(mgr),
+		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec,
+			Quarantined: col.Quarantined, Refresh: profileRefresh}).SetupWithManager(mgr),
 		(&controller.TargetReconciler{Client: mgr.GetClient(), Mapper: mgr.GetRESTMapper(), Profiles: profiles, Collector: col,
 			Elected: mgr.Elected(), Recorder: rec, Refresh: targetRefresh, Scopes: gate}).SetupWithManager(mgr),
 		invRec.SetupWithManager(mgr),

@@ -7,8 +7,12 @@ import (
 
 // metricsRegistry is controller-runtime's registry (served on the metrics address), or a
 // private one when several agents share a process and would register the same names twice.
-func metricsRegistry(private bool) prometheus.Registerer {
-	if private {
+// Options.Registry, when set, is used instead (tests read the agent's metrics from it).
+func metricsRegistry(o Options) prometheus.Registerer {
+	if o.Registry != nil {
+		return o.Registry
+	}
+	if o.SkipNameValidation {
 		return prometheus.NewRegistry()
 	}
 	return ctrlmetrics.Registry

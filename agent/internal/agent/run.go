@@ -45,7 +45,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	log := o.Log
-	reg := metricsRegistry(o.SkipNameValidation)
+	reg := metricsRegistry(o)
 	sh := termShared{colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
 		metricsAddr: "0", healthAddr: "0", skipNames: true}
 	shell, err := newShell(cfg, o)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,13 +24,19 @@ type Collector struct {
 	nsLabels   func(string) (labels.Set, bool)
 	metrics    *Metrics
 	log        logr.Logger
+	budget     BudgetOptions
+	behind     BehindOptions
 
 	mu      sync.Mutex
 	ctx     context.Context
 	targets map[TargetKey]*Target
 	watches map[schema.GroupVersionKind]*gvkWatch
-	subs    []func(schema.GroupVersionKind)
-	synced  []func([]TargetKey)
+	// budgets are by profile key (namespace/name@generation/uid): they outlive restarts of a
+	// watch, so a quarantine ends only with the profile generation (or the process).
+	budgets     map[string]*budget
+	subs        []func(schema.GroupVersionKind)
+	synced      []func([]TargetKey)
+	quarantines []func(profile string)
 }
 
 // Options configure a Collector.
@@ -41,8 +48,13 @@ type Options struct {
 	Metadata metadata.Interface
 	// NamespaceLabels returns a namespace's labels, for namespaceSelector; nil disables it.
 	NamespaceLabels func(string) (labels.Set, bool)
-	Metrics         *Metrics
-	Log             logr.Logger
+	// Budget holds each profile to a CEL cost budget (see BudgetOptions); the zero value
+	// disables budgets.
+	Budget BudgetOptions
+	// Behind says when a watch is behind (see BehindOptions); a zero Window never says so.
+	Behind  BehindOptions
+	Metrics *Metrics
+	Log     logr.Logger
 }
 
 // New returns a collector; Start must be called before targets take effect.
@@ -52,7 +64,8 @@ func New(dyn dynamic.Interface, opts Options) *Collector {
 		nsLabels = func(string) (labels.Set, bool) { return nil, false }
 	}
 	return &Collector{dyn: dyn, meta: opts.Metadata, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
-		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}}
+		budget: opts.Budget, behind: opts.Behind,
+		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}, budgets: map[string]*budget{}}
 }
 
 // Start runs watches until ctx ends. It implements controller-runtime's Runnable and does not
@@ -93,6 +106,66 @@ func (c *Collector) SubscribeSynced(fn func([]TargetKey)) {
 	c.synced = append(c.synced, fn)
 }
 
+// SubscribeQuarantined registers fn to be called (it must not block) with namespace/name of a
+// KollectProfile that has just been quarantined.
+func (c *Collector) SubscribeQuarantined(fn func(profile string)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quarantines = append(c.quarantines, fn)
+}
+
+// Quarantined reports whether a profile generation (its key, namespace/name@generation/uid) is
+// quarantined, with the message saying why.
+func (c *Collector) Quarantined(profileKey string) (string, bool) {
+	c.mu.Lock()
+	b := c.budgets[profileKey]
+	c.mu.Unlock()
+	return b.quarantined()
+}
+
+// quarantined reports a profile a watch's transform has just quarantined.
+func (c *Collector) quarantined(gvk schema.GroupVersionKind, profileKey string) {
+	name := profileName(profileKey)
+	c.metrics.quarantined(name)
+	c.log.Info("quarantined a profile over its cost budget", "profile", profileKey, "gvk", gvk.String())
+	c.mu.Lock()
+	subs := c.quarantines
+	c.mu.Unlock()
+	go func() {
+		c.notify(gvk)
+		c.notifyTargets(gvk)
+		for _, fn := range subs {
+			fn(name)
+		}
+	}()
+}
+
+// budgetForLocked returns a profile generation's budget, creating it full.
+func (c *Collector) budgetForLocked(profileKey string) *budget {
+	if c.budget.Rate <= 0 {
+		return nil
+	}
+	b := c.budgets[profileKey]
+	if b == nil {
+		b = newBudget(profileKey, c.budget, time.Now)
+		c.budgets[profileKey] = b
+	}
+	return b
+}
+
+// forgetBudgetsLocked drops the budgets of profile generations no target uses any more.
+func (c *Collector) forgetBudgetsLocked() {
+	used := map[string]bool{}
+	for _, t := range c.targets {
+		used[t.ProfileKey] = true
+	}
+	for k := range c.budgets {
+		if !used[k] {
+			delete(c.budgets, k)
+		}
+	}
+}
+
 func (c *Collector) notifyTargets(gvk schema.GroupVersionKind) {
 	c.mu.Lock()
 	subs := c.synced
@@ -125,12 +198,9 @@ func (c *Collector) SetTarget(t *Target) {
 	old := c.targets[t.Key]
 	if old != nil && old.projectionID() == t.projectionID() && old.GVK == t.GVK &&
 		equalStrings(old.includeNS, t.includeNS) {
+		// Nothing the watch computes changed; reconciles that change nothing must not wake
+		// inventories, or status refreshes would loop.
 		c.targets[t.Key] = t
-		// Only selection evaluated at snapshot time can differ; reconciles that change
-		// nothing must not wake inventories, or status refreshes would loop.
-		if old.selectionID() != t.selectionID() {
-			go c.notify(t.GVK)
-		}
 		return
 	}
 	c.targets[t.Key] = t
@@ -152,13 +222,21 @@ func (c *Collector) RemoveTarget(key TargetKey) {
 	c.restartLocked(old.GVK)
 }
 
-// NamespacesChanged re-evaluates targets that select namespaces by label.
+// NamespacesChanged re-evaluates targets that select namespaces by label. A namespace that
+// such a target now selects but whose objects the watch did not evaluate (it was refused by
+// its labels when they came) restarts the kind's watch, which lists them again.
 func (c *Collector) NamespacesChanged() {
 	c.mu.Lock()
 	gvks := map[schema.GroupVersionKind]bool{}
 	for _, t := range c.targets {
 		if t.nsSelector != nil {
 			gvks[t.GVK] = true
+		}
+	}
+	for gvk := range gvks {
+		if w := c.watches[gvk]; w != nil && w.nowSelected(c.nsLabels) {
+			c.log.Info("a namespace selector selects a namespace the watch did not evaluate: listing again", "gvk", gvk.String())
+			c.restartLocked(gvk)
 		}
 	}
 	c.mu.Unlock()
@@ -186,9 +264,11 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 		go c.notify(gvk)
 		return
 	}
-	proj := buildProjection(targets, c.namespaces)
-	w := newGVKWatch(c.dyn, c.meta, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics)
+	c.forgetBudgetsLocked()
+	proj := buildProjection(targets, c.namespaces, c.budgetForLocked, c.nsLabels, c.metrics)
+	w := newGVKWatch(c.dyn, c.meta, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics, c.behind)
 	w.onError = func() { c.notifyTargets(gvk) }
+	w.onQuarantine = func(profileKey string) { c.quarantined(gvk, profileKey) }
 	c.watches[gvk] = w
 	if c.ctx == nil {
 		return // started by Start
@@ -210,6 +290,12 @@ type TargetState struct {
 	Err error
 	// Forbidden is true when Err says the agent may not list or watch the kind.
 	Forbidden bool
+	// Quarantined is true when the target's profile is quarantined over its cost budget; Err
+	// is the *QuarantineError saying so, and Rows are unknown.
+	Quarantined bool
+	// Behind, when not empty, says the kind's watch is behind (BehindOptions): the rows are
+	// what has been projected so far, and events are waiting.
+	Behind string
 	// Rows the target selects, with Cluster and Inventory left for the inventory to stamp.
 	Rows []export.Row
 	// Failed lists objects whose extraction failed, sorted, with the reason.
@@ -249,6 +335,14 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 		st.Synced = false
 		return st, nil
 	}
+	if msg, q := w.proj.budgets[pi].quarantined(); q {
+		st.Quarantined, st.Err = true, &QuarantineError{Profile: profileName(t.ProfileKey), Message: msg}
+		return st, nil
+	}
+	if f, b := w.behind(); b {
+		st.Behind = fmt.Sprintf("the watch of %s is behind: its projection was busy %.0f%% of the last %s, so events arrive faster "+
+			"than the agent projects them; the rows are those projected so far", t.Resource.Resource, 100*f, w.behindOpts.Window)
+	}
 	ti, hasMatch := w.proj.targetIndex[t.Key]
 	targetName := key.String()
 	items := w.items()
@@ -267,6 +361,11 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 			continue
 		}
 		ex := it.attrs[pi]
+		if ex.skip != evaluated {
+			// Selected now but not when it was projected: its namespace's labels changed,
+			// and NamespacesChanged is restarting the watch to evaluate it.
+			return TargetState{}, nil
+		}
 		if ex.err != nil {
 			st.Failed = append(st.Failed, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 			continue

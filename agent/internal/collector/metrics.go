@@ -10,8 +10,11 @@ import (
 
 // Metrics are the collector's Prometheus metrics. A nil *Metrics records nothing.
 type Metrics struct {
-	objects *prometheus.GaugeVec
-	lag     *prometheus.HistogramVec
+	objects     *prometheus.GaugeVec
+	lag         *prometheus.HistogramVec
+	evaluations *prometheus.CounterVec
+	cost        *prometheus.CounterVec
+	quarantines *prometheus.CounterVec
 }
 
 // NewMetrics registers the collector's metrics with reg.
@@ -25,9 +28,55 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from an object's last write (managedFields) to the agent projecting it.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60},
 		}, []string{"kind"}),
+		evaluations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_profile_evaluations_total",
+			Help: "Objects a profile's attributes were evaluated on (only objects one of its targets selects).",
+		}, []string{"profile"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_profile_cost_total",
+			Help: "CEL cost units a profile spent: its attributes and the match expressions of its targets.",
+		}, []string{"profile"}),
+		quarantines: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_profile_quarantines_total",
+			Help: "Times a profile generation was quarantined for exceeding its cost budget.",
+		}, []string{"profile"}),
 	}
-	reg.MustRegister(m.objects, m.lag)
+	reg.MustRegister(m.objects, m.lag, m.evaluations, m.cost, m.quarantines)
 	return m
+}
+
+// profileCounters are one profile's counters, resolved once per watch rather than per object.
+type profileCounters struct {
+	evaluations, cost prometheus.Counter
+}
+
+// forProfile returns a profile's counters (nil for a nil Metrics); every series exists, at
+// zero, from the moment a watch evaluates the profile.
+func (m *Metrics) forProfile(name string) *profileCounters {
+	if m == nil {
+		return nil
+	}
+	m.quarantines.WithLabelValues(name)
+	return &profileCounters{evaluations: m.evaluations.WithLabelValues(name), cost: m.cost.WithLabelValues(name)}
+}
+
+func (p *profileCounters) observe(cost uint64, evaluated bool) {
+	if p == nil {
+		return
+	}
+	if evaluated {
+		p.evaluations.Inc()
+	}
+	if cost > 0 {
+		p.cost.Add(float64(cost))
+	}
+}
+
+func (m *Metrics) quarantined(name string) {
+	if m == nil {
+		return
+	}
+	m.quarantines.WithLabelValues(name).Inc()
 }
 
 func (m *Metrics) setObjects(gvk schema.GroupVersionKind, n int) {

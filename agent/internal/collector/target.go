@@ -5,7 +5,6 @@ import (
 	"path"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -47,7 +46,7 @@ type Target struct {
 	fieldSelector        fields.Selector
 	includeNames         []string
 	excludeNames         []string
-	match                cel.Program
+	match                *profile.Match
 	matchExpr            string
 }
 
@@ -161,7 +160,10 @@ func (t *Target) selectionID() string {
 }
 
 // projectionID captures everything the watch's transform depends on for this target; a change
-// of it restarts the kind's watch.
+// of it restarts the kind's watch. The whole selection is part of it: the transform evaluates a
+// profile only on objects its targets select (project), so a target that selects more needs
+// the objects it did not select evaluated.
 func (t *Target) projectionID() string {
-	return strings.Join([]string{t.Key.String(), t.ProfileKey, t.matchExpr, t.fieldSelector.String(), t.labelSelector.String()}, "|")
+	return strings.Join([]string{t.Key.String(), t.ProfileKey, t.matchExpr, t.fieldSelector.String(), t.labelSelector.String(),
+		t.selectionID()}, "|")
 }

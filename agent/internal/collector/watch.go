@@ -41,6 +41,7 @@ type item struct {
 type extraction struct {
 	json []byte
 	err  error
+	skip skipReason
 }
 
 // GetObjectMeta lets the informer's store key items by namespace/name (meta.Accessor accepts
@@ -59,6 +60,16 @@ type projection struct {
 	profiles     map[string]*profile.Compiled
 	profileKeys  []string       // position → profile key
 	profileIndex map[string]int // profile key → position in item.attrs
+	// budgets and counters are by profile position; budgets outlive the watch (Collector).
+	budgets  []*budget
+	counters []*profileCounters
+	// targets are every target of the kind; targetProfile and targetObject give, by position,
+	// its profile's position and its position in objectTargets (-1 when it has none).
+	targets       []*Target
+	targetProfile []int
+	targetObject  []int
+	// nsLabels returns a namespace's labels for namespace selectors at projection time.
+	nsLabels func(string) (labels.Set, bool)
 	// objectTargets need the whole object at projection time; targetIndex gives each one's
 	// position in item.matches.
 	objectTargets []*Target
@@ -88,15 +99,27 @@ type gvkWatch struct {
 	errAt   time.Time
 	eventAt time.Time
 
+	// deniedNS are namespaces a namespace selector refused at projection time (guarded by mu).
+	deniedNS map[string]bool
+
 	synced atomic.Bool
 	// onError, when set before start, is also called on a watch error, so that targets can
 	// report it even when no inventory rebuilds for it.
 	onError func()
+	// onQuarantine, when set before start, is called (from a transform; it must not block)
+	// with the key of a profile this watch's transform quarantined.
+	onQuarantine func(profileKey string)
+	// onEvent tells inventories the watch changed; meters measure each informer's transform.
+	onEvent    func()
+	meters     []*busyMeter
+	behindOpts BehindOptions
+	waking     atomic.Bool
+	ctx        context.Context
 }
 
 func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
-	proj *projection, onEvent func(), metrics *Metrics) *gvkWatch {
-	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj}
+	proj *projection, onEvent func(), metrics *Metrics, behind BehindOptions) *gvkWatch {
+	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background()}
 	tweak := func(o *metav1.ListOptions) {
 		if !proj.labelSelector.Empty() {
 			o.LabelSelector = proj.labelSelector.String()
@@ -138,7 +161,9 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			}
 		}
 		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{})
-		_ = inf.SetTransform(w.transform(metrics))
+		m := newBusyMeter(behind, time.Now)
+		w.meters = append(w.meters, m)
+		_ = inf.SetTransform(w.timed(m, w.transform(metrics)))
 		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
 			w.mu.Lock()
 			w.lastErr, w.errAt = err, time.Now()
@@ -166,6 +191,7 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 
 func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
 	ctx, w.cancel = context.WithCancel(ctx)
+	w.ctx = ctx
 	for _, inf := range w.informers {
 		go inf.RunWithContext(ctx)
 	}
@@ -229,31 +255,7 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 		if proj.keepLabels {
 			it.labels = u.GetLabels()
 		}
-		it.attrs = make([]extraction, len(proj.profileKeys))
-		for i, key := range proj.profileKeys {
-			raw, err := proj.profiles[key].ExtractJSON(content)
-			it.attrs[i] = extraction{json: raw, err: err}
-		}
-		if len(proj.objectTargets) > 0 {
-			it.matches = make([]bool, len(proj.objectTargets))
-			for i, t := range proj.objectTargets {
-				ok := true
-				if t.match != nil {
-					var err error
-					if ok, err = profile.EvalMatch(t.match, content); err != nil {
-						// Not selected, but not silently: the target reports it (MatchFailed).
-						if it.matchErrs == nil {
-							it.matchErrs = make([]error, len(proj.objectTargets))
-						}
-						it.matchErrs[i] = err
-					}
-				}
-				if ok && !t.fieldSelector.Empty() && !t.fieldSelector.Matches(fieldSet(content, t.fieldSelector)) {
-					ok = false
-				}
-				it.matches[i] = ok
-			}
-		}
+		w.project(it, content)
 		if metrics != nil && w.synced.Load() {
 			metrics.observeLag(w.gvk, u)
 		}
@@ -275,9 +277,11 @@ func (w *gvkWatch) items() []*item {
 }
 
 // buildProjection derives a kind's watch configuration from its targets.
-func buildProjection(targets []*Target, agentNamespaces []string) *projection {
+// budgetFor returns a profile's budget (nil: none); nsLabels serves namespace selectors.
+func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func(profileKey string) *budget,
+	nsLabels func(string) (labels.Set, bool), metrics *Metrics) *projection {
 	p := &projection{profiles: map[string]*profile.Compiled{}, profileIndex: map[string]int{}, targetIndex: map[TargetKey]int{},
-		labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
+		labelSelector: labels.Everything(), fieldSelector: fields.Everything(), nsLabels: nsLabels}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Key.String() < targets[j].Key.String() })
 	sameLabels, sameFields := true, true
 	for i, t := range targets {
@@ -301,10 +305,23 @@ func buildProjection(targets []*Target, agentNamespaces []string) *projection {
 		if !sameLabels && t.needsLabels() {
 			p.keepLabels = true
 		}
+		oi := -1
 		if t.match != nil || (!sameFields && !t.fieldSelector.Empty()) {
-			p.targetIndex[t.Key] = len(p.objectTargets)
+			oi = len(p.objectTargets)
+			p.targetIndex[t.Key] = oi
 			p.objectTargets = append(p.objectTargets, t)
 		}
+		p.targets = append(p.targets, t)
+		p.targetProfile = append(p.targetProfile, p.profileIndex[t.ProfileKey])
+		p.targetObject = append(p.targetObject, oi)
+	}
+	for _, key := range p.profileKeys {
+		var b *budget
+		if budgetFor != nil {
+			b = budgetFor(key)
+		}
+		p.budgets = append(p.budgets, b)
+		p.counters = append(p.counters, metrics.forProfile(profileName(key)))
 	}
 	p.metadataOnly = len(p.objectTargets) == 0
 	for _, prof := range p.profiles {

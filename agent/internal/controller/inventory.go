@@ -369,11 +369,14 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 
 	// Ready: a complete snapshot exists. A forbidden target makes it incomplete too (its
 	// rows are the last known ones); Degraded=Forbidden says why.
-	var incomplete, forbidden, unknown []string
+	var incomplete, forbidden, quarantined, unknown []string
 	onlySyncing := true // every incomplete target is merely starting
 	for _, p := range st.Incomplete {
 		if p.Forbidden {
 			forbidden = append(forbidden, p.String())
+		}
+		if p.Quarantined {
+			quarantined = append(quarantined, p.String())
 		}
 		incomplete = append(incomplete, p.String())
 		onlySyncing = onlySyncing && p.Syncing
@@ -409,7 +412,8 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 	for _, c := range []struct {
 		reason string
 		msgs   []string
-	}{{kollectv1.ReasonForbidden, forbidden}, {kollectv1.ReasonSinkInvalid, sinkProblems}, {kollectv1.ReasonExportFailed, failing}} {
+	}{{kollectv1.ReasonBudgetExceeded, quarantined}, {kollectv1.ReasonForbidden, forbidden}, {kollectv1.ReasonSinkInvalid, sinkProblems},
+		{kollectv1.ReasonExportFailed, failing}} {
 		if len(c.msgs) > 0 {
 			problems, reason = append(problems, c.msgs...), c.reason
 		}
@@ -435,6 +439,13 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			msg += "; the sinks keep their last rows"
 		}
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonTargetsIncomplete, msg)
+	case len(st.Behind) > 0:
+		// The sinks may well hold the snapshot, but the snapshot is behind the cluster.
+		var msgs []string
+		for _, p := range st.Behind {
+			msgs = append(msgs, p.String())
+		}
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonWatchBehind, strings.Join(msgs, "; "))
 	case !st.Built:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "no snapshot built yet")
 	case len(failing) > 0:

@@ -7,11 +7,15 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"kollect.dev/agent/internal/profile"
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -54,12 +58,23 @@ func (ps *Profiles) Forget(key client.ObjectKey) {
 	delete(ps.compiled, key)
 }
 
-// ProfileReconciler compiles profiles and reports compile errors on their status.
+// ProfileKey identifies a profile generation in the collector: namespace/name@generation/uid.
+func ProfileKey(p *kollectv1.KollectProfile) string {
+	return fmt.Sprintf("%s/%s@%d/%s", p.Namespace, p.Name, p.Generation, p.UID)
+}
+
+// ProfileReconciler compiles profiles and reports compile errors, and quarantines over the
+// cost budget, on their status.
 type ProfileReconciler struct {
 	client.Client
 	Profiles *Profiles
 	Elected  <-chan struct{}
 	Recorder recorder.EventRecorder
+	// Quarantined reports whether a profile generation (ProfileKey) is quarantined over its
+	// cost budget; nil reports none.
+	Quarantined func(profileKey string) (string, bool)
+	// Refresh receives profiles whose quarantine changed (namespace/name).
+	Refresh chan event.TypedGenericEvent[client.Object]
 }
 
 // Reconcile compiles one profile.
@@ -87,6 +102,14 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		}
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("compiling %s: %w", req.NamespacedName, err)
+	case r.quarantined(p):
+		msg, _ := r.Quarantined(ProfileKey(p))
+		p.Status.MetadataOnly = c.MetadataOnly
+		prev := apimeta.FindStatusCondition(before.Status.Conditions, kollectv1.ConditionReady)
+		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, kollectv1.ReasonBudgetExceeded, msg)
+		if r.Recorder != nil && (prev == nil || prev.Reason != kollectv1.ReasonBudgetExceeded) {
+			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonBudgetExceeded, "Collect", "%s", msg)
+		}
 	default:
 		p.Status.MetadataOnly = c.MetadataOnly
 		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, true, kollectv1.ReasonCompiled,
@@ -97,8 +120,20 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	})
 }
 
+func (r *ProfileReconciler) quarantined(p *kollectv1.KollectProfile) bool {
+	if r.Quarantined == nil {
+		return false
+	}
+	_, q := r.Quarantined(ProfileKey(p))
+	return q
+}
+
 // SetupWithManager registers the reconciler; it runs on every replica.
 func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).Complete(r)
+	b := ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
+	if r.Refresh != nil {
+		b = b.WatchesRawSource(source.Channel(r.Refresh, &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }

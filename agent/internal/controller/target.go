@@ -171,7 +171,7 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 		r.Collector.RemoveTarget(key)
 		return ctrl.Result{}, false, d.Reason, d.Message + notPermitted
 	}
-	profileKey := fmt.Sprintf("%s@%d/%s", t.profileRef, prof.Generation, prof.UID)
+	profileKey := ProfileKey(prof)
 	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, profileKey, compiled)
 	if err != nil {
 		r.Collector.RemoveTarget(key)
@@ -186,6 +186,8 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	switch {
 	case err != nil:
 		return ctrl.Result{}, false, kollectv1.ReasonSyncing, err.Error()
+	case st.Quarantined:
+		return ctrl.Result{}, false, kollectv1.ReasonBudgetExceeded, st.Err.Error()
 	case st.Forbidden:
 		return ctrl.Result{}, false, kollectv1.ReasonForbidden, fmt.Sprintf("the agent may not list or watch %s: coverage unknown, "+
 			"the rows of the last export are kept: %v", t.status.Resource, st.Err)

@@ -230,6 +230,9 @@ type Status struct {
 	Incomplete []TargetProblem
 	// Failed counts objects whose extraction failed, per target.
 	Failed map[collector.TargetKey]int
+	// Behind lists targets whose watch is behind (collector.BehindOptions): their rows are
+	// exported as far as they are projected, but events are waiting.
+	Behind []TargetProblem
 	Sinks  []SinkStatus
 }
 
@@ -237,6 +240,8 @@ type Status struct {
 type TargetProblem struct {
 	Target    collector.TargetKey
 	Forbidden bool
+	// Quarantined: the target's profile is quarantined over its cost budget.
+	Quarantined bool
 	// Syncing: the target's watch has not synced yet and reported no error; this clears by
 	// itself (kollectv1.ReasonTargetsSyncing), unlike the other problems.
 	Syncing bool

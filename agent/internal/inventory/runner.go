@@ -197,6 +197,7 @@ func (r *runner) build() {
 	var rows []export.Row
 	var incomplete []TargetProblem
 	var unknown []collector.TargetKey
+	var behind []TargetProblem
 	syncing := false
 	failed := map[collector.TargetKey]int{}
 	for _, tk := range cfg.Targets {
@@ -206,6 +207,9 @@ func (r *runner) build() {
 			incomplete = append(incomplete, TargetProblem{Target: tk, Reason: err.Error()})
 		case st.Forbidden:
 			incomplete = append(incomplete, TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()})
+		case st.Quarantined:
+			// Its profile is no longer evaluated: its rows are unknown, not empty.
+			incomplete = append(incomplete, TargetProblem{Target: tk, Quarantined: true, Reason: st.Err.Error()})
 		case !st.Synced:
 			p := TargetProblem{Target: tk, Syncing: true, Reason: "waiting for the watch to sync"}
 			if st.Err != nil {
@@ -216,6 +220,9 @@ func (r *runner) build() {
 		default:
 			rows = append(rows, st.Rows...)
 			failed[tk] = len(st.Failed)
+			if st.Behind != "" {
+				behind = append(behind, TargetProblem{Target: tk, Reason: st.Behind})
+			}
 			continue
 		}
 		unknown = append(unknown, tk)
@@ -242,7 +249,7 @@ func (r *runner) build() {
 	r.m.onTargets(cfg.Targets)
 
 	r.mu.Lock()
-	r.st.Incomplete, r.st.Failed, r.st.Held = incomplete, failed, holdExport
+	r.st.Incomplete, r.st.Failed, r.st.Held, r.st.Behind = incomplete, failed, holdExport, behind
 	if len(unknown) == 0 {
 		r.st.CarriedFrom = time.Time{}
 	} else if prev == nil {

@@ -18,23 +18,27 @@ func CompileCEL(src string) (cel.Program, error) {
 }
 
 // compileAttributeCEL is CompileCEL that also says whether the checked expression provably
-// reads only object.metadata (expr.CELReadsOnlyMetadata), which allows a metadata-only watch.
-func compileAttributeCEL(src string) (cel.Program, bool, error) {
-	prg, ast, err := expr.CompileCELChecked(src)
+// reads only object.metadata (expr.CELReadsOnlyMetadata), which allows a metadata-only watch,
+// and keeps what the cost budget charges its evaluations.
+func compileAttributeCEL(src string) (*expr.Budgeted, bool, error) {
+	b, err := expr.CompileCELBudgeted(src)
 	if err != nil {
 		return nil, false, &detailError{err: err}
 	}
-	return prg, expr.CELReadsOnlyMetadata(ast), nil
+	return b, expr.CELReadsOnlyMetadata(b.AST), nil
 }
+
+// Match is a compiled target match expression.
+type Match struct{ b *expr.Budgeted }
 
 // CompileMatch compiles a target match expression, which must return a boolean (or dyn,
 // checked by EvalMatch on every evaluation).
-func CompileMatch(src string) (cel.Program, error) {
-	prg, err := expr.CompileMatch(src)
+func CompileMatch(src string) (*Match, error) {
+	b, err := expr.CompileMatchBudgeted(src)
 	if err != nil {
 		return nil, &detailError{err: err}
 	}
-	return prg, nil
+	return &Match{b: b}, nil
 }
 
 // detailError keeps the agent's messages as they were ("attribute x: CEL: <compiler

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 
-	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/interpreter"
@@ -14,6 +13,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/expr"
 )
 
 // Compiled is a profile ready to run: every attribute compiled once.
@@ -32,7 +32,7 @@ type attribute struct {
 	typ      kollectv1.AttributeType
 	optional bool
 	path     *jsonPathExtractor
-	program  cel.Program
+	program  *expr.Budgeted
 }
 
 // CompileError lists every attribute that failed to compile, with the compiler's message.
@@ -93,13 +93,27 @@ func (e *MissingError) Error() string {
 // one, an evaluation error or a failed coercion makes the whole extraction fail with an error
 // naming the attribute, so the object is reported instead of exported with holes.
 func (c *Compiled) Extract(obj map[string]any) (map[string]any, error) {
+	out, _, err := c.extract(obj)
+	return out, err
+}
+
+// JSONPathCost is what one JSONPath evaluation is charged against a profile's cost budget: it
+// walks the object once, like a CEL field selection.
+const JSONPathCost = 1
+
+// extract is Extract that also returns what the evaluations cost, in CEL cost units (see
+// expr.Budgeted.EvalCost), so the collector can hold each profile to its budget. Attributes
+// after a failing one are not evaluated.
+func (c *Compiled) extract(obj map[string]any) (map[string]any, uint64, error) {
 	out := make(map[string]any, len(c.attrs))
 	var missing []string
+	var cost uint64
 	for i := range c.attrs {
 		a := &c.attrs[i]
-		v, found, err := a.eval(obj)
+		v, found, spent, err := a.eval(obj)
+		cost += spent
 		if err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", a.name, err)
+			return nil, cost, fmt.Errorf("attribute %s: %w", a.name, err)
 		}
 		if !found {
 			if !a.optional {
@@ -108,28 +122,42 @@ func (c *Compiled) Extract(obj map[string]any) (map[string]any, error) {
 			continue
 		}
 		if v, err = coerce(v, a.typ); err != nil {
-			return nil, fmt.Errorf("attribute %s: %w", a.name, err)
+			return nil, cost, fmt.Errorf("attribute %s: %w", a.name, err)
 		}
 		out[a.name] = v
 	}
 	if len(missing) > 0 {
-		return nil, &MissingError{Attributes: missing}
+		return nil, cost, &MissingError{Attributes: missing}
 	}
-	return out, nil
+	return out, cost, nil
 }
 
 // ExtractJSON is Extract followed by the canonical encoding rows carry.
 func (c *Compiled) ExtractJSON(obj map[string]any) ([]byte, error) {
-	values, err := c.Extract(obj)
-	if err != nil {
-		return nil, err
-	}
-	return export.EncodeAttributes(values)
+	raw, _, err := c.ExtractJSONCost(obj)
+	return raw, err
 }
 
-func (a *attribute) eval(obj map[string]any) (any, bool, error) {
+// ExtractJSONCost is ExtractJSON that also returns what the evaluations cost, in CEL cost units.
+// An error that is an evaluation cut off by the per-evaluation cost limit satisfies
+// IsCostLimitExceeded.
+func (c *Compiled) ExtractJSONCost(obj map[string]any) ([]byte, uint64, error) {
+	values, cost, err := c.extract(obj)
+	if err != nil {
+		return nil, cost, err
+	}
+	raw, err := export.EncodeAttributes(values)
+	return raw, cost, err
+}
+
+// IsCostLimitExceeded reports whether err is an evaluation cut off by the per-evaluation cost
+// limit (expr.CostLimit).
+func IsCostLimitExceeded(err error) bool { return expr.IsCostLimitExceeded(err) }
+
+func (a *attribute) eval(obj map[string]any) (any, bool, uint64, error) {
 	if a.path != nil {
-		return a.path.extract(obj)
+		v, found, err := a.path.extract(obj)
+		return v, found, JSONPathCost, err
 	}
 	return evalCEL(a.program, obj)
 }
@@ -146,29 +174,30 @@ func (a *objectActivation) ResolveName(name string) (any, bool) {
 
 func (a *objectActivation) Parent() interpreter.Activation { return nil }
 
-func evalCEL(prg cel.Program, obj map[string]any) (any, bool, error) {
-	val, _, err := prg.Eval(&objectActivation{object: obj})
+func evalCEL(b *expr.Budgeted, obj map[string]any) (any, bool, uint64, error) {
+	val, details, err := b.Program.Eval(&objectActivation{object: obj})
+	cost := b.EvalCost(details)
 	if err != nil {
 		// A field the object lacks is "missing", which the attribute's optional flag governs.
 		if strings.Contains(err.Error(), "no such key") || strings.Contains(err.Error(), "no such field") {
-			return nil, false, nil
+			return nil, false, cost, nil
 		}
-		return nil, false, fmt.Errorf("evaluating CEL: %w", err)
+		return nil, false, cost, fmt.Errorf("evaluating CEL: %w", err)
 	}
 	if types.IsUnknownOrError(val) {
-		return nil, false, fmt.Errorf("evaluating CEL: %v", val)
+		return nil, false, cost, fmt.Errorf("evaluating CEL: %v", val)
 	}
 	if opt, ok := val.(*types.Optional); ok {
 		if !opt.HasValue() {
-			return nil, false, nil
+			return nil, false, cost, nil
 		}
 		val = opt.GetValue()
 	}
 	if val == types.NullValue {
-		return nil, false, nil
+		return nil, false, cost, nil
 	}
 	native, err := celToNative(val)
-	return native, err == nil, err
+	return native, err == nil, cost, err
 }
 
 var jsonValueType = reflect.TypeFor[*structpb.Value]()
@@ -212,14 +241,21 @@ func normalizeNumbers(v any) any {
 }
 
 // EvalMatch runs a compiled target match expression; it must return a boolean.
-func EvalMatch(prg cel.Program, obj map[string]any) (bool, error) {
-	val, _, err := prg.Eval(&objectActivation{object: obj})
+func EvalMatch(m *Match, obj map[string]any) (bool, error) {
+	ok, _, err := EvalMatchCost(m, obj)
+	return ok, err
+}
+
+// EvalMatchCost is EvalMatch that also returns what the evaluation cost, in CEL cost units.
+func EvalMatchCost(m *Match, obj map[string]any) (bool, uint64, error) {
+	val, details, err := m.b.Program.Eval(&objectActivation{object: obj})
+	cost := m.b.EvalCost(details)
 	if err != nil {
-		return false, fmt.Errorf("evaluating match: %w", err)
+		return false, cost, fmt.Errorf("evaluating match: %w", err)
 	}
 	b, ok := val.(types.Bool)
 	if !ok {
-		return false, errors.New("match expression must return a boolean")
+		return false, cost, errors.New("match expression must return a boolean")
 	}
-	return bool(b), nil
+	return bool(b), cost, nil
 }
