@@ -219,19 +219,13 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 			}
 		}
 	}
-	if rest := staticWindow - time.Since(windowStart); rest > 0 {
-		time.Sleep(rest)
-	}
+	// The window closes when it has lasted a debounce + resync period and the agent has called
+	// every sink since it opened (the resync's calls have returned): bounded by observed
+	// events, it cannot pass vacuously on a slow machine, and a late resync is waited for.
+	a.waitExportCalls(t, ctx, sinks, exportsBefore, windowStart.Add(staticWindow), "(c) the resync calling every sink")
 	end := readMarks(t, ctx, sinks)
-	exportsAfter := a.exportCalls(t)
 	assertStatic(t, sinks, start, end, fmt.Sprintf("(c) over %s of static data (debounce %s + resync %s)",
 		time.Since(windowStart).Round(time.Second), debounce, resync), knownResyncWrites)
-	for _, s := range sinks {
-		if exportsAfter[s.name] <= exportsBefore[s.name] {
-			t.Errorf("(c) %s: the agent made no export call in the window (%v -> %v): the resync did not run, so the window proves nothing",
-				s.name, exportsBefore[s.name], exportsAfter[s.name])
-		}
-	}
 	checkRows(t, ctx, sinks, want2, "(c) after the static window")
 
 	// (d) Restarting the agent with unchanged data writes nothing.
@@ -242,7 +236,10 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 	start = readMarks(t, ctx, sinks)
 	a.start()
 	a.waitCollected(t, ctx, len(want2))
-	time.Sleep(debounce + 5*time.Second)
+	// The window closes when the restarted process has called every sink (its first resync,
+	// a resync period after its start): its first build and everything it offered the sinks
+	// lie inside the window.
+	a.waitExportCalls(t, ctx, sinks, map[string]float64{}, time.Time{}, "(d) the restarted agent calling every sink")
 	end = readMarks(t, ctx, sinks)
 	assertStatic(t, sinks, start, end, fmt.Sprintf("(d) over %s around an agent restart with unchanged data",
 		time.Since(windowStart).Round(time.Second)), nil)
@@ -584,6 +581,36 @@ func (a *agentProc) exportCalls(t *testing.T) map[string]float64 {
 		t.Fatal("no kollect_export_duration_seconds_count samples with a sink label")
 	}
 	return out
+}
+
+// waitExportCalls waits until the agent has made an export call to every sink beyond the
+// counts in before (kollect_export_duration_seconds_count, which counts calls that returned)
+// and notBefore has passed; it returns the counts then. It is how a quiet window closes: on
+// an observed call of every sink, not after a sleep.
+func (a *agentProc) waitExportCalls(t *testing.T, ctx context.Context, sinks []*sinkUnderTest, before map[string]float64, notBefore time.Time, what string) map[string]float64 {
+	t.Helper()
+	deadline := time.Now().Add(resync + converge)
+	if notBefore.After(time.Now()) {
+		deadline = notBefore.Add(resync + converge)
+	}
+	var last map[string]float64
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if cur, err := a.scrapeBySink("kollect_export_duration_seconds_count"); err == nil {
+			last = cur
+			all := true
+			for _, s := range sinks {
+				if cur[s.name] <= before[s.name] {
+					all = false
+				}
+			}
+			if all && !time.Now().Before(notBefore) {
+				return cur
+			}
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s: export calls per sink %v, want each above %v: without the calls the window proves nothing", what, last, before)
+	return nil
 }
 
 // bySink is scrapeBySink failing the test on a scrape error.
