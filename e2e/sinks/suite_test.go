@@ -242,7 +242,7 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 	a.waitExportCalls(t, ctx, sinks, map[string]float64{}, time.Time{}, "(d) the restarted agent calling every sink")
 	end = readMarks(t, ctx, sinks)
 	assertStatic(t, sinks, start, end, fmt.Sprintf("(d) over %s around an agent restart with unchanged data",
-		time.Since(windowStart).Round(time.Second)), nil)
+		time.Since(windowStart).Round(time.Second)), knownRestartWrites)
 	checkRows(t, ctx, sinks, want2, "(d) after the restart")
 	t.Logf("suite done in %s", time.Since(began).Round(time.Millisecond))
 }
@@ -305,6 +305,23 @@ var knownResyncWrites = map[string]struct {
 	moves func(unit string) bool
 }{}
 
+// knownRestartWrites are the sinks that, today, write in (d): after a restart with unchanged
+// data, within the restarted process's first periodic resync. The event sinks keep what
+// consumers hold in memory only, so the first resync of a new process re-sends every row with
+// the resync mark (docs/sinks/events.md, "Periodic resyncs": a sink that does not know what
+// consumers hold re-sends), although "a restart with unchanged data writes nothing". The (d)
+// window used to end after debounce + 5 s, before that resync, and never saw it; it now ends
+// on the restarted process's calls of every sink. Same rules as knownResyncWrites.
+var knownRestartWrites = map[string]struct {
+	why   string
+	moves func(unit string) bool
+}{
+	"kafka": {"the restarted process's first resync re-produces every row as a resync-marked upsert (what was acknowledged before the restart is not known to the new process)",
+		func(u string) bool { return strings.HasPrefix(u, "uid:") || strings.HasPrefix(u, "counter:") }},
+	"nats": {"the restarted process's first resync re-publishes every row to the stream and the KV bucket (what was acknowledged before the restart is not known to the new process)",
+		func(u string) bool { return strings.HasPrefix(u, "uid:") || strings.HasPrefix(u, "counter:") }},
+}
+
 // assertStatic fails for every sink whose write markers moved between start and end, except
 // the known deviations given, which must move exactly as described.
 func assertStatic(t *testing.T, sinks []*sinkUnderTest, start, end map[string]map[string]string, what string,
@@ -318,7 +335,7 @@ func assertStatic(t *testing.T, sinks []*sinkUnderTest, start, end map[string]ma
 		dev, isKnown := known[s.name]
 		if len(ch) == 0 {
 			if isKnown {
-				t.Errorf("%s: %s (%s) wrote nothing, but is listed in knownResyncWrites (%s): the deviation is gone, delete the entry",
+				t.Errorf("%s: %s (%s) wrote nothing, but is listed as a known deviation (%s): the deviation is gone, delete the entry",
 					what, s.name, s.client, dev.why)
 				continue
 			}
