@@ -421,6 +421,6 @@ func (f *rolloutFleet) awaitEvaluations(t *testing.T) {
 	from := f.evaluations(t)
 	eventually(t, 60*time.Second, "two evaluations of the rollout engine", func() (bool, string) {
 		n := f.evaluations(t)
-		return n >= from+2, fmt.Sprintf("%d evaluations, want %d", n, from+2)
+		return n >= from+2, fmt.Sprintf("%d evaluations, want %d (the engine evaluates active rollouts only: did the rollout end?)", n, from+2)
 	})
 }

@@ -276,7 +276,7 @@ func (h *testHub) awaitEvaluations(t *testing.T) {
 	from := h.evaluations(t)
 	eventually(t, func() error {
 		if n := h.evaluations(t); n < from+2 {
-			return fmt.Errorf("rollout engine evaluations %d, want %d", n, from+2)
+			return fmt.Errorf("rollout engine evaluations %d, want %d (the engine evaluates active rollouts only: did the rollout end?)", n, from+2)
 		}
 		return nil
 	})
