@@ -60,7 +60,17 @@ func TestPostgresHaltAndResumeKeepData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = idle.Process.Kill(); _ = idle.Wait() }()
-	time.Sleep(200 * time.Millisecond)
+	// The session is open once the server lists it, not after a sleep: otherwise a slow start
+	// of psql leaves Halt nothing to wait for and the test proves nothing.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		n := cli(t, "psql", pg.URL, "-tAc", "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(300)%'")
+		if n == "1" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the idle session never showed in pg_stat_activity (%s sessions)", n)
+		}
+	}
 	began := time.Now()
 	outage(t, pg.Process, "127.0.0.1:"+strconv.Itoa(pg.Port))
 	t.Logf("postgres halted and resumed in %s", time.Since(began).Round(time.Millisecond))

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/testenv"
 )
 
@@ -108,14 +111,30 @@ func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 	}
 
 	// Exactly one of the pair exported. A second leader would export the same change within
-	// its debounce (500 ms) of winning, so the standby's counter is watched for 2 s more.
+	// its debounce (500 ms) of winning. The window closes when the leader has made the export
+	// call of a resync asked after its export (kollect.dev/resync-now, acted on by an elected
+	// replica only): a second round of the leader's debounce loop after the change, which a
+	// second leader would have needed one round for; then the standby's counter is read.
 	leader, standby := whoExported(t, pair.replicas, before)
-	for watchUntil := time.Now().Add(2 * time.Second); time.Now().Before(watchUntil); time.Sleep(200 * time.Millisecond) {
-		n, err := standby.exports()
+	led, err := leader.exports()
+	must(t, err)
+	var inv kollectv1.KollectInventory
+	must(t, cp.Client.Get(ctx, client.ObjectKey{Namespace: pair.ns, Name: "inv"}, &inv))
+	patch := client.MergeFrom(inv.DeepCopy())
+	inv.SetAnnotations(map[string]string{kollectv1.AnnotationResyncNow: fmt.Sprint("after-outage-", time.Now().UnixNano())})
+	must(t, cp.Client.Patch(ctx, &inv, patch))
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		n, err := leader.exports()
 		must(t, err)
-		if n != before[standby] {
-			t.Fatalf("the standby %s exported after the outage too (%v -> %v export calls): two leaders", standby.name, before[standby], n)
+		if n > led {
+			break
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the leader %s made no export call for the resync asked after the outage (%v calls)", leader.name, n)
+		}
+	}
+	if n, err := standby.exports(); err != nil || n != before[standby] {
+		t.Fatalf("the standby %s exported after the outage too (%v -> %v export calls, %v): two leaders", standby.name, before[standby], n, err)
 	}
 
 	// (c): the leader is killed. The standby's takeover is timed from the kill to the

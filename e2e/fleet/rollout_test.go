@@ -37,7 +37,12 @@ func TestRollouts(t *testing.T) {
 		if code != 0 || !strings.Contains(out, "created revision 2 (held)") {
 			t.Fatalf("apply --hold: exit %d:\n%s", code, out)
 		}
-		time.Sleep(2 * time.Second) // a held revision must not reach anyone, even later
+		// A held revision reaches no one, even later: CreateRevision sets desired revisions in
+		// its transaction, and with no active rollout the engine evaluates nothing, so the hub's
+		// answer now is final.
+		if _, active := f.stableRevision(t); active != 0 {
+			t.Fatalf("a held revision started rollout %d", active)
+		}
 		for c, rev := range f.desired(t) {
 			if rev != 1 {
 				t.Fatalf("%s wants revision %d of a bundle whose revision 2 is held", c, rev)
@@ -222,8 +227,9 @@ func TestRollouts(t *testing.T) {
 			if cur.GetPhase() == fleetv1.RolloutPhase_ROLLOUT_PHASE_COMPLETED {
 				break
 			}
-			// Nothing beyond the completed waves moves while approval is pending.
-			time.Sleep(3 * time.Second)
+			// Nothing beyond the completed waves moves while approval is pending: the window is
+			// two evaluations of the rollout awaiting approval, not a sleep.
+			f.awaitEvaluations(t)
 			held := f.get(t, r.GetId())
 			if held.GetPhase() != fleetv1.RolloutPhase_ROLLOUT_PHASE_AWAITING_APPROVAL {
 				t.Fatalf("approval not awaited:\n%s", describeRollout(held))
@@ -299,7 +305,7 @@ func TestRollouts(t *testing.T) {
 			}
 			return c.Msg.GetCluster().GetState() == fleetv1.ClusterState_CLUSTER_STATE_OFFLINE, c.Msg.GetCluster().GetState().String()
 		})
-		time.Sleep(2 * time.Second)
+		f.awaitEvaluations(t) // the window: two evaluations with ro3 offline
 		held := f.get(t, r.GetId())
 		c := clusterOf(held, ro3)
 		if held.GetPhase() != fleetv1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING || c.GetState() == fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED ||

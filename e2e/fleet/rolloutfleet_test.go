@@ -2,7 +2,12 @@ package fleet
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
+	"io"
+	"net/http"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -369,4 +374,53 @@ func clusterOf(r *fleetv1.Rollout, name string) *fleetv1.RolloutCluster {
 		}
 	}
 	return &fleetv1.RolloutCluster{}
+}
+
+// evaluations reads the hub's kollect_hub_rollout_evaluations_total: its rollout engine's
+// completed evaluations of an active rollout.
+func (f *rolloutFleet) evaluations(t *testing.T) int64 {
+	t.Helper()
+	caPEM, err := os.ReadFile(filepath.Join(f.h.dir, "data", "pki", "ca.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	req, err := http.NewRequest(http.MethodGet, "https://"+f.h.addr+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+f.h.adminToken)
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("hub /metrics: %d %v", resp.StatusCode, err)
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "kollect_hub_rollout_evaluations_total "); ok {
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err == nil {
+				return int64(n)
+			}
+		}
+	}
+	t.Fatal("no kollect_hub_rollout_evaluations_total on the hub's /metrics")
+	return 0
+}
+
+// awaitEvaluations closes the window of a negative about a rollout ("nothing moved"): it
+// waits until the hub's engine has completed two evaluations beyond the count at the call, so
+// that a whole evaluation started after it and wrote what it would. It replaces a sleep.
+func (f *rolloutFleet) awaitEvaluations(t *testing.T) {
+	t.Helper()
+	from := f.evaluations(t)
+	eventually(t, 60*time.Second, "two evaluations of the rollout engine", func() (bool, string) {
+		n := f.evaluations(t)
+		return n >= from+2, fmt.Sprintf("%d evaluations, want %d (the engine evaluates active rollouts only: did the rollout end?)", n, from+2)
+	})
 }

@@ -122,6 +122,13 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	create(t, profileTarget(ns, "cms", kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 		kollectv1.Attribute{Name: "name", CEL: "object.metadata.name"})...)
 	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"cms", "secrets"}, 200*time.Millisecond))
+	// A control: an inventory of the permitted kind alone, with the same debounce, on the same
+	// agent. Its exports show when the agent has built what a change caused.
+	ctl := inventoryFor(ns, "ctl", []string{"cms"}, 200*time.Millisecond)
+	ctl.Spec.Sinks.Snapshot[0].Name = "ctl-rec"
+	ctlSink := recordingSink(ns)
+	ctlSink.SetName("ctl-rec")
+	create(t, ctlSink, ctl)
 
 	// A fully privileged agent exports both kinds and records the checksum in status.
 	recs := &recorders{}
@@ -166,8 +173,15 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 		return false, fmt.Sprintf("%d events", len(evs.Items))
 	})
 	// A change to the permitted kind still does not publish a snapshot missing the secrets.
+	// The window closes when the control has exported the change and then been called for a
+	// resync asked after that: two rounds of a debounce loop that saw the same change as the
+	// inventory's, which would have exported the snapshot without the secrets in its first.
+	ctlRec := recs.get(ns + "/ctl-rec")
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"}})
-	time.Sleep(3 * time.Second)
+	if !ctlRec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
+		t.Fatalf("the control inventory did not export c2: %s", describeBatches(ctlRec.Batches()))
+	}
+	awaitResync(t, client.ObjectKeyFromObject(ctl), resyncBatches(ctlRec))
 	if got := len(rec.Batches()) - n; got != 0 {
 		t.Fatalf("restricted agent exported %d snapshots; last has %d rows", got, len(rec.Last().Envelope.Rows))
 	}

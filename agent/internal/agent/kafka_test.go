@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/export"
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -112,7 +113,20 @@ func TestKafkaThroughTheAgent(t *testing.T) {
 		create(t, configMap(ns, fmt.Sprintf("churn-%d", i), map[string]string{"color": fmt.Sprint(i)}))
 		time.Sleep(300 * time.Millisecond)
 	}
-	time.Sleep(6 * time.Second) // exports time out against the frozen broker meanwhile
+	// The freeze lasts until an export has failed against the frozen broker (its 5 s timeout),
+	// as status shows, so that the return below is a return from an outage the agent saw.
+	eventually(t, 60*time.Second, "an export failing against the frozen broker", func() (bool, string) {
+		inv := &kollectv1.KollectInventory{}
+		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "inv"}, inv); err != nil {
+			return false, err.Error()
+		}
+		for _, s := range inv.Status.Sinks {
+			if s.Name == "bus" && s.LastError != "" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%+v", inv.Status.Sinks)
+	})
 	if err := broker.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}

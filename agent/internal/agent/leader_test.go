@@ -54,18 +54,24 @@ func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
 		_ = cp.Client.Get(context.Background(), client.ObjectKeyFromObject(inv), inv)
 		return len(inventoryStatus(inv).Sinks) == 1 && inventoryStatus(inv).Sinks[0].Checksum != "", ""
 	})
+	leader, _ := holder(t, ns)
 	start()
-	time.Sleep(2 * time.Second) // the standby warms up: watches synced, snapshot built
-	if n := len(rec.Batches()); n != 1 {
-		t.Fatalf("the standby exported: %d batches", n)
-	}
+	// Setup, not evidence: the standby gets a moment to warm up (watches synced, snapshot
+	// built) so that the takeover is a warm one. What follows holds however long it took.
+	time.Sleep(2 * time.Second)
 	stopLeader()
-	time.Sleep(3 * time.Second)
-	if n := len(rec.Batches()); n != 1 {
-		t.Fatalf("the new leader re-exported unchanged data: %d batches", n)
-	}
+	eventually(t, 30*time.Second, "the standby holding the Lease", func() (bool, string) {
+		h, _ := holder(t, ns)
+		return h != "" && h != leader, h
+	})
+	// Neither the standby nor the new leader exported unchanged data: the window, from the
+	// first export to the return of the new leader's call for a resync asked after it took the
+	// Lease, holds nothing but that resync, which names the exported checksum as the sink's.
+	first := rec.Batches()[0].Envelope.Checksum
+	assertRecorderQuiet(t, rec, client.ObjectKeyFromObject(configMapInventory(ns, 0, 0)[3]), 1, first,
+		"the standby and the new leader with unchanged data")
 	create(t, configMap(ns, "b", map[string]string{"color": "blue"}))
-	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b) == 2 && len(b[1].Envelope.Rows) == 2 }) {
+	if !rec.WaitFor(20*time.Second, func(b []*sink.Batch) bool { return len(b) == 3 && len(b[2].Envelope.Rows) == 2 }) {
 		t.Fatalf("the new leader did not export the change: %d batches", len(rec.Batches()))
 	}
 }
@@ -184,17 +190,34 @@ func TestLostLeaseStepsDownInProcess(t *testing.T) {
 				}
 				return grew == 1, fmt.Sprint(n)
 			})
-			time.Sleep(time.Second) // a second exporter would have exported by now (debounce 200 ms)
+			// A second exporter would have exported the change by the time the leader has been
+			// called for a resync asked after its export: the window closes there, not after a
+			// sleep. (Only an elected replica acts on the request; two resyncs would be two
+			// leaders as well.)
+			awaitResync(t, client.ObjectKeyFromObject(configMapInventory(ns, 0, 0)[3]), func() int {
+				total := 0
+				for _, r := range recs {
+					total += resyncBatches(r.get(ns + "/rec"))()
+				}
+				return total
+			})
 			n := batches()
-			grew := 0
+			grew, resynced := 0, 0
 			for i := range n {
-				if n[i] > before[i] {
+				all := recs[i].get(ns + "/rec").Batches()
+				since := all[before[i]:]
+				if len(since) > 0 && since[len(since)-1].Resync {
+					resynced++
+				}
+				if exports := contentExports(since); len(exports) > 0 {
 					grew++
-					last := recs[i].get(ns + "/rec").Batches()
-					if rows := len(last[len(last)-1].Envelope.Rows); rows != 2 {
+					if rows := len(exports[len(exports)-1].Envelope.Rows); rows != 2 {
 						t.Errorf("replica %d exported %d rows after leading again, want 2", i, rows)
 					}
 				}
+			}
+			if resynced != 1 {
+				t.Fatalf("%d replicas acted on one resync request, want exactly 1: %v -> %v", resynced, before, n)
 			}
 			if grew != 1 {
 				t.Fatalf("%d replicas exported after the step-down, want exactly 1: %v -> %v", grew, before, n)

@@ -12,9 +12,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kollect.dev/agent/internal/sink/backends"
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/testenv"
 )
@@ -42,7 +45,8 @@ func TestGitSinkThroughTheAgent(t *testing.T) {
 		Layout: kollectv1.Layout{Mode: kollectv1.LayoutPerResource}}})
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "repo"}}})...)
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue"}))
-	startAgentWith(t, nil, "c-git", ns, nil)
+	calls := &callCounter{}
+	startAgentWith(t, nil, "c-git", ns, calls.wrap(backends.Factories(prometheus.NewRegistry())))
 
 	files := func() string { return gitOut(t, repo, "ls-tree", "-r", "--name-only", "main") }
 	eventually(t, 60*time.Second, "one file per object", func() (bool, string) {
@@ -62,9 +66,12 @@ func TestGitSinkThroughTheAgent(t *testing.T) {
 	if !strings.HasSuffix(changed, "/a.yaml") || strings.Contains(changed, "\n") {
 		t.Fatalf("the change touched %q, want only a.yaml", changed)
 	}
-	time.Sleep(3 * time.Second)
+	// Static data: no commit between the change's commit and the return of a sink call for a
+	// resync asked after it (the repository's commit count is the evidence; the call shows
+	// the agent did reach the sink in the window).
+	awaitResync(t, client.ObjectKey{Namespace: ns, Name: "inv"}, calls.Resyncs)
 	if n := commits(); n != first+1 {
-		t.Fatalf("%d commits while data was static", n-first-1)
+		t.Fatalf("%d commits while data was static (%d export calls)", n-first-1, calls.Calls())
 	}
 	if err := cp.Client.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"}}); err != nil {
 		t.Fatal(err)

@@ -256,6 +256,9 @@ func (r *runner) build() {
 		r.st.CarriedFrom = carriedFrom
 	}
 	if holdExport {
+		// A resync asked for meanwhile (kollect.dev/resync-now, already recorded in status as
+		// acted on) is made by the first build that exports, not dropped with this one.
+		r.resync = r.resync || resync
 		r.mu.Unlock()
 		r.m.onStatus(r.key)
 		return

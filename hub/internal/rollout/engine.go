@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,6 +28,8 @@ type Engine struct {
 	// changed is called after a step was written; moved says desired revisions changed.
 	changed func(moved bool)
 	wake    chan struct{}
+	// evaluations counts completed evaluations of an active rollout (see Evaluations).
+	evaluations atomic.Int64
 
 	mu        sync.Mutex
 	selectors map[string]string // "bundle@revision" → selector JSON (revisions are immutable)
@@ -226,6 +229,13 @@ func (e *Engine) input(ctx context.Context, r store.Rollout, f *fleetState) (Inp
 		Now: now}, nil
 }
 
+// Evaluations is the number of completed evaluations of an active rollout: passes of Run
+// and of a user action, one per rollout, counted once the step they computed (if any) has
+// been written. Two values read around an event bound the engine's work after it: once the
+// count has grown by two, a whole evaluation started after the event and found what it found
+// (kollect_hub_rollout_evaluations_total; what tests prove "nothing moved" with).
+func (e *Engine) Evaluations() int64 { return e.evaluations.Load() }
+
 // advance computes and writes one step of r. Losing the compare-and-swap is not an error:
 // another replica or a user action got there first, and the next pass sees its result.
 func (e *Engine) advance(ctx context.Context, r store.Rollout, f *fleetState) error {
@@ -235,15 +245,18 @@ func (e *Engine) advance(ctx context.Context, r store.Rollout, f *fleetState) er
 	}
 	step, ok := Advance(in)
 	if !ok {
+		e.evaluations.Add(1)
 		return nil
 	}
 	next, err := e.store.ApplyRolloutStep(ctx, step, labelsel.Match)
 	if errors.Is(err, store.ErrStale) {
+		e.evaluations.Add(1)
 		return nil
 	}
 	if err != nil {
 		return err
 	}
+	e.evaluations.Add(1)
 	for _, a := range step.Audit {
 		e.log.InfoContext(ctx, "rollout", "id", r.ID, "event", a.Action, "detail", a.Detail)
 	}

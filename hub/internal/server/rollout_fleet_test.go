@@ -66,12 +66,13 @@ func TestRolloutOfflineCluster(t *testing.T) {
 	waitAgents(t, 1, agents...)
 
 	// o1 stops reporting and turns stale (after a minute in the test hub).
-	agents[0].silent.Store(true)
-	time.Sleep(300 * time.Millisecond) // a heartbeat already on its way lands first
+	agents[0].silence(t) // a heartbeat already on its way lands first
 	h.clock.Advance(2 * time.Minute)
 	h.apply(t, 2, true)
 	r := start(t, h, &fleetv1.RolloutStrategy{WaveSize: count(1)})
-	time.Sleep(1500 * time.Millisecond)
+	// The window: o1 judged offline, then two more evaluations, not a sleep.
+	h.waitRollout(t, r.GetId(), "o1 offline", func(r *fleetv1.Rollout) bool { return clusterOf(t, r, "o1").GetGate() == "offline" })
+	h.awaitEvaluations(t)
 	held := h.waitRollout(t, r.GetId(), "", func(*fleetv1.Rollout) bool { return true })
 	c := clusterOf(t, held, "o1")
 	if held.GetPhase() != progressing || held.GetCurrentWave() != 0 || c.GetGate() != "offline" ||
@@ -79,18 +80,18 @@ func TestRolloutOfflineCluster(t *testing.T) {
 		clusterOf(t, held, "o2").GetState() != fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_PENDING {
 		t.Fatalf("while o1 is offline: %v", held)
 	}
+	h.wantDesired(t, 1, "while o1 is offline", agents[1], agents[2])
 	agents[0].silent.Store(false) // back: it applies, reports, and the rollout goes on
 	h.waitRollout(t, r.GetId(), "completion", phaseIs(completed))
 	waitAgents(t, 2, agents...)
 
 	// o2 goes offline for good: its wave waits, then fails it at the deadline.
-	agents[1].silent.Store(true)
-	time.Sleep(300 * time.Millisecond)
+	agents[1].silence(t)
 	h.clock.Advance(2 * time.Minute)
 	h.apply(t, 3, true)
 	r = start(t, h, &fleetv1.RolloutStrategy{WaveSize: count(1), ProgressDeadline: durationpb.New(5 * time.Minute)})
 	h.waitRollout(t, r.GetId(), "o2's wave", func(r *fleetv1.Rollout) bool { return r.GetCurrentWave() == 1 })
-	time.Sleep(time.Second)
+	h.awaitEvaluations(t) // two evaluations with o2 offline before its deadline
 	if w := h.waitRollout(t, r.GetId(), "", func(*fleetv1.Rollout) bool { return true }); w.GetPhase() != progressing {
 		t.Fatalf("an offline cluster failed before the deadline: %v", w)
 	}

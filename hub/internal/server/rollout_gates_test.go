@@ -59,8 +59,11 @@ func TestRolloutFailingCanaryPausesAndRollsBack(t *testing.T) {
 	if c.GetState() != fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED || c.GetGate() != "inventoriesReady" {
 		t.Fatalf("canary: %v", c)
 	}
-	time.Sleep(500 * time.Millisecond)
-	waitAgents(t, 1, rest...) // paused: the wave after the canary never started
+	// Paused: the wave after the canary never starts. The evidence is the hub's desired
+	// revisions after two more evaluations of the paused rollout, not a sleep.
+	h.awaitEvaluations(t)
+	h.wantDesired(t, 1, "paused after the canary failed", rest...)
+	waitAgents(t, 1, rest...)
 	if w := h.waitRollout(t, r.GetId(), "", func(*fleetv1.Rollout) bool { return true }).GetWaves()[1]; w.GetPhase() != fleetv1.WavePhase_WAVE_PHASE_PENDING {
 		t.Fatalf("wave 1 while paused: %v", w)
 	}
@@ -141,7 +144,8 @@ func TestRolloutRequireApproval(t *testing.T) {
 	if w.GetCurrentWave() != 1 || !strings.Contains(w.GetMessage(), "resume to start wave 2") {
 		t.Fatalf("awaiting approval: %v", w)
 	}
-	time.Sleep(time.Second)
+	h.awaitEvaluations(t) // the window: two evaluations of the rollout awaiting approval
+	h.wantDesired(t, 1, "awaiting approval", b)
 	waitAgents(t, 2, a)
 	waitAgents(t, 1, b)
 	if still := h.waitRollout(t, r.GetId(), "", func(*fleetv1.Rollout) bool { return true }); still.GetPhase() != awaiting {
@@ -180,7 +184,17 @@ func TestRolloutPauseResumeAbort(t *testing.T) {
 	if pr.Msg.GetRollout().GetPhase() != paused || pr.Msg.GetRollout().GetMessage() != "paused by token:admin: lunch" {
 		t.Fatalf("paused: %v", pr.Msg.GetRollout())
 	}
-	time.Sleep(1500 * time.Millisecond) // p0 becomes healthy meanwhile, but nothing else moves
+	// p0 becomes healthy meanwhile (a paused rollout still follows its moved clusters), but
+	// nothing else moves: the evaluation that judged p0 healthy would have started the next
+	// wave in the same step, and two more follow before the desired revisions are read.
+	h.waitRollout(t, r.GetId(), "p0 healthy while paused", func(r *fleetv1.Rollout) bool {
+		return clusterOf(t, r, "p0").GetState() == fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_HEALTHY
+	})
+	h.awaitEvaluations(t)
+	if p := h.waitRollout(t, r.GetId(), "", func(*fleetv1.Rollout) bool { return true }); p.GetPhase() != paused {
+		t.Fatalf("after p0 turned healthy while paused: %v", p)
+	}
+	h.wantDesired(t, 1, "paused", agents[1], agents[2])
 	waitAgents(t, 1, agents[1], agents[2])
 	if _, err := h.admin.ResumeRollout(ctx, connect.NewRequest(&fleetv1.ResumeRolloutRequest{Id: r.GetId()})); err != nil {
 		t.Fatal(err)
@@ -193,7 +207,15 @@ func TestRolloutPauseResumeAbort(t *testing.T) {
 	if ab.Msg.GetRollout().GetPhase() != fleetv1.RolloutPhase_ROLLOUT_PHASE_ABORTED || ab.Msg.GetRollout().GetFinishedAt() == nil {
 		t.Fatalf("aborted: %v", ab.Msg.GetRollout())
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// Aborted: the engine evaluates active rollouts only, and the abort left none, so the
+	// desired revisions the hub stores now are final (an evaluation in flight loses its
+	// compare-and-swap).
+	if l, err := h.admin.ListRollouts(ctx, connect.NewRequest(&fleetv1.ListRolloutsRequest{Bundle: "base", ActiveOnly: true})); err != nil ||
+		len(l.Msg.GetRollouts()) != 0 {
+		t.Fatalf("active rollouts after the abort: %v %v", l, err)
+	}
+	h.wantDesired(t, 2, "aborted", agents[0], agents[1])
+	h.wantDesired(t, 1, "aborted", agents[2])
 	waitAgents(t, 2, agents[0], agents[1])
 	waitAgents(t, 1, agents[2])
 	_, err = h.admin.ResumeRollout(ctx, connect.NewRequest(&fleetv1.ResumeRolloutRequest{Id: r.GetId()}))

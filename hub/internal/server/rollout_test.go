@@ -99,8 +99,13 @@ func TestRolloutCanaryThenWaves(t *testing.T) {
 	if rev := h.apply(t, 2, true); rev != 2 {
 		t.Fatalf("held revision %d", rev)
 	}
-	time.Sleep(300 * time.Millisecond)
-	waitAgents(t, 1, agents...) // held: nobody moved
+	// Held: nobody moved. CreateRevision sets the desired revisions in its transaction, and
+	// without an active rollout nothing else moves them: the hub's answer now is final.
+	if b, err := h.admin.GetBundle(ctx, connect.NewRequest(&fleetv1.GetBundleRequest{Name: "base"})); err != nil || b.Msg.GetBundle().GetActiveRolloutId() != 0 {
+		t.Fatalf("bundle after a held revision: %v %v", b, err)
+	}
+	h.wantDesired(t, 1, "a held revision", agents...)
+	waitAgents(t, 1, agents...)
 
 	strategy := &fleetv1.RolloutStrategy{CanarySelector: canaryRing(), WaveSize: count(2), MaxConcurrency: 1,
 		MinHealthy: durationpb.New(300 * time.Millisecond)}

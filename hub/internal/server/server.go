@@ -232,6 +232,9 @@ func (s *Server) routes() http.Handler {
 	s.registry = prometheus.NewRegistry()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&health.Collector{Source: s.view.Snapshot, Connected: s.dispatcher.Connected, Log: s.log})
+	s.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_rollout_evaluations_total",
+		Help: "Completed evaluations of an active rollout by the rollout engine (one per rollout per pass)."},
+		func() float64 { return float64(s.rollouts.Evaluations()) }))
 
 	// Bundles and statuses are larger than Connect's defaults expect; bound them anyway.
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:

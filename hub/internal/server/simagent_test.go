@@ -46,6 +46,21 @@ type simAgent struct {
 	configs atomic.Int64
 	// reported is the revision of "base" in the last heartbeat the hub accepted.
 	reported atomic.Int64
+	// inflight counts heartbeats sent and not yet answered.
+	inflight atomic.Int32
+}
+
+// silence stops the agent's heartbeats and returns once none is on its way: from then on the
+// hub hears nothing from it (a cluster gone offline).
+func (a *simAgent) silence(t testing.TB) {
+	t.Helper()
+	a.silent.Store(true)
+	eventually(t, func() error {
+		if n := a.inflight.Load(); n != 0 {
+			return fmt.Errorf("%s: %d heartbeats on their way", a.name, n)
+		}
+		return nil
+	})
 }
 
 // startAgent registers a cluster and runs its simulated agent until the test ends.
@@ -124,6 +139,8 @@ func (a *simAgent) status() *fleetv1.AgentStatus {
 }
 
 func (a *simAgent) heartbeat(ctx context.Context) {
+	a.inflight.Add(1)
+	defer a.inflight.Add(-1)
 	if a.silent.Load() {
 		return
 	}
@@ -232,4 +249,71 @@ func (h *testHub) auditActions(t testing.TB, target string) []string {
 		}
 	}
 	return out
+}
+
+// evaluations reads kollect_hub_rollout_evaluations_total: the rollout engine's completed
+// evaluations of an active rollout.
+func (h *testHub) evaluations(t *testing.T) int64 {
+	t.Helper()
+	for _, line := range strings.Split(scrape(t, h), "\n") {
+		if v, ok := strings.CutPrefix(line, "kollect_hub_rollout_evaluations_total "); ok {
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err == nil {
+				return int64(n)
+			}
+		}
+	}
+	t.Fatal("no kollect_hub_rollout_evaluations_total on /metrics")
+	return 0
+}
+
+// awaitEvaluations closes a window for a negative about rollouts ("nothing moved"): it waits
+// until the engine has completed two evaluations beyond the count at the call, so that a whole
+// evaluation started after the call (the serial engine starts the second once the first is
+// done) and what it wrote, if anything, is in the store. It replaces a sleep.
+func (h *testHub) awaitEvaluations(t *testing.T) {
+	t.Helper()
+	from := h.evaluations(t)
+	eventually(t, func() error {
+		if n := h.evaluations(t); n < from+2 {
+			return fmt.Errorf("rollout engine evaluations %d, want %d (the engine evaluates active rollouts only: did the rollout end?)", n, from+2)
+		}
+		return nil
+	})
+}
+
+// desiredOf returns what the hub stores as the desired revision of "base" for each agent.
+func (h *testHub) desiredOf(t testing.TB, agents ...*simAgent) map[string]int64 {
+	t.Helper()
+	list, err := h.admin.ListClusters(context.Background(), connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for _, a := range agents {
+		want[a.name] = true
+	}
+	out := map[string]int64{}
+	for _, c := range list.Msg.GetClusters() {
+		if !want[c.GetName()] {
+			continue
+		}
+		for _, b := range c.GetBundles() {
+			if b.GetBundle() == "base" {
+				out[c.GetName()] = b.GetDesiredRevision()
+			}
+		}
+	}
+	return out
+}
+
+// wantDesired fails unless the hub stores rev as the desired revision of every agent.
+func (h *testHub) wantDesired(t testing.TB, rev int64, what string, agents ...*simAgent) {
+	t.Helper()
+	desired := h.desiredOf(t, agents...)
+	for _, a := range agents {
+		if got := desired[a.name]; got != rev {
+			t.Fatalf("%s: the hub wants revision %d on %s, want %d: %v", what, got, a.name, rev, desired)
+		}
+	}
 }
