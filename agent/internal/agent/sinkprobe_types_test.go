@@ -228,7 +228,7 @@ func startAgentLogged(t *testing.T, cluster, ns string) *logBuffer {
 		fmt.Fprintf(&buf.b, "%s %s\n", prefix, args)
 		buf.mu.Unlock()
 	}, funcr.Options{Verbosity: 1})
-	mgr, err := New(cp.Config, Options{
+	mgr, err := New(cp.Config, Options{AllowLocalSinks: true,
 		Cluster: cluster, Namespaces: namespacesOf(ns), MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true,
 		CacheDir: t.TempDir(), Log: log,
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},

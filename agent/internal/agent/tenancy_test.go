@@ -125,7 +125,7 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
 	recs := &recorders{}
-	mgr, err := New(cp.Config, Options{Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
+	mgr, err := New(cp.Config, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
 		SkipNameValidation: true, Sinks: recs.factories(), CacheDir: t.TempDir(), Log: testr.New(t),
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
 	if err != nil {
