@@ -124,6 +124,12 @@ func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
 	if d := rec.Last().Diff; rowNames(d.Deleted) != "a" || len(d.Added)+len(d.Changed) != 0 {
 		t.Fatalf("diff after delete: %+v", d)
 	}
+	// The delete also closes a second window, the one after the resync: its export is alone and
+	// no resync. A resync that the resync's own status write brought about (a feedback loop)
+	// would precede it or, folded into it, mark it a resync.
+	if since := rec.Batches()[n:]; len(since) != 1 || since[0].Resync {
+		t.Fatalf("after the requested resync, want the delete's export alone: %s", describeBatches(since))
+	}
 }
 
 func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
@@ -218,6 +224,9 @@ func TestRestartWithUnchangedDataExportsNothing(t *testing.T) {
 	}
 	if last := rec.Last(); last.Diff.Full || rowNames(last.Diff.Added) != "b" || last.PreviousChecksum != rec.Batches()[n-1].Envelope.Checksum {
 		t.Fatalf("after restart: full=%v added=%q previous=%q", last.Diff.Full, rowNames(last.Diff.Added), last.PreviousChecksum)
+	}
+	if since := rec.Batches()[n:]; len(since) != 1 || since[0].Resync {
+		t.Fatalf("after the requested resync, want the change's export alone: %s", describeBatches(since))
 	}
 }
 
