@@ -17,7 +17,9 @@ var mutatingVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETEC
 // Writes returns how many write requests (create, update, patch, apply, delete) the control
 // plane's kube-apiserver has served for the given resources (plural names, any group), read
 // from its own apiserver_request_total counter. Two readings bracket a window: an unchanged
-// count is server-side evidence that nothing wrote those resources in it.
+// count is server-side evidence that nothing wrote those resources in it. Writes of
+// subresources (status) are not counted: they are the controllers' reports, not changes of
+// the objects.
 func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
 	if err != nil {
@@ -34,16 +36,18 @@ func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, e
 	}
 	total := 0.0
 	for _, m := range families["apiserver_request_total"].GetMetric() {
-		var verb, resource string
+		var verb, resource, subresource string
 		for _, l := range m.GetLabel() {
 			switch l.GetName() {
 			case "verb":
 				verb = l.GetValue()
 			case "resource":
 				resource = l.GetValue()
+			case "subresource":
+				subresource = l.GetValue()
 			}
 		}
-		if slices.Contains(resources, resource) && slices.Contains(mutatingVerbs, verb) {
+		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(mutatingVerbs, verb) {
 			total += m.GetCounter().GetValue()
 		}
 	}

@@ -30,6 +30,7 @@ var cases = []renderCase{
 			hasArg(t, objs, "--manage-webhook-certs=true")
 			lacksArgPrefix(t, objs, "--hub-")
 			lacksArgPrefix(t, objs, "--allow-local-sinks") // sinks may not reach the pod's own loopback
+			lacksArgPrefix(t, objs, "--profile-cost-")
 			vwc := one(t, objs, "ValidatingWebhookConfiguration")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
 			if len(hooks) != 10 {
@@ -73,8 +74,11 @@ hub:
 rbac:
   sinkNamespaces: [team-a, team-b]
 allowLocalSinks: true # the agent this renders runs against a file:// repository (agentrun_test.go)
+profileBudget: {rate: 2000000, burst: 50000000}
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 		hasArg(t, objs, "--allow-local-sinks")
+		hasArg(t, objs, "--profile-cost-rate=2000000")
+		hasArg(t, objs, "--profile-cost-burst=50000000")
 		hasArg(t, objs, "--hub-url=https://hub.example.internal:443")
 		hasArg(t, objs, "--hub-ca-fingerprint="+fingerprint)
 		hasArg(t, objs, "--cluster-labels=env=prod,region=eu")

@@ -183,6 +183,7 @@ func TestFleet(t *testing.T) {
 
 	// The hub restarts: agents reconnect and nothing is re-applied.
 	before := inventoryVersions(t, cps)
+	writesBefore := bundleWrites(t, cps)
 	h.stop()
 	// With the hub down, agents keep exporting.
 	c2 := cps[2].Client
@@ -207,9 +208,24 @@ func TestFleet(t *testing.T) {
 		}
 		return true, ""
 	})
-	time.Sleep(2 * time.Second)
+	// The window closes on a second bundle applied by every agent: an agent handles its
+	// configuration messages in order, so the one the restarted hub sent first (unchanged)
+	// was handled before. Applying the new configuration server-side-applies each object of
+	// the first bundle once (a no-op the API server still counts): exactly one write each of
+	// its inventory, target and sink per cluster; a re-apply on reconnection would add more.
+	if _, err := admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "marker", ClusterSelector: selector,
+		Manifests: "apiVersion: kollect.dev/v1alpha1\nkind: KollectProfile\nmetadata: {name: marker}\nspec:\n  target: {version: v1, kind: Secret}\n  attributes: [{name: type, jsonPath: \"{.type}\"}]\n"})); err != nil {
+		t.Fatal(err)
+	}
+	for _, cp := range cps {
+		waitApplied(t, h, cp.Name, "marker", 1)
+	}
 	if after := inventoryVersions(t, cps); after != before {
 		t.Fatalf("hub restart re-applied objects: resourceVersions %s -> %s", before, after)
+	}
+	if after := bundleWrites(t, cps); after != bundleWritesPlus(writesBefore, 3) {
+		t.Fatalf("hub restart re-applied objects: the API servers counted writes of the first bundle's kinds %s -> %s (want 3 more each)",
+			writesBefore, after)
 	}
 
 	// A revoked agent is refused on its next call.
@@ -223,6 +239,33 @@ func TestFleet(t *testing.T) {
 		}
 		return c.Msg.GetCluster().GetState() == fleetv1.ClusterState_CLUSTER_STATE_REVOKED, c.Msg.GetCluster().GetState().String()
 	})
+}
+
+// bundleWrites is, per control plane, the API server's count of writes (status excluded) of
+// the kinds of the first bundle other than KollectProfile.
+func bundleWrites(t *testing.T, cps []*testenv.ControlPlane) string {
+	t.Helper()
+	var parts []string
+	for _, cp := range cps {
+		n, err := cp.Writes(context.Background(), "kollectclusterinventories", "kollectclustertargets", "kollectsnapshotsinks")
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, fmt.Sprintf("%s:%d", cp.Name, n))
+	}
+	return strings.Join(parts, ",")
+}
+
+// bundleWritesPlus adds n to every count of a bundleWrites result.
+func bundleWritesPlus(writes string, n int) string {
+	var parts []string
+	for _, p := range strings.Split(writes, ",") {
+		name, count, _ := strings.Cut(p, ":")
+		var c int
+		_, _ = fmt.Sscan(count, &c)
+		parts = append(parts, fmt.Sprintf("%s:%d", name, c+n))
+	}
+	return strings.Join(parts, ",")
 }
 
 func inventoryVersions(t *testing.T, cps []*testenv.ControlPlane) string {

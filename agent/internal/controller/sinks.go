@@ -79,6 +79,11 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 	if !ok {
 		return nil, nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
+	if inline, err := sink.InlineCredentials(so.obj); err != nil {
+		return nil, nil, err
+	} else if len(inline) > 0 {
+		return nil, nil, sink.Terminalf("%s: %s", strings.Join(inline, ", "), sink.InlineCredentialsMessage)
+	}
 	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
 	env := sink.Env{

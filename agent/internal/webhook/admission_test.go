@@ -189,6 +189,33 @@ func TestWrongSinkFamilyAndSecretRefs(t *testing.T) {
 		"spec.postgres.secretRef.name", "secrets are read from the sink's own namespace only")
 }
 
+// A URL carrying credentials is refused at admission, naming the field, and the refusal never
+// shows the credential.
+func TestInlineCredentialsRefusedAtAdmission(t *testing.T) {
+	ns := namespace(t, "inline")
+	const planted = "pl4nted-s3cret"
+	for _, obj := range []client.Object{
+		&kollectv1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "git"}, Spec: kollectv1.KollectSnapshotSinkSpec{
+			Type: kollectv1.SnapshotSinkGit, Git: &kollectv1.GitSinkConfig{URL: "https://bot:" + planted + "@git.example.com/inv.git"}}},
+		&kollectv1.KollectEventSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nats"}, Spec: kollectv1.KollectEventSinkSpec{
+			Type: kollectv1.EventSinkNATS, NATS: &kollectv1.NATSSinkConfig{Servers: []string{"nats://u:" + planted + "@nats.example:4222"}}}},
+	} {
+		err := cp.Client.Create(context.Background(), obj)
+		if err == nil || !strings.Contains(err.Error(), "credentials in URLs are refused") {
+			t.Fatalf("%s: %v, want a refusal of its inline credentials", obj.GetName(), err)
+		}
+		if strings.Contains(err.Error(), planted) {
+			t.Fatalf("the refusal shows the credential: %v", err)
+		}
+	}
+	refused(t, &kollectv1.KollectEventSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nats2"}, Spec: kollectv1.KollectEventSinkSpec{
+		Type: kollectv1.EventSinkNATS, NATS: &kollectv1.NATSSinkConfig{Servers: []string{"nats://a:4222", "nats://u:p@b:4222"}}}},
+		"spec.nats.servers[1]")
+	// A user name where it is not a secret is fine.
+	mustCreate(t, &kollectv1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ssh"}, Spec: kollectv1.KollectSnapshotSinkSpec{
+		Type: kollectv1.SnapshotSinkGit, Git: &kollectv1.GitSinkConfig{URL: "git@git.example.com:team/inv.git"}}})
+}
+
 func TestBadCELRejectedWithPosition(t *testing.T) {
 	ns := namespace(t, "cel")
 	p := cmProfile(ns, "bad")

@@ -17,6 +17,7 @@ import (
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/profile"
 	"kollect.dev/agent/internal/scope"
+	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -68,7 +69,11 @@ func Validate(ctx context.Context, obj runtime.Object, l Lookup) (Result, error)
 			}
 		}
 	case *kollectv1.KollectSnapshotSink, *kollectv1.KollectDatabaseSink, *kollectv1.KollectEventSink:
-		r.Errors, err = validateSecretRefs(obj)
+		if r.Errors, err = validateSecretRefs(obj); err == nil {
+			var inline field.ErrorList
+			inline, err = validateNoInlineCredentials(obj.(sink.Object))
+			r.Errors = append(r.Errors, inline...)
+		}
 	}
 	return r, err
 }
@@ -263,6 +268,39 @@ func validateScopeSpec(p *field.Path, s *kollectv1.KollectScopeSpec) field.Error
 		}
 	}
 	return errs
+}
+
+// validateNoInlineCredentials refuses URLs that carry credentials. The field's value is not
+// echoed: the message would show the credential to whoever reads the refusal.
+func validateNoInlineCredentials(obj sink.Object) (field.ErrorList, error) {
+	paths, err := sink.InlineCredentials(obj)
+	if err != nil {
+		return nil, err
+	}
+	var errs field.ErrorList
+	for _, p := range paths {
+		errs = append(errs, field.Forbidden(fieldPath(p), sink.InlineCredentialsMessage))
+	}
+	return errs, nil
+}
+
+// fieldPath turns "spec.nats.servers[1]" into a field.Path.
+func fieldPath(p string) *field.Path {
+	var fp *field.Path
+	for _, part := range strings.Split(p, ".") {
+		name, index, indexed := strings.Cut(part, "[")
+		if fp == nil {
+			fp = field.NewPath(name)
+		} else {
+			fp = fp.Child(name)
+		}
+		if indexed {
+			var i int
+			_, _ = fmt.Sscan(strings.TrimSuffix(index, "]"), &i)
+			fp = fp.Index(i)
+		}
+	}
+	return fp
 }
 
 // validateSecretRefs refuses secret references that try to leave the sink's namespace: the API

@@ -1,0 +1,44 @@
+package sink
+
+import (
+	"slices"
+	"testing"
+
+	"kollect.dev/api/v1alpha1"
+)
+
+func TestInlineCredentials(t *testing.T) {
+	snap := func(git *v1alpha1.GitSinkConfig) Object {
+		return &v1alpha1.KollectSnapshotSink{Spec: v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkGit, Git: git}}
+	}
+	for _, tc := range []struct {
+		name string
+		obj  Object
+		want []string
+	}{
+		{"https without credentials", snap(&v1alpha1.GitSinkConfig{URL: "https://git.example.com/team/inv.git"}), nil},
+		{"ssh user", snap(&v1alpha1.GitSinkConfig{URL: "ssh://git@git.example.com/team/inv.git"}), nil},
+		{"scp-like user", snap(&v1alpha1.GitSinkConfig{URL: "git@git.example.com:team/inv.git"}), nil},
+		{"author email is not a URL", snap(&v1alpha1.GitSinkConfig{URL: "https://git.example.com/x.git", AuthorEmail: "bot@example.com"}), nil},
+		{"https password", snap(&v1alpha1.GitSinkConfig{URL: "https://bot:s3cret@git.example.com/inv.git"}), []string{"spec.git.url"}},
+		{"https token as user", snap(&v1alpha1.GitSinkConfig{URL: "https://ghp_token@git.example.com/inv.git"}), []string{"spec.git.url"}},
+		{"ssh password", snap(&v1alpha1.GitSinkConfig{URL: "ssh://git:s3cret@git.example.com/inv.git"}), []string{"spec.git.url"}},
+		{"scp-like password", snap(&v1alpha1.GitSinkConfig{URL: "git:s3cret@git.example.com:inv.git"}), []string{"spec.git.url"}},
+		{"nats servers", &v1alpha1.KollectEventSink{Spec: v1alpha1.KollectEventSinkSpec{Type: v1alpha1.EventSinkNATS,
+			NATS: &v1alpha1.NATSSinkConfig{Servers: []string{"nats://a.example:4222", "nats://u:p@b.example:4222"}}}}, []string{"spec.nats.servers[1]"}},
+		{"mongodb user only", &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkMongoDB,
+			MongoDB: &v1alpha1.MongoDBSinkConfig{URI: "mongodb://CN=agent@db.example/?authMechanism=MONGODB-X509", Database: "d"}}}, nil},
+		{"mongodb password", &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkMongoDB,
+			MongoDB: &v1alpha1.MongoDBSinkConfig{URI: "mongodb://u:p@db.example/", Database: "d"}}}, []string{"spec.mongodb.uri"}},
+		{"s3 endpoint", &v1alpha1.KollectSnapshotSink{Spec: v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkS3,
+			S3: &v1alpha1.S3SinkConfig{Bucket: "b", Endpoint: "https://AKIA:secret@s3.example.com"}}}, []string{"spec.s3.endpoint"}},
+	} {
+		got, err := InlineCredentials(tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
