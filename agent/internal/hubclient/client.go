@@ -244,12 +244,11 @@ func (h *Client) checkDrift(ctx context.Context, gvk schema.GroupVersionKind, ob
 	if !ok || !h.applier.Managed(gvk, client.ObjectKeyFromObject(cobj)) {
 		return
 	}
-	live := &unstructured.Unstructured{}
-	live.SetGroupVersionKind(gvk)
-	if err := h.reader.Get(ctx, client.ObjectKeyFromObject(cobj), live); err != nil {
-		return // deleted meanwhile: the delete event restores it
-	}
-	reverted, err := h.applier.RevertDrift(ctx, live)
+	seen := &unstructured.Unstructured{}
+	seen.SetGroupVersionKind(gvk)
+	seen.SetNamespace(cobj.GetNamespace())
+	seen.SetName(cobj.GetName())
+	reverted, err := h.applier.RevertDrift(ctx, seen)
 	if err != nil {
 		h.o.Log.Error(err, "reverting drift")
 	}

@@ -45,10 +45,19 @@ func (a *Applier) desiredOf(k objectKey, liveVersion string) (*unstructured.Unst
 }
 
 // RevertDrift puts back the desired version of a hub-managed object that something other
-// than the hub changed (kubectl edit, another controller), and reports whether it did.
-func (a *Applier) RevertDrift(ctx context.Context, live *unstructured.Unstructured) (bool, error) {
+// than the hub changed (kubectl edit, another controller), and reports whether it did. The
+// object is read again once no apply runs: a version read before a new configuration was
+// applied would look drifted against it.
+func (a *Applier) RevertDrift(ctx context.Context, seen *unstructured.Unstructured) (bool, error) {
 	a.opMu.Lock()
 	defer a.opMu.Unlock()
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(seen.GroupVersionKind())
+	if err := a.c.Get(ctx, client.ObjectKeyFromObject(seen), live); apierrors.IsNotFound(err) {
+		return false, nil // the delete event restores it
+	} else if err != nil {
+		return false, fmt.Errorf("reading %s %s: %w", seen.GetKind(), nameOf(seen), err)
+	}
 	want, ok := a.desiredOf(keyOf(live), live.GetResourceVersion())
 	if !ok || live.GetDeletionTimestamp() != nil {
 		return false, nil
@@ -64,7 +73,9 @@ func (a *Applier) RevertDrift(ctx context.Context, live *unstructured.Unstructur
 	fresh.SetLabels(want.GetLabels())
 	fresh.SetAnnotations(mergeAnnotations(live.GetAnnotations(), want.GetAnnotations()))
 	fresh.SetManagedFields(nil)
-	if err := a.c.Update(ctx, fresh, client.FieldOwner(FieldManager)); err != nil {
+	if err := a.c.Update(ctx, fresh, client.FieldOwner(FieldManager)); apierrors.IsConflict(err) {
+		return false, nil // changed again meanwhile: its watch event brings it back here
+	} else if err != nil {
 		err = fmt.Errorf("reverting %s %s (%s): %w", live.GetKind(), nameOf(live), what, err)
 		a.record(want, fleetv1.ApplyResult_APPLY_RESULT_FAILED, err.Error())
 		return false, err
