@@ -66,13 +66,17 @@ func createConfigMaps(t *testing.T, ns, prefix string, n int, data map[string]st
 }
 
 // startBudgetAgent runs an agent over every namespace whose metrics land in reg.
-func startBudgetAgent(t *testing.T, recs *recorders, reg *prometheus.Registry, budget *collector.BudgetOptions) {
+func startBudgetAgent(t *testing.T, recs *recorders, reg *prometheus.Registry, budget *collector.BudgetOptions, tweak ...func(*Options)) {
 	t.Helper()
-	mgr, err := New(cp.Config, Options{AllowLocalSinks: true,
+	o := Options{AllowLocalSinks: true,
 		Cluster: "c1", MetricsAddr: "0", HealthAddr: "0", SkipNameValidation: true, Sinks: recs.factories(),
 		CacheDir: t.TempDir(), Log: testr.NewWithOptions(t, testr.Options{Verbosity: 0}), Registry: reg, ProfileBudget: budget,
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second},
-	})
+	}
+	for _, f := range tweak {
+		f(&o)
+	}
+	mgr, err := New(cp.Config, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,4 +210,49 @@ func TestProfileOverItsBudgetIsQuarantined(t *testing.T) {
 	scopeCondition(t, prof, func() []metav1.Condition { return prof.Status.Conditions }, kollectv1.ConditionReady, metav1.ConditionTrue, kollectv1.ReasonCompiled)
 	waitRowCount(t, recs, ns+"/rec-heavy", 10)
 	scopeCondition(t, inv, conds, kollectv1.ConditionDegraded, metav1.ConditionFalse, kollectv1.ReasonNoProblems)
+}
+
+// TestWatchBehindIsNotSynced: an inventory whose kind's watch is behind says so (Synced=False
+// WatchBehind, naming the target) instead of Synced=True, and turns Synced again once the
+// watch has caught up. The threshold is set so low that any projection work in the window
+// counts as behind, so the test needs no load it cannot control: a trickle of updates keeps
+// the watch "behind" while it runs, and its end lets the watch catch up.
+func TestWatchBehindIsNotSynced(t *testing.T) {
+	ns := namespace(t, "behind")
+	createConfigMaps(t, ns, "cm", 20, map[string]string{"k": "v"})
+	create(t, tenant(ns, "inv", kollectv1.Attribute{Name: "k", JSONPath: "{.data.k}"})...)
+	recs := &recorders{}
+	startBudgetAgent(t, recs, prometheus.NewRegistry(), nil, func(o *Options) {
+		o.Behind = &collector.BehindOptions{Window: 3 * time.Second, Threshold: 1e-9}
+	})
+	waitRowCount(t, recs, ns+"/rec-inv", 20)
+
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			cm := &corev1.ConfigMap{}
+			if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "cm-0000"}, cm); err != nil {
+				t.Errorf("trickle: %v", err)
+				return
+			}
+			cm.Data = map[string]string{"k": fmt.Sprint(i)}
+			if err := cp.Client.Update(context.Background(), cm); err != nil {
+				t.Errorf("trickle: %v", err)
+				return
+			}
+		}
+	}()
+	inv := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+	conds := func() []metav1.Condition { return inv.Status.Conditions }
+	scopeCondition(t, inv, conds, kollectv1.ConditionSynced, metav1.ConditionFalse, kollectv1.ReasonWatchBehind, "is behind")
+	close(stop)
+	<-trickled
+	scopeCondition(t, inv, conds, kollectv1.ConditionSynced, metav1.ConditionTrue, kollectv1.ReasonExported)
 }
