@@ -2,70 +2,22 @@ package sink
 
 import (
 	"fmt"
-	"net/url"
-	"sort"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"kollect.dev/api/validation"
 )
 
 // InlineCredentialsMessage is what a refusal of InlineCredentials says.
-const InlineCredentialsMessage = "credentials in URLs are refused: put them in the Secret the sink's secretRef names"
+const InlineCredentialsMessage = validation.InlineCredentialsMessage
 
 // InlineCredentials returns the spec fields (as paths such as spec.git.url) of a sink object
-// whose URLs carry credentials. Credentials belong in the Secret a secretRef names: a URL is
-// printed in status, events, logs and the hub's heartbeats, and anyone who may read the sink
-// object would read them. A user name alone is allowed where it is not a secret (ssh:// and
-// git@host:path remotes, MongoDB URIs for X.509); a password, or any user information in
-// another URL (an https token as user name), is not.
+// whose URLs carry credentials; see validation.InlineCredentials, which the hub runs on the
+// sinks of a bundle.
 func InlineCredentials(obj Object) ([]string, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}
-	var found []string
-	walkURLs("spec", u["spec"], &found)
-	sort.Strings(found)
-	return found, nil
-}
-
-func walkURLs(path string, v any, found *[]string) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, child := range x {
-			walkURLs(path+"."+k, child, found)
-		}
-	case []any:
-		for i, child := range x {
-			walkURLs(fmt.Sprintf("%s[%d]", path, i), child, found)
-		}
-	case string:
-		if carriesCredentials(x) {
-			*found = append(*found, path)
-		}
-	}
-}
-
-func carriesCredentials(s string) bool {
-	if !strings.Contains(s, "@") {
-		return false
-	}
-	if !strings.Contains(s, "://") {
-		// scp-like git remote (git@host:path) or a bare host: a user name, never a password.
-		user, _, ok := strings.Cut(s, "@")
-		return ok && strings.Contains(user, ":")
-	}
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		// Unparseable: refuse a user:password@ prefix all the same.
-		_, rest, _ := strings.Cut(s, "://")
-		user, _, ok := strings.Cut(rest, "@")
-		return ok && !strings.Contains(user, "/") && user != ""
-	}
-	_, hasPassword := u.User.Password()
-	switch strings.ToLower(u.Scheme) {
-	case "ssh", "mongodb", "mongodb+srv":
-		return hasPassword
-	}
-	return true
+	return validation.InlineCredentials("spec", u["spec"]), nil
 }

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"kollect.dev/api/crds"
+	kvalidation "kollect.dev/api/validation"
 	"kollect.dev/expr"
 )
 
@@ -135,6 +136,11 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 	}
 	problems = append(problems, vs.check(ctx, obj)...)
 	problems = append(problems, checkExpressions(ref.Kind, obj)...)
+	if strings.HasSuffix(ref.Kind, "Sink") {
+		for _, p := range kvalidation.InlineCredentials("spec", obj["spec"]) {
+			problems = append(problems, p+": "+kvalidation.InlineCredentialsMessage)
+		}
+	}
 	return ref, problems
 }
 

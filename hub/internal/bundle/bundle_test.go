@@ -175,3 +175,19 @@ func TestDigestAndDiff(t *testing.T) {
 		t.Errorf("diff of equal manifests: %q", d)
 	}
 }
+
+// A sink whose URL carries credentials is refused before it is stored, with the words the
+// agent's webhook uses, and without echoing the credential.
+func TestInlineCredentialsRefused(t *testing.T) {
+	got := problems(t, newValidator(t), `apiVersion: kollect.dev/v1alpha1
+kind: KollectSnapshotSink
+metadata: {name: repo, namespace: team-a}
+spec:
+  type: git
+  git: {url: "https://bot:pl4nted@git.example.com/inv.git"}
+`)
+	if len(got) != 1 || !strings.Contains(got[0], "KollectSnapshotSink team-a/repo") ||
+		!strings.Contains(got[0], "spec.git.url: credentials in URLs are refused") || strings.Contains(got[0], "pl4nted") {
+		t.Fatalf("problems: %q", got)
+	}
+}

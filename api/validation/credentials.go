@@ -1,0 +1,65 @@
+package validation
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+)
+
+// InlineCredentialsMessage is what a refusal of InlineCredentials says.
+const InlineCredentialsMessage = "credentials in URLs are refused: put them in the Secret the sink's secretRef names"
+
+// InlineCredentials returns the fields (as paths under prefix, such as spec.git.url) of a
+// sink spec, in its unstructured form, whose URLs carry credentials. Credentials belong in the
+// Secret a secretRef names: a URL is printed in status, events, logs and the hub's heartbeats,
+// and anyone who may read the sink object would read them. A user name alone is allowed where
+// it is not a secret (ssh:// and git@host:path remotes, MongoDB URIs for X.509); a password,
+// or any user information in another URL (an https token as user name), is not.
+func InlineCredentials(prefix string, spec any) []string {
+	var found []string
+	walkURLs(prefix, spec, &found)
+	sort.Strings(found)
+	return found
+}
+
+func walkURLs(path string, v any, found *[]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			walkURLs(path+"."+k, child, found)
+		}
+	case []any:
+		for i, child := range x {
+			walkURLs(fmt.Sprintf("%s[%d]", path, i), child, found)
+		}
+	case string:
+		if carriesCredentials(x) {
+			*found = append(*found, path)
+		}
+	}
+}
+
+func carriesCredentials(s string) bool {
+	if !strings.Contains(s, "@") {
+		return false
+	}
+	if !strings.Contains(s, "://") {
+		// scp-like git remote (git@host:path) or a bare host: a user name, never a password.
+		user, _, ok := strings.Cut(s, "@")
+		return ok && strings.Contains(user, ":")
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		// Unparseable: refuse a user:password@ prefix all the same.
+		_, rest, _ := strings.Cut(s, "://")
+		user, _, ok := strings.Cut(rest, "@")
+		return ok && !strings.Contains(user, "/") && user != ""
+	}
+	_, hasPassword := u.User.Password()
+	switch strings.ToLower(u.Scheme) {
+	case "ssh", "mongodb", "mongodb+srv":
+		return hasPassword
+	}
+	return true
+}
