@@ -63,6 +63,11 @@ func (cp *ControlPlane) signalAPIServer(sig syscall.Signal) error {
 	if err := syscall.Kill(pid, sig); err != nil {
 		return fmt.Errorf("control plane %q: sending %v to kube-apiserver %d: %w", cp.Name, sig, pid, err)
 	}
+	if sig == syscall.SIGSTOP {
+		if err := waitStopped(pid); err != nil {
+			return fmt.Errorf("control plane %q: %w", cp.Name, err)
+		}
+	}
 	return nil
 }
 

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -131,9 +132,36 @@ func (p *Process) RunLog() string {
 	return raw
 }
 
-// Signal sends sig to the server's process group (SIGSTOP/SIGCONT simulate an outage).
+// Signal sends sig to the server's process group (SIGSTOP/SIGCONT simulate an outage). A
+// SIGSTOP returns once the server is stopped: the signal is delivered asynchronously, and a
+// server still running for a moment after kill(2) would answer what the test sends next.
 func (p *Process) Signal(sig syscall.Signal) error {
-	return syscall.Kill(-p.cmd.Process.Pid, sig)
+	if err := syscall.Kill(-p.cmd.Process.Pid, sig); err != nil {
+		return err
+	}
+	if sig == syscall.SIGSTOP {
+		return waitStopped(p.cmd.Process.Pid)
+	}
+	return nil
+}
+
+// waitStopped waits until /proc says the process is stopped (state T).
+func waitStopped(pid int) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return fmt.Errorf("reading the state of process %d: %w", pid, err)
+		}
+		// The state follows the command name, which is in parentheses and may hold spaces.
+		if i := bytes.LastIndexByte(raw, ')'); i > 0 && i+2 < len(raw) && (raw[i+2] == 'T' || raw[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d did not stop within 10s of SIGSTOP", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // Halt stops the server gracefully, as an operator would (each server's own clean shutdown
