@@ -1,37 +1,37 @@
 package validation
 
 import (
-	"fmt"
 	"net/url"
 	"sort"
 	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // InlineCredentialsMessage is what a refusal of InlineCredentials says.
 const InlineCredentialsMessage = "credentials in URLs are refused: put them in the Secret the sink's secretRef names"
 
-// InlineCredentials returns the fields (as paths under prefix, such as spec.git.url) of a
-// sink spec, in its unstructured form, whose URLs carry credentials. Credentials belong in the
+// InlineCredentials returns the fields (under path, such as spec.git.url) of a sink spec, in its unstructured form, whose URLs carry credentials. Credentials belong in the
 // Secret a secretRef names: a URL is printed in status, events, logs and the hub's heartbeats,
 // and anyone who may read the sink object would read them. A user name alone is allowed where
 // it is not a secret (ssh:// and git@host:path remotes, MongoDB URIs for X.509); a password,
 // or any user information in another URL (an https token as user name), is not.
-func InlineCredentials(prefix string, spec any) []string {
-	var found []string
-	walkURLs(prefix, spec, &found)
-	sort.Strings(found)
+func InlineCredentials(path *field.Path, spec any) []*field.Path {
+	var found []*field.Path
+	walkURLs(path, spec, &found)
+	sort.Slice(found, func(i, j int) bool { return found[i].String() < found[j].String() })
 	return found
 }
 
-func walkURLs(path string, v any, found *[]string) {
+func walkURLs(path *field.Path, v any, found *[]*field.Path) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, child := range x {
-			walkURLs(path+"."+k, child, found)
+			walkURLs(path.Child(k), child, found)
 		}
 	case []any:
 		for i, child := range x {
-			walkURLs(fmt.Sprintf("%s[%d]", path, i), child, found)
+			walkURLs(path.Index(i), child, found)
 		}
 	case string:
 		if carriesCredentials(x) {

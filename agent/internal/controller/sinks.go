@@ -82,7 +82,11 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 	if inline, err := sink.InlineCredentials(so.obj); err != nil {
 		return nil, nil, err
 	} else if len(inline) > 0 {
-		return nil, nil, sink.Terminalf("%s: %s", strings.Join(inline, ", "), sink.InlineCredentialsMessage)
+		fields := make([]string, len(inline))
+		for i, p := range inline {
+			fields[i] = p.String()
+		}
+		return nil, nil, sink.Terminalf("%s: %s", strings.Join(fields, ", "), sink.InlineCredentialsMessage)
 	}
 	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()

@@ -33,9 +33,13 @@ func TestInlineCredentials(t *testing.T) {
 		{"s3 endpoint", &v1alpha1.KollectSnapshotSink{Spec: v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkS3,
 			S3: &v1alpha1.S3SinkConfig{Bucket: "b", Endpoint: "https://AKIA:secret@s3.example.com"}}}, []string{"spec.s3.endpoint"}},
 	} {
-		got, err := InlineCredentials(tc.obj)
+		paths, err := InlineCredentials(tc.obj)
 		if err != nil {
 			t.Fatal(err)
+		}
+		var got []string
+		for _, p := range paths {
+			got = append(got, p.String())
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)

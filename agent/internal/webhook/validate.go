@@ -279,28 +279,9 @@ func validateNoInlineCredentials(obj sink.Object) (field.ErrorList, error) {
 	}
 	var errs field.ErrorList
 	for _, p := range paths {
-		errs = append(errs, field.Forbidden(fieldPath(p), sink.InlineCredentialsMessage))
+		errs = append(errs, field.Forbidden(p, sink.InlineCredentialsMessage))
 	}
 	return errs, nil
-}
-
-// fieldPath turns "spec.nats.servers[1]" into a field.Path.
-func fieldPath(p string) *field.Path {
-	var fp *field.Path
-	for _, part := range strings.Split(p, ".") {
-		name, index, indexed := strings.Cut(part, "[")
-		if fp == nil {
-			fp = field.NewPath(name)
-		} else {
-			fp = fp.Child(name)
-		}
-		if indexed {
-			var i int
-			_, _ = fmt.Sscan(strings.TrimSuffix(index, "]"), &i)
-			fp = fp.Index(i)
-		}
-	}
-	return fp
 }
 
 // validateSecretRefs refuses secret references that try to leave the sink's namespace: the API

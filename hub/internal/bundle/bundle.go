@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -137,8 +138,8 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 	problems = append(problems, vs.check(ctx, obj)...)
 	problems = append(problems, checkExpressions(ref.Kind, obj)...)
 	if strings.HasSuffix(ref.Kind, "Sink") {
-		for _, p := range kvalidation.InlineCredentials("spec", obj["spec"]) {
-			problems = append(problems, p+": "+kvalidation.InlineCredentialsMessage)
+		for _, p := range kvalidation.InlineCredentials(field.NewPath("spec"), obj["spec"]) {
+			problems = append(problems, p.String()+": "+kvalidation.InlineCredentialsMessage)
 		}
 	}
 	return ref, problems
