@@ -244,11 +244,7 @@ func (h *Client) checkDrift(ctx context.Context, gvk schema.GroupVersionKind, ob
 	if !ok || !h.applier.Managed(gvk, client.ObjectKeyFromObject(cobj)) {
 		return
 	}
-	seen := &unstructured.Unstructured{}
-	seen.SetGroupVersionKind(gvk)
-	seen.SetNamespace(cobj.GetNamespace())
-	seen.SetName(cobj.GetName())
-	reverted, err := h.applier.RevertDrift(ctx, seen)
+	reverted, err := h.applier.RevertDrift(ctx, identity(gvk, cobj))
 	if err != nil {
 		h.o.Log.Error(err, "reverting drift")
 	}
@@ -265,17 +261,22 @@ func (h *Client) checkDeleted(ctx context.Context, gvk schema.GroupVersionKind, 
 	if !ok || !h.applier.Managed(gvk, client.ObjectKeyFromObject(cobj)) {
 		return
 	}
-	gone := &unstructured.Unstructured{}
-	gone.SetGroupVersionKind(gvk)
-	gone.SetNamespace(cobj.GetNamespace())
-	gone.SetName(cobj.GetName())
-	restored, err := h.applier.Restore(ctx, gone)
+	restored, err := h.applier.Restore(ctx, identity(gvk, cobj))
 	if err != nil {
 		h.o.Log.Error(err, "restoring a hub-managed object deleted locally", "kind", gvk.Kind, "name", nameOf(cobj))
 	}
 	if restored || err != nil {
 		h.sendHeartbeat(ctx)
 	}
+}
+
+// identity is an object reduced to what names it: the applier reads the rest itself.
+func identity(gvk schema.GroupVersionKind, obj client.Object) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	u.SetNamespace(obj.GetNamespace())
+	u.SetName(obj.GetName())
+	return u
 }
 
 func backoff(attempt int) time.Duration {
