@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,17 +68,7 @@ stringData: {token: planted}
 func TestAllowlistRefusals(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := startHub(t, work, fmt.Sprintf("127.0.0.1:%d", port))
-	admin := h.fleet(h.adminToken)
-	tok, err := admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-		Description: "e2e", Ttl: durationpb.New(time.Hour), MaxUses: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, admin, token := startHubWithToken(t, work, 1)
 	cps, err := testenv.StartN("allow", 1, testenv.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -101,7 +90,7 @@ func TestAllowlistRefusals(t *testing.T) {
 		!strings.Contains(err.Error(), "Deployment") {
 		t.Fatalf("the hub's API stored a Deployment: %v", err)
 	}
-	startAgentBinary(t, bins.agent, cp, h, tok.Msg.GetSecret(), "env=allow", "--hub-namespaces", "kollect-system")
+	startAgentBinary(t, bins.agent, cp, h, token, "env=allow", "--hub-namespaces", "kollect-system")
 	waitApplied(t, h, cp.Name, "restricted", 1)
 
 	// Revision 2, held, then rewritten in the store with what the API refused, and handed

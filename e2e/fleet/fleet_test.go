@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,18 +64,7 @@ spec:
 func TestFleet(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
-	port, err := testenv.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := startHub(t, work, fmt.Sprintf("127.0.0.1:%d", port))
-	admin := h.fleet(h.adminToken)
-
-	tok, err := admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-		Description: "e2e", Ttl: durationpb.New(time.Hour), MaxUses: 3}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, admin, token := startHubWithToken(t, work, 3)
 	cps, err := testenv.StartN("fleet", 3, testenv.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +79,7 @@ func TestFleet(t *testing.T) {
 		if i == len(cps)-1 {
 			bin = bins.olderAgent // one cluster lags behind: the version-skew view must show it
 		}
-		startAgentBinary(t, bin, cp, h, tok.Msg.GetSecret(), "env=e2e")
+		startAgentBinary(t, bin, cp, h, token, "env=e2e")
 		for _, name := range []string{"red", "blue"} {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"inventory": "fleet"}},
 				Data: map[string]string{"color": name}}

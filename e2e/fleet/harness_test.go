@@ -21,9 +21,11 @@ import (
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
+	"google.golang.org/protobuf/types/known/durationpb"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 	"kollect.dev/testenv"
 )
@@ -77,6 +79,24 @@ func startHub(t *testing.T, dir, addr string) *hub {
 	h.start()
 	t.Cleanup(h.stop)
 	return h
+}
+
+// startHubWithToken starts a hub on a free loopback port and returns it, an admin client and
+// a bootstrap token for uses registrations.
+func startHubWithToken(t *testing.T, dir string, uses int64) (*hub, fleetv1connect.FleetServiceClient, string) {
+	t.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, dir, fmt.Sprintf("127.0.0.1:%d", port))
+	admin := h.fleet(h.adminToken)
+	tok, err := admin.CreateBootstrapToken(context.Background(), connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
+		Description: "e2e", Ttl: durationpb.New(time.Hour), MaxUses: uses}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h, admin, tok.Msg.GetSecret()
 }
 
 func (h *hub) start() {
