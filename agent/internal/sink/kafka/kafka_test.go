@@ -255,7 +255,41 @@ func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) er
 			byKey := kcat(t, k.Addr, "outage")
 			assertState(t, compacted(t, byKey), last)
 			assertNoDuplicates(t, byKey)
+			assertNoLaterAttempt(t, byKey)
 		}
+	}
+}
+
+// assertNoLaterAttempt fails when a row's value of round 2 or 3 arrived and was not its
+// final state: only the export that met the outage (round 1) may have handed records to the
+// client, the attempts after it wait for a broker to answer (events.md, "Latest state").
+func assertNoLaterAttempt(t *testing.T, byKey map[string][]message) {
+	t.Helper()
+	late := 0
+	for key, msgs := range byKey {
+		final := -1
+		for i := range msgs {
+			if msgs[i].Payload != nil {
+				final = i
+			}
+		}
+		for i := 0; i < final; i++ {
+			m := &msgs[i]
+			if m.Payload == nil {
+				continue
+			}
+			ev := m.event(t)
+			if ev.Type != export.ChangeUpsert {
+				continue
+			}
+			if json := string(ev.Row.CanonicalJSON()); strings.Contains(json, `"v":2`) || strings.Contains(json, `"v":3`) {
+				late++
+				t.Errorf("key %s: record at offset %d holds the intermediate value of a later attempt: %s", key, m.Offset, json)
+			}
+		}
+	}
+	if late > 0 {
+		t.Fatalf("%d records of attempts made while no broker answered", late)
 	}
 }
 

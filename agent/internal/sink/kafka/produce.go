@@ -107,6 +107,9 @@ func (f *flight) state() (resolved bool, err error) {
 // acknowledged after its export gave up, is not produced again: its outcome is awaited
 // instead, so a broker outage leaves no duplicate behind.
 func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error) {
+	if err := s.reachable(ctx); err != nil {
+		return s.settled(events), classify(fmt.Errorf("producing to %s: %w", s.topic, err))
+	}
 	flights := make([]*flight, len(events))
 	for i := range events {
 		recs, row := records(&events[i])
@@ -154,6 +157,45 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 	return acked, nil
 }
 
+// settled answers, without producing anything, which events an earlier produce delivered.
+func (s *Sink) settled(events []eventbuf.Event) []bool {
+	acked := make([]bool, len(events))
+	for i := range events {
+		f := s.flights[events[i].Key]
+		if f == nil {
+			continue
+		}
+		recs, row := records(&events[i])
+		if !f.repeats(&events[i], recs[0].Value, row) {
+			continue
+		}
+		if resolved, err := f.state(); resolved {
+			acked[i] = err == nil
+			delete(s.flights, events[i].Key)
+		}
+	}
+	return acked
+}
+
+// reachable lets an export hand records to franz-go only when a broker answered since the
+// last export that failed waiting: records handed over during an outage cannot be withdrawn,
+// so each attempt would leave one more intermediate value of every changed row to be
+// delivered when the brokers return. Held back, an outage leaves at most the records of the
+// attempt that met it (events.md, "Latest state").
+func (s *Sink) reachable(ctx context.Context) error {
+	if !s.unanswered.Load() {
+		return nil
+	}
+	if err := s.ping(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return fmt.Errorf("no broker of %s answers: %w", strings.Join(s.brokers, ","), err)
+	}
+	s.unanswered.Store(false)
+	return nil
+}
+
 // forgetResolved drops flights that ended for keys this send did not carry (their events were
 // superseded), once the map holds more than the send's events: it stays as small as what is
 // in flight.
@@ -178,7 +220,12 @@ const brokerCheck = 2 * time.Second
 // cluster would look like a slow one until the export's deadline, with no error to show.
 // Records still in flight stay in the client; their events remain owed, and the next
 // attempt awaits them (see flight).
-func (s *Sink) wait(ctx context.Context, flights []*flight) error {
+func (s *Sink) wait(ctx context.Context, flights []*flight) (err error) {
+	defer func() {
+		if err != nil {
+			s.unanswered.Store(true)
+		}
+	}()
 	ticker := time.NewTicker(brokerCheck)
 	defer ticker.Stop()
 	progressed := false
@@ -232,6 +279,9 @@ func (s *Sink) exportSnapshot(ctx context.Context, b *sink.Batch) error {
 	s.mu.Unlock()
 	if done {
 		return nil
+	}
+	if err := s.reachable(ctx); err != nil {
+		return classify(fmt.Errorf("producing snapshot of %s to %s: %w", inv, s.topic, err))
 	}
 	limit, err := s.messageLimit(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,6 +46,9 @@ type Sink struct {
 	// flights maps an event key to the produce of its last event (see flight). Only send
 	// uses it, and the buffer calls send under its lock.
 	flights map[string]*flight
+	// unanswered is set when an export gave up waiting for acknowledgements: the next one
+	// hands franz-go no record before a broker answers (see reachable).
+	unanswered atomic.Bool
 	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
 	// back, so a retry of it does not read the topic again (its deletes are owed already).
 	reconciled map[string]string
