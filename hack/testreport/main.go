@@ -1,7 +1,10 @@
 // Command testreport reads `go test -json` on stdin and prints what a plain `go test` would —
 // one line per package, and the full output of every test or package that failed — followed by
 // the slowest packages, the total wall time and a closing "N passed, N failed" line, so that a
-// regression in test time shows in every CI log. It exits 1 when anything failed.
+// regression in test time shows in every CI log. Just before that closing line it repeats, per
+// failed test, the last lines the test wrote with t.Log or t.Error (not the log dumps of its
+// cleanups), so a log that keeps only its tail still says what failed. It exits 1 when
+// anything failed.
 //
 // Usage: go test -json ./... | testreport [-slowest N]
 package main
@@ -13,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -48,6 +52,8 @@ type report struct {
 	start     time.Time
 	end       time.Time
 	malformed int
+	// digests holds, per failed test, the last lines it wrote itself (see digest).
+	digests []string
 }
 
 func main() {
@@ -114,6 +120,9 @@ func (r *report) handle(e event) {
 			for _, l := range r.outputs[key] {
 				fmt.Fprint(r.out, l)
 			}
+			if d := digest(r.outputs[key]); d != "" {
+				r.digests = append(r.digests, "--- "+e.Test+"\n"+d)
+			}
 		}
 		delete(r.outputs, key)
 		return
@@ -169,5 +178,45 @@ func (r *report) summary(n int, wall time.Duration) {
 	_ = tw.Flush()
 	fmt.Fprintf(r.out, "wall time %s, package time %s (%d packages)\n",
 		wall.Round(time.Second), busy.Round(time.Second), len(ran))
+	if len(r.digests) > 0 {
+		shown := r.digests
+		if len(shown) > maxDigests {
+			shown = shown[:maxDigests]
+		}
+		fmt.Fprintf(r.out, "\nwhat the failed tests said last (%d of %d):\n%s", len(shown), len(r.digests), strings.Join(shown, ""))
+	}
 	fmt.Fprintf(r.out, "\n%d passed, %d failed, %d skipped\n", r.passed, r.failed, r.skipped)
+}
+
+const (
+	maxDigests     = 3
+	digestLines    = 12
+	digestLineSize = 240
+)
+
+// testLine matches the first line of a t.Log or t.Error call: "    file_test.go:123: ...".
+var testLine = regexp.MustCompile(`^\s+\S+\.go:\d+: `)
+
+// digest returns the last digestLines first lines of the test's own t.Log and t.Error calls,
+// leaving out dumps (a first line ending in ":" followed by indented text, as cleanups print
+// a server's log), each cut at digestLineSize.
+func digest(lines []string) string {
+	var kept []string
+	for _, l := range lines {
+		l = strings.TrimRight(l, "\n")
+		if !testLine.MatchString(l) || strings.HasSuffix(l, ":") {
+			continue
+		}
+		if len(l) > digestLineSize {
+			l = l[:digestLineSize] + "…"
+		}
+		kept = append(kept, l)
+	}
+	if len(kept) > digestLines {
+		kept = kept[len(kept)-digestLines:]
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return strings.Join(kept, "\n") + "\n"
 }
