@@ -59,7 +59,8 @@ type TLSConfig struct {
 	// ServerName overrides the name checked against the server's certificate.
 	// +optional
 	ServerName string `json:"serverName,omitempty"`
-	// InsecureSkipVerify disables certificate verification. For tests only.
+	// InsecureSkipVerify disables certificate verification. For tests only: the agent refuses
+	// it unless a KollectClusterScope selecting the sink's namespace sets allowInsecureSkipVerify.
 	// +optional
 	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
 }

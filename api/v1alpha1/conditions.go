@@ -121,6 +121,9 @@ const (
 	ReasonScopeCadenceTooFast = "ScopeCadenceTooFast"
 	// ReasonScopeMissing: tenant mode, and no scope governs the object.
 	ReasonScopeMissing = "ScopeMissing"
+	// ReasonScopeCredentialsDenied: the sink would authenticate as the agent itself (no
+	// secretRef) or skip certificate verification, and no KollectClusterScope allows it.
+	ReasonScopeCredentialsDenied = "ScopeCredentialsDenied"
 	// ReasonInForce (Ready=True on a scope): the agent enforces the scope.
 	ReasonInForce = "InForce"
 )

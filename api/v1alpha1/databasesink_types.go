@@ -109,8 +109,9 @@ type BigQuerySinkConfig struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^https?://.+`
 	Endpoint string `json:"endpoint,omitempty"`
-	// SecretRef holds a service-account key under key.json; without it the default
-	// credentials are used.
+	// SecretRef holds a service-account key under key.json; without it (and without an
+	// endpoint) the default credentials, the agent's own identity, are used where a
+	// KollectClusterScope allows ambient credentials.
 	// +optional
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }

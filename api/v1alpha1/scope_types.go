@@ -65,6 +65,19 @@ type KollectClusterScopeSpec struct {
 	// namespace. Cluster-scoped Kollect objects are always governed.
 	// +optional
 	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+	// AllowAmbientCredentials lets sinks in the namespaces this scope selects authenticate as
+	// the agent itself: an s3 sink without secretRef (the AWS default credential chain), a gcs
+	// or bigquery sink without secretRef and endpoint (Application Default Credentials).
+	// Without it such a sink is refused, so a tenant cannot borrow the agent's cloud identity.
+	// Every cluster scope that selects the sink's namespace must allow it; a KollectScope
+	// cannot.
+	// +optional
+	AllowAmbientCredentials bool `json:"allowAmbientCredentials,omitempty"`
+	// AllowInsecureSkipVerify lets sinks in the namespaces this scope selects turn off TLS
+	// certificate verification (tls.insecureSkipVerify). Every cluster scope that selects the
+	// sink's namespace must allow it; a KollectScope cannot.
+	// +optional
+	AllowInsecureSkipVerify bool `json:"allowInsecureSkipVerify,omitempty"`
 }
 
 // KollectScopeStatus reports where the scope applies.

@@ -176,7 +176,8 @@ type S3SinkConfig struct {
 	// +optional
 	KMSKeyID string `json:"kmsKeyID,omitempty"`
 	// SecretRef holds static keys (accessKeyID, secretAccessKey, optional sessionToken);
-	// without it the default credential chain is used.
+	// without it the default credential chain (the agent's own identity) is used, where a
+	// KollectClusterScope allows ambient credentials.
 	// +optional
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 	// TLS trusts a custom certificate authority.
@@ -197,8 +198,9 @@ type GCSSinkConfig struct {
 	// +optional
 	// +kubebuilder:validation:Pattern=`^https?://.+`
 	Endpoint string `json:"endpoint,omitempty"`
-	// SecretRef holds a service-account key under key.json; without it the default
-	// credentials are used.
+	// SecretRef holds a service-account key under key.json; without it (and without an
+	// endpoint) the default credentials, the agent's own identity, are used where a
+	// KollectClusterScope allows ambient credentials.
 	// +optional
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }

@@ -322,6 +322,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 	gate := &controller.ScopeGate{Reader: mgr.GetClient(), TenantMode: o.TenantMode, NamespaceLabels: nsLabels,
 		OnTargetPermission: func(k collector.TargetKey) { invRec.TargetPermissionChanged(context.Background(), k) }}
 	invRec.Scopes = gate
+	sinks.GovernBy(gate)
 	errs := []error{
 		mgr.Add(tr.track(col)), mgr.Add(tr.track(invMgr)), mgr.Add(namespaceWatch{cache: mgr.GetCache(), changed: col.NamespacesChanged, log: o.Log.WithName("namespaces")}),
 		(&controller.ProfileReconciler{Client: mgr.GetClient(), Profiles: profiles, Elected: mgr.Elected(), Recorder: rec,

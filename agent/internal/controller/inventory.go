@@ -258,6 +258,13 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 		so := asSinkObject(obj)
 		id := bindingID(obj)
 		cacheKey := key.String() + "|" + ref.String()
+		// Checked on every pass, not only at build: a cluster scope that stops allowing the
+		// sink's ambient credentials stops a sink that is already running.
+		if err := r.Sinks.checkCredentials(ctx, obj); err != nil {
+			delete(r.built, cacheKey)
+			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
+			continue
+		}
 		b, ok := r.built[cacheKey]
 		// A rotated credential (the Secret fixed after a wrong password) needs a new client:
 		// the sink is rebuilt, and its worker replaced, without anyone editing the sink.

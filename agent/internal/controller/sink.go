@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"kollect.dev/agent/internal/scope"
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -53,6 +54,7 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	gen := obj.GetGeneration()
 	so.status.ObservedGeneration = gen
 	retry := r.Recheck
+	var denied *scope.DeniedError
 	s, err := r.Sinks.build(ctx, so, "probe")
 	if err == nil {
 		defer s.Close()
@@ -68,6 +70,9 @@ func (r *SinkReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, true, kollectv1.ReasonProbeSucceeded, "connection test passed")
 	case sink.ClassOf(err) == sink.Terminal && isUnsupported(err):
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonUnsupportedType, err.Error())
+	case errors.As(err, &denied):
+		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, denied.Decision.Reason, err.Error())
+		retry = time.Minute
 	default:
 		setCondition(&so.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonProbeFailed, err.Error())
 		retry = time.Minute

@@ -62,6 +62,9 @@ type SinkBuilder struct {
 	cacheDir  string
 	// egress guards every connection of every sink the builder makes.
 	egress *egress.Guard
+	// scopes grant what only a KollectClusterScope may: ambient credentials, skipped
+	// certificate verification. Nil grants neither.
+	scopes *ScopeGate
 	log    logr.Logger
 }
 
@@ -79,14 +82,8 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 	if !ok {
 		return nil, nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
-	if inline, err := sink.InlineCredentials(so.obj); err != nil {
+	if err := b.checkCredentials(ctx, so.obj); err != nil {
 		return nil, nil, err
-	} else if len(inline) > 0 {
-		fields := make([]string, len(inline))
-		for i, p := range inline {
-			fields[i] = p.String()
-		}
-		return nil, nil, sink.Terminalf("%s: %s", strings.Join(fields, ", "), sink.InlineCredentialsMessage)
 	}
 	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
@@ -109,6 +106,30 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 		return nil, nil, fmt.Errorf("configuring %s sink %s/%s: %w", so.typ, ns, name, err)
 	}
 	return s, reads, nil
+}
+
+// checkCredentials refuses, before any client is made, a sink whose URLs carry credentials,
+// and one that would authenticate as the agent itself or skip certificate verification where
+// no KollectClusterScope allows it.
+func (b *SinkBuilder) checkCredentials(ctx context.Context, obj client.Object) error {
+	creds, err := sink.Inspect(obj)
+	if err != nil {
+		return err
+	}
+	if len(creds.Inline) > 0 {
+		return sink.Terminalf("%s: %s", strings.Join(sink.Strings(creds.Inline), ", "), sink.InlineCredentialsMessage)
+	}
+	if len(creds.Ambient) == 0 && len(creds.Insecure) == 0 {
+		return nil
+	}
+	rules, err := b.scopes.Rules(ctx, obj.GetNamespace())
+	if err != nil {
+		return fmt.Errorf("reading the scopes of namespace %s: %w", obj.GetNamespace(), err)
+	}
+	if d := rules.SinkCredentials(sink.Strings(creds.Ambient), sink.Strings(creds.Insecure)); !d.Allowed {
+		return sink.TerminalError(d.Err())
+	}
+	return nil
 }
 
 // secretReads records the resourceVersion of each Secret a sink read. The agent does not
@@ -171,6 +192,9 @@ func (r *secretReads) digest() string {
 func NewSinkBuilder(factories sink.Factories, reader client.Reader, cluster, cacheDir string, guard *egress.Guard, log logr.Logger) *SinkBuilder {
 	return &SinkBuilder{factories: factories, reader: reader, cluster: cluster, cacheDir: cacheDir, egress: guard, log: log}
 }
+
+// GovernBy makes the builder consult g for what only a cluster scope may allow a sink.
+func (b *SinkBuilder) GovernBy(g *ScopeGate) { b.scopes = g }
 
 // bindingID changes whenever the sink must be rebuilt.
 func bindingID(obj client.Object) string {

@@ -59,6 +59,9 @@ type Set struct {
 type rule struct {
 	name string // "KollectScope team-a/limits" or "KollectClusterScope platform"
 	spec *kollectv1.KollectScopeSpec
+	// cluster is the whole spec of a KollectClusterScope, nil for a KollectScope: what only a
+	// cluster scope may allow lives there.
+	cluster *kollectv1.KollectClusterScopeSpec
 }
 
 // Rules are the scopes that govern one object, sorted, already intersected lazily: each check
@@ -113,7 +116,7 @@ func (s Set) ForCluster() Rules {
 		if cs.DeletionTimestamp != nil {
 			continue
 		}
-		out.rules = append(out.rules, rule{name: "KollectClusterScope " + cs.Name, spec: &cs.Spec.KollectScopeSpec})
+		out.rules = append(out.rules, rule{name: "KollectClusterScope " + cs.Name, spec: &cs.Spec.KollectScopeSpec, cluster: &cs.Spec})
 	}
 	sort.Slice(out.rules, func(i, j int) bool { return out.rules[i].name < out.rules[j].name })
 	if s.TenantMode && len(out.rules) == 0 {
@@ -129,7 +132,7 @@ func (s Set) clusterCeilings(ns string, nsLabels labels.Set) []rule {
 		if cs.DeletionTimestamp != nil || !selects(cs.Spec.NamespaceSelector, nsLabels) {
 			continue
 		}
-		out = append(out, rule{name: "KollectClusterScope " + cs.Name, spec: &cs.Spec.KollectScopeSpec})
+		out = append(out, rule{name: "KollectClusterScope " + cs.Name, spec: &cs.Spec.KollectScopeSpec, cluster: &cs.Spec})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out

@@ -214,3 +214,48 @@ func TestClusterObjects(t *testing.T) {
 		t.Fatal("no scope must be unrestricted")
 	}
 }
+
+func TestSinkCredentialsOnlyClusterScopesGrant(t *testing.T) {
+	tenant := labels.Set{"tenant": "true"}
+	platform := func(name string, ambient, insecure bool) kollectv1.KollectClusterScope {
+		cs := clusterScope(name, &metav1.LabelSelector{MatchLabels: map[string]string{"tenant": "true"}}, kollectv1.KollectScopeSpec{})
+		cs.Spec.AllowAmbientCredentials, cs.Spec.AllowInsecureSkipVerify = ambient, insecure
+		return cs
+	}
+	ambient, insecure := []string{"spec.s3.secretRef"}, []string{"spec.kafka.tls.insecureSkipVerify"}
+	tests := []struct {
+		name              string
+		set               Set
+		ambient, insecure []string
+		msg               string // "" when allowed
+	}{
+		{name: "a secretRef and verified TLS need nothing", set: Set{}},
+		{name: "no cluster scope: ambient refused", set: Set{}, ambient: ambient,
+			msg: "spec.s3.secretRef unset: the sink would authenticate as the agent itself, and no KollectClusterScope with allowAmbientCredentials selects the namespace"},
+		{name: "a KollectScope cannot grant", set: Set{TenantMode: true, Scopes: []kollectv1.KollectScope{nsScope("team-a", "own", kollectv1.KollectScopeSpec{})}},
+			insecure: insecure,
+			msg:      "spec.kafka.tls.insecureSkipVerify set: the sink would not verify its server's certificate, and no KollectClusterScope with allowInsecureSkipVerify selects the namespace"},
+		{name: "the cluster scope allows", set: Set{ClusterScopes: []kollectv1.KollectClusterScope{platform("p", true, true)}}, ambient: ambient, insecure: insecure},
+		{name: "every selecting cluster scope must allow",
+			set:     Set{ClusterScopes: []kollectv1.KollectClusterScope{platform("a-open", true, false), platform("b-strict", false, false)}},
+			ambient: ambient,
+			msg:     "spec.s3.secretRef unset: the sink would authenticate as the agent itself, and KollectClusterScope b-strict does not set allowAmbientCredentials"},
+		{name: "allowing ambient is not allowing insecure", set: Set{ClusterScopes: []kollectv1.KollectClusterScope{platform("p", true, false)}},
+			ambient: ambient, insecure: insecure,
+			msg: "spec.kafka.tls.insecureSkipVerify set: the sink would not verify its server's certificate, and KollectClusterScope p does not set allowInsecureSkipVerify"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := tt.set.ForNamespace("team-a", tenant).SinkCredentials(tt.ambient, tt.insecure)
+			if tt.msg == "" {
+				if !d.Allowed {
+					t.Fatalf("denied: %s", d)
+				}
+				return
+			}
+			if d.Allowed || d.Reason != kollectv1.ReasonScopeCredentialsDenied || d.Message != tt.msg {
+				t.Fatalf("decision = %s, want %s: %s", d, kollectv1.ReasonScopeCredentialsDenied, tt.msg)
+			}
+		})
+	}
+}

@@ -16,9 +16,40 @@ const InlineCredentialsMessage = validation.InlineCredentialsMessage
 // URLs carry credentials; see validation.InlineCredentials, which the hub runs on the sinks of
 // a bundle.
 func InlineCredentials(obj Object) ([]*field.Path, error) {
+	c, err := Inspect(obj)
+	return c.Inline, err
+}
+
+// Credentials is how a sink object authenticates, as far as policy cares.
+type Credentials struct {
+	// Inline are URL fields that carry credentials: always refused.
+	Inline []*field.Path
+	// Ambient are unset secretRef fields that make the client authenticate as the agent.
+	Ambient []*field.Path
+	// Insecure are insecureSkipVerify fields set to true.
+	Insecure []*field.Path
+}
+
+// Inspect reads a sink object's credential fields (see package validation).
+func Inspect(obj Object) (Credentials, error) {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
-		return nil, fmt.Errorf("converting %T: %w", obj, err)
+		return Credentials{}, fmt.Errorf("converting %T: %w", obj, err)
 	}
-	return validation.InlineCredentials(field.NewPath("spec"), u["spec"]), nil
+	spec, _ := u["spec"].(map[string]any)
+	path := field.NewPath("spec")
+	return Credentials{
+		Inline:   validation.InlineCredentials(path, spec),
+		Ambient:  validation.AmbientCredentials(path, spec),
+		Insecure: validation.InsecureTLS(path, spec),
+	}, nil
+}
+
+// Strings renders field paths for a message.
+func Strings(paths []*field.Path) []string {
+	out := make([]string, len(paths))
+	for i, p := range paths {
+		out[i] = p.String()
+	}
+	return out
 }

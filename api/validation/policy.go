@@ -1,0 +1,68 @@
+package validation
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// ambientClients are the sink configurations (under spec) whose client library falls back to
+// the agent's own cloud identity when no secretRef is given, and whether an explicit endpoint
+// turns that fallback off (the sink then talks to an emulator or proxy without credentials).
+var ambientClients = []struct {
+	key            string
+	endpointIsAnon bool
+}{
+	{key: "s3"},                             // the AWS default chain: env, shared config, IRSA, instance roles
+	{key: "gcs", endpointIsAnon: true},      // Application Default Credentials
+	{key: "bigquery", endpointIsAnon: true}, // Application Default Credentials
+}
+
+// AmbientCredentials returns the secretRef fields (under path, such as spec.s3.secretRef) a
+// sink spec, in its unstructured form, leaves unset where its client would then authenticate
+// as the agent itself. A namespaced sink doing so borrows the agent's cloud identity for
+// whoever wrote it, so only a KollectClusterScope may allow it (allowAmbientCredentials).
+func AmbientCredentials(path *field.Path, spec map[string]any) []*field.Path {
+	var found []*field.Path
+	for _, c := range ambientClients {
+		cfg, ok := spec[c.key].(map[string]any)
+		if !ok {
+			continue
+		}
+		if ref, _ := cfg["secretRef"].(map[string]any); ref != nil {
+			continue
+		}
+		if endpoint, _ := cfg["endpoint"].(string); c.endpointIsAnon && endpoint != "" {
+			continue
+		}
+		found = append(found, path.Child(c.key, "secretRef"))
+	}
+	return found
+}
+
+// InsecureTLS returns the insecureSkipVerify fields set to true in a sink spec, in its
+// unstructured form. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
+// connection that does not verify its server sends rows and credentials to whoever answers.
+func InsecureTLS(path *field.Path, spec any) []*field.Path {
+	var found []*field.Path
+	walkInsecure(path, spec, &found)
+	sort.Slice(found, func(i, j int) bool { return found[i].String() < found[j].String() })
+	return found
+}
+
+func walkInsecure(path *field.Path, v any, found *[]*field.Path) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if on, ok := child.(bool); ok && on && k == "insecureSkipVerify" {
+				*found = append(*found, path.Child(k))
+				continue
+			}
+			walkInsecure(path.Child(k), child, found)
+		}
+	case []any:
+		for i, child := range x {
+			walkInsecure(path.Index(i), child, found)
+		}
+	}
+}
