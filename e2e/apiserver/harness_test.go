@@ -133,9 +133,17 @@ func (r *replica) exports() (float64, error) {
 }
 
 // inventoryYAML is one namespace's pipeline: the ConfigMaps labelled app=shop, exported
-// as one NDJSON document to a bare git repository. No resync: every export the test sees
-// comes from a change it made.
+// as one NDJSON document to a bare git repository, under the KollectScope the agent's default
+// tenant mode requires. No resync: every export the test sees comes from a change it made.
 const inventoryYAML = `apiVersion: kollect.dev/v1alpha1
+kind: KollectScope
+metadata: {name: team, namespace: NS}
+spec:
+  allowedKinds: [{group: "", kind: ConfigMap}]
+  allowedNamespaces: [NS]
+  allowedSinks: [{family: snapshot}]
+---
+apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
 metadata: {name: cm, namespace: NS}
 spec:

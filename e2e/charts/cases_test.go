@@ -30,6 +30,7 @@ var cases = []renderCase{
 			hasArg(t, objs, "--manage-webhook-certs=true")
 			lacksArgPrefix(t, objs, "--hub-")
 			lacksArgPrefix(t, objs, "--allow-local-sinks") // sinks may not reach the pod's own loopback
+			hasArg(t, objs, "--tenant-mode=true")           // tenants confined by default
 			lacksArgPrefix(t, objs, "--profile-cost-")
 			vwc := one(t, objs, "ValidatingWebhookConfiguration")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
@@ -154,7 +155,7 @@ metrics:
 		}},
 	{name: "agent-namespaced", chart: "agent", values: `clusterName: team-cluster
 watchNamespaces: [team-a, team-b]
-tenantMode: true
+tenantMode: false
 webhook: {enabled: false}
 crds: {install: false}
 hub:
@@ -166,7 +167,7 @@ hub:
   bootstrapToken: {existingSecret: boot}
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 		hasArg(t, objs, "--namespaces=team-a,team-b")
-		hasArg(t, objs, "--tenant-mode")
+		hasArg(t, objs, "--tenant-mode=false") // the documented way to run open
 		hasArg(t, objs, "--hub-ca-file=/etc/kollect/hub-ca/ca.crt")
 		lacksArgPrefix(t, objs, "--webhook")
 		if len(find(objs, "CustomResourceDefinition", "")) != 0 || len(find(objs, "ValidatingWebhookConfiguration", "")) != 0 {

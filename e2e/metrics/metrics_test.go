@@ -106,6 +106,10 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}, StringData: map[string]string{"username": "kollect", "password": "x"}},
+		// The grant the agent's default tenant mode requires before the namespace may do anything.
+		&kollectv1.KollectScope{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "team"}, Spec: kollectv1.KollectScopeSpec{
+			AllowedKinds: []kollectv1.GroupKindRule{{Kind: "ConfigMap"}}, AllowedNamespaces: []string{ns},
+			AllowedSinks: []kollectv1.SinkRule{{Family: "*"}}}},
 		&kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Spec: kollectv1.KollectProfileSpec{
 			Target:     kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 			Attributes: []kollectv1.Attribute{{Name: "color", JSONPath: "{.data.color}", Optional: true}}}},

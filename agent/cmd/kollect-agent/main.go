@@ -40,7 +40,7 @@ func main() {
 	flag.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", time.Second,
 		"How often the leader renews and a standby tries to take over.")
 	flag.StringVar(&namespaces, "namespaces", "", "Comma-separated namespaces the agent may watch; empty means all.")
-	flag.BoolVar(&o.TenantMode, "tenant-mode", false, "Require a KollectScope in every namespace with Kollect objects.")
+	flag.BoolVar(&o.TenantMode, "tenant-mode", true, "Confine tenants: a namespace's Kollect objects may do nothing until a KollectScope of that namespace allows it. --tenant-mode=false runs open, for a single-team cluster.")
 	flag.IntVar(&o.WebhookPort, "webhook-port", 0, "Port of the validating webhooks for the Kollect kinds; 0 disables them.")
 	flag.StringVar(&o.CertDir, "webhook-cert-dir", "/tmp/kollect-webhook-certs", "Directory of the webhook's tls.crt and tls.key.")
 	flag.BoolVar(&o.ManageWebhookCerts, "manage-webhook-certs", true,

@@ -50,7 +50,8 @@ type Options struct {
 	Cluster string
 	// Namespaces limits the agent (its Kollect objects and its watches); empty means all.
 	Namespaces []string
-	// TenantMode requires a KollectScope for every namespace with Kollect objects.
+	// TenantMode requires a KollectScope for every namespace with Kollect objects. The
+	// binary's --tenant-mode defaults to true; the zero Options run open, as component tests do.
 	TenantMode bool
 	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
 	MetricsAddr, HealthAddr string

@@ -29,6 +29,8 @@ func TestNamespaceSelectorFollowsNamespaceLabels(t *testing.T) {
 		create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "cm", Labels: map[string]string{"app": sel}},
 			Data: map[string]string{"color": ns.Name}})
 	}
+	// A KollectTarget reaches beyond its own namespace only where a scope allows it.
+	setScope(t, home, allowConfigMaps("*"))
 	objs := configMapInventory(home, 200*time.Millisecond, time.Second)
 	tgt := objs[1].(*kollectv1.KollectTarget)
 	tgt.Spec.LabelSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": sel}}

@@ -40,7 +40,7 @@ func newValidateCmd(env *Env) *cobra.Command {
 			return validateDocs(cmd.Context(), env, docs, tenantMode)
 		},
 	}
-	c.Flags().BoolVar(&tenantMode, "tenant-mode", false, "Judge scopes as an agent in tenant mode (no KollectScope: nothing allowed).")
+	c.Flags().BoolVar(&tenantMode, "tenant-mode", false, "Judge scopes as an agent in tenant mode (the agent's default) would if the files held every scope: no KollectScope, nothing allowed. Off by default, since the scopes usually live in the cluster, not in the files.")
 	return c
 }
 

@@ -3,6 +3,7 @@ package scope
 import (
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ func kindAllowed(allowed []kollectv1.GroupKindRule, gk schema.GroupKind) bool {
 type Reach struct {
 	All      bool
 	Patterns []string
+	// Own is the namespace of a KollectTarget, "" for a KollectClusterTarget: without a scope
+	// that grants more, a KollectTarget reaches only Own.
+	Own string
 }
 
 func (r Reach) String() string {
@@ -59,12 +63,17 @@ func (r Reach) String() string {
 // the set, so they are ignored: a reach is judged by the widest set the target could select.
 func TargetReach(ownNamespace string, sel kollectv1.TargetSelection) Reach {
 	if sel.Namespaces != nil && len(sel.Namespaces.Include) > 0 {
-		return Reach{Patterns: sel.Namespaces.Include}
+		return Reach{Patterns: sel.Namespaces.Include, Own: ownNamespace}
 	}
 	if ownNamespace != "" && (sel.Namespaces == nil || sel.Namespaces.Selector == nil) {
-		return Reach{Patterns: []string{ownNamespace}}
+		return Reach{Patterns: []string{ownNamespace}, Own: ownNamespace}
 	}
-	return Reach{All: true}
+	return Reach{All: true, Own: ownNamespace}
+}
+
+// confined reports whether reach stays inside the target's own namespace.
+func (r Reach) confined() bool {
+	return r.Own != "" && !r.All && len(r.Patterns) > 0 && !slices.ContainsFunc(r.Patterns, func(p string) bool { return p != r.Own })
 }
 
 // Namespaces decides whether a target may reach the namespaces of reach. Targets of
@@ -72,6 +81,13 @@ func TargetReach(ownNamespace string, sel kollectv1.TargetSelection) Reach {
 func (r Rules) Namespaces(reach Reach) Decision {
 	if r.missing != "" {
 		return deny(kollectv1.ReasonScopeMissing, "%s", r.missing)
+	}
+	if len(r.rules) == 0 && reach.Own != "" && !reach.confined() {
+		// No scope grants more: a namespaced target is its author's view of their own
+		// namespace; collecting across namespaces is what the cluster-scoped kinds are for.
+		return deny(kollectv1.ReasonScopeNamespaceDenied,
+			"a KollectTarget collects only from its own namespace %s unless a KollectScope or KollectClusterScope allows more, and none governs it (it reaches %s); use a KollectClusterTarget for cross-namespace collection",
+			reach.Own, reach)
 	}
 	for _, ru := range r.rules {
 		allowed := ru.spec.AllowedNamespaces

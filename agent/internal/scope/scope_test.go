@@ -1,6 +1,7 @@
 package scope
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -134,6 +135,30 @@ func TestNamespaces(t *testing.T) {
 			}
 		})
 	}
+	// Without any scope a KollectTarget is confined to its own namespace.
+	for _, c := range []struct {
+		sel     kollectv1.TargetSelection
+		allowed bool
+	}{
+		{allowed: true},
+		{sel: kollectv1.TargetSelection{Namespaces: &kollectv1.NamespaceSelection{Include: []string{"team-a"}}}, allowed: true},
+		{sel: kollectv1.TargetSelection{Namespaces: &kollectv1.NamespaceSelection{Include: []string{"team-a", "team-b"}}}},
+		{sel: kollectv1.TargetSelection{Namespaces: &kollectv1.NamespaceSelection{Include: []string{"team-*"}}}},
+		{sel: kollectv1.TargetSelection{Namespaces: &kollectv1.NamespaceSelection{Selector: &metav1.LabelSelector{}}}},
+	} {
+		d := (Set{}).ForNamespace("team-a", nil).Target(deployments, true, TargetReach("team-a", c.sel))
+		if d.Allowed != c.allowed || (!d.Allowed && (d.Reason != kollectv1.ReasonScopeNamespaceDenied ||
+			!strings.Contains(d.Message, "a KollectTarget collects only from its own namespace team-a unless a KollectScope or KollectClusterScope allows more"))) {
+			t.Errorf("no scope, selection %+v: %s, want allowed=%v", c.sel.Namespaces, d, c.allowed)
+		}
+	}
+	// A cluster ceiling that allows more grants it.
+	ceiling := Set{ClusterScopes: []kollectv1.KollectClusterScope{clusterScope("platform", nil, kollectv1.KollectScopeSpec{
+		AllowedKinds: []kollectv1.GroupKindRule{appsAll}, AllowedNamespaces: []string{"team-*"}})}}
+	if d := ceiling.ForNamespace("team-a", nil).Target(deployments, true, TargetReach("team-a",
+		kollectv1.TargetSelection{Namespaces: &kollectv1.NamespaceSelection{Include: []string{"team-b"}}})); !d.Allowed {
+		t.Errorf("a KollectClusterScope allowing team-* did not grant team-b: %s", d)
+	}
 	// Cluster-scoped kinds reach no namespace.
 	if d := spec().ForNamespace("team-a", nil).Namespaces(Reach{All: true}); d.Allowed {
 		t.Fatal("reach of every namespace allowed by an empty allowlist")
@@ -207,8 +232,8 @@ func TestClusterObjects(t *testing.T) {
 	if d := r.Sink(SinkRef{Family: "database", Namespace: "team-a", Name: "pg"}); d.Allowed {
 		t.Fatal("sink of another namespace allowed")
 	}
-	if d := (Set{TenantMode: true}).ForCluster().Kind(deployments); d.Reason != kollectv1.ReasonScopeMissing {
-		t.Fatalf("tenant mode without cluster scope: %s", d)
+	if d := (Set{TenantMode: true}).ForCluster().Target(deployments, true, Reach{All: true}); !d.Allowed {
+		t.Fatalf("tenant mode governs tenants; a cluster target without a cluster scope: %s", d)
 	}
 	if !(Set{}).ForCluster().Unrestricted() {
 		t.Fatal("no scope must be unrestricted")
