@@ -30,7 +30,7 @@ var cases = []renderCase{
 			hasArg(t, objs, "--manage-webhook-certs=true")
 			lacksArgPrefix(t, objs, "--hub-")
 			lacksArgPrefix(t, objs, "--allow-local-sinks") // sinks may not reach the pod's own loopback
-			hasArg(t, objs, "--tenant-mode=true")           // tenants confined by default
+			hasArg(t, objs, "--tenant-mode=true")          // tenants confined by default
 			lacksArgPrefix(t, objs, "--profile-cost-")
 			vwc := one(t, objs, "ValidatingWebhookConfiguration")
 			hooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
