@@ -45,6 +45,13 @@ type KollectScopeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	AllowedSinks []SinkRule `json:"allowedSinks,omitempty"`
+	// AllowedDestinations restricts where the sinks of the namespaces this scope governs may
+	// connect, beyond the agent's egress guard: a sink must name a host matching one of hosts,
+	// or reach only addresses within cidrs (checked after DNS resolution, on every
+	// connection). Unset: this scope does not restrict destinations. Several scopes combine by
+	// intersection, so a KollectScope can only narrow its KollectClusterScope's list.
+	// +optional
+	AllowedDestinations *DestinationRules `json:"allowedDestinations,omitempty"`
 	// MinDebounce is the smallest debounce an inventory may set.
 	// +optional
 	// +kubebuilder:validation:Type=string
@@ -55,6 +62,24 @@ type KollectScopeSpec struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	MinResyncInterval *metav1.Duration `json:"minResyncInterval,omitempty"`
+}
+
+// DestinationRules lists where sinks may connect.
+type DestinationRules struct {
+	// Hosts are host names or glob patterns ("*.db.example.com", "kafka-?.corp.example"),
+	// matched case-insensitively against the host a sink names (URL host, broker, server).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Hosts []string `json:"hosts,omitempty"`
+	// CIDRs are address ranges ("10.20.0.0/16", "fd00:1::/64"); every address a sink connects
+	// to, whatever name it used, must lie in one of them unless its host matched hosts.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:Pattern=`^[0-9a-fA-F:.]+/[0-9]{1,3}$`
+	CIDRs []string `json:"cidrs,omitempty"`
 }
 
 // KollectClusterScopeSpec is a scope for cluster-scoped Kollect objects and a ceiling over

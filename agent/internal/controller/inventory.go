@@ -48,9 +48,11 @@ type InventoryReconciler struct {
 }
 
 type builtSink struct {
-	id    string
-	sink  sink.Sink
-	reads *secretReads
+	id string
+	// policy is the sinkPolicy key the sink was built under.
+	policy string
+	sink   sink.Sink
+	reads  *secretReads
 }
 
 // inventoryObject abstracts over the two inventory kinds.
@@ -256,19 +258,21 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			continue
 		}
 		so := asSinkObject(obj)
-		id := bindingID(obj)
 		cacheKey := key.String() + "|" + ref.String()
-		// Checked on every pass, not only at build: a cluster scope that stops allowing the
-		// sink's ambient credentials stops a sink that is already running.
-		if err := r.Sinks.checkCredentials(ctx, obj); err != nil {
+		// Judged on every pass, not only at build: a scope that stops allowing the sink's
+		// ambient credentials stops a sink already running, and new allowedDestinations
+		// rebuild it with the narrower guard.
+		policy, err := r.Sinks.policy(ctx, obj)
+		if err != nil {
 			delete(r.built, cacheKey)
 			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
 			continue
 		}
+		id := bindingID(obj)
 		b, ok := r.built[cacheKey]
 		// A rotated credential (the Secret fixed after a wrong password) needs a new client:
 		// the sink is rebuilt, and its worker replaced, without anyone editing the sink.
-		if !ok || b.id != id || b.reads.rotated(ctx, time.Now()) {
+		if !ok || b.id != id || b.policy != policy.key || b.reads.rotated(ctx, time.Now()) {
 			s, reads, err := r.Sinks.buildWatched(ctx, so, "inventory-"+key.String())
 			if err != nil {
 				problems = append(problems, err.Error())
@@ -277,7 +281,7 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			if ok && b.id == id {
 				logf.FromContext(ctx).Info("a Secret of the sink changed: rebuilt its client", "inventory", key.String(), "sink", ref.String())
 			}
-			b = builtSink{id: id, sink: s, reads: reads}
+			b = builtSink{id: id, policy: policy.key, sink: s, reads: reads}
 			r.built[cacheKey] = b
 		}
 		dest, err := sink.Destination(obj)
@@ -286,7 +290,9 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			continue
 		}
 		p := prior[ref]
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest(), Destination: dest, Sink: b.sink, Timeout: so.timeout}
+		// New scopes' destinations replace the worker like a rotated Secret does, keeping what
+		// the sink accepted: the destination is the same, only the guard is narrower.
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest() + policy.key, Destination: dest, Sink: b.sink, Timeout: so.timeout}
 		// What the status remembers holds only for the destination it was accepted into: a
 		// bucket, table, repository, path or format edited while the agent was down, or the
 		// sink re-created under the same name, is a destination that holds nothing yet. A

@@ -82,7 +82,8 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 	if !ok {
 		return nil, nil, sink.TerminalError(fmt.Errorf("%w: %s is not built into this agent", errUnsupported, so.typ))
 	}
-	if err := b.checkCredentials(ctx, so.obj); err != nil {
+	policy, err := b.policy(ctx, so.obj)
+	if err != nil {
 		return nil, nil, err
 	}
 	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
@@ -91,7 +92,7 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 		Cluster: b.cluster, Namespace: ns, Name: name,
 		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
 		Log:      b.log.WithValues("sink", so.typ+"/"+ns+"/"+name),
-		Egress:   b.egress,
+		Egress:   policy.guard,
 		Secrets: func(ctx context.Context, secret string) (map[string][]byte, error) {
 			s := &corev1.Secret{}
 			if err := b.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: secret}, s); err != nil {
@@ -106,30 +107,6 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 		return nil, nil, fmt.Errorf("configuring %s sink %s/%s: %w", so.typ, ns, name, err)
 	}
 	return s, reads, nil
-}
-
-// checkCredentials refuses, before any client is made, a sink whose URLs carry credentials,
-// and one that would authenticate as the agent itself or skip certificate verification where
-// no KollectClusterScope allows it.
-func (b *SinkBuilder) checkCredentials(ctx context.Context, obj client.Object) error {
-	creds, err := sink.Inspect(obj)
-	if err != nil {
-		return err
-	}
-	if len(creds.Inline) > 0 {
-		return sink.Terminalf("%s: %s", strings.Join(sink.Strings(creds.Inline), ", "), sink.InlineCredentialsMessage)
-	}
-	if len(creds.Ambient) == 0 && len(creds.Insecure) == 0 {
-		return nil
-	}
-	rules, err := b.scopes.Rules(ctx, obj.GetNamespace())
-	if err != nil {
-		return fmt.Errorf("reading the scopes of namespace %s: %w", obj.GetNamespace(), err)
-	}
-	if d := rules.SinkCredentials(sink.Strings(creds.Ambient), sink.Strings(creds.Insecure)); !d.Allowed {
-		return sink.TerminalError(d.Err())
-	}
-	return nil
 }
 
 // secretReads records the resourceVersion of each Secret a sink read. The agent does not

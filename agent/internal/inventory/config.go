@@ -36,9 +36,10 @@ type SinkBinding struct {
 	Ref SinkRef
 	// ID changes whenever the sink must be rebuilt (its object's generation or UID changed).
 	ID string
-	// Credentials identifies the Secret versions the sink was built with. When only they
-	// change, the worker is replaced but what the sink accepted still holds: a new password
-	// reaches the same destination.
+	// Credentials identifies how the sink connects: the Secret versions it was built with
+	// and the scopes' allowedDestinations it dials under. When only they change, the worker
+	// is replaced but what the sink accepted still holds: a new password, or a narrower
+	// guard, reaches the same destination.
 	Credentials string
 	// Destination is the sink's destination digest (sink.Destination), recorded with the
 	// accepted checksum.

@@ -46,3 +46,23 @@ func (r Rules) clusterGrant(allows func(*kollectv1.KollectClusterScopeSpec) bool
 	}
 	return Allow
 }
+
+// DestinationList is one governing scope's allowedDestinations.
+type DestinationList struct {
+	// Source names the scope: "KollectScope team-a/limits".
+	Source       string
+	Hosts, CIDRs []string
+}
+
+// Destinations returns the allowedDestinations of the scopes that govern the rules'
+// namespace, in evaluation order; a sink there must satisfy every one. Scopes without the
+// field do not restrict destinations.
+func (r Rules) Destinations() []DestinationList {
+	var out []DestinationList
+	for _, ru := range r.rules {
+		if d := ru.spec.AllowedDestinations; d != nil {
+			out = append(out, DestinationList{Source: ru.name, Hosts: d.Hosts, CIDRs: d.CIDRs})
+		}
+	}
+	return out
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -88,8 +89,10 @@ func egressCase(typ, host, port string) sink.Object {
 // through its own client library (pgx, the MongoDB driver, franz-go, nats.go, go-git, the
 // AWS SDK, the Google Cloud clients, net/http for GitLab) — whether the endpoint is a literal
 // loopback address (refused before any dial), the name localhost (resolved, then refused as
-// each connection is made) or the cloud metadata address (refused always). A loopback
-// listener counts the connections that reached it: none.
+// each connection is made) or the cloud metadata address (refused always), and when a scope's
+// allowedDestinations leave the destination out, by address range (before the dial for a
+// literal, after resolution for a name) or by host pattern. A loopback listener counts the
+// connections that reached it: none.
 func TestEgressRefusedByEverySinkClient(t *testing.T) {
 	port, accepted := countingListener(t)
 	strict := egress.New(egress.Policy{})
@@ -104,13 +107,24 @@ func TestEgressRefusedByEverySinkClient(t *testing.T) {
 			}
 		}
 	})
+	// A scope's allowedDestinations narrow a guard that allows local destinations.
+	local := egress.New(egress.Policy{AllowLocal: true})
+	byAddress := egress.Allowlist{Source: "KollectClusterScope platform", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
+	byName := egress.Allowlist{Source: "KollectScope team-a/limits", Hosts: []string{"*.corp.example"}}
 	for _, typ := range types {
-		for _, dest := range []struct{ host, rule string }{
-			{"127.0.0.1", egress.RuleLoopback},
-			{"localhost", egress.RuleLoopback},
-			{"169.254.169.254", egress.RuleLinkLocal},
+		for _, dest := range []struct {
+			name, host, rule string
+			guard            *egress.Guard
+		}{
+			{"loopback", "127.0.0.1", egress.RuleLoopback, strict},
+			{"localhost", "localhost", egress.RuleLoopback, strict},
+			{"metadata", "169.254.169.254", egress.RuleLinkLocal, strict},
+			{"scope-cidrs-address", "127.0.0.1", byAddress.Rule(), local.Restrict(byAddress)},
+			{"scope-cidrs-resolved", "localhost", byAddress.Rule(), local.Restrict(byAddress)},
+			{"scope-hosts", "localhost", byName.Rule(), local.Restrict(byName)},
 		} {
-			t.Run(typ+"/"+dest.host, func(t *testing.T) {
+			strict := dest.guard
+			t.Run(typ+"/"+dest.name, func(t *testing.T) {
 				obj := egressCase(typ, dest.host, port)
 				if obj == nil {
 					t.Fatalf("no egress case for sink type %s: add one", typ)

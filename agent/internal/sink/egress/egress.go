@@ -42,6 +42,9 @@ type Policy struct {
 // Guard enforces a Policy. The zero Guard refuses local destinations.
 type Guard struct {
 	policy Policy
+	// allow are the scopes' allowlists of one sink (see Restrict); every one must allow a
+	// destination.
+	allow []Allowlist
 }
 
 // New returns a guard for p.
@@ -90,18 +93,24 @@ func (g *Guard) allowLocal() bool { return g != nil && g.policy.AllowLocal }
 // CheckHost refuses, before any resolution, a host that names a metadata endpoint or is a
 // refused literal address. Names that resolve to refused addresses are caught at dial time.
 func (g *Guard) CheckHost(host string) error {
+	_, err := g.checkHost(host)
+	return err
+}
+
+// checkHost is CheckHost that also returns the allowlists host's addresses must satisfy.
+func (g *Guard) checkHost(host string) ([]Allowlist, error) {
 	h := strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
 	for _, m := range metadataHosts {
 		if h == m {
-			return &RefusedError{Destination: host, Rule: RuleCloudMetadata}
+			return nil, &RefusedError{Destination: host, Rule: RuleCloudMetadata}
 		}
 	}
 	if ip, err := netip.ParseAddr(h); err == nil {
 		if rule := g.CheckAddr(ip); rule != "" {
-			return &RefusedError{Destination: host, Rule: rule}
+			return nil, &RefusedError{Destination: host, Rule: rule}
 		}
 	}
-	return nil
+	return g.checkAllowlists(host)
 }
 
 // CheckURL refuses a URL whose scheme is file (unless local destinations are allowed) or
@@ -124,7 +133,7 @@ func (g *Guard) CheckURL(raw string) error {
 }
 
 // control runs after resolution, right before each connect: the last word on the address.
-func (g *Guard) control(_, address string, _ syscall.RawConn) error {
+func (g *Guard) control(ctx context.Context, _, address string, _ syscall.RawConn) error {
 	ap, err := netip.ParseAddrPort(address)
 	if err != nil {
 		return &RefusedError{Destination: address, Rule: "the address to connect to cannot be checked"}
@@ -132,24 +141,32 @@ func (g *Guard) control(_, address string, _ syscall.RawConn) error {
 	if rule := g.CheckAddr(ap.Addr()); rule != "" {
 		return &RefusedError{Destination: address, Rule: rule}
 	}
-	return nil
+	return g.checkResolved(ctx, address, ap.Addr())
 }
 
-// Dialer returns a net.Dialer that refuses what the policy refuses. It satisfies the
-// dialer interfaces of the sink client libraries (DialContext, Dial).
+// Dialer returns a net.Dialer that refuses, after resolution, what the policy refuses. Dial
+// through DialContext instead where the client lets you: it also checks the host name.
 func (g *Guard) Dialer() *net.Dialer {
-	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, Control: g.control}
+	return &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second, ControlContext: g.control}
 }
 
-// DialContext dials through Dialer, refusing metadata host names before resolving them.
+// DialContext dials through Dialer, refusing metadata host names and names no allowlist
+// matches before resolving them, and the resolved addresses the allowlists refuse.
 func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
 	host, _, err := net.SplitHostPort(address)
 	if err == nil {
-		if err := g.CheckHost(host); err != nil {
+		pending, err := g.checkHost(host)
+		if err != nil {
 			return nil, err
 		}
+		ctx = context.WithValue(ctx, pendingKey{}, pendingDial{host: host, lists: pending})
 	}
 	return g.Dialer().DialContext(ctx, network, address)
+}
+
+// Dial is DialContext without a context, for clients that take a Dial method (NATS).
+func (g *Guard) Dial(network, address string) (net.Conn, error) {
+	return g.DialContext(context.Background(), network, address)
 }
 
 // Transport returns an HTTP transport that dials through the guard; proxies from the

@@ -15,12 +15,14 @@ import (
 )
 
 // go-git picks its HTTP client from a process-wide protocol table, so the guarded client is
-// installed once, by the first sink opened (the agent has one egress policy per process).
+// installed once, by the first sink opened; each operation then dials through the guard of
+// its sink, which the mirror puts in the operation's context (egress.NewContext), with the
+// first sink's guard (the agent's policy) as the fallback.
 var installHTTP sync.Once
 
 func useGuard(g *egress.Guard) {
 	installHTTP.Do(func() {
-		c := githttp.NewClient(&http.Client{Transport: g.Transport()})
+		c := githttp.NewClient(&http.Client{Transport: egress.ContextTransport(g)})
 		client.InstallProtocol("http", c)
 		client.InstallProtocol("https", c)
 	})
@@ -46,8 +48,8 @@ func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
 		return nil // unresolvable now: the push reports it
 	}
 	for _, a := range addrs {
-		if rule := g.CheckAddr(a); rule != "" {
-			return sink.TerminalError(&egress.RefusedError{Destination: host + " (" + a.String() + ")", Rule: rule})
+		if err := g.CheckResolved(host, a); err != nil {
+			return sink.TerminalError(err)
 		}
 	}
 	return nil

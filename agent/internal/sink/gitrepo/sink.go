@@ -17,6 +17,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/egress"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -101,6 +102,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 // does not exist yet (merge-request branches), or from an empty history when neither does.
 // It commits only when the tree changes and retries on a concurrent push.
 func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) (Result, error) {
+	ctx = egress.NewContext(ctx, s.env.Guard())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
@@ -339,7 +341,7 @@ func storePack(store storer.EncodedObjectStorer, staging *memory.Storage) error 
 // Probe lists the remote's branches with the sink's credentials: unreachable remotes are
 // transient, refused credentials and missing repositories terminal.
 func (s *Sink) Probe(ctx context.Context) error {
-	_, err := listRemote(ctx, s.cfg.URL, s.mirror.creds)
+	_, err := listRemote(egress.NewContext(ctx, s.env.Guard()), s.cfg.URL, s.mirror.creds)
 	return err
 }
 

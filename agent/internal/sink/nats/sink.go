@@ -127,7 +127,7 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 		// Publishes made while disconnected are not buffered by the client: they fail, stay
 		// owed in the sink's own bounded buffer, and are re-published after reconnection.
 		nats.ReconnectBufSize(-1),
-		nats.SetCustomDialer(guard.Dialer()),
+		nats.SetCustomDialer(guard),
 	}
 	tlsCfg, err := sinktls.Config(ctx, cfg.TLS, env.Secrets)
 	if err != nil {

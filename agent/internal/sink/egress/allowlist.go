@@ -1,0 +1,195 @@
+package egress
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"path"
+	"strings"
+	"sync"
+)
+
+// Allowlist is one scope's restriction of where sinks may connect: a destination is allowed
+// when the host it is named by matches one of Hosts, or when every address it is reached at
+// lies in one of Prefixes. A guard with several allowlists needs every one of them to allow a
+// destination, so a namespace's KollectScope can only narrow its cluster scope's list.
+type Allowlist struct {
+	// Source names who set the list, for refusals: "KollectClusterScope platform".
+	Source string
+	// Hosts are host names or globs ("*.db.example.com"), matched case-insensitively.
+	Hosts []string
+	// Prefixes are the address ranges allowed whatever name reached them.
+	Prefixes []netip.Prefix
+}
+
+// Rule is what a refusal by the list says.
+func (a Allowlist) Rule() string {
+	var allowed []string
+	if len(a.Hosts) > 0 {
+		allowed = append(allowed, "hosts "+strings.Join(a.Hosts, ", "))
+	}
+	if len(a.Prefixes) > 0 {
+		ps := make([]string, len(a.Prefixes))
+		for i, p := range a.Prefixes {
+			ps[i] = p.String()
+		}
+		allowed = append(allowed, "addresses in "+strings.Join(ps, ", "))
+	}
+	if len(allowed) == 0 {
+		allowed = append(allowed, "no destination")
+	}
+	return fmt.Sprintf("%s allows sinks to reach only %s", a.Source, strings.Join(allowed, " or "))
+}
+
+func (a Allowlist) allowsHost(host string) bool {
+	h := normalHost(host)
+	for _, p := range a.Hosts {
+		if ok, _ := path.Match(strings.ToLower(p), h); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Allowlist) allowsAddr(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	for _, p := range a.Prefixes {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+func normalHost(host string) string {
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+}
+
+// Restrict returns a guard with g's policy and allowlists plus lists: the guard of one sink,
+// under the scopes of its namespace.
+func (g *Guard) Restrict(lists ...Allowlist) *Guard {
+	if len(lists) == 0 {
+		return g
+	}
+	out := &Guard{}
+	if g != nil {
+		out.policy = g.policy
+		out.allow = append(out.allow, g.allow...)
+	}
+	out.allow = append(out.allow, lists...)
+	return out
+}
+
+// checkAllowlists refuses host when an allowlist refuses it before resolution: a literal
+// address outside a list, or a name a list matches neither by host nor possibly by address.
+// It returns the lists a name must still satisfy with its resolved addresses.
+func (g *Guard) checkAllowlists(host string) (pending []Allowlist, err error) {
+	if g == nil {
+		return nil, nil
+	}
+	ip, perr := netip.ParseAddr(normalHost(host))
+	isAddr := perr == nil
+	for _, a := range g.allow {
+		switch {
+		case a.allowsHost(host):
+		case isAddr && a.allowsAddr(ip):
+		case !isAddr && len(a.Prefixes) > 0:
+			pending = append(pending, a)
+		default:
+			return nil, &RefusedError{Destination: host, Rule: a.Rule()}
+		}
+	}
+	return pending, nil
+}
+
+// pendingKey carries, from DialContext to the dialer's control function, the host being
+// dialed and the allowlists its addresses must satisfy.
+type pendingKey struct{}
+
+type pendingDial struct {
+	host  string
+	lists []Allowlist
+}
+
+// checkResolved refuses a resolved address the pending allowlists of ctx refuse. A dial that
+// did not come through DialContext (no pending entry) must satisfy every list by address.
+func (g *Guard) checkResolved(ctx context.Context, address string, ip netip.Addr) error {
+	if g == nil || len(g.allow) == 0 {
+		return nil
+	}
+	p, ok := ctx.Value(pendingKey{}).(pendingDial)
+	if !ok {
+		p = pendingDial{host: address, lists: g.allow}
+	}
+	for _, a := range p.lists {
+		if !a.allowsAddr(ip) {
+			dest := address
+			if p.host != address {
+				dest = p.host + " (" + address + ")"
+			}
+			return &RefusedError{Destination: dest, Rule: a.Rule()}
+		}
+	}
+	return nil
+}
+
+// key identifies what the guard allows, so transports can be shared by guards that agree.
+func (g *Guard) key() string {
+	if g == nil {
+		return "nil"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "local=%v", g.policy.AllowLocal)
+	for _, a := range g.allow {
+		fmt.Fprintf(&b, "|%s:%v:%v", a.Source, a.Hosts, a.Prefixes)
+	}
+	return b.String()
+}
+
+type guardKey struct{}
+
+// NewContext returns ctx carrying g, for connections made through a process-wide client
+// (go-git's protocol table) on behalf of one sink: see ContextTransport.
+func NewContext(ctx context.Context, g *Guard) context.Context {
+	return context.WithValue(ctx, guardKey{}, g)
+}
+
+// ContextTransport is an HTTP transport for a client shared by every sink of the process: each
+// request goes through the guard its context carries (NewContext), fallback when it carries
+// none. Guards that allow the same get the same pooled transport; different ones never share
+// a connection, so a connection one sink's scopes allowed is not reused by another's.
+func ContextTransport(fallback *Guard) http.RoundTripper {
+	return &contextTransport{fallback: fallback}
+}
+
+type contextTransport struct {
+	fallback   *Guard
+	transports sync.Map // Guard.key() → *http.Transport
+}
+
+func (c *contextTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	g, ok := r.Context().Value(guardKey{}).(*Guard)
+	if !ok {
+		g = c.fallback
+	}
+	t, ok := c.transports.Load(g.key())
+	if !ok {
+		t, _ = c.transports.LoadOrStore(g.key(), g.Transport())
+	}
+	return t.(*http.Transport).RoundTrip(r)
+}
+
+// CheckResolved is the dial-time check of one resolved address of host, for a client that
+// dials by itself (go-git's SSH transport): the policy's rules and the allowlists host does
+// not satisfy by name.
+func (g *Guard) CheckResolved(host string, ip netip.Addr) error {
+	if rule := g.CheckAddr(ip); rule != "" {
+		return &RefusedError{Destination: host + " (" + ip.String() + ")", Rule: rule}
+	}
+	pending, err := g.checkHost(host)
+	if err != nil {
+		return err
+	}
+	return g.checkResolved(context.WithValue(context.Background(), pendingKey{}, pendingDial{host: host, lists: pending}), ip.String(), ip)
+}
