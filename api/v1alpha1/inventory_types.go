@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -79,7 +81,21 @@ type ExportTiming struct {
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s')",message="resyncInterval must be at least 10s"
 	ResyncInterval *metav1.Duration `json:"resyncInterval,omitempty"`
+	// ConfirmInterval is how often the agent confirms, while nothing changes, that each sink
+	// still holds the current snapshot: the agent is alive, the watches are synced and the
+	// checksum matches. Confirmation writes no row: at most one small state write per sink per
+	// interval (postgres: confirmed_at in the state table), or only a connection test where
+	// the sink keeps no state for it. Freshness is the age of the confirmation, not of the last
+	// change. Default 5m; 0s turns it off; at least 10s otherwise.
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || duration(self) >= duration('10s')",message="confirmInterval must be 0s (off) or at least 10s"
+	ConfirmInterval *metav1.Duration `json:"confirmInterval,omitempty"`
 }
+
+// DefaultConfirmInterval is the confirmInterval of an inventory that does not set one.
+const DefaultConfirmInterval = 5 * time.Minute
 
 // KollectInventorySpec aggregates targets into one canonical snapshot and exports it.
 // +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
@@ -171,9 +187,14 @@ type SinkExportStatus struct {
 	// Rows is the item count of the last accepted export.
 	// +optional
 	Rows int64 `json:"rows,omitempty"`
-	// LastExportTime is when the sink last accepted an export.
+	// LastExportTime is when the sink last accepted an export: when its content last changed.
 	// +optional
 	LastExportTime *metav1.Time `json:"lastExportTime,omitempty"`
+	// LastConfirmTime is when the agent last confirmed that the sink holds the current
+	// snapshot (an export confirms too): the time freshness is measured from. It keeps moving
+	// while nothing changes and stops when the agent, its watches or the sink do.
+	// +optional
+	LastConfirmTime *metav1.Time `json:"lastConfirmTime,omitempty"`
 	// LastAttemptTime is when the agent last called the sink, successfully or not: during an
 	// outage it shows the agent still trying while LastExportTime stays put.
 	// +optional

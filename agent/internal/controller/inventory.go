@@ -209,6 +209,10 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	if o.timing.ResyncInterval != nil {
 		cfg.Resync = o.timing.ResyncInterval.Duration
 	}
+	cfg.Confirm = kollectv1.DefaultConfirmInterval
+	if o.timing.ConfirmInterval != nil {
+		cfg.Confirm = o.timing.ConfirmInterval.Duration
+	}
 	r.Manager.Apply(cfg)
 	// A new kollect.dev/resync-now value asks for a resync now. It is recorded in status once
 	// acted on, so a restarted agent does not act on it again.
@@ -303,6 +307,9 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 			if p.LastExportTime != nil {
 				binding.AcceptedAt = p.LastExportTime.Time
 			}
+			if p.LastConfirmTime != nil {
+				binding.ConfirmedAt = p.LastConfirmTime.Time
+			}
 		}
 		out = append(out, binding)
 	}
@@ -367,6 +374,12 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			es.LastExportTime = &t
 		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
 			es.LastExportTime = p.LastExportTime
+		}
+		if !ws.LastConfirm.IsZero() {
+			t := metav1.NewTime(ws.LastConfirm.Truncate(time.Second))
+			es.LastConfirmTime = &t
+		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
+			es.LastConfirmTime = p.LastConfirmTime
 		}
 		if !ws.LastAttempt.IsZero() {
 			t := metav1.NewTime(ws.LastAttempt.Truncate(time.Second))

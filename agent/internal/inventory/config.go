@@ -51,6 +51,8 @@ type SinkBinding struct {
 	Accepted     string
 	AcceptedRows int
 	AcceptedAt   time.Time
+	// ConfirmedAt is the sink's last confirmation the status records.
+	ConfirmedAt time.Time
 }
 
 // Config is the desired state of one inventory.
@@ -62,5 +64,7 @@ type Config struct {
 	Debounce   time.Duration
 	MaxDelay   time.Duration
 	Resync     time.Duration
-	Suspend    bool
+	// Confirm is how often the sinks are confirmed while nothing changes; zero never.
+	Confirm time.Duration
+	Suspend bool
 }

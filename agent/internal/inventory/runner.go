@@ -24,6 +24,8 @@ type runner struct {
 	st      Status
 	workers map[SinkRef]*workerHandle
 	resync  bool
+	// complete says the last snapshot had every target synced and known: it may be confirmed.
+	complete bool
 	// stored is the snapshot the state directory held when this process first needed earlier
 	// rows (loaded once, only while r.last is nil), and storedAt when it was built.
 	stored       *export.Snapshot
@@ -107,15 +109,18 @@ func (r *runner) syncWorkersLocked() {
 	for ref, b := range want {
 		if h, ok := r.workers[ref]; ok {
 			h.w.Seed(b.Accepted, b.AcceptedRows, b.AcceptedAt)
+			h.w.SetConfirmInterval(r.cfg.Confirm)
 			continue
 		}
-		accepted, rows, at := b.Accepted, b.AcceptedRows, b.AcceptedAt
+		accepted, rows, at, confirmed := b.Accepted, b.AcceptedRows, b.AcceptedAt, b.ConfirmedAt
 		if r.m.bindingChanged(r.key, b) {
-			accepted, rows, at = "", 0, time.Time{} // new configuration: the new destination holds nothing
+			// New configuration: the new destination holds nothing.
+			accepted, rows, at, confirmed = "", 0, time.Time{}, time.Time{}
 		}
 		w := delivery.NewWorker(delivery.WorkerOptions{
 			Name: ref.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
 			Log: r.m.log, Accepted: accepted, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
+			ConfirmedAt: confirmed, ConfirmInterval: r.cfg.Confirm,
 			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },
 		})
 		ctx, cancel := context.WithCancel(r.ctx)
@@ -268,10 +273,13 @@ func (r *runner) build() {
 	if changed {
 		r.last = snap
 	}
+	complete := len(incomplete) == 0
+	completeness := complete != r.complete // the workers must stop (or may start) confirming
+	r.complete = complete
 	r.stored = nil // r.last holds whatever it carried over from now on
 	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
 	var offer []*delivery.Worker
-	if (changed || resync) && !cfg.Suspend {
+	if (changed || resync || completeness) && !cfg.Suspend {
 		for _, h := range r.workers {
 			offer = append(offer, h.w)
 		}
@@ -307,7 +315,8 @@ func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
 }
 
 func (r *runner) job(resync bool) *delivery.Job {
-	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync}
+	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync,
+		Complete: r.complete}
 }
 
 func (r *runner) status() Status {

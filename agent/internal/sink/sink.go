@@ -2,6 +2,8 @@ package sink
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"kollect.dev/agent/internal/export"
 )
@@ -34,6 +36,29 @@ type Sink interface {
 	// Close releases connections.
 	Close() error
 }
+
+// Confirmer is implemented by sinks that keep a small state record per (cluster, inventory):
+// Confirm records, without writing a row, that the sink still holds the snapshot with the
+// given checksum, so its readers can tell a quiet cluster from a dead agent. A sink without
+// it is confirmed by its connection test alone, and its readers see the confirmation in the
+// agent's status, metrics and the hub only.
+type Confirmer interface {
+	Confirm(ctx context.Context, c Confirmation) error
+}
+
+// Confirmation is what one confirmation states.
+type Confirmation struct {
+	Cluster, Inventory string
+	// Checksum is the snapshot the agent believes the sink holds.
+	Checksum string
+	// At is the confirmation's time.
+	At time.Time
+}
+
+// ErrNotHeld is returned (wrapped) by Confirm when the sink's state names another snapshot
+// than the checksum confirmed, or none: someone else wrote there, or it was cleared. The agent
+// then exports again in full.
+var ErrNotHeld = errors.New("the sink does not hold the snapshot to confirm")
 
 // Preview mirrors v1alpha1.SinkPreview, filled by each sink type.
 type Preview struct {

@@ -13,6 +13,8 @@ type Metrics struct {
 	duration    *prometheus.HistogramVec
 	errors      *prometheus.CounterVec
 	lastSuccess *prometheus.GaugeVec
+	lastConfirm *prometheus.GaugeVec
+	confirms    *prometheus.CounterVec
 	rows        *prometheus.GaugeVec
 }
 
@@ -27,13 +29,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kollect_export_errors_total", Help: "Failed export calls per sink and error class.",
 		}, []string{"sink", "class"}),
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "kollect_export_last_success_timestamp_seconds", Help: "Unix time of the last successful export (freshness).",
+			Name: "kollect_export_last_success_timestamp_seconds", Help: "Unix time of the last successful export: when the sink's content last changed.",
 		}, []string{"sink", "inventory"}),
+		lastConfirm: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kollect_export_last_confirm_timestamp_seconds",
+			Help: "Unix time the agent last confirmed the sink holds the current snapshot (an export confirms too): freshness.",
+		}, []string{"sink", "inventory"}),
+		confirms: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_export_confirmations_total",
+			Help: "Confirmations per sink by result: confirmed, failed, or not_held (the sink held another snapshot: exported again).",
+		}, []string{"sink", "result"}),
 		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kollect_exported_rows", Help: "Rows in the last snapshot a sink accepted.",
 		}, []string{"sink", "inventory"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.rows)
+	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.lastConfirm, m.confirms, m.rows)
 	return m
 }
 
@@ -47,10 +57,42 @@ func (m *Metrics) observe(name, _ string, d time.Duration, err error) {
 	}
 }
 
-func (m *Metrics) success(name, inventory string, at time.Time, rows int) {
+// success records an accepted export; one of a complete snapshot confirms the sink too.
+func (m *Metrics) success(name, inventory string, at time.Time, rows int, complete bool) {
 	if m == nil {
 		return
 	}
 	m.lastSuccess.WithLabelValues(name, inventory).Set(float64(at.Unix()))
+	if complete {
+		m.lastConfirm.WithLabelValues(name, inventory).Set(float64(at.Unix()))
+	}
 	m.rows.WithLabelValues(name, inventory).Set(float64(rows))
+}
+
+// Confirmation results.
+const (
+	confirmed = "confirmed"
+	failed    = "failed"
+	notHeld   = "not_held"
+)
+
+// initSink makes a sink's confirmation counters visible at zero before the first one, so an
+// alert on their rate has a series from the start.
+func (m *Metrics) initSink(name string) {
+	if m == nil {
+		return
+	}
+	for _, r := range []string{confirmed, failed, notHeld} {
+		m.confirms.WithLabelValues(name, r)
+	}
+}
+
+func (m *Metrics) confirmation(name, inventory, result string, at time.Time) {
+	if m == nil {
+		return
+	}
+	m.confirms.WithLabelValues(name, result).Inc()
+	if result == confirmed {
+		m.lastConfirm.WithLabelValues(name, inventory).Set(float64(at.Unix()))
+	}
 }

@@ -22,6 +22,9 @@ type Job struct {
 	Generation int64
 	// Resync forces an export even when the sink holds the checksum already.
 	Resync bool
+	// Complete says every target of the snapshot is synced and known: only such a snapshot
+	// is confirmed (see WorkerOptions.ConfirmInterval).
+	Complete bool
 }
 
 // Status is a worker's view of its sink.
@@ -30,8 +33,11 @@ type Status struct {
 	Checksum string
 	Rows     int
 	// LastExport is when the sink last accepted a snapshot (zero if never in this process and
-	// unknown from status).
+	// unknown from status): when its content last changed.
 	LastExport time.Time
+	// LastConfirm is when the sink was last confirmed to hold the current, complete snapshot:
+	// an export, or a confirmation while nothing changed.
+	LastConfirm time.Time
 	// LastAttempt is when the worker last called the sink, successfully or not.
 	LastAttempt time.Time
 	// LastError is the last failure, cleared on success.
@@ -76,6 +82,8 @@ type Worker struct {
 	onStatus func(Status)
 	// ready gates exporting (leader election); nil means always ready.
 	ready <-chan struct{}
+	// confirmEvery is WorkerOptions.ConfirmInterval; nextConfirm is when the next is due.
+	confirmEvery time.Duration
 
 	mu       sync.Mutex
 	desired  *Job
@@ -83,6 +91,8 @@ type Worker struct {
 	kick     chan struct{}    // ends a wait to retry (Kick)
 	accepted *export.Snapshot // content the sink holds, when known in this process
 	status   Status
+	// nextConfirm is when the next confirmation is due (zero: not computed yet).
+	nextConfirm time.Time
 }
 
 // WorkerOptions configure a Worker.
@@ -97,8 +107,13 @@ type WorkerOptions struct {
 	Accepted     string
 	AcceptedRows int
 	AcceptedAt   time.Time
-	OnStatus     func(Status)
-	Ready        <-chan struct{}
+	// ConfirmedAt is the last confirmation before this process started (from status).
+	ConfirmedAt time.Time
+	// ConfirmInterval is how often, while nothing changes, the worker confirms that the sink
+	// holds the current snapshot (sink.Confirmer, or the sink's connection test); zero never.
+	ConfirmInterval time.Duration
+	OnStatus        func(Status)
+	Ready           <-chan struct{}
 }
 
 // NewWorker returns a worker; Run starts it.
@@ -112,9 +127,12 @@ func NewWorker(o WorkerOptions) *Worker {
 	if o.OnStatus == nil {
 		o.OnStatus = func(Status) {}
 	}
+	if o.ConfirmInterval > 0 {
+		o.Metrics.initSink(o.Name)
+	}
 	return &Worker{Name: o.Name, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
-		onStatus: o.OnStatus, ready: o.Ready, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
-		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt}}
+		onStatus: o.OnStatus, ready: o.Ready, confirmEvery: o.ConfirmInterval, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
+		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt, LastConfirm: o.ConfirmedAt}}
 }
 
 // Offer hands the worker the newest snapshot; an older one not yet exported is replaced.
@@ -127,6 +145,22 @@ func (w *Worker) Offer(j *Job) {
 	w.mu.Unlock()
 	select {
 	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// SetConfirmInterval changes how often the sink is confirmed (the inventory's confirmInterval
+// was edited); the next confirmation is due an interval from now.
+func (w *Worker) SetConfirmInterval(d time.Duration) {
+	w.mu.Lock()
+	if d == w.confirmEvery {
+		w.mu.Unlock()
+		return
+	}
+	w.confirmEvery, w.nextConfirm = d, time.Time{}
+	w.mu.Unlock()
+	select {
+	case w.wake <- struct{}{}: // recompute the timer
 	default:
 	}
 }
@@ -173,10 +207,16 @@ func (w *Worker) Run(ctx context.Context) {
 		}
 	}
 	for {
+		confirm, stop := w.confirmTimer()
 		select {
 		case <-ctx.Done():
+			stop()
 			return
+		case <-confirm:
+			w.confirmOnce(ctx)
+			continue
 		case <-w.wake:
+			stop()
 		}
 		for w.exportOnce(ctx) {
 			delay := w.retryDelay()
@@ -228,11 +268,15 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	if err == nil {
 		w.accepted = job.Snapshot
 		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), LastExport: batch.Envelope.ExportedAt,
-			LastAttempt: start}
-		if w.desired == job {
-			w.desired = &Job{Snapshot: job.Snapshot, Cluster: job.Cluster, Inventory: job.Inventory, Generation: job.Generation}
+			LastAttempt: start, LastConfirm: w.status.LastConfirm}
+		if job.Complete {
+			w.status.LastConfirm = batch.Envelope.ExportedAt
+			w.nextConfirm = time.Now().Add(w.confirmEvery)
 		}
-		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len())
+		if w.desired == job {
+			w.desired = &Job{Snapshot: job.Snapshot, Cluster: job.Cluster, Inventory: job.Inventory, Generation: job.Generation, Complete: job.Complete}
+		}
+		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len(), job.Complete)
 	} else {
 		w.status.LastError = err.Error()
 		w.status.Class = sink.ClassOf(err)
@@ -300,4 +344,82 @@ func (w *Worker) retryDelay() time.Duration {
 		d = b.BreakerCooldown
 	}
 	return d
+}
+
+// confirmTimer fires when the next confirmation is due; without an interval it never fires.
+func (w *Worker) confirmTimer() (<-chan time.Time, func()) {
+	if w.confirmEvery <= 0 {
+		return nil, func() {}
+	}
+	w.mu.Lock()
+	if w.nextConfirm.IsZero() {
+		w.nextConfirm = time.Now().Add(w.confirmEvery)
+		if last := w.status.LastConfirm; !last.IsZero() && last.Add(w.confirmEvery).Before(w.nextConfirm) {
+			w.nextConfirm = last.Add(w.confirmEvery) // due from the last one, also across a restart
+		}
+	}
+	wait := time.Until(w.nextConfirm)
+	w.mu.Unlock()
+	t := time.NewTimer(max(wait, 0))
+	return t.C, func() { t.Stop() }
+}
+
+// firstConfirmRetry is how soon a confirmation due before the first snapshot is tried again.
+const firstConfirmRetry = 5 * time.Second
+
+// confirmOnce confirms that the sink holds the desired snapshot, when it is complete and the
+// sink accepted it: through sink.Confirmer (one small state write), else through the sink's
+// connection test. A sink that holds another snapshot is exported to again, in full. Whatever
+// the outcome, the next confirmation is due an interval later.
+func (w *Worker) confirmOnce(ctx context.Context) {
+	w.mu.Lock()
+	job, st := w.desired, w.status
+	w.nextConfirm = time.Now().Add(w.confirmEvery)
+	if job == nil {
+		// No snapshot yet (a restart whose watches are still listing): try again soon, so a
+		// restart does not cost a whole interval of freshness.
+		w.nextConfirm = time.Now().Add(min(w.confirmEvery, firstConfirmRetry))
+	}
+	w.mu.Unlock()
+	if job == nil || !job.Complete || st.Checksum == "" || job.Snapshot.Checksum != st.Checksum {
+		// Nothing current to confirm: the watches are syncing, a target is unknown, or a
+		// change waits for its export. Freshness ages, as it should.
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	at := time.Now().UTC()
+	var err error
+	if c, ok := w.sink.(sink.Confirmer); ok {
+		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at})
+	} else {
+		err = w.sink.Probe(cctx)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return
+	case errors.Is(err, sink.ErrNotHeld):
+		w.metrics.confirmation(w.Name, job.Inventory, notHeld, at)
+		w.log.Info("the sink holds another snapshot than the one it accepted: exporting again in full", "sink", w.Name,
+			"inventory", job.Inventory, "reason", err.Error())
+		w.mu.Lock()
+		w.status.Checksum, w.accepted = "", nil
+		w.mu.Unlock()
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		return
+	case err != nil:
+		w.metrics.confirmation(w.Name, job.Inventory, failed, at)
+		w.log.Info("confirming the sink failed; its freshness ages until it answers", "sink", w.Name,
+			"inventory", job.Inventory, "error", err.Error())
+		return
+	}
+	w.metrics.confirmation(w.Name, job.Inventory, confirmed, at)
+	w.mu.Lock()
+	w.status.LastConfirm = at
+	st = w.status
+	w.mu.Unlock()
+	w.onStatus(st)
 }

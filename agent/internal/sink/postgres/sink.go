@@ -158,3 +158,24 @@ func checkBatch(cluster string, b *sink.Batch) error {
 	}
 	return nil
 }
+
+var _ sink.Confirmer = (*Sink)(nil)
+
+// Confirm moves the state row's confirmed_at, and nothing else, when the row still holds the
+// confirmed checksum: one small UPDATE, no row written. A state row with another checksum, or
+// none, is sink.ErrNotHeld: the agent exports again in full.
+func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	if err := s.ensureSchema(ctx); err != nil {
+		return err
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.names.State()+` SET confirmed_at = $4
+ WHERE cluster = $1 AND inventory = $2 AND checksum = $3`, c.Cluster, c.Inventory, c.Checksum, c.At)
+	if err != nil {
+		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("postgres sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
+			export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	}
+	return nil
+}

@@ -1,0 +1,92 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/testenv"
+)
+
+// TestQuietInventoryIsConfirmedWithoutRowWrites: with nothing changing, the agent confirms
+// its PostgreSQL sink every confirmInterval (10 s, the minimum): the inventory's
+// lastConfirmTime and the state row's confirmed_at move past the last export, while
+// exported_at and every row stay as they were (no row has a new xmin).
+func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
+	pg, err := testenv.StartPostgres()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Stop)
+	ctx := context.Background()
+	ns := namespace(t, "confirm")
+	create(t,
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},
+		&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: kollectv1.KollectDatabaseSinkSpec{
+			Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 10 * time.Second},
+			Postgres: &kollectv1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres", Schema: "confirm",
+				Table: "rows", SSLMode: "disable", SecretRef: kollectv1.SecretReference{Name: "pg"}}}})
+	objs := colorInventory(ns, kollectv1.SinkReferences{Database: []kollectv1.LocalObjectReference{{Name: "db"}}})
+	inv := objs[len(objs)-1].(*kollectv1.KollectInventory)
+	inv.Spec.ConfirmInterval = &metav1.Duration{Duration: 10 * time.Second}
+	create(t, objs...)
+	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue"}))
+	startAgentWith(t, nil, "c-confirm", ns, nil)
+
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	type state struct {
+		exported, confirmed time.Time
+		xmins               string
+	}
+	read := func() (state, error) {
+		var s state
+		if err := conn.QueryRow(ctx, `SELECT exported_at, confirmed_at FROM confirm.rows_state WHERE cluster = 'c-confirm'`).
+			Scan(&s.exported, &s.confirmed); err != nil {
+			return s, err
+		}
+		err := conn.QueryRow(ctx, `SELECT string_agg(name || '@' || xmin::text, ',' ORDER BY name) FROM confirm.rows WHERE cluster = 'c-confirm'`).Scan(&s.xmins)
+		return s, err
+	}
+	var first state
+	eventually(t, 60*time.Second, "the first export", func() (bool, string) {
+		s, err := read()
+		if err != nil {
+			return false, err.Error()
+		}
+		first = s
+		return s.xmins != "" && s.confirmed.Equal(s.exported), fmt.Sprintf("%+v", s)
+	})
+
+	var now state
+	eventually(t, 40*time.Second, "a confirmation", func() (bool, string) {
+		s, err := read()
+		if err != nil {
+			return false, err.Error()
+		}
+		now = s
+		return s.confirmed.After(first.confirmed.Add(9 * time.Second)), fmt.Sprintf("%+v", s)
+	})
+	if !now.exported.Equal(first.exported) || now.xmins != first.xmins {
+		t.Fatalf("the confirmation rewrote data: exported_at %v -> %v, rows %s -> %s", first.exported, now.exported, first.xmins, now.xmins)
+	}
+	eventually(t, 20*time.Second, "lastConfirmTime past lastExportTime in status", func() (bool, string) {
+		_ = cp.Client.Get(ctx, client.ObjectKeyFromObject(inv), inv)
+		if len(inv.Status.Sinks) != 1 {
+			return false, fmt.Sprintf("%+v", inv.Status.Sinks)
+		}
+		s := inv.Status.Sinks[0]
+		return s.LastConfirmTime != nil && s.LastExportTime != nil && s.LastConfirmTime.Time.After(s.LastExportTime.Add(9*time.Second)),
+			fmt.Sprintf("%+v", s)
+	})
+}
