@@ -2,7 +2,7 @@
 // stay where they belong (issue 20, points 2 and 5).
 //
 // TestNoPlantedSecretOrRowLeaks runs the built kollect-agent (with its admission webhook, at
-// --zap-log-level=debug) on a real kube-apiserver + etcd, registered with the built kollect-hub
+// --zap-log-level=10, beyond debug) on a real kube-apiserver + etcd, registered with the built kollect-hub
 // (--log-level=debug), and points sinks of every type at real servers started by testenv:
 // PostgreSQL (password auth), git smart HTTP (basic auth), versitygw for S3, kfake for Kafka
 // (SASL SCRAM), nats-server (token, and user/password), FerretDB for MongoDB. One random value,

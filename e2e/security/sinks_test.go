@@ -188,6 +188,11 @@ func sinkCases(s *servers, secret, wrong string) []sinkCase {
 			secret: map[string]string{"key.json": saKey}},
 		{name: "kafka-good", kind: "KollectEventSink", family: "event", spec: kafkaSpec(s.kafka.Addr, "kafka-good"), secret: login(kafkaUser, secret), ready: true},
 		{name: "kafka-wrong", kind: "KollectEventSink", family: "event", spec: kafkaSpec(s.kafka.Addr, "kafka-wrong"), secret: login(kafkaUser, wrong)},
+		// A client certificate whose key is the secret: unparsable, refused before dialling.
+		{name: "kafka-tls-key", kind: "KollectEventSink", family: "event",
+			spec: fmt.Sprintf(`{type: kafka, timeout: 5s, kafka: {brokers: [%q], topic: kollect.rows, tls: {enabled: true, clientCertSecretRef: {name: kafka-tls-key}}}}`, s.kafka.Addr),
+			secret: map[string]string{"tls.crt": "-----BEGIN CERTIFICATE-----\n" + secret + "\n-----END CERTIFICATE-----\n",
+				"tls.key": "-----BEGIN PRIVATE KEY-----\n" + secret + "\n-----END PRIVATE KEY-----\n"}},
 		{name: "nats-token-good", kind: "KollectEventSink", family: "event", spec: natsSpec(s.natsTok.URL, "nats-token-good"),
 			secret: map[string]string{"token": secret}, ready: true},
 		{name: "nats-token-wrong", kind: "KollectEventSink", family: "event", spec: natsSpec(s.natsTok.URL, "nats-token-wrong"),
