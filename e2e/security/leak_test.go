@@ -254,30 +254,42 @@ spec:
 	})
 	t.Logf("every sink probed and exported, the row in psql, the errors at the hub after %s", time.Since(began).Round(time.Millisecond))
 
-	// The CLI, with the planted secret in its URLs: the right password prints rows, the wrong
-	// one, and a MongoDB URL, print errors. Then the hub's view of the cluster.
-	pgURL := func(pass string) string {
-		return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", pgRole, pass, srv.pg.Port)
+	// The CLI, with the planted secret in its URLs: the right password prints rows; the wrong
+	// one, a MongoDB URI with a password and malformed URLs print errors; validate refuses the
+	// inline credentials; then the hub's view of the cluster. Each must say what shows that
+	// its path ran (the planted row, the server's refusal, the rule).
+	pgURL := func(pass, port string) string {
+		return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%s/postgres?sslmode=disable", pgRole, pass, port)
 	}
-	var cliOut []seen
-	good := runCLI(t, nil, "query", "--postgres", pgURL(secret), "-o", "ndjson")
-	if !strings.Contains(good, rowValue) {
-		t.Errorf("kollect query with the right password does not print the planted row: %s", strings.ReplaceAll(good, secret, "<secret>"))
-	}
-	cliOut = append(cliOut, seen{"kollect query --postgres (right password)", good},
-		seen{"kollect query --postgres (wrong password)", runCLI(t, nil, "query", "--postgres", pgURL(wrong))},
-		seen{"kollect query --mongodb (credentials in the URI)", runCLI(t, nil, "query", "--database", "kollect", "--timeout", "5s",
-			"--mongodb", "mongodb://kollect:"+secret+"@"+strings.TrimPrefix(srv.mongo.URI, "mongodb://"))})
-	cliOut = append(cliOut,
-		seen{"kollect query --postgres (malformed URL)", runCLI(t, nil, "query", "--postgres",
-			fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d0000000/postgres", pgRole, secret, srv.pg.Port))},
-		seen{"kollect query --mongodb (malformed URI)", runCLI(t, nil, "query", "--database", "kollect", "--timeout", "5s",
-			"--mongodb", "mongodb://kollect:"+secret+"@127.0.0.1:99999999/?authSource=%zz")},
-		seen{"kollect validate (the inline-credential sinks)", runCLI(t, nil, "validate", inlineManifests(t, cases))})
+	port := fmt.Sprint(srv.pg.Port)
 	hubEnv := []string{"KOLLECT_HUB_CONFIG=" + filepath.Join(t.TempDir(), "hub.json")}
-	cliOut = append(cliOut, seen{"kollect hub login", runCLI(t, hubEnv, "hub", "login", "--url", "https://"+h.addr, "--token", h.adminToken, "--ca-fingerprint", h.pin)},
-		seen{"kollect hub clusters", runCLI(t, hubEnv, "hub", "clusters")},
-		seen{"kollect hub clusters -o json", runCLI(t, hubEnv, "hub", "clusters", "-o", "json")})
+	mongoHost := strings.TrimPrefix(srv.mongo.URI, "mongodb://")
+	var cliOut, hubCLI []seen
+	for _, run := range []struct {
+		what, want string
+		env        []string
+		args       []string
+	}{
+		{"kollect query --postgres (right password)", rowValue, nil, []string{"query", "--postgres", pgURL(secret, port), "-o", "ndjson"}},
+		{"kollect query --postgres (wrong password)", "password authentication failed", nil, []string{"query", "--postgres", pgURL(wrong, port)}},
+		{"kollect query --postgres (malformed URL)", "port", nil, []string{"query", "--postgres", pgURL(secret, port+"0000000")}},
+		{"kollect query --mongodb (password in the URI)", "AuthenticationFailed", nil,
+			[]string{"query", "--database", "kollect", "--timeout", "5s", "--mongodb", "mongodb://kollect:" + secret + "@" + mongoHost}},
+		{"kollect query --mongodb (malformed URI)", "error parsing uri", nil,
+			[]string{"query", "--database", "kollect", "--timeout", "5s", "--mongodb", "mongodb://kollect:" + secret + "@127.0.0.1:99999999/?authSource=%zz"}},
+		{"kollect validate (the inline-credential sinks)", "credentials in URLs are refused", nil, []string{"validate", inlineManifests(t, cases)}},
+		{"kollect hub login", "logged in", hubEnv, []string{"hub", "login", "--url", "https://" + h.addr, "--token", h.adminToken, "--ca-fingerprint", h.pin}},
+		{"kollect hub clusters", clusterName, hubEnv, []string{"hub", "clusters"}},
+	} {
+		out := runCLI(t, run.env, run.args...)
+		if !strings.Contains(out, run.want) {
+			t.Errorf("%s does not say %q, so it proves nothing: %s", run.what, run.want, strings.ReplaceAll(out, secret, "<secret>"))
+		}
+		cliOut = append(cliOut, seen{run.what, out})
+		if run.env != nil {
+			hubCLI = append(hubCLI, seen{run.what, out})
+		}
+	}
 
 	// A bundle with the secret in a sink URL: the hub refuses it, and must not keep it.
 	bundle := cases[len(cases)-1].manifest(ns, false)
@@ -342,7 +354,7 @@ spec:
 	n += hits(t, "CLI", cliOut, secretPlants...)
 	n += hits(t, "refusal", refusals, secretPlants...)
 	n += hits(t, "hub", append(append([]seen{{"the hub's stdout and stderr", hubLog}}, hubFiles...), hubAPI...), append(secretPlants, rowPlant)...)
-	n += hits(t, "hub CLI", cliOut[3:], rowPlant)
+	n += hits(t, "hub CLI", hubCLI, rowPlant)
 	t.Logf("searched %d sources (%d API objects, %d events, %d hub files, %d hub answers) for the planted secret and row value in %s",
 		n, len(objects), len(events), len(hubFiles), len(hubAPI), time.Since(began).Round(time.Millisecond))
 }
