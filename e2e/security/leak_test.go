@@ -1,15 +1,12 @@
 package security
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +17,6 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -121,9 +117,12 @@ func TestNoPlantedSecretOrRowLeaks(t *testing.T) {
 	mport, err := testenv.FreePort()
 	must(t, err)
 	metricsAddr := fmt.Sprintf("127.0.0.1:%d", mport)
+	hport, err := testenv.FreePort()
+	must(t, err)
+	healthAddr := fmt.Sprintf("127.0.0.1:%d", hport)
 	ws := cp.WebhookServing()
 	agent := startProc(t, "agent", bins.agent, []string{"KUBECONFIG=" + cp.Kubeconfig},
-		"--cluster-name", clusterName, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", "0",
+		"--cluster-name", clusterName, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr,
 		"--cache-dir", t.TempDir(), "--allow-local-sinks", "--zap-log-level=10",
 		fmt.Sprintf("--webhook-port=%d", ws.Port), "--webhook-cert-dir", ws.CertDir, "--manage-webhook-certs=false",
 		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system")
@@ -254,6 +253,27 @@ spec:
 	})
 	t.Logf("every sink probed and exported, the row in psql, the errors at the hub after %s", time.Since(began).Round(time.Millisecond))
 
+	// A rotation: pg-wrong's Secret fixed to the right password. The agent notices the new
+	// Secret version, rebuilds the sink and its export succeeds.
+	var fix corev1.Secret
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "pg-wrong"}, &fix))
+	fix.Data["password"] = []byte(secret)
+	must(t, c.Update(ctx, &fix))
+	rotated := time.Now()
+	waitFor(t, 60*time.Second, "pg-wrong exporting after its Secret was fixed", func() (bool, string) {
+		var inv kollectv1.KollectInventory
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "all"}, &inv); err != nil {
+			return false, err.Error()
+		}
+		for _, s := range inv.Status.Sinks {
+			if s.Name == "pg-wrong" {
+				return s.LastError == "" && s.Checksum == inv.Status.Checksum, fmt.Sprintf("pg-wrong error class %q", s.ErrorClass)
+			}
+		}
+		return false, "pg-wrong not in the inventory's status"
+	})
+	t.Logf("pg-wrong exported %s after its Secret was fixed", time.Since(rotated).Round(time.Millisecond))
+
 	// The CLI, with the planted secret in its URLs: the right password prints rows; the wrong
 	// one, a MongoDB URI with a password and malformed URLs print errors; validate refuses the
 	// inline credentials; then the hub's view of the cluster. Each must say what shows that
@@ -319,6 +339,12 @@ spec:
 	hubAPI := hubAnswers(t, ctx, h)
 	metrics, err := scrape("http://" + metricsAddr + "/metrics")
 	must(t, err)
+	agentHTTP := []seen{{"the agent's /metrics", metrics}}
+	for _, path := range []string{"/healthz?verbose", "/readyz?verbose"} {
+		body, err := scrape("http://" + healthAddr + path)
+		must(t, err)
+		agentHTTP = append(agentHTTP, seen{"the agent's " + path, body})
+	}
 	objects, err := apiObjects(ctx, cp.Config, false)
 	must(t, err)
 	events := eventSources(t, ctx, c)
@@ -348,7 +374,7 @@ spec:
 		t.Fatalf("the API sweep does not find the secret where the test wrote it (err %v): it cannot prove anything", err)
 	}
 
-	n := hits(t, "agent", []seen{{"the agent's stdout and stderr", agentLog}, {"the agent's /metrics", metrics}}, secretPlants...)
+	n := hits(t, "agent", append(agentHTTP, seen{"the agent's stdout and stderr", agentLog}), secretPlants...)
 	n += hits(t, "API", objects, secretPlants...)
 	n += hits(t, "events", events, secretPlants...)
 	n += hits(t, "CLI", cliOut, secretPlants...)
@@ -405,86 +431,6 @@ func waitSinks(t *testing.T, ctx context.Context, c client.Client, cases []sinkC
 		}
 		return len(pending) == 0, strings.Join(pending, "\n  ")
 	})
-}
-
-// eventSources lists core/v1 and events.k8s.io/v1 Events of every namespace, one source each.
-func eventSources(t *testing.T, ctx context.Context, c client.Client) []seen {
-	var core corev1.EventList
-	must(t, c.List(ctx, &core))
-	var ev eventsv1.EventList
-	must(t, c.List(ctx, &ev))
-	var out []seen
-	for _, e := range core.Items {
-		raw, _ := json.Marshal(e)
-		out = append(out, seen{"core/v1 Event " + e.Namespace + "/" + e.Name, string(raw)})
-	}
-	for _, e := range ev.Items {
-		raw, _ := json.Marshal(e)
-		out = append(out, seen{"events.k8s.io/v1 Event " + e.Namespace + "/" + e.Name, string(raw)})
-	}
-	if len(core.Items) == 0 {
-		t.Error("no Events at all: the search of Events cannot prove anything")
-	}
-	return out
-}
-
-// hubAnswers reads what the dashboard and the CLI read from the hub: FleetService answers as
-// JSON, the first messages of its WatchFleet stream, and /metrics on the API port.
-func hubAnswers(t *testing.T, ctx context.Context, h *hub) []seen {
-	var out []seen
-	for _, q := range []struct {
-		method string
-		in     any
-	}{
-		{"ListClusters", map[string]any{}},
-		{"GetCluster", map[string]any{"name": clusterName}},
-		{"ListHeartbeats", map[string]any{"cluster": clusterName, "limit": 100}},
-		{"GetFleetHealth", map[string]any{}},
-		{"ListBundles", map[string]any{}},
-		{"ListAuditEvents", map[string]any{"limit": 1000}},
-		{"ListBootstrapTokens", map[string]any{}},
-	} {
-		raw, err := h.call(ctx, q.method, q.in)
-		must(t, err)
-		out = append(out, seen{"the hub's " + q.method + " answer", string(raw)})
-	}
-	out = append(out, seen{"the hub's WatchFleet stream", watchFleet(t, ctx, h)})
-	if code, body, err := h.get(ctx, "/metrics"); err == nil {
-		t.Logf("the hub's /metrics on its API port: HTTP %d, %d bytes", code, len(body))
-		out = append(out, seen{fmt.Sprintf("the hub's /metrics (HTTP %d)", code), string(body)})
-	}
-	return out
-}
-
-// watchFleet reads WatchFleet's first messages (Connect streaming, JSON): the snapshot the
-// dashboard starts from. The stream stays open: reading ends with the request's context.
-func watchFleet(t *testing.T, ctx context.Context, h *hub) string {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	body := []byte("{}")
-	env := make([]byte, 5)
-	binary.BigEndian.PutUint32(env[1:], uint32(len(body)))
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+h.addr+"/kollect.fleet.v1.FleetService/WatchFleet",
-		bytes.NewReader(append(env, body...)))
-	must(t, err)
-	req.Header.Set("Content-Type", "application/connect+json")
-	req.Header.Set("Authorization", "Bearer "+h.adminToken)
-	resp, err := h.http.Do(req)
-	must(t, err)
-	defer resp.Body.Close()
-	var sb strings.Builder
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := resp.Body.Read(buf)
-		sb.Write(buf[:n])
-		if err != nil {
-			break
-		}
-	}
-	if sb.Len() == 0 {
-		t.Errorf("WatchFleet sent nothing (HTTP %s)", resp.Status)
-	}
-	return sb.String()
 }
 
 // inlineManifests writes the sinks with inline credentials to a file for `kollect validate`.

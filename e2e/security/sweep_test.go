@@ -1,7 +1,9 @@
 package security
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -11,15 +13,18 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // seen is everything collected from one place a user or the hub can look: where (a file,
@@ -170,4 +175,84 @@ func scrape(url string) (string, error) {
 		return sb.String(), fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return sb.String(), nil
+}
+
+// eventSources lists core/v1 and events.k8s.io/v1 Events of every namespace, one source each.
+func eventSources(t *testing.T, ctx context.Context, c client.Client) []seen {
+	var core corev1.EventList
+	must(t, c.List(ctx, &core))
+	var ev eventsv1.EventList
+	must(t, c.List(ctx, &ev))
+	var out []seen
+	for _, e := range core.Items {
+		raw, _ := json.Marshal(e)
+		out = append(out, seen{"core/v1 Event " + e.Namespace + "/" + e.Name, string(raw)})
+	}
+	for _, e := range ev.Items {
+		raw, _ := json.Marshal(e)
+		out = append(out, seen{"events.k8s.io/v1 Event " + e.Namespace + "/" + e.Name, string(raw)})
+	}
+	if len(core.Items) == 0 {
+		t.Error("no Events at all: the search of Events cannot prove anything")
+	}
+	return out
+}
+
+// hubAnswers reads what the dashboard and the CLI read from the hub: FleetService answers as
+// JSON, the first messages of its WatchFleet stream, and /metrics on the API port.
+func hubAnswers(t *testing.T, ctx context.Context, h *hub) []seen {
+	var out []seen
+	for _, q := range []struct {
+		method string
+		in     any
+	}{
+		{"ListClusters", map[string]any{}},
+		{"GetCluster", map[string]any{"name": clusterName}},
+		{"ListHeartbeats", map[string]any{"cluster": clusterName, "limit": 100}},
+		{"GetFleetHealth", map[string]any{}},
+		{"ListBundles", map[string]any{}},
+		{"ListAuditEvents", map[string]any{"limit": 1000}},
+		{"ListBootstrapTokens", map[string]any{}},
+	} {
+		raw, err := h.call(ctx, q.method, q.in)
+		must(t, err)
+		out = append(out, seen{"the hub's " + q.method + " answer", string(raw)})
+	}
+	out = append(out, seen{"the hub's WatchFleet stream", watchFleet(t, ctx, h)})
+	if code, body, err := h.get(ctx, "/metrics"); err == nil {
+		t.Logf("the hub's /metrics on its API port: HTTP %d, %d bytes", code, len(body))
+		out = append(out, seen{fmt.Sprintf("the hub's /metrics (HTTP %d)", code), string(body)})
+	}
+	return out
+}
+
+// watchFleet reads WatchFleet's first messages (Connect streaming, JSON): the snapshot the
+// dashboard starts from. The stream stays open: reading ends with the request's context.
+func watchFleet(t *testing.T, ctx context.Context, h *hub) string {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	body := []byte("{}")
+	env := make([]byte, 5)
+	binary.BigEndian.PutUint32(env[1:], uint32(len(body)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+h.addr+"/kollect.fleet.v1.FleetService/WatchFleet",
+		bytes.NewReader(append(env, body...)))
+	must(t, err)
+	req.Header.Set("Content-Type", "application/connect+json")
+	req.Header.Set("Authorization", "Bearer "+h.adminToken)
+	resp, err := h.http.Do(req)
+	must(t, err)
+	defer resp.Body.Close()
+	var sb strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		sb.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	if sb.Len() == 0 {
+		t.Errorf("WatchFleet sent nothing (HTTP %s)", resp.Status)
+	}
+	return sb.String()
 }
