@@ -121,9 +121,10 @@ func TestNoPlantedSecretOrRowLeaks(t *testing.T) {
 	must(t, err)
 	healthAddr := fmt.Sprintf("127.0.0.1:%d", hport)
 	ws := cp.WebhookServing()
+	cacheDir := t.TempDir()
 	agent := startProc(t, "agent", bins.agent, []string{"KUBECONFIG=" + cp.Kubeconfig},
 		"--cluster-name", clusterName, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr,
-		"--cache-dir", t.TempDir(), "--allow-local-sinks", "--zap-log-level=10",
+		"--cache-dir", cacheDir, "--allow-local-sinks", "--zap-log-level=10",
 		fmt.Sprintf("--webhook-port=%d", ws.Port), "--webhook-cert-dir", ws.CertDir, "--manage-webhook-certs=false",
 		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system")
 
@@ -187,6 +188,15 @@ spec:
 	// its verdict; the row reached PostgreSQL; exports to the wrong credentials failed (in the
 	// inventory's status and in a Warning event); the heartbeat with those errors reached the hub.
 	waitSinks(t, ctx, c, cases)
+	// An edit that puts the secret into a URL is refused like a creation.
+	var edited kollectv1.KollectSnapshotSink
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "git-good"}, &edited))
+	edited.Spec.Git.URL = strings.Replace(edited.Spec.Git.URL, "http://", "http://"+gitUser+":"+secret+"@", 1)
+	if err := c.Update(ctx, &edited); err == nil || !strings.Contains(err.Error(), "credentials in URLs are refused") {
+		t.Errorf("the webhook admitted an edit of git-good putting the secret in its URL (err %v)", err)
+	} else {
+		refusals = append(refusals, seen{"the webhook's refusal of an edit of git-good", err.Error()})
+	}
 	waitFor(t, 60*time.Second, "the planted row in PostgreSQL (psql)", func() (bool, string) {
 		out, err := exec.CommandContext(ctx, "psql", srv.pg.URL, "-Atc", "SELECT row_to_json(r)::text FROM kollect.rows r").CombinedOutput()
 		return err == nil && strings.Contains(string(out), rowValue), string(out)
@@ -355,6 +365,9 @@ spec:
 	stopped, err := dirFiles(h.data, "hub data dir (stopped):")
 	must(t, err)
 	hubFiles = append(hubFiles, stopped...)
+	// The agent's cache volume (git clones, the last snapshots): rows belong there, credentials do not.
+	cache, err := dirFiles(cacheDir, "agent cache dir:")
+	must(t, err)
 	agentLog, hubLog := agent.output(), h.output()
 	if !strings.Contains(agentLog, "pg-wrong") || !strings.Contains(agentLog, `"level":"debug"`) {
 		t.Errorf("the agent's log names no failing sink or has no debug lines: it cannot prove anything")
@@ -375,14 +388,15 @@ spec:
 	}
 
 	n := hits(t, "agent", append(agentHTTP, seen{"the agent's stdout and stderr", agentLog}), secretPlants...)
+	n += hits(t, "agent cache", cache, secretPlants...)
 	n += hits(t, "API", objects, secretPlants...)
 	n += hits(t, "events", events, secretPlants...)
 	n += hits(t, "CLI", cliOut, secretPlants...)
 	n += hits(t, "refusal", refusals, secretPlants...)
 	n += hits(t, "hub", append(append([]seen{{"the hub's stdout and stderr", hubLog}}, hubFiles...), hubAPI...), append(secretPlants, rowPlant)...)
 	n += hits(t, "hub CLI", hubCLI, rowPlant)
-	t.Logf("searched %d sources (%d API objects, %d events, %d hub files, %d hub answers) for the planted secret and row value in %s",
-		n, len(objects), len(events), len(hubFiles), len(hubAPI), time.Since(began).Round(time.Millisecond))
+	t.Logf("searched %d sources (%d API objects, %d events, %d agent cache files, %d hub files, %d hub answers) for the planted secret and row value in %s",
+		n, len(objects), len(events), len(cache), len(hubFiles), len(hubAPI), time.Since(began).Round(time.Millisecond))
 }
 
 // waitWebhook waits until the agent's webhook answers the API server, creating (and

@@ -167,6 +167,9 @@ func sinkCases(s *servers, secret, wrong string) []sinkCase {
 		{name: "git-wrong", kind: "KollectSnapshotSink", family: "snapshot", spec: gitSpec(gitURL, "git-wrong"), secret: gitBasic(wrong), want: "credentials refused"},
 		{name: "git-token-wrong", kind: "KollectSnapshotSink", family: "snapshot", spec: gitSpec(gitURL, "git-token-wrong"),
 			secret: map[string]string{"token": wrong}, want: "credentials refused"},
+		// A token as the user name, as GitHub takes a personal access token.
+		{name: "git-token-as-user", kind: "KollectSnapshotSink", family: "snapshot", spec: gitSpec(gitURL, "git-token-as-user"),
+			secret: map[string]string{"username": secret}, want: "credentials refused"},
 		{name: "git-ssh-key", kind: "KollectSnapshotSink", family: "snapshot", spec: gitSpec("ssh://git@"+closed+"/inv.git", "git-ssh-key"),
 			secret: map[string]string{"ssh-privatekey": "-----BEGIN OPENSSH PRIVATE KEY-----\n" + secret + "\n-----END OPENSSH PRIVATE KEY-----\n"}, want: "ssh-privatekey"},
 		// The git side accepts the token; the GitLab API (the git server, which has none)
