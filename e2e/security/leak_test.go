@@ -187,7 +187,14 @@ spec:
 	// Observable signs that every path ran with the planted values: each sink's probe came to
 	// its verdict; the row reached PostgreSQL; exports to the wrong credentials failed (in the
 	// inventory's status and in a Warning event); the heartbeat with those errors reached the hub.
-	waitSinks(t, ctx, c, cases)
+	said := waitSinks(t, ctx, c, cases)
+	for _, sc := range cases {
+		msg := said[sc.name]
+		for _, p := range secretPlants {
+			msg = strings.ReplaceAll(msg, p.value, "<"+p.name+">")
+		}
+		t.Logf("%-18s %.220s", sc.name, msg)
+	}
 	// An edit that puts the secret into a URL is refused like a creation.
 	var edited kollectv1.KollectSnapshotSink
 	must(t, c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "git-good"}, &edited))
@@ -422,7 +429,10 @@ func waitWebhook(t *testing.T, ctx context.Context, c client.Client) {
 }
 
 // waitSinks waits until every sink's Ready condition says what its case expects.
-func waitSinks(t *testing.T, ctx context.Context, c client.Client, cases []sinkCase) {
+// It returns each sink's Ready reason and message, to show in the test's log what every
+// path said.
+func waitSinks(t *testing.T, ctx context.Context, c client.Client, cases []sinkCase) map[string]string {
+	said := map[string]string{}
 	waitFor(t, 90*time.Second, "every sink's Ready condition", func() (bool, string) {
 		var pending []string
 		for _, sc := range cases {
@@ -445,14 +455,17 @@ func waitSinks(t *testing.T, ctx context.Context, c client.Client, cases []sinkC
 			switch {
 			case cond == nil:
 				pending = append(pending, sc.name+": no Ready condition")
+				continue
 			case sc.ready && (cond.Status != metav1.ConditionTrue || st.Preview == nil):
 				pending = append(pending, fmt.Sprintf("%s: want Ready=True with a preview, got %s %s", sc.name, cond.Status, cond.Reason))
 			case !sc.ready && (cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, want)):
 				pending = append(pending, fmt.Sprintf("%s: want Ready=False saying %q, got %s %s", sc.name, want, cond.Status, cond.Reason))
 			}
+			said[sc.name] = cond.Reason + ": " + cond.Message
 		}
 		return len(pending) == 0, strings.Join(pending, "\n  ")
 	})
+	return said
 }
 
 // inlineManifests writes the sinks with inline credentials to a file for `kollect validate`.
