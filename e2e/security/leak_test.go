@@ -80,23 +80,26 @@ func TestNoPlantedSecretOrRowLeaks(t *testing.T) {
 		{"secret in base64", base64.StdEncoding.EncodeToString([]byte(secret))}}
 	rowPlant := plant{"row value", rowValue}
 
-	// The control plane, the servers and the hub start at once.
+	// The control plane starts while the servers and the hub do (those fail the test, so they
+	// start on the test's goroutine).
 	var cp *testenv.ControlPlane
-	var srv *servers
-	var h *hub
 	var cpErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		cp, cpErr = testenv.Start("security", testenv.Options{WebhookInstallOptions: testenv.ValidatingWebhooks(webhookConfig())})
 	})
-	wg.Go(func() { h = startHub(t) })
-	srv = startServers(t, secret)
+	// Stopped however the test ends, also when a server fails to start meanwhile.
+	t.Cleanup(func() {
+		wg.Wait()
+		if cp != nil {
+			_ = cp.Stop()
+		}
+	})
+	srv := startServers(t, secret)
+	h := startHub(t)
 	wg.Wait()
-	if cp != nil {
-		t.Cleanup(func() { _ = cp.Stop() })
-	}
-	if cpErr != nil || h == nil {
-		t.Fatal("control plane:", cpErr)
+	if cpErr != nil {
+		t.Fatal(cpErr)
 	}
 	c := cp.Client
 	t.Logf("control plane, hub and 7 servers up after %s", time.Since(began).Round(time.Millisecond))
