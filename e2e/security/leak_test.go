@@ -328,6 +328,8 @@ spec:
 		{"kollect validate (the inline-credential sinks)", "credentials in URLs are refused", nil, []string{"validate", inlineManifests(t, cases)}},
 		{"kollect hub login", "logged in", hubEnv, []string{"hub", "login", "--url", "https://" + h.addr, "--token", h.adminToken, "--ca-fingerprint", h.pin}},
 		{"kollect hub clusters", clusterName, hubEnv, []string{"hub", "clusters"}},
+		{"kollect hub bundle apply (the inline-credential sinks)", "credentials in URLs are refused", hubEnv,
+			[]string{"hub", "bundle", "apply", "inline-cli", "-f", inlineManifests(t, cases), "--dry-run"}},
 	} {
 		out := runCLI(t, run.env, run.args...)
 		if !strings.Contains(out, run.want) {
