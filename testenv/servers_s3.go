@@ -19,10 +19,20 @@ type S3 struct {
 	Region string
 }
 
+// S3Options configure StartS3With; empty keys keep StartS3's.
+type S3Options struct {
+	// AccessKey and SecretKey are the one credential the gateway accepts, for tests that
+	// plant their own secret key.
+	AccessKey, SecretKey string
+}
+
 // StartS3 starts versitygw with the posix backend in a new temporary directory. The posix
 // backend keeps object metadata in user extended attributes: the temporary directory's
 // file system must support them (ext4 and xfs do; some overlay and tmpfs mounts do not).
-func StartS3() (*S3, error) {
+func StartS3() (*S3, error) { return StartS3With(S3Options{}) }
+
+// StartS3With starts versitygw with options; see StartS3.
+func StartS3With(opts S3Options) (*S3, error) {
 	bin, err := ServerBinary("versitygw")
 	if err != nil {
 		return nil, err
@@ -43,7 +53,13 @@ func StartS3() (*S3, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	const access, secret = "kollect-test", "kollect-test-secret"
+	access, secret := "kollect-test", "kollect-test-secret"
+	if opts.AccessKey != "" {
+		access = opts.AccessKey
+	}
+	if opts.SecretKey != "" {
+		secret = opts.SecretKey
+	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	args := []string{"--access", access, "--secret", secret, "--region", "us-east-1", "--port", addr, "posix", data}
 	p, err := StartProcess("versitygw", dir, bin, args, nil, tcpReady(addr))

@@ -15,7 +15,8 @@ const InlineCredentialsMessage = "credentials in URLs are refused: put them in t
 // Secret a secretRef names: a URL is printed in status, events, logs and the hub's heartbeats,
 // and anyone who may read the sink object would read them. A user name alone is allowed where
 // it is not a secret (ssh:// and git@host:path remotes, MongoDB URIs for X.509); a password,
-// or any user information in another URL (an https token as user name), is not.
+// or any user information in another URL (an https token as user name), is not; nor is a
+// query parameter that names a credential (?private_token=, X-Amz-Security-Token, sig, key).
 func InlineCredentials(path *field.Path, spec any) []*field.Path {
 	var found []*field.Path
 	walkURLs(path, spec, &found)
@@ -41,6 +42,9 @@ func walkURLs(path *field.Path, v any, found *[]*field.Path) {
 }
 
 func carriesCredentials(s string) bool {
+	if credentialInQuery(s) {
+		return true
+	}
 	if !strings.Contains(s, "@") {
 		return false
 	}
@@ -62,4 +66,49 @@ func carriesCredentials(s string) bool {
 		return hasPassword
 	}
 	return true
+}
+
+// credentialInQuery reports whether a URL carries a credential in its query string, as
+// GitLab's ?private_token=, presigned S3 URLs (X-Amz-Security-Token, X-Amz-Signature), Azure
+// SAS (sig=), Google API keys (key=) and MongoDB's tlsCertificateKeyFilePassword or
+// AWS_SESSION_TOKEN in authMechanismProperties do: printed wherever the URL is, like a
+// password before the host.
+func credentialInQuery(s string) bool {
+	_, rest, ok := strings.Cut(s, "://")
+	if !ok {
+		return false
+	}
+	_, query, ok := strings.Cut(rest, "?")
+	if !ok {
+		return false
+	}
+	query, _, _ = strings.Cut(query, "#")
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		name, value, _ := strings.Cut(pair, "=")
+		if n, err := url.QueryUnescape(name); err == nil {
+			name = n
+		}
+		if v, err := url.QueryUnescape(value); err == nil {
+			value = v
+		}
+		if credentialName(name) || strings.Contains(strings.ToUpper(value), "SESSION_TOKEN:") {
+			return true
+		}
+	}
+	return false
+}
+
+// credentialName says whether a query parameter's name names a credential.
+func credentialName(name string) bool {
+	n := strings.ToLower(name)
+	switch n {
+	case "sig", "key", "auth", "authorization", "pwd", "pass":
+		return true
+	}
+	for _, part := range []string{"token", "secret", "passw", "signature", "credential", "apikey", "api_key", "api-key"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
 }

@@ -72,7 +72,7 @@ func main() {
 		return
 	}
 
-	log := zap.New(zap.UseFlagOptions(&zapOpts))
+	log := capVerbosity(zap.New(zap.UseFlagOptions(&zapOpts)))
 	ctrl.SetLogger(log)
 	for _, ns := range strings.Split(namespaces, ",") {
 		if ns = strings.TrimSpace(ns); ns != "" {

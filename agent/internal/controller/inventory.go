@@ -536,7 +536,7 @@ func (r *InventoryReconciler) eventOnNewProblem(before client.Object, o *invento
 	if prev != nil && prev.Status == now.Status && prev.Message == now.Message {
 		return
 	}
-	r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, now.Reason, "Export", "%s", now.Message)
+	r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, now.Reason, "Export", "%s", eventNote(now.Message))
 }
 
 // inventoriesNear lists the inventories a change in namespace ns may affect: those of the

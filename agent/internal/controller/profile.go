@@ -98,7 +98,7 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	case errors.As(err, &ce):
 		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, kollectv1.ReasonCompileFailed, err.Error())
 		if before.Status.ObservedGeneration != p.Generation && r.Recorder != nil {
-			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonCompileFailed, "Compile", "%s", err.Error())
+			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonCompileFailed, "Compile", "%s", eventNote(err.Error()))
 		}
 	case err != nil:
 		return ctrl.Result{}, fmt.Errorf("compiling %s: %w", req.NamespacedName, err)
@@ -108,7 +108,7 @@ func (r *ProfileReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		prev := apimeta.FindStatusCondition(before.Status.Conditions, kollectv1.ConditionReady)
 		setCondition(&p.Status.Conditions, p.Generation, kollectv1.ConditionReady, false, kollectv1.ReasonBudgetExceeded, msg)
 		if r.Recorder != nil && (prev == nil || prev.Reason != kollectv1.ReasonBudgetExceeded) {
-			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonBudgetExceeded, "Collect", "%s", msg)
+			r.Recorder.Eventf(p, nil, "Warning", kollectv1.ReasonBudgetExceeded, "Collect", "%s", eventNote(msg))
 		}
 	default:
 		p.Status.MetadataOnly = c.MetadataOnly

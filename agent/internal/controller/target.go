@@ -103,7 +103,7 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 	t.status.ObservedGeneration = gen
 	if prev := apimeta.FindStatusCondition(t.status.Conditions, kollectv1.ConditionReady); !ready && r.Recorder != nil &&
 		reason != kollectv1.ReasonSyncing && (prev == nil || prev.Reason != reason || prev.Message != msg) {
-		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", msg)
+		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", eventNote(msg))
 	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
 	switch {
