@@ -108,6 +108,15 @@ func TestNoPlantedSecretOrRowLeaks(t *testing.T) {
 	for _, n := range []string{ns, "kollect-system"} {
 		must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}))
 	}
+	// The platform team's grant, which the agent's default tenant mode requires.
+	must(t, applyYAML(ctx, c, fmt.Sprintf(`apiVersion: kollect.dev/v1alpha1
+kind: KollectScope
+metadata: {name: platform-grant, namespace: %s}
+spec:
+  allowedKinds: [{group: "*", kind: "*"}]
+  allowedNamespaces: [%s]
+  allowedSinks: [{family: "*"}]
+`, ns, ns)))
 	raw, err := h.call(ctx, "CreateBootstrapToken", map[string]any{"description": "e2e/security", "ttl": "3600s", "maxUses": 1})
 	must(t, err)
 	var tok struct{ Secret string }
