@@ -3,11 +3,12 @@ package egress
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"path"
 	"strings"
-	"sync"
 )
 
 // Allowlist is one scope's restriction of where sinks may connect: a destination is allowed
@@ -134,19 +135,6 @@ func (g *Guard) checkResolved(ctx context.Context, address string, ip netip.Addr
 	return nil
 }
 
-// key identifies what the guard allows, so transports can be shared by guards that agree.
-func (g *Guard) key() string {
-	if g == nil {
-		return "nil"
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "local=%v", g.policy.AllowLocal)
-	for _, a := range g.allow {
-		fmt.Fprintf(&b, "|%s:%v:%v", a.Source, a.Hosts, a.Prefixes)
-	}
-	return b.String()
-}
-
 type guardKey struct{}
 
 // NewContext returns ctx carrying g, for connections made through a process-wide client
@@ -156,28 +144,30 @@ func NewContext(ctx context.Context, g *Guard) context.Context {
 }
 
 // ContextTransport is an HTTP transport for a client shared by every sink of the process: each
-// request goes through the guard its context carries (NewContext), fallback when it carries
-// none. Guards that allow the same get the same pooled transport; different ones never share
-// a connection, so a connection one sink's scopes allowed is not reused by another's.
-func ContextTransport(fallback *Guard) http.RoundTripper {
-	return &contextTransport{fallback: fallback}
+// request dials through the guard its context carries (NewContext), fallback when it carries
+// none. It is a plain *http.Transport because go-git clones it to set a sink's CA bundle.
+// Keep-alives are off: a pooled connection one sink's scopes allowed must not serve another
+// sink's request, and git exports make a few requests per debounced export.
+func ContextTransport(fallback *Guard) *http.Transport {
+	t := fallback.Transport()
+	t.DisableKeepAlives = true
+	t.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
+		return guardOf(ctx, fallback).DialContext(ctx, network, address)
+	}
+	t.Proxy = func(r *http.Request) (*url.URL, error) {
+		if err := guardOf(r.Context(), fallback).CheckHost(r.URL.Hostname()); err != nil {
+			return nil, err
+		}
+		return http.ProxyFromEnvironment(r)
+	}
+	return t
 }
 
-type contextTransport struct {
-	fallback   *Guard
-	transports sync.Map // Guard.key() → *http.Transport
-}
-
-func (c *contextTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	g, ok := r.Context().Value(guardKey{}).(*Guard)
-	if !ok {
-		g = c.fallback
+func guardOf(ctx context.Context, fallback *Guard) *Guard {
+	if g, ok := ctx.Value(guardKey{}).(*Guard); ok {
+		return g
 	}
-	t, ok := c.transports.Load(g.key())
-	if !ok {
-		t, _ = c.transports.LoadOrStore(g.key(), g.Transport())
-	}
-	return t.(*http.Transport).RoundTrip(r)
+	return fallback
 }
 
 // CheckResolved is the dial-time check of one resolved address of host, for a client that

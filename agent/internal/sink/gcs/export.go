@@ -43,6 +43,14 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	return nil
 }
 
+var _ sink.Confirmer = (*Sink)(nil)
+
+// Confirm rewrites the inventory's manifest with a new confirmedAt when it still lists the
+// confirmed checksum; no document is written.
+func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	return snapshot.Confirm[int64](ctx, objects{s}, s.key(snapshot.ManifestPath(c.Cluster, c.Inventory)), c)
+}
+
 // objects gives snapshot.Publish the bucket operations of the sink.
 type objects struct{ s *Sink }
 

@@ -11,18 +11,22 @@ import (
 // and the manifest last; a reader that finds each listed file with the listed hash holds a
 // complete snapshot, and one that does not has caught a write in progress (or a torn one).
 type Manifest struct {
-	SchemaVersion string    `json:"schemaVersion"`
-	Cluster       string    `json:"cluster"`
-	Inventory     string    `json:"inventory"`
-	Generation    int64     `json:"generation"`
-	ExportedAt    time.Time `json:"exportedAt"`
-	ItemCount     int       `json:"itemCount"`
-	Checksum      string    `json:"checksum"`
-	Format        string    `json:"format"`
-	Compression   string    `json:"compression"`
-	Layout        string    `json:"layout"`
-	PathTemplate  string    `json:"pathTemplate"`
-	Promoted      []string  `json:"promotedAttributes,omitempty"`
+	SchemaVersion string `json:"schemaVersion"`
+	Cluster       string `json:"cluster"`
+	Inventory     string `json:"inventory"`
+	Generation    int64  `json:"generation"`
+	// ExportedAt is when the documents last changed; ConfirmedAt when the agent last
+	// confirmed they are still the cluster's current snapshot (an export confirms too), the
+	// time a reader measures freshness from. Manifests written before confirmations lack it.
+	ExportedAt   time.Time `json:"exportedAt"`
+	ConfirmedAt  time.Time `json:"confirmedAt,omitzero"`
+	ItemCount    int       `json:"itemCount"`
+	Checksum     string    `json:"checksum"`
+	Format       string    `json:"format"`
+	Compression  string    `json:"compression"`
+	Layout       string    `json:"layout"`
+	PathTemplate string    `json:"pathTemplate"`
+	Promoted     []string  `json:"promotedAttributes,omitempty"`
 	// Renderer identifies the rendering code: a new Kollect that renders differently
 	// rewrites documents even when the rows did not change.
 	Renderer string `json:"renderer"`

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"fmt"
 
 	"kollect.dev/agent/internal/sink"
 )
@@ -17,6 +18,26 @@ type ObjectStore[V any] interface {
 	// PutManifest writes the manifest only if it is still at version.
 	PutManifest(ctx context.Context, key string, data []byte, version V) error
 	DeleteAll(ctx context.Context, paths []string) error
+}
+
+// Confirm records in the manifest, and nowhere else, that the store still holds the snapshot
+// with c's checksum: the manifest is rewritten with a new confirmedAt (conditionally, like an
+// export's, so a concurrent writer is not overwritten) and no document is touched. A missing
+// manifest, or one of another checksum, is sink.ErrNotHeld.
+func Confirm[V any](ctx context.Context, store ObjectStore[V], manifestKey string, c sink.Confirmation) error {
+	m, version, err := store.ReadManifest(ctx, manifestKey)
+	if err != nil {
+		return err
+	}
+	if m == nil || m.Checksum != c.Checksum {
+		held := "no manifest"
+		if m != nil {
+			held = "manifest of checksum " + m.Checksum
+		}
+		return fmt.Errorf("%s holds %s: %w", manifestKey, held, sink.ErrNotHeld)
+	}
+	m.ConfirmedAt = c.At.UTC()
+	return store.PutManifest(ctx, manifestKey, m.Marshal(), version)
 }
 
 // Publication counts what one export to an object store did.

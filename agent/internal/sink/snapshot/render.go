@@ -239,6 +239,7 @@ func (o Options) manifest(env *export.Envelope, files []File) Manifest {
 		Inventory:     env.Inventory,
 		Generation:    env.Generation,
 		ExportedAt:    env.ExportedAt.UTC(),
+		ConfirmedAt:   env.ExportedAt.UTC(),
 		ItemCount:     len(env.Rows),
 		Checksum:      env.Checksum,
 		Format:        string(o.Format),
