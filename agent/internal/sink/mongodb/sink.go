@@ -186,3 +186,22 @@ func checkBatch(cluster string, b *sink.Batch) error {
 	}
 	return nil
 }
+
+var _ sink.Confirmer = (*Sink)(nil)
+
+// Confirm sets the state document's confirmed_at, and nothing else, when it still holds the
+// confirmed checksum and no export is half done (no pending mark): one updateOne, no row
+// written. Otherwise it is sink.ErrNotHeld.
+func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	res, err := s.state.UpdateOne(ctx,
+		bson.D{{Key: "_id", Value: stateID(c.Cluster, c.Inventory)}, {Key: "checksum", Value: c.Checksum}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(c.At)}}}})
+	if err != nil {
+		return classify(fmt.Errorf("mongodb sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
+	}
+	if res.MatchedCount == 0 {
+		return fmt.Errorf("mongodb sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
+			export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	}
+	return nil
+}

@@ -28,6 +28,9 @@ type stateDoc struct {
 	// Pending is the checksum of an export that started writing rows and has not finished.
 	Pending    string        `bson:"pending,omitempty"`
 	ExportedAt bson.DateTime `bson:"exported_at"`
+	// ConfirmedAt is when the agent last confirmed Checksum is still the cluster's current
+	// snapshot (an export confirms too); absent in states written before confirmations.
+	ConfirmedAt bson.DateTime `bson:"confirmed_at,omitempty"`
 }
 
 type mode int
@@ -108,7 +111,8 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	}
 	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
-			{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)}}},
+			{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
+			{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)}}},
 		{Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}},
 	}); err != nil {
 		return fmt.Errorf("saving state: %w", err)
