@@ -27,12 +27,7 @@ func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
 	t.Cleanup(pg.Stop)
 	ctx := context.Background()
 	ns := namespace(t, "confirm")
-	create(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},
-		&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: kollectv1.KollectDatabaseSinkSpec{
-			Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 10 * time.Second},
-			Postgres: &kollectv1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres", Schema: "confirm",
-				Table: "rows", SSLMode: "disable", SecretRef: kollectv1.SecretReference{Name: "pg"}}}})
+	create(t, postgresSink(ns, "db", "confirm", pg.Port)...)
 	objs := colorInventory(ns, kollectv1.SinkReferences{Database: []kollectv1.LocalObjectReference{{Name: "db"}}})
 	inv := objs[len(objs)-1].(*kollectv1.KollectInventory)
 	inv.Spec.ConfirmInterval = &metav1.Duration{Duration: 10 * time.Second}
@@ -89,4 +84,16 @@ func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
 		return s.LastConfirmTime != nil && s.LastExportTime != nil && s.LastConfirmTime.Time.After(s.LastExportTime.Add(9*time.Second)),
 			fmt.Sprintf("%+v", s)
 	})
+}
+
+// postgresSink is a KollectDatabaseSink named name writing to schema.rows of the test server
+// on port, with the Secret it reads.
+func postgresSink(ns, name, schema string, port int) []client.Object {
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},
+		&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kollectv1.KollectDatabaseSinkSpec{
+			Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 10 * time.Second},
+			Postgres: &kollectv1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(port), Database: "postgres", Schema: schema,
+				Table: "rows", SSLMode: "disable", SecretRef: kollectv1.SecretReference{Name: name + "-pg"}}}},
+	}
 }

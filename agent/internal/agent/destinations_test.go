@@ -38,12 +38,7 @@ func TestScopeDestinationsNarrowSinks(t *testing.T) {
 	ceiling.Spec.AllowedDestinations = &kollectv1.DestinationRules{CIDRs: []string{"10.0.0.0/8"}}
 	create(t, ceiling)
 	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), ceiling) })
-	create(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},
-		&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: kollectv1.KollectDatabaseSinkSpec{
-			Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 10 * time.Second},
-			Postgres: &kollectv1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres", Schema: "dest",
-				Table: "rows", SSLMode: "disable", SecretRef: kollectv1.SecretReference{Name: "pg"}}}})
+	create(t, postgresSink(ns, "db", "dest", pg.Port)...)
 	create(t, colorInventory(ns, kollectv1.SinkReferences{Database: []kollectv1.LocalObjectReference{{Name: "db"}}})...)
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	startAgentWith(t, nil, "c-dest", ns, nil)

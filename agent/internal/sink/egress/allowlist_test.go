@@ -7,7 +7,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync/atomic"
 	"testing"
 )
 
@@ -53,23 +52,8 @@ func asRefused(err error, r **RefusedError) bool {
 // A name's resolved addresses are checked at connect time, before the connection: a listener
 // outside the list accepts nothing, whatever name reached it; inside, the dial connects.
 func TestAllowlistsAfterResolution(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr, accepted := countingListener(t)
+	_, port, _ := net.SplitHostPort(addr)
 	local := New(Policy{AllowLocal: true})
 	elsewhere := Allowlist{Source: "KollectClusterScope platform", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}
 	byName := Allowlist{Source: "KollectScope team-a/limits", Hosts: []string{"localhost"}}
@@ -79,9 +63,9 @@ func TestAllowlistsAfterResolution(t *testing.T) {
 			_, err := refused.DialContext(context.Background(), "tcp", "localhost:"+port)
 			return err
 		},
-		func() error { _, err := refused.Dial("tcp", ln.Addr().String()); return err },
+		func() error { _, err := refused.Dial("tcp", addr); return err },
 		func() error {
-			_, err := refused.Dialer().DialContext(context.Background(), "tcp", ln.Addr().String())
+			_, err := refused.Dialer().DialContext(context.Background(), "tcp", addr)
 			return err
 		},
 		func() error {

@@ -86,32 +86,17 @@ func TestCheckURL(t *testing.T) {
 // address accepts nothing, and the error names the rule. Host names are checked after
 // resolution: "localhost" resolves to loopback and is refused at connect time.
 func TestDialRefusesBeforeConnecting(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var accepted atomic.Int64
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	addr, accepted := countingListener(t)
+	_, port, _ := net.SplitHostPort(addr)
 	strict := New(Policy{})
-	for _, addr := range []string{ln.Addr().String(), "localhost:" + port} {
+	for _, addr := range []string{addr, "localhost:" + port} {
 		_, err := strict.DialContext(context.Background(), "tcp", addr)
 		if !IsRefused(err) || !strings.Contains(err.Error(), RuleLoopback) {
 			t.Errorf("dial %s: %v, want a loopback refusal", addr, err)
 		}
 	}
 	// Through HTTP.
-	resp, err := (&http.Client{Transport: strict.Transport()}).Get("http://" + ln.Addr().String() + "/")
+	resp, err := (&http.Client{Transport: strict.Transport()}).Get("http://" + addr + "/")
 	if err == nil {
 		resp.Body.Close()
 	}
@@ -122,7 +107,7 @@ func TestDialRefusesBeforeConnecting(t *testing.T) {
 		t.Fatalf("the listener accepted %d connections from a guard that refused them", n)
 	}
 	// The same dial with local destinations allowed connects: the listener was reachable.
-	c, err := New(Policy{AllowLocal: true}).DialContext(context.Background(), "tcp", ln.Addr().String())
+	c, err := New(Policy{AllowLocal: true}).DialContext(context.Background(), "tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,4 +126,27 @@ func TestRedirectToMetadataRefused(t *testing.T) {
 	if !errors.As(err, &r) || r.Rule != RuleLinkLocal {
 		t.Fatalf("redirect to the metadata address: %v, want a link-local refusal", err)
 	}
+}
+
+// countingListener accepts TCP connections on loopback and counts them: the server-side
+// evidence that a refused dial never connected.
+func countingListener(t *testing.T) (addr string, accepted *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	accepted = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			accepted.Add(1)
+			c.Close()
+		}
+	}()
+	return ln.Addr().String(), accepted
 }
