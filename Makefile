@@ -69,7 +69,8 @@ screenshots: ## Refresh docs/images/*.png: the dashboard e2e against a real hub 
 generate: ## Regenerate deepcopy code and CRDs from the API types.
 	cd api && GOWORK=off $(TOOLS) controller-gen object paths=./...
 	cd api && rm -f crds/*.yaml && GOWORK=off $(TOOLS) controller-gen crd paths=./... output:crd:artifacts:config=crds
-	@for gen in hack/generate-*.sh; do [ -x "$$gen" ] && "$$gen"; done; true
+	@hack/generate-proto.sh # first: the other generators build code that uses it
+	@for gen in hack/generate-*.sh; do [ "$$gen" = hack/generate-proto.sh ] || [ ! -x "$$gen" ] || "$$gen" || exit 1; done
 
 .PHONY: verify-build-scripts
 verify-build-scripts: ## Fail when a build script would break on a cold machine (a dry run; compiles nothing).

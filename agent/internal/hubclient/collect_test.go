@@ -53,3 +53,36 @@ func TestHeartbeatCarriesEachSinksLastAttemptAndError(t *testing.T) {
 		t.Errorf("last_error %q class %s, want the error with circuit open", s.LastError, s.ErrorClass)
 	}
 }
+
+// TestHeartbeatConfirmationIsTheOldestOfTheSinksInventories: a sink is as current as the
+// least recently confirmed inventory exporting to it; one inventory without a confirmation
+// leaves it unconfirmed, so the hub falls back to the last export.
+func TestHeartbeatConfirmationIsTheOldestOfTheSinksInventories(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kollectv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	at := func(s int) *metav1.Time { tm := metav1.NewTime(time.Unix(1_800_000_000+int64(s), 0)); return &tm }
+	inv := func(name, sinkName string, confirmed *metav1.Time) *kollectv1.KollectInventory {
+		return &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: name},
+			Status: kollectv1.KollectInventoryStatus{Sinks: []kollectv1.SinkExportStatus{{
+				Family: kollectv1.SinkFamilyDatabase, Name: sinkName, LastExportTime: at(10), LastConfirmTime: confirmed}}}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		inv("pods", "db", at(70)), inv("deployments", "db", at(50)),
+		inv("nodes", "other", at(80)), inv("new", "other", nil)).Build()
+	_, sinks, err := collectStatus(t.Context(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]*fleetv1.SinkStatus{}
+	for _, s := range sinks {
+		got[s.Name] = s
+	}
+	if ts := got["db"].GetLastConfirmTime(); ts == nil || !ts.AsTime().Equal(at(50).Time) {
+		t.Errorf("db: last_confirm_time %v, want the older confirmation %s", ts, at(50).Time)
+	}
+	if ts := got["other"].GetLastConfirmTime(); ts != nil {
+		t.Errorf("other: last_confirm_time %v, want unset while an inventory has no confirmation", ts)
+	}
+}

@@ -25,6 +25,7 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 		return nil, nil, err
 	}
 	sinks := map[string]*fleetv1.SinkStatus{}
+	unconfirmed := map[string]bool{} // an inventory of the sink has no confirmation yet
 	var out []*fleetv1.InventoryStatus
 	add := func(ns, name string, st kollectv1.KollectInventoryStatus) {
 		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions)})
@@ -43,6 +44,13 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 			if s.LastExportTime != nil && (cur.LastSuccessTime == nil || s.LastExportTime.After(cur.LastSuccessTime.AsTime())) {
 				cur.LastSuccessTime = timestamppb.New(s.LastExportTime.Time)
 			}
+			// A sink is as current as its least recently confirmed inventory.
+			switch {
+			case s.LastConfirmTime == nil:
+				unconfirmed[key] = true
+			case cur.LastConfirmTime == nil || s.LastConfirmTime.Before(ptrTime(cur.LastConfirmTime)):
+				cur.LastConfirmTime = timestamppb.New(s.LastConfirmTime.Time)
+			}
 			if s.LastAttemptTime != nil && (cur.LastAttemptTime == nil || s.LastAttemptTime.After(cur.LastAttemptTime.AsTime())) {
 				cur.LastAttemptTime = timestamppb.New(s.LastAttemptTime.Time)
 			}
@@ -59,13 +67,21 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 		add("", i.Name, i.Status)
 	}
 	sinkList := make([]*fleetv1.SinkStatus, 0, len(sinks))
-	for _, s := range sinks {
+	for key, s := range sinks {
+		if unconfirmed[key] {
+			s.LastConfirmTime = nil
+		}
 		sinkList = append(sinkList, s)
 	}
 	sort.Slice(sinkList, func(i, j int) bool {
 		return sinkList[i].Kind+sinkList[i].Namespace+sinkList[i].Name < sinkList[j].Kind+sinkList[j].Namespace+sinkList[j].Name
 	})
 	return out, sinkList, nil
+}
+
+func ptrTime(ts *timestamppb.Timestamp) *metav1.Time {
+	t := metav1.NewTime(ts.AsTime())
+	return &t
 }
 
 func conditions(in []metav1.Condition) []*fleetv1.Condition {

@@ -83,6 +83,9 @@ func Build(inputs []Input, now time.Time, th Thresholds) *Fleet {
 			if !sum.LastExport.IsZero() {
 				pc.LastExportTime = timestamppb.New(sum.LastExport)
 			}
+			if !sum.OldestConfirm.IsZero() {
+				pc.OldestConfirmTime = timestamppb.New(sum.OldestConfirm)
+			}
 		}
 		// A bundle with objects the agent failed (or refused) to apply, or could not restore
 		// after a local deletion, is not held by the cluster, whatever revision it reports.
@@ -132,9 +135,11 @@ func (f *Fleet) Freshness() []*fleetv1.SinkFreshness {
 		for _, s := range st.GetSinks() {
 			cell := &fleetv1.SinkFreshness{Cluster: c.GetName(), SinkKind: s.GetKind(), SinkNamespace: s.GetNamespace(),
 				SinkName: s.GetName(), SinkType: s.GetType(), LastSuccessTime: s.GetLastSuccessTime(),
-				ErrorClass: s.GetErrorClass(), LastError: s.GetLastError()}
-			if s.GetLastSuccessTime() != nil {
-				cell.Lag = durationpb.New(f.Now.Sub(s.GetLastSuccessTime().AsTime()))
+				ErrorClass: s.GetErrorClass(), LastError: s.GetLastError(), LastConfirmTime: s.GetLastConfirmTime()}
+			// Freshness is the confirmation's age: a quiet cluster whose agent keeps confirming
+			// stays fresh; the change's age is last_success_time.
+			if t := Confirmed(s); !t.IsZero() {
+				cell.Lag = durationpb.New(f.Now.Sub(t))
 			}
 			out = append(out, cell)
 		}

@@ -106,3 +106,34 @@ func TestFailedObjectsAreNotInSync(t *testing.T) {
 		}
 	}
 }
+
+// TestFreshnessIsTheConfirmationAge: a quiet sink that last changed two days ago but was
+// confirmed a minute ago is a minute old; the cluster's oldest confirmation is the older of
+// its sinks', a sink that reports no confirmation counting with its last export.
+func TestFreshnessIsTheConfirmationAge(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	status := &fleetv1.AgentStatus{Sinks: []*fleetv1.SinkStatus{
+		{Kind: "KollectDatabaseSink", Namespace: "ns", Name: "pg", Type: "postgres",
+			LastSuccessTime: timestamppb.New(now.Add(-48 * time.Hour)), LastConfirmTime: timestamppb.New(now.Add(-time.Minute))},
+		{Kind: "KollectSnapshotSink", Namespace: "ns", Name: "old-agent", Type: "git",
+			LastSuccessTime: timestamppb.New(now.Add(-3 * time.Minute))},
+	}}
+	f := Build([]Input{{Cluster: store.Cluster{Name: "quiet", LastHeartbeat: now}, Status: status}}, now,
+		Thresholds{StaleAfter: time.Minute, OfflineAfter: 10 * time.Minute})
+	cells := map[string]*fleetv1.SinkFreshness{}
+	for _, c := range f.Freshness() {
+		cells[c.GetSinkName()] = c
+	}
+	if lag := cells["pg"].GetLag().AsDuration(); lag != time.Minute {
+		t.Errorf("confirmed a minute ago, changed two days ago: lag %s, want 1m", lag)
+	}
+	if cells["pg"].GetLastConfirmTime() == nil || !cells["pg"].GetLastSuccessTime().AsTime().Equal(now.Add(-48*time.Hour)) {
+		t.Errorf("the cell must carry both times: %+v", cells["pg"])
+	}
+	if lag := cells["old-agent"].GetLag().AsDuration(); lag != 3*time.Minute {
+		t.Errorf("no confirmation reported: lag %s, want the export's age 3m", lag)
+	}
+	if got := f.Clusters[0].GetOldestConfirmTime().AsTime(); !got.Equal(now.Add(-3 * time.Minute)) {
+		t.Errorf("oldest confirmation %v, want the old agent's sink's export 3m ago", got)
+	}
+}

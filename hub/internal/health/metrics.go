@@ -36,7 +36,7 @@ var (
 	descSinkSucces = prometheus.NewDesc("kollect_hub_sink_last_success_timestamp_seconds",
 		"Time of the sink's last successful export, as the agent reported it.", sinkLabels, nil)
 	descSinkLag = prometheus.NewDesc("kollect_hub_sink_export_lag_seconds",
-		"Time since the sink's last successful export.", sinkLabels, nil)
+		"Time since the sink was last confirmed to hold its cluster's current data (its last confirmation, or its last successful export when it reports none).", sinkLabels, nil)
 	descSinkError = prometheus.NewDesc("kollect_hub_sink_error",
 		"1 when the sink's last export failed, labelled with the error class.",
 		append(append([]string{}, sinkLabels...), "error_class"), nil)

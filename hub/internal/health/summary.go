@@ -18,6 +18,22 @@ type Summary struct {
 	SinkErrors int64
 	// LastExport is the newest successful export of any sink; zero when none succeeded.
 	LastExport time.Time
+	// OldestConfirm is the oldest confirmation among the sinks (Confirmed of each): every sink
+	// was confirmed current at least this recently. Zero when no sink has exported.
+	OldestConfirm time.Time
+}
+
+// Confirmed is when a sink was last confirmed current: its last_confirm_time, or the time it
+// last changed when it reports none (an agent older than confirmations, or an inventory not
+// confirmed yet). Zero when it never exported.
+func Confirmed(s *fleetv1.SinkStatus) time.Time {
+	if ts := s.GetLastConfirmTime(); ts != nil {
+		return ts.AsTime()
+	}
+	if ts := s.GetLastSuccessTime(); ts != nil {
+		return ts.AsTime()
+	}
+	return time.Time{}
 }
 
 // Summarize sums up a status; a nil status (no heartbeat yet) is all zero.
@@ -38,6 +54,9 @@ func Summarize(st *fleetv1.AgentStatus) Summary {
 			if t := ts.AsTime(); t.After(s.LastExport) {
 				s.LastExport = t
 			}
+		}
+		if t := Confirmed(sink); !t.IsZero() && (s.OldestConfirm.IsZero() || t.Before(s.OldestConfirm)) {
+			s.OldestConfirm = t
 		}
 	}
 	return s

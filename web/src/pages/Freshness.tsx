@@ -55,11 +55,13 @@ function Cause({ f, onClose }: { f: SinkFreshness; onClose: () => void }) {
       <dl className="kv">
         <dt>Sink type</dt>
         <dd>{f.sinkType}</dd>
-        <dt>Last successful export</dt>
+        <dt>Last confirmed current</dt>
         <dd>
-          {absolute(f.lastSuccessTime)}
+          {f.lastConfirmTime ? absolute(f.lastConfirmTime) : "not reported: the age is the last export's"}
           {lag !== undefined ? ` (${humanDuration(lag)} before the matrix was built)` : ""}
         </dd>
+        <dt>Last change exported</dt>
+        <dd>{absolute(f.lastSuccessTime)}</dd>
         <dt>Error class</dt>
         <dd>{f.errorClass === SinkErrorClass.UNSPECIFIED ? "no error: the last attempt succeeded" : <ErrorClassBadge cls={f.errorClass} />}</dd>
         {f.lastError ? (

@@ -8,7 +8,7 @@ import type { Fleet } from "../api/client";
 import { ListClustersResponseSchema } from "../gen/kollect/fleet/v1/fleet_pb";
 import { ClusterSchema, ClusterState, Role, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import type { FleetFeed, FleetSnapshot } from "../lib/feed";
-import { Overview } from "./Overview";
+import { Overview, noRecentExport } from "./Overview";
 
 const now = Date.now();
 
@@ -124,5 +124,29 @@ describe("Overview", () => {
     await waitFor(() => expect(screen.getByRole("alert").textContent).toContain("store timeout"));
     expect(tableRows()).toHaveLength(3);
     expect(cell(tableRows()[1], 10)).toBe("10 min ago");
+  });
+});
+
+describe("noRecentExport", () => {
+  const base = { name: "c", state: ClusterState.ONLINE, lastHeartbeat: timestampFromMs(now - 60_000) };
+  it("keeps a quiet cluster whose sinks keep being confirmed fresh", () => {
+    const quiet = create(ClusterSchema, {
+      ...base,
+      lastExportTime: timestampFromMs(now - 2 * 24 * 3600_000),
+      oldestConfirmTime: timestampFromMs(now - 4 * 60_000),
+    });
+    expect(noRecentExport(quiet, now)).toBe(false);
+  });
+  it("flags a cluster whose oldest confirmation is over an hour old", () => {
+    const stopped = create(ClusterSchema, {
+      ...base,
+      lastExportTime: timestampFromMs(now - 2 * 3600_000),
+      oldestConfirmTime: timestampFromMs(now - 2 * 3600_000),
+    });
+    expect(noRecentExport(stopped, now)).toBe(true);
+  });
+  it("falls back to the last export for an agent that reports no confirmation", () => {
+    const old = create(ClusterSchema, { ...base, lastExportTime: timestampFromMs(now - 2 * 3600_000) });
+    expect(noRecentExport(old, now)).toBe(true);
   });
 });

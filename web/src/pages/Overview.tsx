@@ -34,10 +34,21 @@ export function hasProblem(c: Cluster): boolean {
 /** Older than this, or never: "no recent export". */
 const exportStaleMs = 60 * 60 * 1000;
 
-/** A cluster that reported and whose newest export is older than exportStaleMs, or none. */
+/**
+ * When every sink of the cluster was last confirmed current (the oldest confirmation), or,
+ * from an agent that reports none, its newest export.
+ */
+export function confirmedMs(c: Cluster): number | undefined {
+  return ms(c.oldestConfirmTime) ?? ms(c.lastExportTime);
+}
+
+/**
+ * A cluster that reported and whose sinks were not all confirmed current within
+ * exportStaleMs, or never exported. A quiet cluster keeps confirming: it is not stale.
+ */
 export function noRecentExport(c: Cluster, now: number): boolean {
   if (!c.lastHeartbeat || c.state === ClusterState.REVOKED) return false;
-  const t = ms(c.lastExportTime);
+  const t = confirmedMs(c);
   return t === undefined || now - t > exportStaleMs;
 }
 
@@ -183,13 +194,16 @@ export function Overview() {
     { key: "rows", header: "Rows", className: "num", sortValue: (c) => c.items, render: (c) => count(c.items) },
     {
       key: "export",
-      header: "Last export",
-      sortValue: (c) => ms(c.lastExportTime) ?? 0,
+      header: "Confirmed",
+      sortValue: (c) => confirmedMs(c) ?? 0,
       render: (c) => {
-        const t = ms(c.lastExportTime);
+        const t = confirmedMs(c);
         if (t === undefined) return <span className="muted" title="no sink has reported a successful export">none</span>;
+        const changed = ms(c.lastExportTime);
+        const title = `every sink confirmed current at ${new Date(t).toLocaleString()}` +
+          (changed === undefined ? "" : `; last change exported ${new Date(changed).toLocaleString()}`);
         return (
-          <span className={now - t > exportStaleMs ? "skewmark" : undefined} title={new Date(t).toLocaleString()}>
+          <span className={now - t > exportStaleMs ? "skewmark" : undefined} title={title}>
             {agoMs(t)}
           </span>
         );

@@ -975,10 +975,15 @@ type SinkStatus struct {
 	LastSuccessTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_success_time,json=lastSuccessTime,proto3" json:"last_success_time,omitempty"`
 	LastAttemptTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_attempt_time,json=lastAttemptTime,proto3" json:"last_attempt_time,omitempty"`
 	// last_error is empty when the last attempt succeeded.
-	LastError     string         `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	ErrorClass    SinkErrorClass `protobuf:"varint,8,opt,name=error_class,json=errorClass,proto3,enum=kollect.fleet.v1.SinkErrorClass" json:"error_class,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	LastError  string         `protobuf:"bytes,7,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	ErrorClass SinkErrorClass `protobuf:"varint,8,opt,name=error_class,json=errorClass,proto3,enum=kollect.fleet.v1.SinkErrorClass" json:"error_class,omitempty"`
+	// last_confirm_time is when the sink was last confirmed to hold the current snapshot of every
+	// inventory exporting to it (the oldest of their confirmations): freshness. last_success_time
+	// is when its content last changed. Unset when an inventory has no confirmation yet (or an
+	// agent older than confirmations): readers fall back to last_success_time.
+	LastConfirmTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_confirm_time,json=lastConfirmTime,proto3" json:"last_confirm_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SinkStatus) Reset() {
@@ -1065,6 +1070,13 @@ func (x *SinkStatus) GetErrorClass() SinkErrorClass {
 		return x.ErrorClass
 	}
 	return SinkErrorClass_SINK_ERROR_CLASS_UNSPECIFIED
+}
+
+func (x *SinkStatus) GetLastConfirmTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastConfirmTime
+	}
+	return nil
 }
 
 // AgentStatus is the heartbeat payload: everything the hub knows about a cluster comes from it.
@@ -1263,8 +1275,12 @@ type Cluster struct {
 	LastExportTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=last_export_time,json=lastExportTime,proto3" json:"last_export_time,omitempty"`
 	// inventories_not_ready counts inventories without a Ready condition that is True.
 	InventoriesNotReady int64 `protobuf:"varint,17,opt,name=inventories_not_ready,json=inventoriesNotReady,proto3" json:"inventories_not_ready,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// oldest_confirm_time is the oldest last_confirm_time among the cluster's sinks (a sink
+	// without one counts with its last_success_time): every sink was confirmed current at least
+	// this recently. Unset while no sink has exported.
+	OldestConfirmTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=oldest_confirm_time,json=oldestConfirmTime,proto3" json:"oldest_confirm_time,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -1416,6 +1432,13 @@ func (x *Cluster) GetInventoriesNotReady() int64 {
 	return 0
 }
 
+func (x *Cluster) GetOldestConfirmTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestConfirmTime
+	}
+	return nil
+}
+
 // HeartbeatRecord summarises one heartbeat for a cluster's history (ListHeartbeats).
 type HeartbeatRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1526,19 +1549,23 @@ func (x *HeartbeatRecord) GetState() ClusterState {
 
 // SinkFreshness is one cell of the export-freshness matrix (cluster × sink).
 type SinkFreshness struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Cluster         string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
-	SinkKind        string                 `protobuf:"bytes,2,opt,name=sink_kind,json=sinkKind,proto3" json:"sink_kind,omitempty"`
-	SinkNamespace   string                 `protobuf:"bytes,3,opt,name=sink_namespace,json=sinkNamespace,proto3" json:"sink_namespace,omitempty"`
-	SinkName        string                 `protobuf:"bytes,4,opt,name=sink_name,json=sinkName,proto3" json:"sink_name,omitempty"`
-	SinkType        string                 `protobuf:"bytes,5,opt,name=sink_type,json=sinkType,proto3" json:"sink_type,omitempty"`
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cluster       string                 `protobuf:"bytes,1,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	SinkKind      string                 `protobuf:"bytes,2,opt,name=sink_kind,json=sinkKind,proto3" json:"sink_kind,omitempty"`
+	SinkNamespace string                 `protobuf:"bytes,3,opt,name=sink_namespace,json=sinkNamespace,proto3" json:"sink_namespace,omitempty"`
+	SinkName      string                 `protobuf:"bytes,4,opt,name=sink_name,json=sinkName,proto3" json:"sink_name,omitempty"`
+	SinkType      string                 `protobuf:"bytes,5,opt,name=sink_type,json=sinkType,proto3" json:"sink_type,omitempty"`
+	// last_success_time is when the sink's content last changed.
 	LastSuccessTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_success_time,json=lastSuccessTime,proto3" json:"last_success_time,omitempty"`
-	// lag is the time since the last success, measured at the hub when the matrix was built.
-	Lag           *durationpb.Duration `protobuf:"bytes,7,opt,name=lag,proto3" json:"lag,omitempty"`
-	ErrorClass    SinkErrorClass       `protobuf:"varint,8,opt,name=error_class,json=errorClass,proto3,enum=kollect.fleet.v1.SinkErrorClass" json:"error_class,omitempty"`
-	LastError     string               `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// lag is the time since the sink was last confirmed current (last_confirm_time, or
+	// last_success_time without one), measured at the hub when the matrix was built: a quiet,
+	// healthy cluster keeps it below its confirm interval.
+	Lag             *durationpb.Duration   `protobuf:"bytes,7,opt,name=lag,proto3" json:"lag,omitempty"`
+	ErrorClass      SinkErrorClass         `protobuf:"varint,8,opt,name=error_class,json=errorClass,proto3,enum=kollect.fleet.v1.SinkErrorClass" json:"error_class,omitempty"`
+	LastError       string                 `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastConfirmTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_confirm_time,json=lastConfirmTime,proto3" json:"last_confirm_time,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SinkFreshness) Reset() {
@@ -1632,6 +1659,13 @@ func (x *SinkFreshness) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *SinkFreshness) GetLastConfirmTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastConfirmTime
+	}
+	return nil
 }
 
 // BootstrapToken describes a bootstrap token (never its secret).
@@ -1985,7 +2019,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"item_count\x18\x03 \x01(\x03R\titemCount\x12;\n" +
 	"\n" +
 	"conditions\x18\x04 \x03(\v2\x1b.kollect.fleet.v1.ConditionR\n" +
-	"conditions\"\xd8\x02\n" +
+	"conditions\"\xa0\x03\n" +
 	"\n" +
 	"SinkStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
@@ -1997,7 +2031,8 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\a \x01(\tR\tlastError\x12A\n" +
 	"\verror_class\x18\b \x01(\x0e2 .kollect.fleet.v1.SinkErrorClassR\n" +
-	"errorClass\"\xf7\x02\n" +
+	"errorClass\x12F\n" +
+	"\x11last_confirm_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xf7\x02\n" +
 	"\vAgentStatus\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x02 \x01(\tR\x11kubernetesVersion\x12#\n" +
@@ -2011,7 +2046,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x06bundle\x18\x01 \x01(\tR\x06bundle\x12)\n" +
 	"\x10desired_revision\x18\x02 \x01(\x03R\x0fdesiredRevision\x12)\n" +
 	"\x10applied_revision\x18\x03 \x01(\x03R\x0fappliedRevision\x12%\n" +
-	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xe4\x06\n" +
+	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xb0\a\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.kollect.fleet.v1.Cluster.LabelsEntryR\x06labels\x124\n" +
@@ -2031,7 +2066,8 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\vinventories\x18\x0e \x01(\x03R\vinventories\x12\x14\n" +
 	"\x05items\x18\x0f \x01(\x03R\x05items\x12D\n" +
 	"\x10last_export_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastExportTime\x122\n" +
-	"\x15inventories_not_ready\x18\x11 \x01(\x03R\x13inventoriesNotReady\x1a9\n" +
+	"\x15inventories_not_ready\x18\x11 \x01(\x03R\x13inventoriesNotReady\x12J\n" +
+	"\x13oldest_confirm_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x11oldestConfirmTime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x02\n" +
@@ -2044,7 +2080,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x15inventories_not_ready\x18\x06 \x01(\x03R\x13inventoriesNotReady\x12\x1f\n" +
 	"\vsink_errors\x18\a \x01(\x03R\n" +
 	"sinkErrors\x124\n" +
-	"\x05state\x18\b \x01(\x0e2\x1e.kollect.fleet.v1.ClusterStateR\x05state\"\xfe\x02\n" +
+	"\x05state\x18\b \x01(\x0e2\x1e.kollect.fleet.v1.ClusterStateR\x05state\"\xc6\x03\n" +
 	"\rSinkFreshness\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1b\n" +
 	"\tsink_kind\x18\x02 \x01(\tR\bsinkKind\x12%\n" +
@@ -2056,7 +2092,9 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\verror_class\x18\b \x01(\x0e2 .kollect.fleet.v1.SinkErrorClassR\n" +
 	"errorClass\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\t \x01(\tR\tlastError\"\xc5\x02\n" +
+	"last_error\x18\t \x01(\tR\tlastError\x12F\n" +
+	"\x11last_confirm_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xc5\x02\n" +
 	"\x0eBootstrapToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -2172,31 +2210,34 @@ var file_kollect_fleet_v1_types_proto_depIdxs = []int32{
 	24, // 13: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
 	24, // 14: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
 	2,  // 15: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	10, // 16: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
-	12, // 17: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
-	13, // 18: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
-	24, // 19: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
-	23, // 20: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
-	0,  // 21: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
-	24, // 22: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	24, // 23: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	15, // 24: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
-	24, // 25: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
-	24, // 26: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 27: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
-	24, // 28: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
-	25, // 29: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
-	2,  // 30: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	24, // 31: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 32: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 33: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
-	24, // 34: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
-	24, // 35: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	24, // 16: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
+	10, // 17: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
+	12, // 18: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
+	13, // 19: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
+	24, // 20: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
+	23, // 21: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
+	0,  // 22: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
+	24, // 23: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	24, // 24: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	15, // 25: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
+	24, // 26: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
+	24, // 27: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
+	24, // 28: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 29: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
+	24, // 30: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
+	25, // 31: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
+	2,  // 32: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
+	24, // 33: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
+	24, // 34: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
+	24, // 35: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 36: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
+	24, // 37: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
+	24, // 38: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_types_proto_init() }
