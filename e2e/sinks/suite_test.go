@@ -255,8 +255,11 @@ func newInventory(refs kollectv1.ClusterSinkReferences) *kollectv1.KollectCluste
 		Spec: kollectv1.KollectClusterInventorySpec{
 			TargetSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kollect.dev/inventory": inventory}},
 			Sinks:          refs,
+			// No confirmations: the quiet windows' evidence is that not even the state row is
+			// written (TestQuietClusterIsConfirmed covers confirmations).
 			ExportTiming: kollectv1.ExportTiming{Debounce: metav1.Duration{Duration: debounce},
-				MaxDelay: metav1.Duration{Duration: 10 * time.Second}, ResyncInterval: &metav1.Duration{Duration: resync}},
+				MaxDelay: metav1.Duration{Duration: 10 * time.Second}, ResyncInterval: &metav1.Duration{Duration: resync},
+				ConfirmInterval: &metav1.Duration{}},
 		},
 	}
 }

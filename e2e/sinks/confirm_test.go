@@ -1,0 +1,137 @@
+package sinks
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/testenv"
+)
+
+// confirmEvery is the inventory's confirmInterval here: the API's minimum.
+const confirmEvery = 10 * time.Second
+
+// TestQuietClusterIsConfirmed: the shipped kollect-agent, its data unchanged, keeps telling a
+// PostgreSQL sink (read with psql) and the hub (read over its JSON API) that the sink is
+// current: confirmed_at and the hub's freshness lag stay within a confirm interval while
+// exported_at, the last change, grows old, and no row is rewritten.
+func TestQuietClusterIsConfirmed(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var (
+		cp  *testenv.ControlPlane
+		pg  *testenv.Postgres
+		hub *hubProc
+	)
+	must(t, parallel(
+		func() (err error) {
+			if cp, err = testenv.Start("confirm", testenv.Options{}); err == nil {
+				t.Cleanup(func() { _ = testenv.StopAll([]*testenv.ControlPlane{cp}) })
+			}
+			return err
+		},
+		func() (err error) {
+			if pg, err = testenv.StartPostgres(); err == nil {
+				t.Cleanup(pg.Stop)
+			}
+			return err
+		},
+		func() (err error) { hub, err = startHub(t); return err },
+	))
+	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
+	must(t, err)
+	c := cp.Client
+	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sinkNS}}))
+	must(t, seedWorkloads(ctx, c))
+	must(t, applyYAML(ctx, c, kollectConfig))
+	pgs := postgresSink(pg, pgURL)
+	must(t, applyYAML(ctx, c, pgs.manifest))
+	inv := newInventory(kollectv1.ClusterSinkReferences{Database: []kollectv1.NamespacedObjectReference{{Name: "postgres", Namespace: sinkNS}}})
+	inv.Spec.ConfirmInterval = &metav1.Duration{Duration: confirmEvery}
+	inv.Spec.ResyncInterval = nil
+	must(t, c.Create(ctx, inv))
+	a := newAgent(t, cp)
+	a.args, err = hub.agentFlags(ctx, c)
+	must(t, err)
+	a.start()
+
+	want, err := expectedRows(ctx, c)
+	must(t, err)
+	waitRows(t, ctx, []*sinkUnderTest{pgs}, want, "the initial export")
+	db := &pgReader{url: pgURL}
+	state := func() (exported, confirmed time.Time, err error) {
+		out, err := db.psql(ctx, `SELECT extract(epoch FROM exported_at), extract(epoch FROM confirmed_at) FROM kollect.rows_state`)
+		if err != nil {
+			return exported, confirmed, err
+		}
+		var e, c float64
+		if _, err := fmt.Sscanf(strings.TrimSpace(out), "%f\t%f", &e, &c); err != nil {
+			return exported, confirmed, fmt.Errorf("state row %q: %w", out, err)
+		}
+		return time.UnixMilli(int64(e * 1000)), time.UnixMilli(int64(c * 1000)), nil
+	}
+	rowMarks := func() string {
+		out, err := db.psql(ctx, `SELECT string_agg(uid || '@' || xmin::text, ',' ORDER BY uid) FROM kollect.rows`)
+		must(t, err)
+		return out
+	}
+	exported, _, err := state()
+	must(t, err)
+	rowsBefore := rowMarks()
+
+	// Two and a half intervals of quiet: at least two confirmations, every one within an
+	// interval of the previous.
+	deadline := exported.Add(5 * confirmEvery / 2)
+	var confirmed time.Time
+	for time.Now().Before(deadline) {
+		e, c, err := state()
+		must(t, err)
+		if !e.Equal(exported) {
+			t.Fatalf("exported_at moved from %s to %s without a change", exported, e)
+		}
+		confirmed = c
+		time.Sleep(time.Second)
+	}
+	if age := time.Since(confirmed); !confirmed.After(exported.Add(confirmEvery)) || age > confirmEvery+5*time.Second {
+		t.Fatalf("confirmed_at %s (%s ago) after %s of quiet since the export at %s: not kept current",
+			confirmed.Format(time.RFC3339), age.Round(time.Second), time.Since(exported).Round(time.Second), exported.Format(time.RFC3339))
+	}
+	if after := rowMarks(); after != rowsBefore {
+		t.Fatalf("confirmations rewrote rows: %s -> %s", rowsBefore, after)
+	}
+
+	// The hub judges freshness by the confirmation: lag within an interval (plus a heartbeat),
+	// though the last change is older.
+	var health struct {
+		ExportFreshness []struct {
+			Cluster, SinkName, LastSuccessTime, LastConfirmTime, Lag string
+		}
+	}
+	var cell string
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+		must(t, hub.call(ctx, "GetFleetHealth", map[string]any{}, &health))
+		for _, f := range health.ExportFreshness {
+			if f.SinkName != "postgres" {
+				continue
+			}
+			cell = fmt.Sprintf("%+v", f)
+			lag, err := time.ParseDuration(f.Lag)
+			changed, perr := time.Parse(time.RFC3339Nano, f.LastSuccessTime)
+			if err == nil && perr == nil && f.LastConfirmTime != "" && lag < confirmEvery+heartbeatSlack && time.Since(changed) > 2*confirmEvery {
+				t.Logf("hub freshness of a quiet sink: lag %s, last change %s ago", lag, time.Since(changed).Round(time.Second))
+				return
+			}
+		}
+	}
+	t.Fatalf("the hub's freshness of the quiet sink does not follow its confirmations: %s", cell)
+}
+
+// heartbeatSlack is how late the hub may learn of a confirmation: startHub has agents
+// heartbeat every second, and the status patch that carries it comes first.
+const heartbeatSlack = 5 * time.Second
