@@ -188,7 +188,8 @@ func (h *hub) start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cmd = exec.Command(tools.hub, "--listen", h.addr, "--data-dir", filepath.Join(h.dir, "data"),
-		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms")
+		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms",
+		"--register-burst", "0") // every simulated agent registers from 127.0.0.1
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := h.cmd.Start(); err != nil {

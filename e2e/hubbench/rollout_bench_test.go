@@ -180,7 +180,8 @@ func startHub(b *testing.B) *hub {
 		b.Fatal(err)
 	}
 	data := filepath.Join(dir, "data")
-	cmd := exec.Command(bin, "--listen", addr, "--data-dir", data)
+	cmd := exec.Command(bin, "--listen", addr, "--data-dir", data,
+		"--register-burst", "0") // every simulated agent registers from 127.0.0.1
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"kollect.dev/api/version"
 	"kollect.dev/hub/internal/health"
+	"kollect.dev/hub/internal/ratelimit"
 	"kollect.dev/hub/internal/server"
 )
 
@@ -39,6 +40,10 @@ func run() error {
 		heartbeat  = flag.Duration("heartbeat-interval", 15*time.Second, "heartbeat interval agents are told to use")
 		poll       = flag.Duration("poll-interval", 2*time.Second, "how often to look for changes made through other replicas")
 		rollouts   = flag.Duration("rollout-interval", time.Second, "how often active rollouts are re-evaluated when no heartbeat prompts it sooner")
+		regBurst   = flag.Int("register-burst", server.DefaultRegisterLimit.Burst, "registrations one client address may make at once (0 disables the limit)")
+		regEvery   = flag.Duration("register-interval", server.DefaultRegisterLimit.Interval, "one more registration per client address per interval once the burst is spent")
+		failBurst  = flag.Int("auth-failure-burst", server.DefaultAuthFailureLimit.Burst, "failed authentications one client address may make before its calls are refused with ResourceExhausted (0 disables the limit)")
+		failEvery  = flag.Duration("auth-failure-interval", server.DefaultAuthFailureLimit.Interval, "one more failed authentication per client address per interval once the burst is spent")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -70,6 +75,8 @@ func run() error {
 		DataDir: *dataDir, StoreDSN: *storeDSN, TLSCert: *tlsCert, TLSKey: *tlsKey,
 		Thresholds:        health.Thresholds{StaleAfter: *stale, OfflineAfter: *offline},
 		HeartbeatInterval: *heartbeat, PollInterval: *poll, RolloutInterval: *rollouts, Log: log,
+		RegisterLimit:    limit(*regBurst, *regEvery),
+		AuthFailureLimit: limit(*failBurst, *failEvery),
 	}
 	if *hosts != "" {
 		cfg.Hosts = strings.Split(*hosts, ",")
@@ -93,4 +100,12 @@ func run() error {
 	}
 	fmt.Fprintf(os.Stderr, "Agents pin the hub CA: %s\n", hub.Identity().Fingerprint)
 	return hub.Serve(ctx, ln)
+}
+
+// limit turns a burst flag into a limit; 0 disables it (a negative Burst, for server.Config).
+func limit(burst int, interval time.Duration) ratelimit.Limit {
+	if burst <= 0 || interval <= 0 {
+		return ratelimit.Limit{Burst: -1}
+	}
+	return ratelimit.Limit{Burst: burst, Interval: interval}
 }

@@ -2,22 +2,34 @@ package auth
 
 import (
 	"errors"
-	"log/slog"
 	"net/http"
+
+	"connectrpc.com/connect"
 
 	"kollect.dev/hub/internal/store"
 )
 
 // RequireToken serves h only to requests with an API token of at least role min; others get
-// 401 (no or unknown token) or 403 (role too low), and the refusal is logged without the
-// token. The hub's /metrics uses it: its series name every cluster and sink, which anonymous
-// callers on the API port must not list.
-func RequireToken(st store.Store, log *slog.Logger, min store.Role, h http.Handler) http.Handler {
+// 401 (no or unknown token) or 403 (role too low). A refusal is logged without the token,
+// audited and counted against the caller's address, and an address whose failures used up
+// its budget gets 429 with Retry-After before its token is looked up. The hub's /metrics
+// uses it: its series name every cluster and sink, which anonymous callers must not list.
+func RequireToken(st store.Store, g *Guard, min store.Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		refuse := func(code int, reason string) {
-			if log != nil {
-				log.WarnContext(r.Context(), "call refused", "path", r.URL.Path, "peer", r.RemoteAddr, "code", code, "reason", reason)
+		if err := g.Blocked(r.RemoteAddr); err != nil {
+			var ce *connect.Error
+			if errors.As(err, &ce) {
+				w.Header().Set("Retry-After", ce.Meta().Get("Retry-After"))
 			}
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
+		refuse := func(code int, reason string) {
+			cc := connect.CodeUnauthenticated
+			if code == http.StatusForbidden {
+				cc = connect.CodePermissionDenied
+			}
+			g.Refused(r.Context(), r.URL.Path, r.RemoteAddr, connect.NewError(cc, errors.New(reason)))
 			if code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kollect-hub"`)
 			}

@@ -68,24 +68,12 @@ func bearer(h http.Header) (string, bool) {
 }
 
 // AgentAuth authenticates AgentService calls (all but Register) by the agent credential.
+// Register is authenticated by the bootstrap token in its body, in the handler; AgentAuth
+// applies the per-address registration limit to it first.
 type AgentAuth struct {
 	Store store.Store
-	// Log receives a warning for every refused call (never the credential); nil logs nothing.
-	Log *slog.Logger
-}
-
-// refused logs a failed authentication or authorisation: who called (the peer address), what
-// it called and why it was refused; never the secret it presented. Unavailable store errors
-// are not the caller's fault and are not logged here.
-func refused(ctx context.Context, log *slog.Logger, procedure, peer string, err error) {
-	if log == nil {
-		return
-	}
-	code := connect.CodeOf(err)
-	if code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
-		return
-	}
-	log.WarnContext(ctx, "call refused", "procedure", procedureName(procedure), "peer", peer, "code", code.String(), "reason", err.Error())
+	// Guard limits, logs and audits refused calls (never the credential).
+	Guard *Guard
 }
 
 var _ connect.Interceptor = (*AgentAuth)(nil)
@@ -111,12 +99,25 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 // WrapUnary implements connect.Interceptor.
 func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if req.Spec().Procedure == fleetv1connect.AgentServiceRegisterProcedure {
-			return next(ctx, req) // authenticated by the bootstrap token in its body
+		procedure, peer := req.Spec().Procedure, req.Peer().Addr
+		if procedure == fleetv1connect.AgentServiceRegisterProcedure {
+			// Limited before the handler reads anything: a flood of registrations from one
+			// address costs neither store reads nor the write lock.
+			if err := a.Guard.AllowRegister(peer); err != nil {
+				return nil, err
+			}
+			resp, err := next(ctx, req) // authenticated by the bootstrap token in its body
+			if err != nil {
+				a.Guard.Refused(ctx, procedure, peer, err)
+			}
+			return resp, err
+		}
+		if err := a.Guard.Blocked(peer); err != nil {
+			return nil, err
 		}
 		ctx, err := a.authenticate(ctx, req.Header())
 		if err != nil {
-			refused(ctx, a.Log, req.Spec().Procedure, req.Peer().Addr, err)
+			a.Guard.Refused(ctx, procedure, peer, err)
 			return nil, err
 		}
 		return next(ctx, req)
@@ -131,9 +132,12 @@ func (a *AgentAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor.
 func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := a.Guard.Blocked(conn.Peer().Addr); err != nil {
+			return err
+		}
 		ctx, err := a.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
-			refused(ctx, a.Log, conn.Spec().Procedure, conn.Peer().Addr, err)
+			a.Guard.Refused(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
 			return err
 		}
 		return next(ctx, conn)
@@ -145,6 +149,8 @@ func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 type FleetAuth struct {
 	Store store.Store
 	Log   *slog.Logger
+	// Guard limits, logs and audits refused calls (never the token).
+	Guard *Guard
 }
 
 var _ connect.Interceptor = (*FleetAuth)(nil)
@@ -234,9 +240,12 @@ func procedureName(procedure string) string {
 func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		procedure := req.Spec().Procedure
+		if err := f.Guard.Blocked(req.Peer().Addr); err != nil {
+			return nil, err
+		}
 		ctx, r, err := f.authorize(ctx, procedure, req.Header(), req.Any())
 		if err != nil {
-			refused(ctx, f.Log, procedure, req.Peer().Addr, err)
+			f.Guard.Refused(ctx, procedure, req.Peer().Addr, err)
 			return nil, err
 		}
 		if !r.mutation {
@@ -269,9 +278,12 @@ func (f *FleetAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor. Streams only read.
 func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if err := f.Guard.Blocked(conn.Peer().Addr); err != nil {
+			return err
+		}
 		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), nil)
 		if err != nil {
-			refused(ctx, f.Log, conn.Spec().Procedure, conn.Peer().Addr, err)
+			f.Guard.Refused(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
 			return err
 		}
 		if r.mutation {

@@ -42,9 +42,9 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	// flood of registrations with bad tokens costs reads, never the lock every agent needs.
 	if err := a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), a.s.cfg.Now()); err != nil {
 		if errors.Is(err, store.ErrTokenInvalid) {
-			a.s.log.WarnContext(ctx, "registration refused: bootstrap token unknown, expired, revoked or used up",
-				"cluster", m.GetClusterName(), "peer", req.Peer().Addr)
-			return nil, connect.NewError(connect.CodeUnauthenticated, store.ErrTokenInvalid)
+			// Logged, audited and counted against the caller's address by auth.AgentAuth.
+			return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("registering cluster %s: %w",
+				m.GetClusterName(), store.ErrTokenInvalid))
 		}
 		return nil, storeError(err)
 	}

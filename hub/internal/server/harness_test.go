@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"kollect.dev/hub/internal/health"
+	"kollect.dev/hub/internal/ratelimit"
 	"kollect.dev/hub/internal/server"
 	"kollect.dev/proto/capin"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
@@ -65,6 +66,9 @@ func startHubAt(t testing.TB, dataDir, addr string, opts ...hubOption) *testHub 
 		Thresholds:   health.Thresholds{StaleAfter: time.Minute, OfflineAfter: 10 * time.Minute},
 		PollInterval: 200 * time.Millisecond, FleetInterval: 100 * time.Millisecond,
 		Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		// Every simulated agent calls from 127.0.0.1: the per-address limits are off unless a
+		// test sets them (TestRateLimits).
+		RegisterLimit: ratelimit.Limit{Burst: -1}, AuthFailureLimit: ratelimit.Limit{Burst: -1},
 	}
 	for _, o := range opts {
 		o(&cfg)

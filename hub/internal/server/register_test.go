@@ -115,7 +115,7 @@ func TestRefusedCallsAreLoggedWithoutTheirSecret(t *testing.T) {
 
 	out := logs.String()
 	for _, want := range []string{"procedure=ListClusters", "procedure=CreateBootstrapToken", "procedure=ReportStatus",
-		"registration refused", "peer=127.0.0.1:"} {
+		"procedure=Register", "peer=127.0.0.1:"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the hub's log lacks %q:\n%s", want, out)
 		}

@@ -27,6 +27,7 @@ import (
 	"kollect.dev/hub/internal/fleet"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/pki"
+	"kollect.dev/hub/internal/ratelimit"
 	"kollect.dev/hub/internal/rollout"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
@@ -59,12 +60,30 @@ type Config struct {
 	// RolloutInterval is how often the rollout engine re-evaluates active rollouts when no
 	// heartbeat wakes it sooner.
 	RolloutInterval time.Duration
-	Log             *slog.Logger
+	// RegisterLimit bounds registrations per client address; AuthFailureLimit bounds failed
+	// authentications per client address, after which the address's calls are refused until
+	// its budget refills. Zero values take DefaultRegisterLimit and DefaultAuthFailureLimit;
+	// a negative Burst disables the limit.
+	RegisterLimit, AuthFailureLimit ratelimit.Limit
+	Log                             *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
 
+// Default per-address limits: generous for a fleet registering through one NAT address, tight
+// enough that a loop of bad credentials costs a few calls a minute.
+var (
+	DefaultRegisterLimit    = ratelimit.Limit{Burst: 30, Interval: 2 * time.Second}
+	DefaultAuthFailureLimit = ratelimit.Limit{Burst: 10, Interval: 6 * time.Second}
+)
+
 func (c *Config) defaults() {
+	if c.RegisterLimit == (ratelimit.Limit{}) {
+		c.RegisterLimit = DefaultRegisterLimit
+	}
+	if c.AuthFailureLimit == (ratelimit.Limit{}) {
+		c.AuthFailureLimit = DefaultAuthFailureLimit
+	}
 	if c.Thresholds == (health.Thresholds{}) {
 		c.Thresholds = health.DefaultThresholds
 	}
@@ -111,6 +130,7 @@ type Server struct {
 	rollouts   *rollout.Engine
 	registry   *prometheus.Registry
 	handler    http.Handler
+	guard      *auth.Guard
 
 	// AdminToken is the secret of the admin token created on first start ("" otherwise).
 	AdminToken string
@@ -155,6 +175,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		s.store.Close()
 		return nil, err
 	}
+	s.guard = auth.NewGuard(s.store, s.log, cfg.RegisterLimit, cfg.AuthFailureLimit, cfg.Now)
 	s.builder = assign.New(s.store)
 	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
 	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
@@ -235,6 +256,16 @@ func (s *Server) routes() http.Handler {
 	s.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_rollout_evaluations_total",
 		Help: "Completed evaluations of an active rollout by the rollout engine (one per rollout per pass)."},
 		func() float64 { return float64(s.rollouts.Evaluations()) }))
+	s.registry.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_refused_calls_total",
+			Help: "Calls refused for their credential, token or role (this replica); each is logged and audited."},
+			func() float64 { return float64(s.guard.Failures()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_rate_limited_calls_total",
+			Help: "Calls refused with ResourceExhausted by a per-address limit (registrations, failed authentications)."},
+			func() float64 { return float64(s.guard.Limited()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_refused_calls_unaudited_total",
+			Help: "Refused calls whose audit event was dropped because the audit queue was full."},
+			func() float64 { return float64(s.guard.Unaudited()) }))
 
 	// Bundles and statuses are larger than Connect's defaults expect; bound them anyway.
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
@@ -242,16 +273,16 @@ func (s *Server) routes() http.Handler {
 	// fleet's heartbeats are the hub's most frequent call.
 	limits := connect.WithHandlerOptions(connect.WithReadMaxBytes(16<<20), connect.WithCompressMinBytes(1024))
 	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
-		connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Log: s.log}), limits)
+		connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Guard: s.guard}), limits)
 	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s},
-		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log}), limits)
+		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard}), limits)
 
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Handle(agentPath+"*", agentHandler)
 	r.Handle(fleetPath+"*", fleetHandler)
 	// The fleet's metrics name every cluster and sink: viewers and up only.
-	r.Handle("/metrics", auth.RequireToken(s.store, s.log, store.RoleViewer, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	r.Handle("/metrics", auth.RequireToken(s.store, s.guard, store.RoleViewer, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.store.ConfigEpoch(r.Context()); err != nil {
@@ -275,7 +306,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
+	go func() { defer wg.Done(); s.guard.Run(ctx) }()
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
 	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()

@@ -1,0 +1,176 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"kollect.dev/hub/internal/ratelimit"
+	"kollect.dev/hub/internal/store"
+)
+
+// AuditFailed is the audit action of a refused call (a failed authentication, or a role too
+// low); AuditRateLimited that of an address whose failures reached the limit.
+const (
+	AuditFailed      = "AuthFailed"
+	AuditRateLimited = "RateLimited"
+)
+
+// auditQueue is how many failure audit events may wait for the store. A refused call never
+// waits for the store's write lock: its event is queued and written by Guard.Run, and when
+// the queue is full (a flood from many addresses) the event is dropped and counted.
+const auditQueue = 1024
+
+// Guard throttles registrations and failed authentications per client address and logs and
+// audits every refused call, never with the secret presented. One Guard serves every
+// interceptor of a hub replica, so an address's failures count the same on every service.
+type Guard struct {
+	log                *slog.Logger
+	st                 store.Store
+	register, failures *ratelimit.Limiter
+	queue              chan store.AuditEvent
+
+	failed, limited, dropped atomic.Int64
+}
+
+// NewGuard returns a guard; Run must run for its audit events to be written.
+func NewGuard(st store.Store, log *slog.Logger, register, failures ratelimit.Limit, now func() time.Time) *Guard {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Guard{log: log, st: st, register: ratelimit.New(register, now), failures: ratelimit.New(failures, now),
+		queue: make(chan store.AuditEvent, auditQueue)}
+}
+
+// Failures is how many calls were refused for their credential or role (this replica).
+func (g *Guard) Failures() int64 { return g.failed.Load() }
+
+// Limited is how many calls a rate limit refused (this replica).
+func (g *Guard) Limited() int64 { return g.limited.Load() }
+
+// Unaudited is how many refusals were not audited because the queue was full.
+func (g *Guard) Unaudited() int64 { return g.dropped.Load() }
+
+// Run writes queued audit events until ctx ends, then writes what is still queued.
+func (g *Guard) Run(ctx context.Context) {
+	write := func(e store.AuditEvent) {
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := g.st.AppendAudit(wctx, e); err != nil {
+			g.log.ErrorContext(ctx, "writing the audit event of a refused call", "action", e.Action, "actor", e.Actor, "error", err)
+		}
+	}
+	for {
+		select {
+		case e := <-g.queue:
+			write(e)
+		case <-ctx.Done():
+			for {
+				select {
+				case e := <-g.queue:
+					write(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (g *Guard) audit(e store.AuditEvent) {
+	e.Time = time.Now().UTC()
+	select {
+	case g.queue <- e:
+	default:
+		if n := g.dropped.Add(1); n == 1 || n%1000 == 0 {
+			g.log.Warn("audit queue full: refused calls are logged but not audited", "unaudited", n)
+		}
+	}
+}
+
+// exhausted is the ResourceExhausted error a limited call gets: it says when to retry, in
+// words, as a google.rpc.RetryInfo detail and as a Retry-After header (whole seconds).
+func exhausted(what string, wait time.Duration) error {
+	wait = max(wait.Round(time.Second), time.Second)
+	ce := connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%s; retry in %s", what, wait))
+	if d, err := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(wait)}); err == nil {
+		ce.AddDetail(d)
+	}
+	ce.Meta().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+	return ce
+}
+
+// RetryAfter is the wait an error of this package asks for (0 when it asks for none).
+func RetryAfter(err error) time.Duration {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return 0
+	}
+	for _, d := range ce.Details() {
+		if v, err := d.Value(); err == nil {
+			if ri, ok := v.(*errdetails.RetryInfo); ok {
+				return ri.GetRetryDelay().AsDuration()
+			}
+		}
+	}
+	return 0
+}
+
+// Blocked refuses, before any lookup, a call from an address whose failed authentications
+// used up its budget.
+func (g *Guard) Blocked(peer string) error {
+	key := ratelimit.Key(peer)
+	if blocked, wait := g.failures.Blocked(key); blocked {
+		g.limited.Add(1)
+		return exhausted("too many failed authentications from "+key, wait)
+	}
+	return nil
+}
+
+// AllowRegister takes one registration from the address's budget, or refuses the call.
+func (g *Guard) AllowRegister(peer string) error {
+	if err := g.Blocked(peer); err != nil {
+		return err
+	}
+	key := ratelimit.Key(peer)
+	if ok, wait := g.register.Allow(key); !ok {
+		g.limited.Add(1)
+		return exhausted("too many registrations from "+key, wait)
+	}
+	return nil
+}
+
+// Refused logs and audits a refused call: the caller's address, the procedure and why, never
+// the secret presented. An unauthenticated call also takes one failure from the address's
+// budget; the one that empties it is audited as RateLimited. Other errors (an unavailable
+// store) are not the caller's fault and pass unrecorded.
+func (g *Guard) Refused(ctx context.Context, procedure, peer string, err error) {
+	code := connect.CodeOf(err)
+	if code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+		return
+	}
+	g.failed.Add(1)
+	key, name := ratelimit.Key(peer), procedureName(procedure)
+	reason := err.Error()
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		reason = ce.Message()
+	}
+	g.log.WarnContext(ctx, "call refused", "procedure", name, "peer", peer, "code", code.String(), "reason", reason)
+	g.audit(store.AuditEvent{Actor: "peer:" + key, Action: AuditFailed, Target: "procedure/" + name,
+		Detail: code.String() + ": " + reason})
+	if code == connect.CodeUnauthenticated && g.failures.Take(key) {
+		g.log.WarnContext(ctx, "failed authentications from this address reached the limit: its calls are refused for a while",
+			"peer", key)
+		g.audit(store.AuditEvent{Actor: "peer:" + key, Action: AuditRateLimited, Target: "peer/" + key,
+			Detail: "failed authentications reached the limit; calls from this address are refused until the budget refills"})
+	}
+}

@@ -1,0 +1,143 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"kollect.dev/hub/internal/auth"
+	"kollect.dev/hub/internal/ratelimit"
+	"kollect.dev/hub/internal/server"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+)
+
+// wantExhausted fails unless err is ResourceExhausted with a retry hint: a RetryInfo detail
+// and a Retry-After header of want.
+func wantExhausted(t *testing.T, err error, want time.Duration, what string) {
+	t.Helper()
+	ce := wantCode(t, err, connect.CodeResourceExhausted, what)
+	if got := auth.RetryAfter(err); got != want {
+		t.Errorf("%s: RetryInfo says %v, want %v", what, got, want)
+	}
+	if got := ce.Meta().Get("Retry-After"); got != "60" {
+		t.Errorf("%s: Retry-After %q, want 60", what, got)
+	}
+	if !strings.Contains(ce.Message(), "retry in 1m0s") {
+		t.Errorf("%s: message %q does not say when to retry", what, ce.Message())
+	}
+}
+
+// TestFailedAuthenticationsAreLimitedAndAudited: failed authentications from one address, on
+// every service and /metrics, use up that address's budget; then its calls, even with a good
+// token, are refused with ResourceExhausted and a retry hint before any lookup, until the
+// budget refills. Every failure is audited with the address and the reason, never the secret.
+func TestFailedAuthenticationsAreLimitedAndAudited(t *testing.T) {
+	h := startHub(t, "", func(c *server.Config) {
+		c.AuthFailureLimit = ratelimit.Limit{Burst: 4, Interval: time.Minute}
+	})
+	ctx := context.Background()
+	const badAPI, badAgent, badBootstrap, badMetrics = "kat_planted_one", "kag_planted_two", "kbt_planted_three", "kat_planted_four"
+
+	_, err := h.fleet(badAPI).ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "an unknown API token")
+	_, err = h.agent(badAgent).ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantCode(t, err, connect.CodeUnauthenticated, "an unknown agent credential")
+	_, _, err = h.tryRegister(badBootstrap, "x", nil)
+	wantCode(t, err, connect.CodeUnauthenticated, "an unknown bootstrap token")
+	if code := getMetrics(t, h, badMetrics); code != http.StatusUnauthorized {
+		t.Fatalf("/metrics with an unknown token: %d", code)
+	}
+
+	// The budget is spent: the admin's good token from the same address is refused too.
+	_, err = h.admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	wantExhausted(t, err, time.Minute, "a good token from a blocked address")
+	_, _, err = h.tryRegister(badBootstrap, "x", nil)
+	wantExhausted(t, err, time.Minute, "a registration from a blocked address")
+	if code := getMetrics(t, h, h.srv.AdminToken); code != http.StatusTooManyRequests {
+		t.Fatalf("/metrics from a blocked address: %d, want 429", code)
+	}
+
+	h.clock.Advance(time.Minute)
+	var events []*fleetv1.AuditEvent
+	eventually(t, func() error {
+		resp, err := h.admin.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
+		if err != nil {
+			return err
+		}
+		events = resp.Msg.GetEvents()
+		n := 0
+		for _, e := range events {
+			if e.GetAction() == auth.AuditFailed || e.GetAction() == auth.AuditRateLimited {
+				n++
+			}
+		}
+		if n != 5 {
+			return fmt.Errorf("%d failure events audited, want 4 failures and 1 rate limit: %v", n, events)
+		}
+		return nil
+	})
+	want := map[string]bool{"AuthFailed procedure/ListClusters": false, "AuthFailed procedure/ReportStatus": false,
+		"AuthFailed procedure/Register": false, "AuthFailed procedure/metrics": false, "RateLimited peer/127.0.0.1": false}
+	for _, e := range events {
+		key := e.GetAction() + " " + e.GetTarget()
+		if _, ok := want[key]; ok {
+			want[key] = true
+			if e.GetActor() != "peer:127.0.0.1" || e.GetDetail() == "" {
+				t.Errorf("audit event %v: want actor peer:127.0.0.1 and a reason", e)
+			}
+		}
+		for _, secret := range []string{badAPI, badAgent, badBootstrap, badMetrics} {
+			if strings.Contains(e.String(), secret) {
+				t.Errorf("audit event %v shows a presented secret", e)
+			}
+		}
+	}
+	for k, seen := range want {
+		if !seen {
+			t.Errorf("no audit event %q in %v", k, events)
+		}
+	}
+}
+
+// TestRegistrationsAreLimitedPerAddress: past its burst an address's registrations are refused
+// with ResourceExhausted before the handler reads the token, so the token keeps its uses.
+func TestRegistrationsAreLimitedPerAddress(t *testing.T) {
+	h := startHub(t, "", func(c *server.Config) { c.RegisterLimit = ratelimit.Limit{Burst: 2, Interval: time.Minute} })
+	tok := h.bootstrapToken(t, time.Hour, 5, false)
+	h.register(t, tok.GetSecret(), "one", nil)
+	h.register(t, tok.GetSecret(), "two", nil)
+	_, _, err := h.tryRegister(tok.GetSecret(), "three", nil)
+	wantExhausted(t, err, time.Minute, "a third registration")
+	list, err := h.admin.ListBootstrapTokens(context.Background(), connect.NewRequest(&fleetv1.ListBootstrapTokensRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uses := list.Msg.GetTokens()[0].GetUses(); uses != 2 {
+		t.Fatalf("the token was used %d times, want 2: the limited registration reached the store", uses)
+	}
+	h.clock.Advance(time.Minute)
+	h.register(t, tok.GetSecret(), "three", nil)
+}
+
+func getMetrics(t *testing.T, h *testHub, token string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := h.httpClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusTooManyRequests && resp.Header.Get("Retry-After") != "60" {
+		t.Errorf("429 without Retry-After: 60 (%q)", resp.Header.Get("Retry-After"))
+	}
+	return resp.StatusCode
+}
