@@ -265,3 +265,30 @@ func TestBringYourOwnCertificate(t *testing.T) {
 		t.Fatalf("call over the brought certificate: %v", err)
 	}
 }
+
+// TestDataDirectoryIsPrivate: a data directory that exists with a mode open to others is
+// closed (0700), and the first admin token is written 0600 even over a world-readable file
+// left behind.
+func TestDataDirectoryIsPrivate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "admin-token"), []byte("stale\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startHub(t, dir)
+	for name, want := range map[string]os.FileMode{".": 0o700, "admin-token": 0o600, "hub.db": 0o600, "pki/ca.key": 0o600} {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s is %v, want %v", name, fi.Mode().Perm(), want)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "admin-token"))
+	if err != nil || strings.TrimSpace(string(raw)) != h.srv.AdminToken {
+		t.Fatalf("admin-token holds %q (%v), want the new admin token", raw, err)
+	}
+}

@@ -147,6 +147,11 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("creating data directory: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Log}
+	// An existing directory keeps its mode with MkdirAll: close it to other users too. A volume
+	// root the hub does not own (a mount) cannot be changed; its files are private anyway.
+	if err := os.Chmod(cfg.DataDir, 0o700); err != nil {
+		s.log.Warn("could not make the data directory private to the hub's user; its files are", "dir", cfg.DataDir, "error", err)
+	}
 	var err error
 	if (cfg.TLSCert == "") != (cfg.TLSKey == "") {
 		return nil, errors.New("bring both a TLS certificate and its key, or neither")
@@ -238,14 +243,35 @@ func (s *Server) bootstrapAdmin(ctx context.Context) error {
 		return fmt.Errorf("creating the first admin token: %w", err)
 	}
 	path := filepath.Join(s.cfg.DataDir, "admin-token")
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err := writePrivate(path, []byte(secret+"\n")); err != nil {
+		return err
 	}
 	if err := s.store.AppendAudit(ctx, store.AuditEvent{Actor: "hub", Action: "CreateAPIToken",
 		Target: "apitoken/" + id, Detail: "first admin token (name admin)"}); err != nil {
 		return err
 	}
 	s.AdminToken = secret
+	return nil
+}
+
+// writePrivate writes a file only the hub's user may read, whatever mode an existing file had
+// (os.WriteFile keeps it).
+func writePrivate(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return fmt.Errorf("making %s private: %w", path, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
 	return nil
 }
 
