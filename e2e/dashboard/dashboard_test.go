@@ -79,7 +79,7 @@ func TestDashboard(t *testing.T) {
 	admin := h.fleet(h.adminToken)
 
 	boot, err := admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-		Description: "simulated fleet", Ttl: durationpb.New(time.Hour)}))
+		Description: "simulated fleet", Ttl: durationpb.New(time.Hour), MaxUses: 100}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestDashboardAtScale(t *testing.T) {
 	defer cancel()
 	h := startHub(t)
 	boot, err := h.fleet(h.adminToken).CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-		Description: "scale test", Ttl: durationpb.New(time.Hour)}))
+		Description: "scale test", Ttl: durationpb.New(time.Hour), MaxUses: clusters}))
 	if err != nil {
 		t.Fatal(err)
 	}

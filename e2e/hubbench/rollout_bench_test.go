@@ -65,7 +65,7 @@ func BenchmarkRolloutHubCPU(b *testing.B) {
 	admin := h.fleetClient()
 
 	boot, err := admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-		Description: "hubbench"}))
+		Description: "hubbench", MaxUses: int64(n)}))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -44,6 +44,8 @@ func run() error {
 		regEvery   = flag.Duration("register-interval", server.DefaultRegisterLimit.Interval, "one more registration per client address per interval once the burst is spent")
 		failBurst  = flag.Int("auth-failure-burst", server.DefaultAuthFailureLimit.Burst, "failed authentications one client address may make before its calls are refused with ResourceExhausted (0 disables the limit)")
 		failEvery  = flag.Duration("auth-failure-interval", server.DefaultAuthFailureLimit.Interval, "one more failed authentication per client address per interval once the burst is spent")
+		bootTTL    = flag.Duration("bootstrap-token-max-ttl", server.DefaultBootstrapMaxTTL, "longest time to live a bootstrap token may be created with (tokens live 24h unless they ask otherwise)")
+		bootUses   = flag.Int64("bootstrap-token-max-uses", server.DefaultBootstrapMaxUses, "most registrations a bootstrap token may be created for (tokens allow one unless they ask otherwise; 0: no ceiling)")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -77,6 +79,13 @@ func run() error {
 		HeartbeatInterval: *heartbeat, PollInterval: *poll, RolloutInterval: *rollouts, Log: log,
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
+		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses,
+	}
+	if *bootUses == 0 {
+		cfg.BootstrapMaxUses = -1
+	}
+	if *bootTTL <= 0 {
+		return errors.New("--bootstrap-token-max-ttl must be positive")
 	}
 	if *hosts != "" {
 		cfg.Hosts = strings.Split(*hosts, ",")

@@ -224,6 +224,8 @@ func (f *fleetService) ListAuditEvents(ctx context.Context, req *connect.Request
 
 // CreateBootstrapToken implements FleetService.
 func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Request[fleetv1.CreateBootstrapTokenRequest]) (*connect.Response[fleetv1.CreateBootstrapTokenResponse], error) {
+	// One registration within a day unless asked for more, and never beyond the hub's
+	// ceilings: a token left in a shell history or a CI log is worth little.
 	ttl := 24 * time.Hour
 	if req.Msg.GetTtl() != nil {
 		ttl = req.Msg.GetTtl().AsDuration()
@@ -231,8 +233,18 @@ func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Re
 	if ttl <= 0 {
 		return nil, invalid("ttl must be positive")
 	}
-	if req.Msg.GetMaxUses() < 0 {
+	if ttl > f.s.cfg.BootstrapMaxTTL {
+		return nil, invalid("ttl %s is longer than this hub allows (%s, --bootstrap-token-max-ttl)", ttl, f.s.cfg.BootstrapMaxTTL)
+	}
+	uses := req.Msg.GetMaxUses()
+	if uses < 0 {
 		return nil, invalid("max_uses must not be negative")
+	}
+	if uses == 0 {
+		uses = 1
+	}
+	if limit := f.s.cfg.BootstrapMaxUses; limit > 0 && uses > limit {
+		return nil, invalid("max_uses %d is more than this hub allows (%d, --bootstrap-token-max-uses)", uses, limit)
 	}
 	secret, hash, err := auth.NewSecret(auth.PrefixBootstrap)
 	if err != nil {
@@ -244,7 +256,7 @@ func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Re
 	}
 	now := f.s.cfg.Now()
 	t := store.BootstrapToken{ID: id, Hash: hash, Description: req.Msg.GetDescription(), ExpiresAt: now.Add(ttl),
-		MaxUses: req.Msg.GetMaxUses(), AllowReplace: req.Msg.GetAllowReplace(), CreatedBy: actor(ctx), CreatedAt: now}
+		MaxUses: uses, AllowReplace: req.Msg.GetAllowReplace(), CreatedBy: actor(ctx), CreatedAt: now}
 	if err := f.s.store.CreateBootstrapToken(ctx, t); err != nil {
 		return nil, storeError(err)
 	}

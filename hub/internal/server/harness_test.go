@@ -69,6 +69,8 @@ func startHubAt(t testing.TB, dataDir, addr string, opts ...hubOption) *testHub 
 		// Every simulated agent calls from 127.0.0.1: the per-address limits are off unless a
 		// test sets them (TestRateLimits).
 		RegisterLimit: ratelimit.Limit{Burst: -1}, AuthFailureLimit: ratelimit.Limit{Burst: -1},
+		// Benchmarks register thousands of clusters with one token.
+		BootstrapMaxUses: -1,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -154,9 +156,13 @@ func (h *testHub) agent(credential string) fleetv1connect.AgentServiceClient {
 	return fleetv1connect.NewAgentServiceClient(h.httpClient(), h.url, opts...)
 }
 
-// bootstrapToken creates a bootstrap token as admin.
+// bootstrapToken creates a bootstrap token as admin; maxUses 0 means as many as a test needs
+// (a million: the hub itself makes 0 one use).
 func (h *testHub) bootstrapToken(t testing.TB, ttl time.Duration, maxUses int64, allowReplace bool) *fleetv1.CreateBootstrapTokenResponse {
 	t.Helper()
+	if maxUses == 0 {
+		maxUses = 1_000_000
+	}
 	resp, err := h.admin.CreateBootstrapToken(context.Background(), connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
 		Description: "test", Ttl: durationpb.New(ttl), MaxUses: maxUses, AllowReplace: allowReplace}))
 	if err != nil {

@@ -65,7 +65,12 @@ type Config struct {
 	// its budget refills. Zero values take DefaultRegisterLimit and DefaultAuthFailureLimit;
 	// a negative Burst disables the limit.
 	RegisterLimit, AuthFailureLimit ratelimit.Limit
-	Log                             *slog.Logger
+	// BootstrapMaxTTL and BootstrapMaxUses are the most a bootstrap token may be created
+	// with (defaults DefaultBootstrapMaxTTL and DefaultBootstrapMaxUses; a negative
+	// BootstrapMaxUses sets no ceiling). A token asks for one use and 24 h unless it says more.
+	BootstrapMaxTTL  time.Duration
+	BootstrapMaxUses int64
+	Log              *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
@@ -77,7 +82,20 @@ var (
 	DefaultAuthFailureLimit = ratelimit.Limit{Burst: 10, Interval: 6 * time.Second}
 )
 
+// Ceilings of bootstrap tokens: a week and a thousand registrations, so a leaked token is
+// worth a bounded number of clusters for a bounded time.
+const (
+	DefaultBootstrapMaxTTL  = 7 * 24 * time.Hour
+	DefaultBootstrapMaxUses = 1000
+)
+
 func (c *Config) defaults() {
+	if c.BootstrapMaxTTL == 0 {
+		c.BootstrapMaxTTL = DefaultBootstrapMaxTTL
+	}
+	if c.BootstrapMaxUses == 0 {
+		c.BootstrapMaxUses = DefaultBootstrapMaxUses
+	}
 	if c.RegisterLimit == (ratelimit.Limit{}) {
 		c.RegisterLimit = DefaultRegisterLimit
 	}

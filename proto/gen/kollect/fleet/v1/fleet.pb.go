@@ -1232,9 +1232,13 @@ func (*DeleteBundleResponse) Descriptor() ([]byte, []int) {
 type CreateBootstrapTokenRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Description string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
-	// ttl is how long the token may be used; 24 h when unset.
+	// ttl is how long the token may be used; 24 h when unset. Longer than the hub's ceiling
+	// (kollect-hub --bootstrap-token-max-ttl, a week by default) is refused with
+	// CodeInvalidArgument.
 	Ttl *durationpb.Duration `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`
-	// max_uses is how many registrations it allows; 0 for unlimited until expiry.
+	// max_uses is how many registrations it allows; 1 when 0. More than the hub's ceiling
+	// (kollect-hub --bootstrap-token-max-uses, 1,000 by default) is refused with
+	// CodeInvalidArgument.
 	MaxUses int64 `protobuf:"varint,3,opt,name=max_uses,json=maxUses,proto3" json:"max_uses,omitempty"`
 	// allow_replace lets registrations take over existing cluster names.
 	AllowReplace  bool `protobuf:"varint,4,opt,name=allow_replace,json=allowReplace,proto3" json:"allow_replace,omitempty"`

@@ -1674,7 +1674,8 @@ type BootstrapToken struct {
 	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
 	ExpiresAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
-	// max_uses is 0 for unlimited.
+	// max_uses is how many registrations the token allows (0, unlimited, only for tokens created
+	// by hubs older than the one-use default).
 	MaxUses int64 `protobuf:"varint,4,opt,name=max_uses,json=maxUses,proto3" json:"max_uses,omitempty"`
 	Uses    int64 `protobuf:"varint,5,opt,name=uses,proto3" json:"uses,omitempty"`
 	Revoked bool  `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`

@@ -584,14 +584,18 @@ export type CreateBootstrapTokenRequest = Message<"kollect.fleet.v1.CreateBootst
   description: string;
 
   /**
-   * ttl is how long the token may be used; 24 h when unset.
+   * ttl is how long the token may be used; 24 h when unset. Longer than the hub's ceiling
+   * (kollect-hub --bootstrap-token-max-ttl, a week by default) is refused with
+   * CodeInvalidArgument.
    *
    * @generated from field: google.protobuf.Duration ttl = 2;
    */
   ttl?: Duration | undefined;
 
   /**
-   * max_uses is how many registrations it allows; 0 for unlimited until expiry.
+   * max_uses is how many registrations it allows; 1 when 0. More than the hub's ceiling
+   * (kollect-hub --bootstrap-token-max-uses, 1,000 by default) is refused with
+   * CodeInvalidArgument.
    *
    * @generated from field: int64 max_uses = 3;
    */

@@ -831,7 +831,8 @@ export type BootstrapToken = Message<"kollect.fleet.v1.BootstrapToken"> & {
   expiresAt?: Timestamp | undefined;
 
   /**
-   * max_uses is 0 for unlimited.
+   * max_uses is how many registrations the token allows (0, unlimited, only for tokens created
+   * by hubs older than the one-use default).
    *
    * @generated from field: int64 max_uses = 4;
    */
