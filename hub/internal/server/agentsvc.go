@@ -48,6 +48,11 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		}
 		return nil, storeError(err)
 	}
+	// A revoked name is refused by a read too: retrying agents of a revoked cluster cost no
+	// write transaction.
+	if c, err := a.s.store.GetCluster(ctx, m.GetClusterName()); err == nil && c.Revoked && !c.Released {
+		return nil, revokedName(m.GetClusterName())
+	}
 	secret, hash, err := auth.NewSecret(auth.PrefixAgent)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -60,6 +65,8 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	switch {
 	case errors.Is(err, store.ErrTokenInvalid):
 		return nil, connect.NewError(connect.CodeUnauthenticated, store.ErrTokenInvalid)
+	case errors.Is(err, store.ErrClusterRevoked):
+		return nil, revokedName(m.GetClusterName())
 	case errors.Is(err, store.ErrClusterExists):
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("cluster %s is registered to another agent: "+
 			"revoke it first, or register with a bootstrap token created with allow_replace and set replace_existing",
@@ -164,4 +171,10 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	}
 	return connect.NewResponse(&fleetv1.ReportStatusResponse{HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval),
 		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now)}), nil
+}
+
+// revokedName is the refusal of a registration under a revoked name that was not released.
+func revokedName(name string) error {
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cluster %s was revoked: an admin must release its name "+
+		"before an agent may register it again (kollect hub agent release %s)", name, name))
 }

@@ -106,6 +106,22 @@ func (f *fleetService) RevokeAgent(ctx context.Context, req *connect.Request[fle
 	return connect.NewResponse(&fleetv1.RevokeAgentResponse{}), nil
 }
 
+// ReleaseCluster implements FleetService.
+func (f *fleetService) ReleaseCluster(ctx context.Context, req *connect.Request[fleetv1.ReleaseClusterRequest]) (*connect.Response[fleetv1.ReleaseClusterResponse], error) {
+	name := req.Msg.GetClusterName()
+	err := f.s.store.ReleaseCluster(ctx, name)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("cluster %s is not revoked: only a revoked name can be released", name))
+	}
+	if err != nil {
+		return nil, storeError(err)
+	}
+	f.s.watcher.Poke()
+	auth.Note(ctx, "cluster/"+name, "revoked name released: the next agent registering it with a valid bootstrap token takes it")
+	f.s.log.InfoContext(ctx, "revoked cluster name released", "cluster", name, "by", actor(ctx))
+	return connect.NewResponse(&fleetv1.ReleaseClusterResponse{}), nil
+}
+
 // SetClusterLabels implements FleetService.
 func (f *fleetService) SetClusterLabels(ctx context.Context, req *connect.Request[fleetv1.SetClusterLabelsRequest]) (*connect.Response[fleetv1.SetClusterLabelsResponse], error) {
 	name := req.Msg.GetClusterName()

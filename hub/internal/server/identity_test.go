@@ -116,8 +116,36 @@ func TestRevokedAgentRefusedOnNextCall(t *testing.T) {
 		err = s.Err()
 	}
 	wantCode(t, err, connect.CodeUnauthenticated, "new stream after revocation")
-	// A revoked name can be registered again (a rebuilt cluster), with a new credential.
+	// Revocation is sticky: the name stays blocked for every token, even one allowing
+	// replacement, and the refusal says how to release it…
+	replacer := h.bootstrapToken(t, time.Hour, 0, true)
+	for _, secret := range []string{tok.GetSecret(), replacer.GetSecret()} {
+		ce := wantCode(t, register(h, secret, "alpha", true), connect.CodeFailedPrecondition, "registering a revoked name")
+		if !strings.Contains(ce.Message(), "kollect hub agent release alpha") {
+			t.Errorf("refusal %q does not say how to release the name", ce.Message())
+		}
+	}
+	ctx := context.Background()
+	_, err = h.admin.ReleaseCluster(ctx, connect.NewRequest(&fleetv1.ReleaseClusterRequest{ClusterName: "beta"}))
+	wantCode(t, err, connect.CodeNotFound, "releasing an unknown cluster")
+	// …until an admin releases it (audited); then a rebuilt cluster registers with a new credential.
+	if _, err := h.admin.ReleaseCluster(ctx, connect.NewRequest(&fleetv1.ReleaseClusterRequest{ClusterName: "alpha"})); err != nil {
+		t.Fatal(err)
+	}
 	h.register(t, tok.GetSecret(), "alpha", nil)
+	_, err = h.admin.ReleaseCluster(ctx, connect.NewRequest(&fleetv1.ReleaseClusterRequest{ClusterName: "alpha"}))
+	wantCode(t, err, connect.CodeFailedPrecondition, "releasing a live cluster")
+	audit, err := h.admin.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	for _, e := range audit.Msg.GetEvents() {
+		released = released || (e.GetActor() == "token:admin" && e.GetAction() == "ReleaseCluster" && e.GetTarget() == "cluster/alpha")
+	}
+	if !released {
+		t.Errorf("the release is not audited: %v", audit.Msg.GetEvents())
+	}
 }
 
 func TestRolesAreEnforced(t *testing.T) {

@@ -15,6 +15,8 @@ var (
 	ErrTokenInvalid = errors.New("bootstrap token invalid, expired, revoked or used up")
 	// ErrClusterExists: the cluster name is held by a live agent and replacement was not allowed.
 	ErrClusterExists = errors.New("cluster name already registered")
+	// ErrClusterRevoked: the cluster name was revoked and no admin has released it yet.
+	ErrClusterRevoked = errors.New("cluster name revoked and not released")
 	// ErrConflict: a uniqueness rule was broken (for example an API token name in use, or a
 	// second active rollout of a bundle).
 	ErrConflict = errors.New("conflict")
@@ -63,8 +65,9 @@ type Store interface {
 	APITokenByHash(ctx context.Context, hash string) (APIToken, error)
 
 	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
-	// replaces an existing one (new credential, new labels) when it is revoked or p.Replace is
-	// set. It sets the cluster's desired revisions to the stable revision of every bundle whose
+	// replaces an existing one (new credential, new labels) when it was revoked and released,
+	// or when p.Replace is set and the token allows it. A revoked name that was not released
+	// is refused with ErrClusterRevoked, whatever the token. It sets the cluster's desired revisions to the stable revision of every bundle whose
 	// stable revision's selector matches (the target revision instead for a cluster an active
 	// rollout has already moved).
 	RegisterCluster(ctx context.Context, p RegisterParams, match Matcher) (Cluster, error)
@@ -74,7 +77,11 @@ type Store interface {
 	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
 	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
+	// RevokeCluster revokes a cluster's agent; its name stays blocked until ReleaseCluster.
 	RevokeCluster(ctx context.Context, name string) error
+	// ReleaseCluster lets a revoked cluster's name be registered again (ErrNotFound for an
+	// unknown cluster, ErrConflict for one that is not revoked).
+	ReleaseCluster(ctx context.Context, name string) error
 	// SetClusterLabels replaces a cluster's labels and re-selects its bundles. Per bundle: a
 	// cluster an active rollout has moved keeps the target revision while its selector
 	// matches; otherwise a cluster keeps the revision it holds while that revision's selector
@@ -174,10 +181,12 @@ type APIToken struct {
 
 // Cluster is a registered agent's cluster.
 type Cluster struct {
-	Name              string
-	Labels            map[string]string
-	CredentialHash    string
-	Revoked           bool
+	Name           string
+	Labels         map[string]string
+	CredentialHash string
+	Revoked        bool
+	// Released: an admin released the revoked name; the next registration may take it.
+	Released          bool
 	AgentVersion      string
 	KubernetesVersion string
 	RegisteredAt      time.Time

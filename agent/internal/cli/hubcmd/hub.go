@@ -377,10 +377,24 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 }
 
 func hubAgentCmd(env *cmdutil.Env) *cobra.Command {
-	a := &cobra.Command{Use: "agent", Short: "Revoke a cluster's agent (admin)"}
+	a := &cobra.Command{Use: "agent", Short: "Revoke a cluster's agent, release a revoked cluster's name (admin)"}
+	a.AddCommand(&cobra.Command{
+		Use:   "release CLUSTER",
+		Short: "Let the name of a revoked cluster be registered again (by the next agent with a valid bootstrap token)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
+				if _, err := c.ReleaseCluster(ctx, connect.NewRequest(&fleetv1.ReleaseClusterRequest{ClusterName: args[0]})); err != nil {
+					return hubErr(err)
+				}
+				fmt.Fprintf(env.Out, "released the name %s: the next agent registering it with a valid bootstrap token takes it\n", args[0])
+				return nil
+			})
+		},
+	})
 	a.AddCommand(&cobra.Command{
 		Use:   "revoke CLUSTER",
-		Short: "Revoke the agent of a cluster; it is refused on its next call",
+		Short: "Revoke the agent of a cluster; it is refused on its next call and its name stays blocked until released",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {

@@ -10,23 +10,23 @@ import (
 	"kollect.dev/hub/internal/store"
 )
 
-const clusterCols = `name, labels, credential_hash, revoked, agent_version, kubernetes_version,
+const clusterCols = `name, labels, credential_hash, revoked, released, agent_version, kubernetes_version,
 	registered_at, last_heartbeat, applied_digest, status`
 
 func scanCluster(sc scanner) (store.Cluster, error) {
 	var (
-		c                   store.Cluster
-		labels              string
-		rev, reg, heartbeat int64
+		c                        store.Cluster
+		labels                   string
+		rev, rel, reg, heartbeat int64
 	)
-	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &c.AgentVersion, &c.KubernetesVersion,
+	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &rel, &c.AgentVersion, &c.KubernetesVersion,
 		&reg, &heartbeat, &c.AppliedDigest, &c.Status); err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal([]byte(labels), &c.Labels); err != nil {
 		return c, fmt.Errorf("cluster %s: decoding labels: %w", c.Name, err)
 	}
-	c.Revoked, c.RegisteredAt, c.LastHeartbeat = rev != 0, fromMS(reg), fromMS(heartbeat)
+	c.Revoked, c.Released, c.RegisteredAt, c.LastHeartbeat = rev != 0, rel != 0, fromMS(reg), fromMS(heartbeat)
 	return c, nil
 }
 
@@ -57,12 +57,16 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		case err != nil:
 			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
 		default:
-			// A revoked cluster's name is free again; a live one only moves to a new agent
-			// when both the token and the request say so.
+			// A revoked cluster's name stays blocked until an admin releases it, so a revoked
+			// agent (or whoever holds a token) cannot come straight back under it; a live
+			// one only moves to a new agent when both the token and the request say so.
+			if existing.Revoked && !existing.Released {
+				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterRevoked)
+			}
 			if !existing.Revoked && !(p.Replace && allowReplace) {
 				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterExists)
 			}
-			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0,
+			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
 				agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
 				applied_digest = '', status = '' WHERE name = ?`),
 				string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, now, p.Name)
@@ -210,7 +214,7 @@ func (s *Store) LiveClusters(ctx context.Context) ([]string, error) {
 
 // RevokeCluster implements store.Store.
 func (s *Store) RevokeCluster(ctx context.Context, name string) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1 WHERE name = ?`), name)
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1, released = 0 WHERE name = ?`), name)
 	if err != nil {
 		return fmt.Errorf("revoking cluster %s: %w", name, err)
 	}
@@ -218,6 +222,21 @@ func (s *Store) RevokeCluster(ctx context.Context, name string) error {
 		return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
 	}
 	return nil
+}
+
+// ReleaseCluster implements store.Store.
+func (s *Store) ReleaseCluster(ctx context.Context, name string) error {
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET released = 1 WHERE name = ? AND revoked = 1`), name)
+	if err != nil {
+		return fmt.Errorf("releasing cluster %s: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n > 0 {
+		return nil
+	}
+	if _, err := s.GetCluster(ctx, name); err != nil {
+		return fmt.Errorf("releasing: %w", err)
+	}
+	return fmt.Errorf("releasing cluster %s: it is not revoked: %w", name, store.ErrConflict)
 }
 
 // SetClusterLabels implements store.Store.

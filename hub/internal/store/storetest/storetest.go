@@ -199,14 +199,33 @@ func testReplaceAndRevoke(t *testing.T, s store.Store) {
 	if err := s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("heartbeat of revoked cluster: %v", err)
 	}
-	// A revoked cluster's name can be registered again with any valid token.
+	// A revoked cluster's name stays blocked, even for a token that allows replacement, and
+	// the refusal uses no token…
+	for _, tok := range []string{"plain", "replacer"} {
+		if _, err := register(s, tok, "alpha", "cred-3", nil, true); !errors.Is(err, store.ErrClusterRevoked) {
+			t.Fatalf("registering a revoked name with %s: %v, want ErrClusterRevoked", tok, err)
+		}
+	}
+	// …until an admin releases it; then any valid token may take it, once.
+	must(t, s.ReleaseCluster(ctx, "alpha"))
 	c, err = register(s, "plain", "alpha", "cred-3", nil, false)
 	must(t, err)
-	if c.Revoked || c.CredentialHash != "cred-3" {
+	if c.Revoked || c.Released || c.CredentialHash != "cred-3" {
 		t.Fatalf("re-registered cluster: %+v", c)
+	}
+	if err := s.ReleaseCluster(ctx, "alpha"); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("releasing a live cluster: %v, want ErrConflict", err)
+	}
+	// A second revocation blocks the name again.
+	must(t, s.RevokeCluster(ctx, "alpha"))
+	if _, err := register(s, "plain", "alpha", "cred-4", nil, false); !errors.Is(err, store.ErrClusterRevoked) {
+		t.Fatalf("registering a name revoked again: %v", err)
 	}
 	if err := s.RevokeCluster(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("revoking unknown cluster: %v", err)
+	}
+	if err := s.ReleaseCluster(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("releasing unknown cluster: %v", err)
 	}
 }
 

@@ -573,6 +573,88 @@ func (*RevokeAgentResponse) Descriptor() ([]byte, []int) {
 	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{11}
 }
 
+// ReleaseClusterRequest names the revoked cluster whose name is released.
+type ReleaseClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClusterRequest) Reset() {
+	*x = ReleaseClusterRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClusterRequest) ProtoMessage() {}
+
+func (x *ReleaseClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClusterRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseClusterRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ReleaseClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// ReleaseClusterResponse is empty.
+type ReleaseClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseClusterResponse) Reset() {
+	*x = ReleaseClusterResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseClusterResponse) ProtoMessage() {}
+
+func (x *ReleaseClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseClusterResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseClusterResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+}
+
 // ApplyBundleRequest uploads a bundle revision.
 type ApplyBundleRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -594,7 +676,7 @@ type ApplyBundleRequest struct {
 
 func (x *ApplyBundleRequest) Reset() {
 	*x = ApplyBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +688,7 @@ func (x *ApplyBundleRequest) String() string {
 func (*ApplyBundleRequest) ProtoMessage() {}
 
 func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +701,7 @@ func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{12}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ApplyBundleRequest) GetName() string {
@@ -685,7 +767,7 @@ type ApplyBundleResponse struct {
 
 func (x *ApplyBundleResponse) Reset() {
 	*x = ApplyBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -697,7 +779,7 @@ func (x *ApplyBundleResponse) String() string {
 func (*ApplyBundleResponse) ProtoMessage() {}
 
 func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -710,7 +792,7 @@ func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ApplyBundleResponse) GetRevision() *BundleRevision {
@@ -743,7 +825,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -755,7 +837,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -768,7 +850,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
 }
 
 // ListBundlesResponse holds bundles sorted by name.
@@ -781,7 +863,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +875,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +888,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*Bundle {
@@ -828,7 +910,7 @@ type GetBundleRequest struct {
 
 func (x *GetBundleRequest) Reset() {
 	*x = GetBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +922,7 @@ func (x *GetBundleRequest) String() string {
 func (*GetBundleRequest) ProtoMessage() {}
 
 func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +935,7 @@ func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleRequest.ProtoReflect.Descriptor instead.
 func (*GetBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetBundleRequest) GetName() string {
@@ -881,7 +963,7 @@ type GetBundleResponse struct {
 
 func (x *GetBundleResponse) Reset() {
 	*x = GetBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +975,7 @@ func (x *GetBundleResponse) String() string {
 func (*GetBundleResponse) ProtoMessage() {}
 
 func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +988,7 @@ func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleResponse.ProtoReflect.Descriptor instead.
 func (*GetBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetBundleResponse) GetBundle() *Bundle {
@@ -933,7 +1015,7 @@ type ListBundleRevisionsRequest struct {
 
 func (x *ListBundleRevisionsRequest) Reset() {
 	*x = ListBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1027,7 @@ func (x *ListBundleRevisionsRequest) String() string {
 func (*ListBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1040,7 @@ func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListBundleRevisionsRequest) GetName() string {
@@ -978,7 +1060,7 @@ type ListBundleRevisionsResponse struct {
 
 func (x *ListBundleRevisionsResponse) Reset() {
 	*x = ListBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -990,7 +1072,7 @@ func (x *ListBundleRevisionsResponse) String() string {
 func (*ListBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1003,7 +1085,7 @@ func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListBundleRevisionsResponse) GetRevisions() []*BundleRevision {
@@ -1027,7 +1109,7 @@ type DiffBundleRevisionsRequest struct {
 
 func (x *DiffBundleRevisionsRequest) Reset() {
 	*x = DiffBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1121,7 @@ func (x *DiffBundleRevisionsRequest) String() string {
 func (*DiffBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1134,7 @@ func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DiffBundleRevisionsRequest) GetName() string {
@@ -1090,7 +1172,7 @@ type DiffBundleRevisionsResponse struct {
 
 func (x *DiffBundleRevisionsResponse) Reset() {
 	*x = DiffBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1184,7 @@ func (x *DiffBundleRevisionsResponse) String() string {
 func (*DiffBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1197,7 @@ func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DiffBundleRevisionsResponse) GetFromRevision() int64 {
@@ -1156,7 +1238,7 @@ type DeleteBundleRequest struct {
 
 func (x *DeleteBundleRequest) Reset() {
 	*x = DeleteBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1250,7 @@ func (x *DeleteBundleRequest) String() string {
 func (*DeleteBundleRequest) ProtoMessage() {}
 
 func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1263,7 @@ func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteBundleRequest) GetName() string {
@@ -1200,7 +1282,7 @@ type DeleteBundleResponse struct {
 
 func (x *DeleteBundleResponse) Reset() {
 	*x = DeleteBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1294,7 @@ func (x *DeleteBundleResponse) String() string {
 func (*DeleteBundleResponse) ProtoMessage() {}
 
 func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1307,7 @@ func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 // CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -1248,7 +1330,7 @@ type CreateBootstrapTokenRequest struct {
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1342,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1355,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateBootstrapTokenRequest) GetDescription() string {
@@ -1315,7 +1397,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1409,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1422,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() *BootstrapToken {
@@ -1366,7 +1448,7 @@ type ListBootstrapTokensRequest struct {
 
 func (x *ListBootstrapTokensRequest) Reset() {
 	*x = ListBootstrapTokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1378,7 +1460,7 @@ func (x *ListBootstrapTokensRequest) String() string {
 func (*ListBootstrapTokensRequest) ProtoMessage() {}
 
 func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1391,7 +1473,7 @@ func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 // ListBootstrapTokensResponse holds the tokens, newest first.
@@ -1404,7 +1486,7 @@ type ListBootstrapTokensResponse struct {
 
 func (x *ListBootstrapTokensResponse) Reset() {
 	*x = ListBootstrapTokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1416,7 +1498,7 @@ func (x *ListBootstrapTokensResponse) String() string {
 func (*ListBootstrapTokensResponse) ProtoMessage() {}
 
 func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1429,7 +1511,7 @@ func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListBootstrapTokensResponse) GetTokens() []*BootstrapToken {
@@ -1449,7 +1531,7 @@ type RevokeBootstrapTokenRequest struct {
 
 func (x *RevokeBootstrapTokenRequest) Reset() {
 	*x = RevokeBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1543,7 @@ func (x *RevokeBootstrapTokenRequest) String() string {
 func (*RevokeBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1556,7 @@ func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RevokeBootstrapTokenRequest) GetId() string {
@@ -1493,7 +1575,7 @@ type RevokeBootstrapTokenResponse struct {
 
 func (x *RevokeBootstrapTokenResponse) Reset() {
 	*x = RevokeBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1587,7 @@ func (x *RevokeBootstrapTokenResponse) String() string {
 func (*RevokeBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1600,7 @@ func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 // CreateAPITokenRequest describes a new API token.
@@ -1533,7 +1615,7 @@ type CreateAPITokenRequest struct {
 
 func (x *CreateAPITokenRequest) Reset() {
 	*x = CreateAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1627,7 @@ func (x *CreateAPITokenRequest) String() string {
 func (*CreateAPITokenRequest) ProtoMessage() {}
 
 func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1640,7 @@ func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CreateAPITokenRequest) GetName() string {
@@ -1586,7 +1668,7 @@ type CreateAPITokenResponse struct {
 
 func (x *CreateAPITokenResponse) Reset() {
 	*x = CreateAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1680,7 @@ func (x *CreateAPITokenResponse) String() string {
 func (*CreateAPITokenResponse) ProtoMessage() {}
 
 func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1693,7 @@ func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CreateAPITokenResponse) GetToken() *APIToken {
@@ -1637,7 +1719,7 @@ type ListAPITokensRequest struct {
 
 func (x *ListAPITokensRequest) Reset() {
 	*x = ListAPITokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1731,7 @@ func (x *ListAPITokensRequest) String() string {
 func (*ListAPITokensRequest) ProtoMessage() {}
 
 func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1744,7 @@ func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensRequest.ProtoReflect.Descriptor instead.
 func (*ListAPITokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 // ListAPITokensResponse holds the tokens, newest first.
@@ -1675,7 +1757,7 @@ type ListAPITokensResponse struct {
 
 func (x *ListAPITokensResponse) Reset() {
 	*x = ListAPITokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1769,7 @@ func (x *ListAPITokensResponse) String() string {
 func (*ListAPITokensResponse) ProtoMessage() {}
 
 func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1782,7 @@ func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensResponse.ProtoReflect.Descriptor instead.
 func (*ListAPITokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListAPITokensResponse) GetTokens() []*APIToken {
@@ -1720,7 +1802,7 @@ type RevokeAPITokenRequest struct {
 
 func (x *RevokeAPITokenRequest) Reset() {
 	*x = RevokeAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1814,7 @@ func (x *RevokeAPITokenRequest) String() string {
 func (*RevokeAPITokenRequest) ProtoMessage() {}
 
 func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1827,7 @@ func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RevokeAPITokenRequest) GetId() string {
@@ -1764,7 +1846,7 @@ type RevokeAPITokenResponse struct {
 
 func (x *RevokeAPITokenResponse) Reset() {
 	*x = RevokeAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1858,7 @@ func (x *RevokeAPITokenResponse) String() string {
 func (*RevokeAPITokenResponse) ProtoMessage() {}
 
 func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1871,7 @@ func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 // WhoAmIRequest is empty.
@@ -1801,7 +1883,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1813,7 +1895,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1826,7 +1908,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 // WhoAmIResponse describes the calling API token.
@@ -1841,7 +1923,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1935,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1948,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -1892,7 +1974,7 @@ type GetFleetHealthRequest struct {
 
 func (x *GetFleetHealthRequest) Reset() {
 	*x = GetFleetHealthRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +1986,7 @@ func (x *GetFleetHealthRequest) String() string {
 func (*GetFleetHealthRequest) ProtoMessage() {}
 
 func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +1999,7 @@ func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 // VersionCount is how many clusters run one version.
@@ -1931,7 +2013,7 @@ type VersionCount struct {
 
 func (x *VersionCount) Reset() {
 	*x = VersionCount{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2025,7 @@ func (x *VersionCount) String() string {
 func (*VersionCount) ProtoMessage() {}
 
 func (x *VersionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2038,7 @@ func (x *VersionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionCount.ProtoReflect.Descriptor instead.
 func (*VersionCount) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *VersionCount) GetVersion() string {
@@ -1997,7 +2079,7 @@ type GetFleetHealthResponse struct {
 
 func (x *GetFleetHealthResponse) Reset() {
 	*x = GetFleetHealthResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2009,7 +2091,7 @@ func (x *GetFleetHealthResponse) String() string {
 func (*GetFleetHealthResponse) ProtoMessage() {}
 
 func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2022,7 +2104,7 @@ func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GetFleetHealthResponse) GetClustersTotal() int64 {
@@ -2125,7 +2207,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2219,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2232,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 // WatchFleetResponse is one change.
@@ -2171,7 +2253,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2265,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2278,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *WatchFleetResponse) GetEvent() isWatchFleetResponse_Event {
@@ -2311,7 +2393,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2323,7 +2405,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2336,7 +2418,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{43}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ListAuditEventsRequest) GetLimit() int32 {
@@ -2363,7 +2445,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2375,7 +2457,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2388,7 +2470,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{44}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2432,7 +2514,10 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x15DeleteClusterResponse\"7\n" +
 	"\x12RevokeAgentRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x15\n" +
-	"\x13RevokeAgentResponse\"\xfb\x01\n" +
+	"\x13RevokeAgentResponse\":\n" +
+	"\x15ReleaseClusterRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x18\n" +
+	"\x16ReleaseClusterResponse\"\xfb\x01\n" +
 	"\x12ApplyBundleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
@@ -2536,7 +2621,7 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xcb\x16\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xb0\x17\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
@@ -2544,7 +2629,8 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x0eListHeartbeats\x12'.kollect.fleet.v1.ListHeartbeatsRequest\x1a(.kollect.fleet.v1.ListHeartbeatsResponse\x12i\n" +
 	"\x10SetClusterLabels\x12).kollect.fleet.v1.SetClusterLabelsRequest\x1a*.kollect.fleet.v1.SetClusterLabelsResponse\x12`\n" +
 	"\rDeleteCluster\x12&.kollect.fleet.v1.DeleteClusterRequest\x1a'.kollect.fleet.v1.DeleteClusterResponse\x12Z\n" +
-	"\vRevokeAgent\x12$.kollect.fleet.v1.RevokeAgentRequest\x1a%.kollect.fleet.v1.RevokeAgentResponse\x12Z\n" +
+	"\vRevokeAgent\x12$.kollect.fleet.v1.RevokeAgentRequest\x1a%.kollect.fleet.v1.RevokeAgentResponse\x12c\n" +
+	"\x0eReleaseCluster\x12'.kollect.fleet.v1.ReleaseClusterRequest\x1a(.kollect.fleet.v1.ReleaseClusterResponse\x12Z\n" +
 	"\vApplyBundle\x12$.kollect.fleet.v1.ApplyBundleRequest\x1a%.kollect.fleet.v1.ApplyBundleResponse\x12Z\n" +
 	"\vListBundles\x12$.kollect.fleet.v1.ListBundlesRequest\x1a%.kollect.fleet.v1.ListBundlesResponse\x12T\n" +
 	"\tGetBundle\x12\".kollect.fleet.v1.GetBundleRequest\x1a#.kollect.fleet.v1.GetBundleResponse\x12r\n" +
@@ -2583,7 +2669,7 @@ func file_kollect_fleet_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_fleet_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),          // 0: kollect.fleet.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),         // 1: kollect.fleet.v1.ListClustersResponse
@@ -2597,160 +2683,164 @@ var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*DeleteClusterResponse)(nil),        // 9: kollect.fleet.v1.DeleteClusterResponse
 	(*RevokeAgentRequest)(nil),           // 10: kollect.fleet.v1.RevokeAgentRequest
 	(*RevokeAgentResponse)(nil),          // 11: kollect.fleet.v1.RevokeAgentResponse
-	(*ApplyBundleRequest)(nil),           // 12: kollect.fleet.v1.ApplyBundleRequest
-	(*ApplyBundleResponse)(nil),          // 13: kollect.fleet.v1.ApplyBundleResponse
-	(*ListBundlesRequest)(nil),           // 14: kollect.fleet.v1.ListBundlesRequest
-	(*ListBundlesResponse)(nil),          // 15: kollect.fleet.v1.ListBundlesResponse
-	(*GetBundleRequest)(nil),             // 16: kollect.fleet.v1.GetBundleRequest
-	(*GetBundleResponse)(nil),            // 17: kollect.fleet.v1.GetBundleResponse
-	(*ListBundleRevisionsRequest)(nil),   // 18: kollect.fleet.v1.ListBundleRevisionsRequest
-	(*ListBundleRevisionsResponse)(nil),  // 19: kollect.fleet.v1.ListBundleRevisionsResponse
-	(*DiffBundleRevisionsRequest)(nil),   // 20: kollect.fleet.v1.DiffBundleRevisionsRequest
-	(*DiffBundleRevisionsResponse)(nil),  // 21: kollect.fleet.v1.DiffBundleRevisionsResponse
-	(*DeleteBundleRequest)(nil),          // 22: kollect.fleet.v1.DeleteBundleRequest
-	(*DeleteBundleResponse)(nil),         // 23: kollect.fleet.v1.DeleteBundleResponse
-	(*CreateBootstrapTokenRequest)(nil),  // 24: kollect.fleet.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil), // 25: kollect.fleet.v1.CreateBootstrapTokenResponse
-	(*ListBootstrapTokensRequest)(nil),   // 26: kollect.fleet.v1.ListBootstrapTokensRequest
-	(*ListBootstrapTokensResponse)(nil),  // 27: kollect.fleet.v1.ListBootstrapTokensResponse
-	(*RevokeBootstrapTokenRequest)(nil),  // 28: kollect.fleet.v1.RevokeBootstrapTokenRequest
-	(*RevokeBootstrapTokenResponse)(nil), // 29: kollect.fleet.v1.RevokeBootstrapTokenResponse
-	(*CreateAPITokenRequest)(nil),        // 30: kollect.fleet.v1.CreateAPITokenRequest
-	(*CreateAPITokenResponse)(nil),       // 31: kollect.fleet.v1.CreateAPITokenResponse
-	(*ListAPITokensRequest)(nil),         // 32: kollect.fleet.v1.ListAPITokensRequest
-	(*ListAPITokensResponse)(nil),        // 33: kollect.fleet.v1.ListAPITokensResponse
-	(*RevokeAPITokenRequest)(nil),        // 34: kollect.fleet.v1.RevokeAPITokenRequest
-	(*RevokeAPITokenResponse)(nil),       // 35: kollect.fleet.v1.RevokeAPITokenResponse
-	(*WhoAmIRequest)(nil),                // 36: kollect.fleet.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),               // 37: kollect.fleet.v1.WhoAmIResponse
-	(*GetFleetHealthRequest)(nil),        // 38: kollect.fleet.v1.GetFleetHealthRequest
-	(*VersionCount)(nil),                 // 39: kollect.fleet.v1.VersionCount
-	(*GetFleetHealthResponse)(nil),       // 40: kollect.fleet.v1.GetFleetHealthResponse
-	(*WatchFleetRequest)(nil),            // 41: kollect.fleet.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),           // 42: kollect.fleet.v1.WatchFleetResponse
-	(*ListAuditEventsRequest)(nil),       // 43: kollect.fleet.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),      // 44: kollect.fleet.v1.ListAuditEventsResponse
-	nil,                                  // 45: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	(*Cluster)(nil),                      // 46: kollect.fleet.v1.Cluster
-	(*AgentStatus)(nil),                  // 47: kollect.fleet.v1.AgentStatus
-	(*HeartbeatRecord)(nil),              // 48: kollect.fleet.v1.HeartbeatRecord
-	(*LabelSelector)(nil),                // 49: kollect.fleet.v1.LabelSelector
-	(*BundleRevision)(nil),               // 50: kollect.fleet.v1.BundleRevision
-	(*Bundle)(nil),                       // 51: kollect.fleet.v1.Bundle
-	(*durationpb.Duration)(nil),          // 52: google.protobuf.Duration
-	(*BootstrapToken)(nil),               // 53: kollect.fleet.v1.BootstrapToken
-	(Role)(0),                            // 54: kollect.fleet.v1.Role
-	(*APIToken)(nil),                     // 55: kollect.fleet.v1.APIToken
-	(*SinkFreshness)(nil),                // 56: kollect.fleet.v1.SinkFreshness
-	(*timestamppb.Timestamp)(nil),        // 57: google.protobuf.Timestamp
-	(*Rollout)(nil),                      // 58: kollect.fleet.v1.Rollout
-	(*AuditEvent)(nil),                   // 59: kollect.fleet.v1.AuditEvent
-	(*StartRolloutRequest)(nil),          // 60: kollect.fleet.v1.StartRolloutRequest
-	(*GetRolloutRequest)(nil),            // 61: kollect.fleet.v1.GetRolloutRequest
-	(*ListRolloutsRequest)(nil),          // 62: kollect.fleet.v1.ListRolloutsRequest
-	(*PauseRolloutRequest)(nil),          // 63: kollect.fleet.v1.PauseRolloutRequest
-	(*ResumeRolloutRequest)(nil),         // 64: kollect.fleet.v1.ResumeRolloutRequest
-	(*AbortRolloutRequest)(nil),          // 65: kollect.fleet.v1.AbortRolloutRequest
-	(*RollbackRolloutRequest)(nil),       // 66: kollect.fleet.v1.RollbackRolloutRequest
-	(*StartRolloutResponse)(nil),         // 67: kollect.fleet.v1.StartRolloutResponse
-	(*GetRolloutResponse)(nil),           // 68: kollect.fleet.v1.GetRolloutResponse
-	(*ListRolloutsResponse)(nil),         // 69: kollect.fleet.v1.ListRolloutsResponse
-	(*PauseRolloutResponse)(nil),         // 70: kollect.fleet.v1.PauseRolloutResponse
-	(*ResumeRolloutResponse)(nil),        // 71: kollect.fleet.v1.ResumeRolloutResponse
-	(*AbortRolloutResponse)(nil),         // 72: kollect.fleet.v1.AbortRolloutResponse
-	(*RollbackRolloutResponse)(nil),      // 73: kollect.fleet.v1.RollbackRolloutResponse
+	(*ReleaseClusterRequest)(nil),        // 12: kollect.fleet.v1.ReleaseClusterRequest
+	(*ReleaseClusterResponse)(nil),       // 13: kollect.fleet.v1.ReleaseClusterResponse
+	(*ApplyBundleRequest)(nil),           // 14: kollect.fleet.v1.ApplyBundleRequest
+	(*ApplyBundleResponse)(nil),          // 15: kollect.fleet.v1.ApplyBundleResponse
+	(*ListBundlesRequest)(nil),           // 16: kollect.fleet.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),          // 17: kollect.fleet.v1.ListBundlesResponse
+	(*GetBundleRequest)(nil),             // 18: kollect.fleet.v1.GetBundleRequest
+	(*GetBundleResponse)(nil),            // 19: kollect.fleet.v1.GetBundleResponse
+	(*ListBundleRevisionsRequest)(nil),   // 20: kollect.fleet.v1.ListBundleRevisionsRequest
+	(*ListBundleRevisionsResponse)(nil),  // 21: kollect.fleet.v1.ListBundleRevisionsResponse
+	(*DiffBundleRevisionsRequest)(nil),   // 22: kollect.fleet.v1.DiffBundleRevisionsRequest
+	(*DiffBundleRevisionsResponse)(nil),  // 23: kollect.fleet.v1.DiffBundleRevisionsResponse
+	(*DeleteBundleRequest)(nil),          // 24: kollect.fleet.v1.DeleteBundleRequest
+	(*DeleteBundleResponse)(nil),         // 25: kollect.fleet.v1.DeleteBundleResponse
+	(*CreateBootstrapTokenRequest)(nil),  // 26: kollect.fleet.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil), // 27: kollect.fleet.v1.CreateBootstrapTokenResponse
+	(*ListBootstrapTokensRequest)(nil),   // 28: kollect.fleet.v1.ListBootstrapTokensRequest
+	(*ListBootstrapTokensResponse)(nil),  // 29: kollect.fleet.v1.ListBootstrapTokensResponse
+	(*RevokeBootstrapTokenRequest)(nil),  // 30: kollect.fleet.v1.RevokeBootstrapTokenRequest
+	(*RevokeBootstrapTokenResponse)(nil), // 31: kollect.fleet.v1.RevokeBootstrapTokenResponse
+	(*CreateAPITokenRequest)(nil),        // 32: kollect.fleet.v1.CreateAPITokenRequest
+	(*CreateAPITokenResponse)(nil),       // 33: kollect.fleet.v1.CreateAPITokenResponse
+	(*ListAPITokensRequest)(nil),         // 34: kollect.fleet.v1.ListAPITokensRequest
+	(*ListAPITokensResponse)(nil),        // 35: kollect.fleet.v1.ListAPITokensResponse
+	(*RevokeAPITokenRequest)(nil),        // 36: kollect.fleet.v1.RevokeAPITokenRequest
+	(*RevokeAPITokenResponse)(nil),       // 37: kollect.fleet.v1.RevokeAPITokenResponse
+	(*WhoAmIRequest)(nil),                // 38: kollect.fleet.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 39: kollect.fleet.v1.WhoAmIResponse
+	(*GetFleetHealthRequest)(nil),        // 40: kollect.fleet.v1.GetFleetHealthRequest
+	(*VersionCount)(nil),                 // 41: kollect.fleet.v1.VersionCount
+	(*GetFleetHealthResponse)(nil),       // 42: kollect.fleet.v1.GetFleetHealthResponse
+	(*WatchFleetRequest)(nil),            // 43: kollect.fleet.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),           // 44: kollect.fleet.v1.WatchFleetResponse
+	(*ListAuditEventsRequest)(nil),       // 45: kollect.fleet.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),      // 46: kollect.fleet.v1.ListAuditEventsResponse
+	nil,                                  // 47: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	(*Cluster)(nil),                      // 48: kollect.fleet.v1.Cluster
+	(*AgentStatus)(nil),                  // 49: kollect.fleet.v1.AgentStatus
+	(*HeartbeatRecord)(nil),              // 50: kollect.fleet.v1.HeartbeatRecord
+	(*LabelSelector)(nil),                // 51: kollect.fleet.v1.LabelSelector
+	(*BundleRevision)(nil),               // 52: kollect.fleet.v1.BundleRevision
+	(*Bundle)(nil),                       // 53: kollect.fleet.v1.Bundle
+	(*durationpb.Duration)(nil),          // 54: google.protobuf.Duration
+	(*BootstrapToken)(nil),               // 55: kollect.fleet.v1.BootstrapToken
+	(Role)(0),                            // 56: kollect.fleet.v1.Role
+	(*APIToken)(nil),                     // 57: kollect.fleet.v1.APIToken
+	(*SinkFreshness)(nil),                // 58: kollect.fleet.v1.SinkFreshness
+	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
+	(*Rollout)(nil),                      // 60: kollect.fleet.v1.Rollout
+	(*AuditEvent)(nil),                   // 61: kollect.fleet.v1.AuditEvent
+	(*StartRolloutRequest)(nil),          // 62: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 63: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 64: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 65: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 66: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 67: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 68: kollect.fleet.v1.RollbackRolloutRequest
+	(*StartRolloutResponse)(nil),         // 69: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 70: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 71: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 72: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 73: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 74: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 75: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
-	46, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
-	46, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	47, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
-	48, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
-	45, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	46, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	49, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	50, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	51, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
-	51, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	50, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	50, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
-	52, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
-	53, // 13: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
-	53, // 14: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
-	54, // 15: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	55, // 16: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	55, // 17: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	54, // 18: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
-	39, // 19: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	39, // 20: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	56, // 21: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	52, // 22: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	52, // 23: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	57, // 24: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	46, // 25: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	51, // 26: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	58, // 27: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
-	57, // 28: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	59, // 29: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	48, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
+	48, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	49, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
+	50, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
+	47, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	48, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	51, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	52, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	53, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
+	53, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	52, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	52, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
+	54, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
+	55, // 13: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
+	55, // 14: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
+	56, // 15: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
+	57, // 16: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	57, // 17: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	56, // 18: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
+	41, // 19: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	41, // 20: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	58, // 21: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	54, // 22: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	54, // 23: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	59, // 24: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	48, // 25: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	53, // 26: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	60, // 27: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	59, // 28: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	61, // 29: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
 	0,  // 30: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
 	2,  // 31: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
 	4,  // 32: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
 	6,  // 33: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
 	8,  // 34: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
 	10, // 35: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	12, // 36: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	14, // 37: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	16, // 38: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	18, // 39: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	20, // 40: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	22, // 41: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	24, // 42: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	26, // 43: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	28, // 44: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	30, // 45: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	32, // 46: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	34, // 47: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	36, // 48: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
-	38, // 49: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	41, // 50: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	43, // 51: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	60, // 52: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	61, // 53: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	62, // 54: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	63, // 55: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	64, // 56: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	65, // 57: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	66, // 58: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 59: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 60: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 61: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
-	7,  // 62: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	9,  // 63: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	11, // 64: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	13, // 65: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	15, // 66: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	17, // 67: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	19, // 68: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	21, // 69: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	23, // 70: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	25, // 71: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	27, // 72: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	29, // 73: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	31, // 74: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	33, // 75: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	35, // 76: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	37, // 77: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
-	40, // 78: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	42, // 79: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	44, // 80: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	67, // 81: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	68, // 82: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	69, // 83: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	70, // 84: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	71, // 85: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	72, // 86: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	73, // 87: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	59, // [59:88] is the sub-list for method output_type
-	30, // [30:59] is the sub-list for method input_type
+	12, // 36: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
+	14, // 37: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	16, // 38: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	18, // 39: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	20, // 40: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	22, // 41: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	24, // 42: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	26, // 43: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	28, // 44: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	30, // 45: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	32, // 46: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	34, // 47: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	36, // 48: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	38, // 49: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	40, // 50: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	43, // 51: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	45, // 52: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	62, // 53: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	63, // 54: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	64, // 55: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	65, // 56: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	66, // 57: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	67, // 58: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	68, // 59: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 60: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 61: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 62: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 63: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 64: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 65: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 66: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
+	15, // 67: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	17, // 68: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	19, // 69: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	21, // 70: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	23, // 71: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	25, // 72: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	27, // 73: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	29, // 74: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	31, // 75: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	33, // 76: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	35, // 77: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	37, // 78: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	39, // 79: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	42, // 80: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	44, // 81: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	46, // 82: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	69, // 83: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	70, // 84: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	71, // 85: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	72, // 86: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	73, // 87: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	74, // 88: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	75, // 89: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	60, // [60:90] is the sub-list for method output_type
+	30, // [30:60] is the sub-list for method input_type
 	30, // [30:30] is the sub-list for extension type_name
 	30, // [30:30] is the sub-list for extension extendee
 	0,  // [0:30] is the sub-list for field type_name
@@ -2763,7 +2853,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 	}
 	file_kollect_fleet_v1_rollout_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
-	file_kollect_fleet_v1_fleet_proto_msgTypes[42].OneofWrappers = []any{
+	file_kollect_fleet_v1_fleet_proto_msgTypes[44].OneofWrappers = []any{
 		(*WatchFleetResponse_Cluster)(nil),
 		(*WatchFleetResponse_ClusterRemoved)(nil),
 		(*WatchFleetResponse_Bundle)(nil),
@@ -2776,7 +2866,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_fleet_proto_rawDesc), len(file_kollect_fleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   46,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -49,8 +49,12 @@ type AgentServiceClient interface {
 	//
 	// Errors: CodeUnauthenticated when the token is unknown, expired, revoked or used up;
 	// CodeAlreadyExists when cluster_name is registered to another live agent and replacement
-	// is not allowed (see RegisterRequest.replace_existing); CodeInvalidArgument for a bad name
-	// or labels. Each successful call consumes one use of the token.
+	// is not allowed (see RegisterRequest.replace_existing); CodeFailedPrecondition when
+	// cluster_name was revoked and an admin has not released it (FleetService.ReleaseCluster);
+	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
+	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
+	// many registrations or failed authentications. Each successful call consumes one use of
+	// the token.
 	Register(context.Context, *connect.Request[v1.RegisterRequest]) (*connect.Response[v1.RegisterResponse], error)
 	// WatchConfig streams the configuration the hub wants on this cluster: the first message
 	// is sent at once, later ones whenever the desired set changes (a new bundle revision, a
@@ -127,8 +131,12 @@ type AgentServiceHandler interface {
 	//
 	// Errors: CodeUnauthenticated when the token is unknown, expired, revoked or used up;
 	// CodeAlreadyExists when cluster_name is registered to another live agent and replacement
-	// is not allowed (see RegisterRequest.replace_existing); CodeInvalidArgument for a bad name
-	// or labels. Each successful call consumes one use of the token.
+	// is not allowed (see RegisterRequest.replace_existing); CodeFailedPrecondition when
+	// cluster_name was revoked and an admin has not released it (FleetService.ReleaseCluster);
+	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
+	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
+	// many registrations or failed authentications. Each successful call consumes one use of
+	// the token.
 	Register(context.Context, *connect.Request[v1.RegisterRequest]) (*connect.Response[v1.RegisterResponse], error)
 	// WatchConfig streams the configuration the hub wants on this cluster: the first message
 	// is sent at once, later ones whenever the desired set changes (a new bundle revision, a

@@ -50,6 +50,9 @@ const (
 	// FleetServiceRevokeAgentProcedure is the fully-qualified name of the FleetService's RevokeAgent
 	// RPC.
 	FleetServiceRevokeAgentProcedure = "/kollect.fleet.v1.FleetService/RevokeAgent"
+	// FleetServiceReleaseClusterProcedure is the fully-qualified name of the FleetService's
+	// ReleaseCluster RPC.
+	FleetServiceReleaseClusterProcedure = "/kollect.fleet.v1.FleetService/ReleaseCluster"
 	// FleetServiceApplyBundleProcedure is the fully-qualified name of the FleetService's ApplyBundle
 	// RPC.
 	FleetServiceApplyBundleProcedure = "/kollect.fleet.v1.FleetService/ApplyBundle"
@@ -136,8 +139,13 @@ type FleetServiceClient interface {
 	// registered again.
 	DeleteCluster(context.Context, *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error)
 	// RevokeAgent revokes a cluster's agent credential; the agent is refused on its next call
-	// and its WatchConfig stream is closed (admin).
+	// and its WatchConfig stream is closed (admin). The cluster's name stays blocked: Register
+	// refuses it with CodeFailedPrecondition until ReleaseCluster.
 	RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error)
+	// ReleaseCluster lets the name of a revoked cluster be registered again, by the next agent
+	// that registers it with a valid bootstrap token (admin; audited). CodeFailedPrecondition
+	// when the cluster is not revoked, CodeNotFound when it is unknown.
+	ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error)
 	// ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from
 	// multi-document YAML of kollect.dev objects and a cluster selector (operator). The
 	// manifests are validated against the Kollect CRD schemas (OpenAPI and CEL rules) and every
@@ -247,6 +255,12 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+FleetServiceRevokeAgentProcedure,
 			connect.WithSchema(fleetServiceMethods.ByName("RevokeAgent")),
+			connect.WithClientOptions(opts...),
+		),
+		releaseCluster: connect.NewClient[v1.ReleaseClusterRequest, v1.ReleaseClusterResponse](
+			httpClient,
+			baseURL+FleetServiceReleaseClusterProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("ReleaseCluster")),
 			connect.WithClientOptions(opts...),
 		),
 		applyBundle: connect.NewClient[v1.ApplyBundleRequest, v1.ApplyBundleResponse](
@@ -398,6 +412,7 @@ type fleetServiceClient struct {
 	setClusterLabels     *connect.Client[v1.SetClusterLabelsRequest, v1.SetClusterLabelsResponse]
 	deleteCluster        *connect.Client[v1.DeleteClusterRequest, v1.DeleteClusterResponse]
 	revokeAgent          *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
+	releaseCluster       *connect.Client[v1.ReleaseClusterRequest, v1.ReleaseClusterResponse]
 	applyBundle          *connect.Client[v1.ApplyBundleRequest, v1.ApplyBundleResponse]
 	listBundles          *connect.Client[v1.ListBundlesRequest, v1.ListBundlesResponse]
 	getBundle            *connect.Client[v1.GetBundleRequest, v1.GetBundleResponse]
@@ -451,6 +466,11 @@ func (c *fleetServiceClient) DeleteCluster(ctx context.Context, req *connect.Req
 // RevokeAgent calls kollect.fleet.v1.FleetService.RevokeAgent.
 func (c *fleetServiceClient) RevokeAgent(ctx context.Context, req *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error) {
 	return c.revokeAgent.CallUnary(ctx, req)
+}
+
+// ReleaseCluster calls kollect.fleet.v1.FleetService.ReleaseCluster.
+func (c *fleetServiceClient) ReleaseCluster(ctx context.Context, req *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error) {
+	return c.releaseCluster.CallUnary(ctx, req)
 }
 
 // ApplyBundle calls kollect.fleet.v1.FleetService.ApplyBundle.
@@ -587,8 +607,13 @@ type FleetServiceHandler interface {
 	// registered again.
 	DeleteCluster(context.Context, *connect.Request[v1.DeleteClusterRequest]) (*connect.Response[v1.DeleteClusterResponse], error)
 	// RevokeAgent revokes a cluster's agent credential; the agent is refused on its next call
-	// and its WatchConfig stream is closed (admin).
+	// and its WatchConfig stream is closed (admin). The cluster's name stays blocked: Register
+	// refuses it with CodeFailedPrecondition until ReleaseCluster.
 	RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error)
+	// ReleaseCluster lets the name of a revoked cluster be registered again, by the next agent
+	// that registers it with a valid bootstrap token (admin; audited). CodeFailedPrecondition
+	// when the cluster is not revoked, CodeNotFound when it is unknown.
+	ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error)
 	// ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from
 	// multi-document YAML of kollect.dev objects and a cluster selector (operator). The
 	// manifests are validated against the Kollect CRD schemas (OpenAPI and CEL rules) and every
@@ -694,6 +719,12 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		FleetServiceRevokeAgentProcedure,
 		svc.RevokeAgent,
 		connect.WithSchema(fleetServiceMethods.ByName("RevokeAgent")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceReleaseClusterHandler := connect.NewUnaryHandler(
+		FleetServiceReleaseClusterProcedure,
+		svc.ReleaseCluster,
+		connect.WithSchema(fleetServiceMethods.ByName("ReleaseCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
 	fleetServiceApplyBundleHandler := connect.NewUnaryHandler(
@@ -848,6 +879,8 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceDeleteClusterHandler.ServeHTTP(w, r)
 		case FleetServiceRevokeAgentProcedure:
 			fleetServiceRevokeAgentHandler.ServeHTTP(w, r)
+		case FleetServiceReleaseClusterProcedure:
+			fleetServiceReleaseClusterHandler.ServeHTTP(w, r)
 		case FleetServiceApplyBundleProcedure:
 			fleetServiceApplyBundleHandler.ServeHTTP(w, r)
 		case FleetServiceListBundlesProcedure:
@@ -925,6 +958,10 @@ func (UnimplementedFleetServiceHandler) DeleteCluster(context.Context, *connect.
 
 func (UnimplementedFleetServiceHandler) RevokeAgent(context.Context, *connect.Request[v1.RevokeAgentRequest]) (*connect.Response[v1.RevokeAgentResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.RevokeAgent is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ReleaseCluster is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) ApplyBundle(context.Context, *connect.Request[v1.ApplyBundleRequest]) (*connect.Response[v1.ApplyBundleResponse], error) {

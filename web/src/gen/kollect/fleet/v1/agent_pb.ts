@@ -275,8 +275,12 @@ export const AgentService: GenService<{
    *
    * Errors: CodeUnauthenticated when the token is unknown, expired, revoked or used up;
    * CodeAlreadyExists when cluster_name is registered to another live agent and replacement
-   * is not allowed (see RegisterRequest.replace_existing); CodeInvalidArgument for a bad name
-   * or labels. Each successful call consumes one use of the token.
+   * is not allowed (see RegisterRequest.replace_existing); CodeFailedPrecondition when
+   * cluster_name was revoked and an admin has not released it (FleetService.ReleaseCluster);
+   * CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
+   * google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
+   * many registrations or failed authentications. Each successful call consumes one use of
+   * the token.
    *
    * @generated from rpc kollect.fleet.v1.AgentService.Register
    */

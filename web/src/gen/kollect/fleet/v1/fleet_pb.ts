@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kollect/fleet/v1/fleet.proto.
  */
 export const file_kollect_fleet_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIjcKFUxpc3RIZWFydGJlYXRzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEg0KBWxpbWl0GAIgASgFIk8KFkxpc3RIZWFydGJlYXRzUmVzcG9uc2USNQoKaGVhcnRiZWF0cxgBIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSGVhcnRiZWF0UmVjb3JkIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIrUBChJBcHBseUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIRCgltYW5pZmVzdHMYAyABKAkSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIPCgdtZXNzYWdlGAUgASgJEg8KB2RyeV9ydW4YBiABKAgSDAoEaG9sZBgHIAEoCCJ1ChNBcHBseUJ1bmRsZVJlc3BvbnNlEjIKCHJldmlzaW9uGAEgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbhIPCgdjcmVhdGVkGAIgASgIEhkKEXNlbGVjdGVkX2NsdXN0ZXJzGAMgAygJIhQKEkxpc3RCdW5kbGVzUmVxdWVzdCJAChNMaXN0QnVuZGxlc1Jlc3BvbnNlEikKB2J1bmRsZXMYASADKAsyGC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZSIyChBHZXRCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEAoIcmV2aXNpb24YAiABKAMicQoRR2V0QnVuZGxlUmVzcG9uc2USKAoGYnVuZGxlGAEgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUSMgoIcmV2aXNpb24YAiABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIioKGkxpc3RCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkiUgobTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEjMKCXJldmlzaW9ucxgBIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24iVgoaRGlmZkJ1bmRsZVJldmlzaW9uc1JlcXVlc3QSDAoEbmFtZRgBIAEoCRIVCg1mcm9tX3JldmlzaW9uGAIgASgDEhMKC3RvX3JldmlzaW9uGAMgASgDInkKG0RpZmZCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIVCg1mcm9tX3JldmlzaW9uGAEgASgDEhMKC3RvX3JldmlzaW9uGAIgASgDEhQKDHVuaWZpZWRfZGlmZhgDIAEoCRIYChBzZWxlY3Rvcl9jaGFuZ2VkGAQgASgIIiMKE0RlbGV0ZUJ1bmRsZVJlcXVlc3QSDAoEbmFtZRgBIAEoCSIWChREZWxldGVCdW5kbGVSZXNwb25zZSKDAQobQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0EhMKC2Rlc2NyaXB0aW9uGAEgASgJEiYKA3R0bBgCIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIQCghtYXhfdXNlcxgDIAEoAxIVCg1hbGxvd19yZXBsYWNlGAQgASgIIl8KHENyZWF0ZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USLwoFdG9rZW4YASABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJvb3RzdHJhcFRva2VuEg4KBnNlY3JldBgCIAEoCSIcChpMaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdCJPChtMaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USMAoGdG9rZW5zGAEgAygLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbiIpChtSZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiHgocUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZSJLChVDcmVhdGVBUElUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIkCgRyb2xlGAIgASgOMhYua29sbGVjdC5mbGVldC52MS5Sb2xlIlMKFkNyZWF0ZUFQSVRva2VuUmVzcG9uc2USKQoFdG9rZW4YASABKAsyGi5rb2xsZWN0LmZsZWV0LnYxLkFQSVRva2VuEg4KBnNlY3JldBgCIAEoCSIWChRMaXN0QVBJVG9rZW5zUmVxdWVzdCJDChVMaXN0QVBJVG9rZW5zUmVzcG9uc2USKgoGdG9rZW5zGAEgAygLMhoua29sbGVjdC5mbGVldC52MS5BUElUb2tlbiIjChVSZXZva2VBUElUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiGAoWUmV2b2tlQVBJVG9rZW5SZXNwb25zZSIPCg1XaG9BbUlSZXF1ZXN0IkQKDldob0FtSVJlc3BvbnNlEgwKBG5hbWUYASABKAkSJAoEcm9sZRgCIAEoDjIWLmtvbGxlY3QuZmxlZXQudjEuUm9sZSIXChVHZXRGbGVldEhlYWx0aFJlcXVlc3QiMQoMVmVyc2lvbkNvdW50Eg8KB3ZlcnNpb24YASABKAkSEAoIY2x1c3RlcnMYAiABKAMikAQKFkdldEZsZWV0SGVhbHRoUmVzcG9uc2USFgoOY2x1c3RlcnNfdG90YWwYASABKAMSFwoPY2x1c3RlcnNfb25saW5lGAIgASgDEhYKDmNsdXN0ZXJzX3N0YWxlGAMgASgDEhgKEGNsdXN0ZXJzX29mZmxpbmUYBCABKAMSGAoQY2x1c3RlcnNfcGVuZGluZxgFIAEoAxIYChBjbHVzdGVyc19yZXZva2VkGAYgASgDEhwKFGNsdXN0ZXJzX2NvbmZpZ19za2V3GAcgASgDEjYKDmFnZW50X3ZlcnNpb25zGAggAygLMh4ua29sbGVjdC5mbGVldC52MS5WZXJzaW9uQ291bnQSOwoTa3ViZXJuZXRlc192ZXJzaW9ucxgJIAMoCzIeLmtvbGxlY3QuZmxlZXQudjEuVmVyc2lvbkNvdW50EjkKEGV4cG9ydF9mcmVzaG5lc3MYCiADKAsyHy5rb2xsZWN0LmZsZWV0LnYxLlNpbmtGcmVzaG5lc3MSLgoLc3RhbGVfYWZ0ZXIYCyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SMAoNb2ZmbGluZV9hZnRlchgMIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIvCgtjb21wdXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiEwoRV2F0Y2hGbGVldFJlcXVlc3QihAIKEldhdGNoRmxlZXRSZXNwb25zZRIsCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVySAASGQoPY2x1c3Rlcl9yZW1vdmVkGAIgASgJSAASKgoGYnVuZGxlGAMgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGVIABIYCg5idW5kbGVfcmVtb3ZlZBgEIAEoCUgAEiwKB3JvbGxvdXQYBiABKAsyGS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxvdXRIABIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVldmVudCI6ChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgFEhEKCWJlZm9yZV9pZBgCIAEoAyJHChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIsCgZldmVudHMYASADKAsyHC5rb2xsZWN0LmZsZWV0LnYxLkF1ZGl0RXZlbnQyyxYKDEZsZWV0U2VydmljZRJdCgxMaXN0Q2x1c3RlcnMSJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1Jlc3BvbnNlElcKCkdldENsdXN0ZXISIy5rb2xsZWN0LmZsZWV0LnYxLkdldENsdXN0ZXJSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRDbHVzdGVyUmVzcG9uc2USYwoOTGlzdEhlYXJ0YmVhdHMSJy5rb2xsZWN0LmZsZWV0LnYxLkxpc3RIZWFydGJlYXRzUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuTGlzdEhlYXJ0YmVhdHNSZXNwb25zZRJpChBTZXRDbHVzdGVyTGFiZWxzEikua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBoqLmtvbGxlY3QuZmxlZXQudjEuU2V0Q2x1c3RlckxhYmVsc1Jlc3BvbnNlEmAKDURlbGV0ZUNsdXN0ZXISJi5rb2xsZWN0LmZsZWV0LnYxLkRlbGV0ZUNsdXN0ZXJSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5EZWxldGVDbHVzdGVyUmVzcG9uc2USWgoLUmV2b2tlQWdlbnQSJC5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFnZW50UmVxdWVzdBolLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQWdlbnRSZXNwb25zZRJaCgtBcHBseUJ1bmRsZRIkLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5BcHBseUJ1bmRsZVJlc3BvbnNlEloKC0xpc3RCdW5kbGVzEiQua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1JlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USVAoJR2V0QnVuZGxlEiIua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXF1ZXN0GiMua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXNwb25zZRJyChNMaXN0QnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEnIKE0RpZmZCdW5kbGVSZXZpc2lvbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USXQoMRGVsZXRlQnVuZGxlEiUua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXNwb25zZRJ1ChRDcmVhdGVCb290c3RyYXBUb2tlbhItLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0Gi4ua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlc3BvbnNlEnIKE0xpc3RCb290c3RyYXBUb2tlbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCb290c3RyYXBUb2tlbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5MaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USdQoUUmV2b2tlQm9vdHN0cmFwVG9rZW4SLS5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUJvb3RzdHJhcFRva2VuUmVxdWVzdBouLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZRJjCg5DcmVhdGVBUElUb2tlbhInLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQVBJVG9rZW5SZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5DcmVhdGVBUElUb2tlblJlc3BvbnNlEmAKDUxpc3RBUElUb2tlbnMSJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBUElUb2tlbnNSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5MaXN0QVBJVG9rZW5zUmVzcG9uc2USYwoOUmV2b2tlQVBJVG9rZW4SJy5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFQSVRva2VuUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQVBJVG9rZW5SZXNwb25zZRJLCgZXaG9BbUkSHy5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlcXVlc3QaIC5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlc3BvbnNlEmMKDkdldEZsZWV0SGVhbHRoEicua29sbGVjdC5mbGVldC52MS5HZXRGbGVldEhlYWx0aFJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkdldEZsZWV0SGVhbHRoUmVzcG9uc2USWQoKV2F0Y2hGbGVldBIjLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hGbGVldFJlcXVlc3QaJC5rb2xsZWN0LmZsZWV0LnYxLldhdGNoRmxlZXRSZXNwb25zZTABEmYKD0xpc3RBdWRpdEV2ZW50cxIoLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBopLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USXQoMU3RhcnRSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXNwb25zZRJXCgpHZXRSb2xsb3V0EiMua29sbGVjdC5mbGVldC52MS5HZXRSb2xsb3V0UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuR2V0Um9sbG91dFJlc3BvbnNlEl0KDExpc3RSb2xsb3V0cxIlLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVzcG9uc2USXQoMUGF1c2VSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXNwb25zZRJgCg1SZXN1bWVSb2xsb3V0EiYua29sbGVjdC5mbGVldC52MS5SZXN1bWVSb2xsb3V0UmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuUmVzdW1lUm9sbG91dFJlc3BvbnNlEl0KDEFib3J0Um9sbG91dBIlLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVzcG9uc2USZgoPUm9sbGJhY2tSb2xsb3V0Eigua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXF1ZXN0Gikua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXNwb25zZUIwWi5rb2xsZWN0LmRldi9wcm90by9nZW4va29sbGVjdC9mbGVldC92MTtmbGVldHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
+  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIjcKFUxpc3RIZWFydGJlYXRzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEg0KBWxpbWl0GAIgASgFIk8KFkxpc3RIZWFydGJlYXRzUmVzcG9uc2USNQoKaGVhcnRiZWF0cxgBIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSGVhcnRiZWF0UmVjb3JkIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIi0KFVJlbGVhc2VDbHVzdGVyUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkiGAoWUmVsZWFzZUNsdXN0ZXJSZXNwb25zZSK1AQoSQXBwbHlCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEQoJbWFuaWZlc3RzGAMgASgJEjkKEGNsdXN0ZXJfc2VsZWN0b3IYBCABKAsyHy5rb2xsZWN0LmZsZWV0LnYxLkxhYmVsU2VsZWN0b3ISDwoHbWVzc2FnZRgFIAEoCRIPCgdkcnlfcnVuGAYgASgIEgwKBGhvbGQYByABKAgidQoTQXBwbHlCdW5kbGVSZXNwb25zZRIyCghyZXZpc2lvbhgBIAEoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24SDwoHY3JlYXRlZBgCIAEoCBIZChFzZWxlY3RlZF9jbHVzdGVycxgDIAMoCSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiQAoTTGlzdEJ1bmRsZXNSZXNwb25zZRIpCgdidW5kbGVzGAEgAygLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUiMgoQR2V0QnVuZGxlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgDInEKEUdldEJ1bmRsZVJlc3BvbnNlEigKBmJ1bmRsZRgBIAEoCzIYLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlEjIKCHJldmlzaW9uGAIgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbiIqChpMaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBIMCgRuYW1lGAEgASgJIlIKG0xpc3RCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIzCglyZXZpc2lvbnMYASADKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIlYKGkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoNZnJvbV9yZXZpc2lvbhgCIAEoAxITCgt0b19yZXZpc2lvbhgDIAEoAyJ5ChtEaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USFQoNZnJvbV9yZXZpc2lvbhgBIAEoAxITCgt0b19yZXZpc2lvbhgCIAEoAxIUCgx1bmlmaWVkX2RpZmYYAyABKAkSGAoQc2VsZWN0b3JfY2hhbmdlZBgEIAEoCCIjChNEZWxldGVCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiFgoURGVsZXRlQnVuZGxlUmVzcG9uc2UigwEKG0NyZWF0ZUJvb3RzdHJhcFRva2VuUmVxdWVzdBITCgtkZXNjcmlwdGlvbhgBIAEoCRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIbWF4X3VzZXMYAyABKAMSFQoNYWxsb3dfcmVwbGFjZRgEIAEoCCJfChxDcmVhdGVCb290c3RyYXBUb2tlblJlc3BvbnNlEi8KBXRva2VuGAEgASgLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbhIOCgZzZWNyZXQYAiABKAkiHAoaTGlzdEJvb3RzdHJhcFRva2Vuc1JlcXVlc3QiTwobTGlzdEJvb3RzdHJhcFRva2Vuc1Jlc3BvbnNlEjAKBnRva2VucxgBIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuQm9vdHN0cmFwVG9rZW4iKQobUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0EgoKAmlkGAEgASgJIh4KHFJldm9rZUJvb3RzdHJhcFRva2VuUmVzcG9uc2UiSwoVQ3JlYXRlQVBJVG9rZW5SZXF1ZXN0EgwKBG5hbWUYASABKAkSJAoEcm9sZRgCIAEoDjIWLmtvbGxlY3QuZmxlZXQudjEuUm9sZSJTChZDcmVhdGVBUElUb2tlblJlc3BvbnNlEikKBXRva2VuGAEgASgLMhoua29sbGVjdC5mbGVldC52MS5BUElUb2tlbhIOCgZzZWNyZXQYAiABKAkiFgoUTGlzdEFQSVRva2Vuc1JlcXVlc3QiQwoVTGlzdEFQSVRva2Vuc1Jlc3BvbnNlEioKBnRva2VucxgBIAMoCzIaLmtvbGxlY3QuZmxlZXQudjEuQVBJVG9rZW4iIwoVUmV2b2tlQVBJVG9rZW5SZXF1ZXN0EgoKAmlkGAEgASgJIhgKFlJldm9rZUFQSVRva2VuUmVzcG9uc2UiDwoNV2hvQW1JUmVxdWVzdCJECg5XaG9BbUlSZXNwb25zZRIMCgRuYW1lGAEgASgJEiQKBHJvbGUYAiABKA4yFi5rb2xsZWN0LmZsZWV0LnYxLlJvbGUiFwoVR2V0RmxlZXRIZWFsdGhSZXF1ZXN0IjEKDFZlcnNpb25Db3VudBIPCgd2ZXJzaW9uGAEgASgJEhAKCGNsdXN0ZXJzGAIgASgDIpAEChZHZXRGbGVldEhlYWx0aFJlc3BvbnNlEhYKDmNsdXN0ZXJzX3RvdGFsGAEgASgDEhcKD2NsdXN0ZXJzX29ubGluZRgCIAEoAxIWCg5jbHVzdGVyc19zdGFsZRgDIAEoAxIYChBjbHVzdGVyc19vZmZsaW5lGAQgASgDEhgKEGNsdXN0ZXJzX3BlbmRpbmcYBSABKAMSGAoQY2x1c3RlcnNfcmV2b2tlZBgGIAEoAxIcChRjbHVzdGVyc19jb25maWdfc2tldxgHIAEoAxI2Cg5hZ2VudF92ZXJzaW9ucxgIIAMoCzIeLmtvbGxlY3QuZmxlZXQudjEuVmVyc2lvbkNvdW50EjsKE2t1YmVybmV0ZXNfdmVyc2lvbnMYCSADKAsyHi5rb2xsZWN0LmZsZWV0LnYxLlZlcnNpb25Db3VudBI5ChBleHBvcnRfZnJlc2huZXNzGAogAygLMh8ua29sbGVjdC5mbGVldC52MS5TaW5rRnJlc2huZXNzEi4KC3N0YWxlX2FmdGVyGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDW9mZmxpbmVfYWZ0ZXIYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoLY29tcHV0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIhMKEVdhdGNoRmxlZXRSZXF1ZXN0IoQCChJXYXRjaEZsZWV0UmVzcG9uc2USLAoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlckgAEhkKD2NsdXN0ZXJfcmVtb3ZlZBgCIAEoCUgAEioKBmJ1bmRsZRgDIAEoCzIYLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlSAASGAoOYnVuZGxlX3JlbW92ZWQYBCABKAlIABIsCgdyb2xsb3V0GAYgASgLMhkua29sbGVjdC5mbGVldC52MS5Sb2xsb3V0SAASKAoEdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCBwoFZXZlbnQiOgoWTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBINCgVsaW1pdBgBIAEoBRIRCgliZWZvcmVfaWQYAiABKAMiRwoXTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USLAoGZXZlbnRzGAEgAygLMhwua29sbGVjdC5mbGVldC52MS5BdWRpdEV2ZW50MrAXCgxGbGVldFNlcnZpY2USXQoMTGlzdENsdXN0ZXJzEiUua29sbGVjdC5mbGVldC52MS5MaXN0Q2x1c3RlcnNSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5MaXN0Q2x1c3RlcnNSZXNwb25zZRJXCgpHZXRDbHVzdGVyEiMua29sbGVjdC5mbGVldC52MS5HZXRDbHVzdGVyUmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuR2V0Q2x1c3RlclJlc3BvbnNlEmMKDkxpc3RIZWFydGJlYXRzEicua29sbGVjdC5mbGVldC52MS5MaXN0SGVhcnRiZWF0c1JlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkxpc3RIZWFydGJlYXRzUmVzcG9uc2USaQoQU2V0Q2x1c3RlckxhYmVscxIpLmtvbGxlY3QuZmxlZXQudjEuU2V0Q2x1c3RlckxhYmVsc1JlcXVlc3QaKi5rb2xsZWN0LmZsZWV0LnYxLlNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRJgCg1EZWxldGVDbHVzdGVyEiYua29sbGVjdC5mbGVldC52MS5EZWxldGVDbHVzdGVyUmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQ2x1c3RlclJlc3BvbnNlEloKC1Jldm9rZUFnZW50EiQua29sbGVjdC5mbGVldC52MS5SZXZva2VBZ2VudFJlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFnZW50UmVzcG9uc2USYwoOUmVsZWFzZUNsdXN0ZXISJy5rb2xsZWN0LmZsZWV0LnYxLlJlbGVhc2VDbHVzdGVyUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuUmVsZWFzZUNsdXN0ZXJSZXNwb25zZRJaCgtBcHBseUJ1bmRsZRIkLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5BcHBseUJ1bmRsZVJlc3BvbnNlEloKC0xpc3RCdW5kbGVzEiQua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1JlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USVAoJR2V0QnVuZGxlEiIua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXF1ZXN0GiMua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXNwb25zZRJyChNMaXN0QnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEnIKE0RpZmZCdW5kbGVSZXZpc2lvbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USXQoMRGVsZXRlQnVuZGxlEiUua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXNwb25zZRJ1ChRDcmVhdGVCb290c3RyYXBUb2tlbhItLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0Gi4ua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlc3BvbnNlEnIKE0xpc3RCb290c3RyYXBUb2tlbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCb290c3RyYXBUb2tlbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5MaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USdQoUUmV2b2tlQm9vdHN0cmFwVG9rZW4SLS5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUJvb3RzdHJhcFRva2VuUmVxdWVzdBouLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZRJjCg5DcmVhdGVBUElUb2tlbhInLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQVBJVG9rZW5SZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5DcmVhdGVBUElUb2tlblJlc3BvbnNlEmAKDUxpc3RBUElUb2tlbnMSJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBUElUb2tlbnNSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5MaXN0QVBJVG9rZW5zUmVzcG9uc2USYwoOUmV2b2tlQVBJVG9rZW4SJy5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFQSVRva2VuUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQVBJVG9rZW5SZXNwb25zZRJLCgZXaG9BbUkSHy5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlcXVlc3QaIC5rb2xsZWN0LmZsZWV0LnYxLldob0FtSVJlc3BvbnNlEmMKDkdldEZsZWV0SGVhbHRoEicua29sbGVjdC5mbGVldC52MS5HZXRGbGVldEhlYWx0aFJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkdldEZsZWV0SGVhbHRoUmVzcG9uc2USWQoKV2F0Y2hGbGVldBIjLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hGbGVldFJlcXVlc3QaJC5rb2xsZWN0LmZsZWV0LnYxLldhdGNoRmxlZXRSZXNwb25zZTABEmYKD0xpc3RBdWRpdEV2ZW50cxIoLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVxdWVzdBopLmtvbGxlY3QuZmxlZXQudjEuTGlzdEF1ZGl0RXZlbnRzUmVzcG9uc2USXQoMU3RhcnRSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5TdGFydFJvbGxvdXRSZXNwb25zZRJXCgpHZXRSb2xsb3V0EiMua29sbGVjdC5mbGVldC52MS5HZXRSb2xsb3V0UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuR2V0Um9sbG91dFJlc3BvbnNlEl0KDExpc3RSb2xsb3V0cxIlLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuTGlzdFJvbGxvdXRzUmVzcG9uc2USXQoMUGF1c2VSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5QYXVzZVJvbGxvdXRSZXNwb25zZRJgCg1SZXN1bWVSb2xsb3V0EiYua29sbGVjdC5mbGVldC52MS5SZXN1bWVSb2xsb3V0UmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuUmVzdW1lUm9sbG91dFJlc3BvbnNlEl0KDEFib3J0Um9sbG91dBIlLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuQWJvcnRSb2xsb3V0UmVzcG9uc2USZgoPUm9sbGJhY2tSb2xsb3V0Eigua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXF1ZXN0Gikua29sbGVjdC5mbGVldC52MS5Sb2xsYmFja1JvbGxvdXRSZXNwb25zZUIwWi5rb2xsZWN0LmRldi9wcm90by9nZW4va29sbGVjdC9mbGVldC92MTtmbGVldHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
 
 /**
  * ListClustersRequest filters the cluster list.
@@ -258,6 +258,40 @@ export const RevokeAgentResponseSchema: GenMessage<RevokeAgentResponse> = /*@__P
   messageDesc(file_kollect_fleet_v1_fleet, 11);
 
 /**
+ * ReleaseClusterRequest names the revoked cluster whose name is released.
+ *
+ * @generated from message kollect.fleet.v1.ReleaseClusterRequest
+ */
+export type ReleaseClusterRequest = Message<"kollect.fleet.v1.ReleaseClusterRequest"> & {
+  /**
+   * @generated from field: string cluster_name = 1;
+   */
+  clusterName: string;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ReleaseClusterRequest.
+ * Use `create(ReleaseClusterRequestSchema)` to create a new message.
+ */
+export const ReleaseClusterRequestSchema: GenMessage<ReleaseClusterRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 12);
+
+/**
+ * ReleaseClusterResponse is empty.
+ *
+ * @generated from message kollect.fleet.v1.ReleaseClusterResponse
+ */
+export type ReleaseClusterResponse = Message<"kollect.fleet.v1.ReleaseClusterResponse"> & {
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ReleaseClusterResponse.
+ * Use `create(ReleaseClusterResponseSchema)` to create a new message.
+ */
+export const ReleaseClusterResponseSchema: GenMessage<ReleaseClusterResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 13);
+
+/**
  * ApplyBundleRequest uploads a bundle revision.
  *
  * @generated from message kollect.fleet.v1.ApplyBundleRequest
@@ -313,7 +347,7 @@ export type ApplyBundleRequest = Message<"kollect.fleet.v1.ApplyBundleRequest"> 
  * Use `create(ApplyBundleRequestSchema)` to create a new message.
  */
 export const ApplyBundleRequestSchema: GenMessage<ApplyBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 12);
+  messageDesc(file_kollect_fleet_v1_fleet, 14);
 
 /**
  * ApplyBundleResponse reports the stored (or, with dry_run, the would-be) revision.
@@ -346,7 +380,7 @@ export type ApplyBundleResponse = Message<"kollect.fleet.v1.ApplyBundleResponse"
  * Use `create(ApplyBundleResponseSchema)` to create a new message.
  */
 export const ApplyBundleResponseSchema: GenMessage<ApplyBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 13);
+  messageDesc(file_kollect_fleet_v1_fleet, 15);
 
 /**
  * ListBundlesRequest is empty.
@@ -361,7 +395,7 @@ export type ListBundlesRequest = Message<"kollect.fleet.v1.ListBundlesRequest"> 
  * Use `create(ListBundlesRequestSchema)` to create a new message.
  */
 export const ListBundlesRequestSchema: GenMessage<ListBundlesRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 14);
+  messageDesc(file_kollect_fleet_v1_fleet, 16);
 
 /**
  * ListBundlesResponse holds bundles sorted by name.
@@ -380,7 +414,7 @@ export type ListBundlesResponse = Message<"kollect.fleet.v1.ListBundlesResponse"
  * Use `create(ListBundlesResponseSchema)` to create a new message.
  */
 export const ListBundlesResponseSchema: GenMessage<ListBundlesResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 15);
+  messageDesc(file_kollect_fleet_v1_fleet, 17);
 
 /**
  * GetBundleRequest names a bundle and optionally a revision.
@@ -406,7 +440,7 @@ export type GetBundleRequest = Message<"kollect.fleet.v1.GetBundleRequest"> & {
  * Use `create(GetBundleRequestSchema)` to create a new message.
  */
 export const GetBundleRequestSchema: GenMessage<GetBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 16);
+  messageDesc(file_kollect_fleet_v1_fleet, 18);
 
 /**
  * GetBundleResponse holds the bundle and the revision with manifests.
@@ -430,7 +464,7 @@ export type GetBundleResponse = Message<"kollect.fleet.v1.GetBundleResponse"> & 
  * Use `create(GetBundleResponseSchema)` to create a new message.
  */
 export const GetBundleResponseSchema: GenMessage<GetBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 17);
+  messageDesc(file_kollect_fleet_v1_fleet, 19);
 
 /**
  * ListBundleRevisionsRequest names a bundle.
@@ -449,7 +483,7 @@ export type ListBundleRevisionsRequest = Message<"kollect.fleet.v1.ListBundleRev
  * Use `create(ListBundleRevisionsRequestSchema)` to create a new message.
  */
 export const ListBundleRevisionsRequestSchema: GenMessage<ListBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 18);
+  messageDesc(file_kollect_fleet_v1_fleet, 20);
 
 /**
  * ListBundleRevisionsResponse holds revisions newest first, manifests left empty.
@@ -468,7 +502,7 @@ export type ListBundleRevisionsResponse = Message<"kollect.fleet.v1.ListBundleRe
  * Use `create(ListBundleRevisionsResponseSchema)` to create a new message.
  */
 export const ListBundleRevisionsResponseSchema: GenMessage<ListBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 19);
+  messageDesc(file_kollect_fleet_v1_fleet, 21);
 
 /**
  * DiffBundleRevisionsRequest names two revisions of one bundle.
@@ -501,7 +535,7 @@ export type DiffBundleRevisionsRequest = Message<"kollect.fleet.v1.DiffBundleRev
  * Use `create(DiffBundleRevisionsRequestSchema)` to create a new message.
  */
 export const DiffBundleRevisionsRequestSchema: GenMessage<DiffBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 20);
+  messageDesc(file_kollect_fleet_v1_fleet, 22);
 
 /**
  * DiffBundleRevisionsResponse holds a unified diff of the manifests (empty when equal) and
@@ -536,7 +570,7 @@ export type DiffBundleRevisionsResponse = Message<"kollect.fleet.v1.DiffBundleRe
  * Use `create(DiffBundleRevisionsResponseSchema)` to create a new message.
  */
 export const DiffBundleRevisionsResponseSchema: GenMessage<DiffBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 21);
+  messageDesc(file_kollect_fleet_v1_fleet, 23);
 
 /**
  * DeleteBundleRequest names a bundle.
@@ -555,7 +589,7 @@ export type DeleteBundleRequest = Message<"kollect.fleet.v1.DeleteBundleRequest"
  * Use `create(DeleteBundleRequestSchema)` to create a new message.
  */
 export const DeleteBundleRequestSchema: GenMessage<DeleteBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 22);
+  messageDesc(file_kollect_fleet_v1_fleet, 24);
 
 /**
  * DeleteBundleResponse is empty.
@@ -570,7 +604,7 @@ export type DeleteBundleResponse = Message<"kollect.fleet.v1.DeleteBundleRespons
  * Use `create(DeleteBundleResponseSchema)` to create a new message.
  */
 export const DeleteBundleResponseSchema: GenMessage<DeleteBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 23);
+  messageDesc(file_kollect_fleet_v1_fleet, 25);
 
 /**
  * CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -614,7 +648,7 @@ export type CreateBootstrapTokenRequest = Message<"kollect.fleet.v1.CreateBootst
  * Use `create(CreateBootstrapTokenRequestSchema)` to create a new message.
  */
 export const CreateBootstrapTokenRequestSchema: GenMessage<CreateBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 24);
+  messageDesc(file_kollect_fleet_v1_fleet, 26);
 
 /**
  * CreateBootstrapTokenResponse carries the secret, shown once.
@@ -638,7 +672,7 @@ export type CreateBootstrapTokenResponse = Message<"kollect.fleet.v1.CreateBoots
  * Use `create(CreateBootstrapTokenResponseSchema)` to create a new message.
  */
 export const CreateBootstrapTokenResponseSchema: GenMessage<CreateBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 25);
+  messageDesc(file_kollect_fleet_v1_fleet, 27);
 
 /**
  * ListBootstrapTokensRequest is empty.
@@ -653,7 +687,7 @@ export type ListBootstrapTokensRequest = Message<"kollect.fleet.v1.ListBootstrap
  * Use `create(ListBootstrapTokensRequestSchema)` to create a new message.
  */
 export const ListBootstrapTokensRequestSchema: GenMessage<ListBootstrapTokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 26);
+  messageDesc(file_kollect_fleet_v1_fleet, 28);
 
 /**
  * ListBootstrapTokensResponse holds the tokens, newest first.
@@ -672,7 +706,7 @@ export type ListBootstrapTokensResponse = Message<"kollect.fleet.v1.ListBootstra
  * Use `create(ListBootstrapTokensResponseSchema)` to create a new message.
  */
 export const ListBootstrapTokensResponseSchema: GenMessage<ListBootstrapTokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 27);
+  messageDesc(file_kollect_fleet_v1_fleet, 29);
 
 /**
  * RevokeBootstrapTokenRequest names a token by id.
@@ -691,7 +725,7 @@ export type RevokeBootstrapTokenRequest = Message<"kollect.fleet.v1.RevokeBootst
  * Use `create(RevokeBootstrapTokenRequestSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenRequestSchema: GenMessage<RevokeBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 28);
+  messageDesc(file_kollect_fleet_v1_fleet, 30);
 
 /**
  * RevokeBootstrapTokenResponse is empty.
@@ -706,7 +740,7 @@ export type RevokeBootstrapTokenResponse = Message<"kollect.fleet.v1.RevokeBoots
  * Use `create(RevokeBootstrapTokenResponseSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenResponseSchema: GenMessage<RevokeBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 29);
+  messageDesc(file_kollect_fleet_v1_fleet, 31);
 
 /**
  * CreateAPITokenRequest describes a new API token.
@@ -732,7 +766,7 @@ export type CreateAPITokenRequest = Message<"kollect.fleet.v1.CreateAPITokenRequ
  * Use `create(CreateAPITokenRequestSchema)` to create a new message.
  */
 export const CreateAPITokenRequestSchema: GenMessage<CreateAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 30);
+  messageDesc(file_kollect_fleet_v1_fleet, 32);
 
 /**
  * CreateAPITokenResponse carries the secret, shown once.
@@ -756,7 +790,7 @@ export type CreateAPITokenResponse = Message<"kollect.fleet.v1.CreateAPITokenRes
  * Use `create(CreateAPITokenResponseSchema)` to create a new message.
  */
 export const CreateAPITokenResponseSchema: GenMessage<CreateAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 31);
+  messageDesc(file_kollect_fleet_v1_fleet, 33);
 
 /**
  * ListAPITokensRequest is empty.
@@ -771,7 +805,7 @@ export type ListAPITokensRequest = Message<"kollect.fleet.v1.ListAPITokensReques
  * Use `create(ListAPITokensRequestSchema)` to create a new message.
  */
 export const ListAPITokensRequestSchema: GenMessage<ListAPITokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 32);
+  messageDesc(file_kollect_fleet_v1_fleet, 34);
 
 /**
  * ListAPITokensResponse holds the tokens, newest first.
@@ -790,7 +824,7 @@ export type ListAPITokensResponse = Message<"kollect.fleet.v1.ListAPITokensRespo
  * Use `create(ListAPITokensResponseSchema)` to create a new message.
  */
 export const ListAPITokensResponseSchema: GenMessage<ListAPITokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 33);
+  messageDesc(file_kollect_fleet_v1_fleet, 35);
 
 /**
  * RevokeAPITokenRequest names a token by id.
@@ -809,7 +843,7 @@ export type RevokeAPITokenRequest = Message<"kollect.fleet.v1.RevokeAPITokenRequ
  * Use `create(RevokeAPITokenRequestSchema)` to create a new message.
  */
 export const RevokeAPITokenRequestSchema: GenMessage<RevokeAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 34);
+  messageDesc(file_kollect_fleet_v1_fleet, 36);
 
 /**
  * RevokeAPITokenResponse is empty.
@@ -824,7 +858,7 @@ export type RevokeAPITokenResponse = Message<"kollect.fleet.v1.RevokeAPITokenRes
  * Use `create(RevokeAPITokenResponseSchema)` to create a new message.
  */
 export const RevokeAPITokenResponseSchema: GenMessage<RevokeAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 35);
+  messageDesc(file_kollect_fleet_v1_fleet, 37);
 
 /**
  * WhoAmIRequest is empty.
@@ -839,7 +873,7 @@ export type WhoAmIRequest = Message<"kollect.fleet.v1.WhoAmIRequest"> & {
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 36);
+  messageDesc(file_kollect_fleet_v1_fleet, 38);
 
 /**
  * WhoAmIResponse describes the calling API token.
@@ -865,7 +899,7 @@ export type WhoAmIResponse = Message<"kollect.fleet.v1.WhoAmIResponse"> & {
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 37);
+  messageDesc(file_kollect_fleet_v1_fleet, 39);
 
 /**
  * GetFleetHealthRequest is empty.
@@ -880,7 +914,7 @@ export type GetFleetHealthRequest = Message<"kollect.fleet.v1.GetFleetHealthRequ
  * Use `create(GetFleetHealthRequestSchema)` to create a new message.
  */
 export const GetFleetHealthRequestSchema: GenMessage<GetFleetHealthRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 38);
+  messageDesc(file_kollect_fleet_v1_fleet, 40);
 
 /**
  * VersionCount is how many clusters run one version.
@@ -904,7 +938,7 @@ export type VersionCount = Message<"kollect.fleet.v1.VersionCount"> & {
  * Use `create(VersionCountSchema)` to create a new message.
  */
 export const VersionCountSchema: GenMessage<VersionCount> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 39);
+  messageDesc(file_kollect_fleet_v1_fleet, 41);
 
 /**
  * GetFleetHealthResponse is the fleet summary.
@@ -987,7 +1021,7 @@ export type GetFleetHealthResponse = Message<"kollect.fleet.v1.GetFleetHealthRes
  * Use `create(GetFleetHealthResponseSchema)` to create a new message.
  */
 export const GetFleetHealthResponseSchema: GenMessage<GetFleetHealthResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 40);
+  messageDesc(file_kollect_fleet_v1_fleet, 42);
 
 /**
  * WatchFleetRequest is empty.
@@ -1002,7 +1036,7 @@ export type WatchFleetRequest = Message<"kollect.fleet.v1.WatchFleetRequest"> & 
  * Use `create(WatchFleetRequestSchema)` to create a new message.
  */
 export const WatchFleetRequestSchema: GenMessage<WatchFleetRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 41);
+  messageDesc(file_kollect_fleet_v1_fleet, 43);
 
 /**
  * WatchFleetResponse is one change.
@@ -1067,7 +1101,7 @@ export type WatchFleetResponse = Message<"kollect.fleet.v1.WatchFleetResponse"> 
  * Use `create(WatchFleetResponseSchema)` to create a new message.
  */
 export const WatchFleetResponseSchema: GenMessage<WatchFleetResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 42);
+  messageDesc(file_kollect_fleet_v1_fleet, 44);
 
 /**
  * ListAuditEventsRequest pages through the audit log.
@@ -1095,7 +1129,7 @@ export type ListAuditEventsRequest = Message<"kollect.fleet.v1.ListAuditEventsRe
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 43);
+  messageDesc(file_kollect_fleet_v1_fleet, 45);
 
 /**
  * ListAuditEventsResponse holds events, newest first.
@@ -1114,7 +1148,7 @@ export type ListAuditEventsResponse = Message<"kollect.fleet.v1.ListAuditEventsR
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 44);
+  messageDesc(file_kollect_fleet_v1_fleet, 46);
 
 /**
  * FleetService is called by people and their tools: the dashboard (connect-web) and the
@@ -1187,7 +1221,8 @@ export const FleetService: GenService<{
   },
   /**
    * RevokeAgent revokes a cluster's agent credential; the agent is refused on its next call
-   * and its WatchConfig stream is closed (admin).
+   * and its WatchConfig stream is closed (admin). The cluster's name stays blocked: Register
+   * refuses it with CodeFailedPrecondition until ReleaseCluster.
    *
    * @generated from rpc kollect.fleet.v1.FleetService.RevokeAgent
    */
@@ -1195,6 +1230,18 @@ export const FleetService: GenService<{
     methodKind: "unary";
     input: typeof RevokeAgentRequestSchema;
     output: typeof RevokeAgentResponseSchema;
+  },
+  /**
+   * ReleaseCluster lets the name of a revoked cluster be registered again, by the next agent
+   * that registers it with a valid bootstrap token (admin; audited). CodeFailedPrecondition
+   * when the cluster is not revoked, CodeNotFound when it is unknown.
+   *
+   * @generated from rpc kollect.fleet.v1.FleetService.ReleaseCluster
+   */
+  releaseCluster: {
+    methodKind: "unary";
+    input: typeof ReleaseClusterRequestSchema;
+    output: typeof ReleaseClusterResponseSchema;
   },
   /**
    * ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from
