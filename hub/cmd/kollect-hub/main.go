@@ -46,6 +46,7 @@ func run() error {
 		failEvery  = flag.Duration("auth-failure-interval", server.DefaultAuthFailureLimit.Interval, "one more failed authentication per client address per interval once the burst is spent")
 		bootTTL    = flag.Duration("bootstrap-token-max-ttl", server.DefaultBootstrapMaxTTL, "longest time to live a bootstrap token may be created with (tokens live 24h unless they ask otherwise)")
 		bootUses   = flag.Int64("bootstrap-token-max-uses", server.DefaultBootstrapMaxUses, "most registrations a bootstrap token may be created for (tokens allow one unless they ask otherwise; 0: no ceiling)")
+		retryWin   = flag.Duration("register-retry-window", server.DefaultRegisterRetryWindow, "how long a registration retried with the same bootstrap token completes the first one (while its credential was never used) instead of being refused")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -79,7 +80,7 @@ func run() error {
 		HeartbeatInterval: *heartbeat, PollInterval: *poll, RolloutInterval: *rollouts, Log: log,
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
-		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses,
+		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
 	}
 	if *bootUses == 0 {
 		cfg.BootstrapMaxUses = -1

@@ -40,7 +40,21 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	}
 	// The token is checked, reading only, before anything takes the store's write lock: a
 	// flood of registrations with bad tokens costs reads, never the lock every agent needs.
-	if err := a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), a.s.cfg.Now()); err != nil {
+	now := a.s.cfg.Now()
+	retrySince := now.Add(-a.s.cfg.RegisterRetryWindow)
+	err := a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), now)
+	if errors.Is(err, store.ErrTokenInvalid) {
+		// A used-up token may still complete its own registration again: the agent that got
+		// a credential but could not store it retries with the same token.
+		retry, rerr := a.s.store.RegistrationRetryable(ctx, m.GetClusterName(), auth.Hash(m.GetBootstrapToken()), retrySince)
+		if rerr != nil {
+			return nil, storeError(rerr)
+		}
+		if retry {
+			err = nil
+		}
+	}
+	if err != nil {
 		if errors.Is(err, store.ErrTokenInvalid) {
 			// Logged, audited and counted against the caller's address by auth.AgentAuth.
 			return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("registering cluster %s: %w",
@@ -57,10 +71,10 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	_, err = a.s.store.RegisterCluster(ctx, store.RegisterParams{
+	registered, err := a.s.store.RegisterCluster(ctx, store.RegisterParams{
 		TokenHash: auth.Hash(m.GetBootstrapToken()), Name: m.GetClusterName(), Labels: m.GetLabels(),
 		CredentialHash: hash, Replace: m.GetReplaceExisting(), AgentVersion: m.GetAgentVersion(),
-		KubernetesVersion: m.GetKubernetesVersion(), Now: a.s.cfg.Now(),
+		KubernetesVersion: m.GetKubernetesVersion(), Now: now, RetrySince: retrySince,
 	}, labelsel.Match)
 	switch {
 	case errors.Is(err, store.ErrTokenInvalid):
@@ -78,14 +92,14 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	a.s.dispatcher.Disconnect(m.GetClusterName(), connect.NewError(connect.CodeUnauthenticated,
 		errors.New("this cluster was registered again by another agent")))
 	if err := a.s.store.AppendAudit(ctx, store.AuditEvent{Actor: "cluster:" + m.GetClusterName(), Action: "Register",
-		Target: "cluster/" + m.GetClusterName(), Detail: fmt.Sprintf("labels=%v replace=%v agent=%s",
-			m.GetLabels(), m.GetReplaceExisting(), m.GetAgentVersion())}); err != nil {
+		Target: "cluster/" + m.GetClusterName(), Detail: fmt.Sprintf("labels=%v replace=%v retry=%v agent=%s",
+			m.GetLabels(), m.GetReplaceExisting(), registered.Retried, m.GetAgentVersion())}); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
 	a.s.dispatcher.Kick() // its desired bundles are new
 	a.s.rollouts.Wake()   // it may join a rollout
 	a.s.log.InfoContext(ctx, "agent registered", "cluster", m.GetClusterName(), "labels", m.GetLabels(),
-		"agentVersion", m.GetAgentVersion())
+		"agentVersion", m.GetAgentVersion(), "retry", registered.Retried)
 	a.s.watcher.Poke()
 	return connect.NewResponse(&fleetv1.RegisterResponse{ClusterName: m.GetClusterName(), Credential: secret,
 		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval)}), nil

@@ -73,6 +73,12 @@ func TestDuplicateClusterAndReplacement(t *testing.T) {
 	h := startHub(t, "")
 	plain := h.bootstrapToken(t, time.Hour, 0, false)
 	first, _ := h.register(t, plain.GetSecret(), "alpha", nil)
+	// The first agent uses its credential, as every agent does at once after registering: a
+	// registration with the same token is no longer the retry of an agent that lost it
+	// (TestRegistrationRetryCompletes) but a second agent.
+	if _, err := first.ReportStatus(context.Background(), connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}})); err != nil {
+		t.Fatal(err)
+	}
 	ce := wantCode(t, register(h, plain.GetSecret(), "alpha", false), connect.CodeAlreadyExists, "second agent for alpha")
 	if !strings.Contains(ce.Message(), "allow_replace") {
 		t.Errorf("refusal does not say how to replace: %q", ce.Message())

@@ -70,7 +70,11 @@ type Config struct {
 	// BootstrapMaxUses sets no ceiling). A token asks for one use and 24 h unless it says more.
 	BootstrapMaxTTL  time.Duration
 	BootstrapMaxUses int64
-	Log              *slog.Logger
+	// RegisterRetryWindow is how long after a registration a retry with the same bootstrap
+	// token completes it again (new credential, no use taken) while the credential was never
+	// used; DefaultRegisterRetryWindow when zero.
+	RegisterRetryWindow time.Duration
+	Log                 *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
@@ -87,11 +91,18 @@ var (
 const (
 	DefaultBootstrapMaxTTL  = 7 * 24 * time.Hour
 	DefaultBootstrapMaxUses = 1000
+	// DefaultRegisterRetryWindow covers an agent's retries with backoff after it failed to
+	// store its credential, and is short enough that a copied token cannot take over a
+	// cluster name much later.
+	DefaultRegisterRetryWindow = 15 * time.Minute
 )
 
 func (c *Config) defaults() {
 	if c.BootstrapMaxTTL == 0 {
 		c.BootstrapMaxTTL = DefaultBootstrapMaxTTL
+	}
+	if c.RegisterRetryWindow == 0 {
+		c.RegisterRetryWindow = DefaultRegisterRetryWindow
 	}
 	if c.BootstrapMaxUses == 0 {
 		c.BootstrapMaxUses = DefaultBootstrapMaxUses

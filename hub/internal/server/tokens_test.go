@@ -11,6 +11,7 @@ import (
 
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
 // TestBootstrapTokenDefaults: a token created without a TTL or a number of uses allows one
@@ -50,5 +51,54 @@ func TestBootstrapTokenDefaults(t *testing.T) {
 	if _, err := h.admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
 		Ttl: durationpb.New(48 * time.Hour), MaxUses: 5})); err != nil {
 		t.Fatalf("a token at the ceilings: %v", err)
+	}
+}
+
+// TestRegistrationRetryCompletes: an agent that registered but could not store its
+// credential registers again with the same one-use token and gets a working credential
+// instead of "already registered"; the lost credential stops working. Once the credential was
+// used, or after the retry window, the same retry is refused.
+func TestRegistrationRetryCompletes(t *testing.T) {
+	h := startHub(t, "", func(c *server.Config) { c.RegisterRetryWindow = 10 * time.Minute })
+	ctx := context.Background()
+	once := h.bootstrapToken(t, time.Hour, 1, false).GetSecret()
+	lost, _ := h.register(t, once, "alpha", map[string]string{"try": "1"})
+	agent, _ := h.register(t, once, "alpha", map[string]string{"try": "2"})
+	heartbeat := func(a fleetv1connect.AgentServiceClient) error {
+		_, err := a.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{AgentVersion: "v0.1.0"}}))
+		return err
+	}
+	wantCode(t, heartbeat(lost), connect.CodeUnauthenticated, "the credential the retry replaced")
+	if err := heartbeat(agent); err != nil {
+		t.Fatalf("the retried registration's credential: %v", err)
+	}
+	c, err := h.admin.GetCluster(ctx, connect.NewRequest(&fleetv1.GetClusterRequest{Name: "alpha"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Msg.GetCluster().GetLabels()["try"] != "2" {
+		t.Errorf("labels %v, want the retry's", c.Msg.GetCluster().GetLabels())
+	}
+	// The credential is in use now: a third registration is refused.
+	wantCode(t, register(h, once, "alpha", false), connect.CodeUnauthenticated, "a registration after the credential was used")
+
+	// Past the window the retry is refused too.
+	late := h.bootstrapToken(t, time.Hour, 1, false).GetSecret()
+	h.register(t, late, "beta", nil)
+	h.clock.Advance(11 * time.Minute)
+	wantCode(t, register(h, late, "beta", false), connect.CodeUnauthenticated, "a retry past the window")
+
+	audit, err := h.admin.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	retried := 0
+	for _, e := range audit.Msg.GetEvents() {
+		if e.GetAction() == "Register" && strings.Contains(e.GetDetail(), "retry=true") {
+			retried++
+		}
+	}
+	if retried != 1 {
+		t.Errorf("%d registrations audited as retries, want 1: %v", retried, audit.Msg.GetEvents())
 	}
 }

@@ -57,6 +57,10 @@ type Store interface {
 	// could register a cluster now (ErrTokenInvalid if not). Register asks it before taking
 	// any lock or writing anything, so that a flood of bad tokens cannot stall the store.
 	BootstrapTokenUsable(ctx context.Context, hash string, now time.Time) error
+	// RegistrationRetryable reports, reading only, whether a registration of this cluster
+	// with this (unrevoked) bootstrap token would complete an earlier one: the cluster
+	// registered with it at or after since and its credential was never used (no heartbeat).
+	RegistrationRetryable(ctx context.Context, cluster, hash string, since time.Time) (bool, error)
 
 	CreateAPIToken(ctx context.Context, t APIToken) error
 	ListAPITokens(ctx context.Context) ([]APIToken, error)
@@ -67,7 +71,9 @@ type Store interface {
 	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
 	// replaces an existing one (new credential, new labels) when it was revoked and released,
 	// or when p.Replace is set and the token allows it. A revoked name that was not released
-	// is refused with ErrClusterRevoked, whatever the token. It sets the cluster's desired revisions to the stable revision of every bundle whose
+	// is refused with ErrClusterRevoked, whatever the token. A registration that
+	// RegistrationRetryable(p.Name, p.TokenHash, p.RetrySince) allows completes the earlier
+	// one instead: new credential and labels, no use consumed, Retried set on the result. It sets the cluster's desired revisions to the stable revision of every bundle whose
 	// stable revision's selector matches (the target revision instead for a cluster an active
 	// rollout has already moved).
 	RegisterCluster(ctx context.Context, p RegisterParams, match Matcher) (Cluster, error)
@@ -186,7 +192,12 @@ type Cluster struct {
 	CredentialHash string
 	Revoked        bool
 	// Released: an admin released the revoked name; the next registration may take it.
-	Released          bool
+	Released bool
+	// BootstrapHash is the hash of the bootstrap token the cluster registered with.
+	BootstrapHash string
+	// Retried is set on RegisterCluster's result when it completed an earlier registration
+	// (it is not stored).
+	Retried           bool
 	AgentVersion      string
 	KubernetesVersion string
 	RegisteredAt      time.Time
@@ -198,11 +209,14 @@ type Cluster struct {
 
 // RegisterParams describes one registration.
 type RegisterParams struct {
-	TokenHash         string
-	Name              string
-	Labels            map[string]string
-	CredentialHash    string
-	Replace           bool // the request asks to replace; honoured only if the token allows it
+	TokenHash      string
+	Name           string
+	Labels         map[string]string
+	CredentialHash string
+	Replace        bool // the request asks to replace; honoured only if the token allows it
+	// RetrySince, when not zero, lets this registration complete an earlier one of the same
+	// cluster with the same token made at or after it whose credential was never used.
+	RetrySince        time.Time
 	AgentVersion      string
 	KubernetesVersion string
 	Now               time.Time

@@ -6,12 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"kollect.dev/hub/internal/store"
 )
 
-const clusterCols = `name, labels, credential_hash, revoked, released, agent_version, kubernetes_version,
-	registered_at, last_heartbeat, applied_digest, status`
+const clusterCols = `name, labels, credential_hash, revoked, released, bootstrap_hash, agent_version,
+	kubernetes_version, registered_at, last_heartbeat, applied_digest, status`
 
 func scanCluster(sc scanner) (store.Cluster, error) {
 	var (
@@ -19,7 +20,7 @@ func scanCluster(sc scanner) (store.Cluster, error) {
 		labels                   string
 		rev, rel, reg, heartbeat int64
 	)
-	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &rel, &c.AgentVersion, &c.KubernetesVersion,
+	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &rel, &c.BootstrapHash, &c.AgentVersion, &c.KubernetesVersion,
 		&reg, &heartbeat, &c.AppliedDigest, &c.Status); err != nil {
 		return c, err
 	}
@@ -37,25 +38,45 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		return store.Cluster{}, fmt.Errorf("encoding labels: %w", err)
 	}
 	now := ms(p.Now)
+	retried := false
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.bumpEpoch(ctx, tx); err != nil {
 			return err
+		}
+		existing, err := scanCluster(tx.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE name = ?`), p.Name))
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
+		}
+		missing := errors.Is(err, sql.ErrNoRows)
+		if !missing && !p.RetrySince.IsZero() {
+			ok, err := s.retryable(ctx, tx, p.Name, p.TokenHash, p.RetrySince)
+			if err != nil {
+				return err
+			}
+			if ok {
+				// The agent never used the credential it was given (it could not store it):
+				// give it a new one for the same registration, without taking another use.
+				retried = true
+				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, agent_version = ?,
+					kubernetes_version = ? WHERE name = ?`), string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, p.Name)
+				if err != nil {
+					return fmt.Errorf("completing the registration of %s again: %w", p.Name, err)
+				}
+				return s.assignBundles(ctx, tx, p.Name, p.Labels, now, match, false)
+			}
 		}
 		allowReplace, err := s.consumeBootstrapToken(ctx, tx, p.TokenHash, now)
 		if err != nil {
 			return err
 		}
-		existing, err := scanCluster(tx.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE name = ?`), p.Name))
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
+		case missing:
 			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (name, labels, credential_hash, revoked,
-				agent_version, kubernetes_version, registered_at) VALUES (?, ?, ?, 0, ?, ?, ?)`),
-				p.Name, string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, now)
+				bootstrap_hash, agent_version, kubernetes_version, registered_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?)`),
+				p.Name, string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now)
 			if err != nil {
 				return fmt.Errorf("inserting cluster %s: %w", p.Name, err)
 			}
-		case err != nil:
-			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
 		default:
 			// A revoked cluster's name stays blocked until an admin releases it, so a revoked
 			// agent (or whoever holds a token) cannot come straight back under it; a live
@@ -67,9 +88,9 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterExists)
 			}
 			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
-				agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
+				bootstrap_hash = ?, agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
 				applied_digest = '', status = '' WHERE name = ?`),
-				string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, now, p.Name)
+				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now, p.Name)
 			if err != nil {
 				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
 			}
@@ -79,7 +100,26 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 	if err != nil {
 		return store.Cluster{}, fmt.Errorf("registering cluster %s: %w", p.Name, err)
 	}
-	return s.GetCluster(ctx, p.Name)
+	c, err := s.GetCluster(ctx, p.Name)
+	c.Retried = retried
+	return c, err
+}
+
+// retryable is RegistrationRetryable on q (the database, or a registration's transaction).
+func (s *Store) retryable(ctx context.Context, q querier, cluster, hash string, since time.Time) (bool, error) {
+	var n int
+	err := q.QueryRowContext(ctx, s.q(`SELECT count(*) FROM clusters c JOIN bootstrap_tokens t ON t.hash = c.bootstrap_hash
+		WHERE c.name = ? AND c.bootstrap_hash = ? AND c.revoked = 0 AND c.last_heartbeat = 0 AND c.registered_at >= ?
+		AND t.revoked = 0`), cluster, hash, ms(since)).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("checking for a registration of %s to complete again: %w", cluster, err)
+	}
+	return n > 0, nil
+}
+
+// RegistrationRetryable implements store.Store.
+func (s *Store) RegistrationRetryable(ctx context.Context, cluster, hash string, since time.Time) (bool, error) {
+	return s.retryable(ctx, s.db, cluster, hash, since)
 }
 
 // assignBundles (re)selects every live bundle for a cluster with these labels, replacing its

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore Factory) {
 		"Tokens":                  testTokens,
 		"RegisterAndTokenRules":   testRegister,
 		"ReplaceAndRevoke":        testReplaceAndRevoke,
+		"RegistrationRetry":       testRegistrationRetry,
 		"ConcurrentRegistrations": testConcurrentRegistrations,
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
@@ -226,6 +227,65 @@ func testReplaceAndRevoke(t *testing.T, s store.Store) {
 	}
 	if err := s.ReleaseCluster(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("releasing unknown cluster: %v", err)
+	}
+}
+
+// testRegistrationRetry: a registration repeated with the same token within the retry window,
+// before its credential was used, completes the first one (new credential, no use taken);
+// after a heartbeat, with another token, past the window or once the token is revoked, it does
+// not.
+func testRegistrationRetry(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bootstrap(t, s, "once", 1, time.Hour, false)
+	bootstrap(t, s, "other", 5, time.Hour, false)
+	retry := func(token, name, cred string, since time.Time) (store.Cluster, error) {
+		return s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-" + token, Name: name, CredentialHash: cred,
+			Labels: map[string]string{"try": cred}, Now: t0.Add(2 * time.Minute), RetrySince: since}, matchAll)
+	}
+	first, err := register(s, "once", "alpha", "cred-1", nil, false)
+	must(t, err)
+	if first.Retried || first.BootstrapHash != "h-once" {
+		t.Fatalf("first registration: %+v", first)
+	}
+	if ok, err := s.RegistrationRetryable(ctx, "alpha", "h-once", t0); err != nil || !ok {
+		t.Fatalf("RegistrationRetryable before any heartbeat: %v %v", ok, err)
+	}
+	again, err := retry("once", "alpha", "cred-2", t0)
+	must(t, err)
+	if !again.Retried || again.CredentialHash != "cred-2" || again.Labels["try"] != "cred-2" {
+		t.Fatalf("retried registration: %+v", again)
+	}
+	if _, err := s.ClusterByCredential(ctx, "cred-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the first credential survived the retry: %v", err)
+	}
+	toks, err := s.ListBootstrapTokens(ctx)
+	must(t, err)
+	for _, tok := range toks {
+		if tok.ID == "once" && tok.Uses != 1 {
+			t.Fatalf("the retry took a use: %d", tok.Uses)
+		}
+	}
+	// Past the window, or with another token: not a retry.
+	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", t0.Add(time.Hour)); ok {
+		t.Fatal("retryable past the window")
+	}
+	if _, err := retry("other", "alpha", "cred-3", t0); !errors.Is(err, store.ErrClusterExists) {
+		t.Fatalf("another token: %v, want ErrClusterExists", err)
+	}
+	// Once the credential was used, never again.
+	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0.Add(3 * time.Minute), Status: "{}"}))
+	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", t0); ok {
+		t.Fatal("retryable after a heartbeat")
+	}
+	if _, err := retry("once", "alpha", "cred-4", t0); !errors.Is(err, store.ErrTokenInvalid) {
+		t.Fatalf("retry after a heartbeat: %v, want ErrTokenInvalid (the token is used up)", err)
+	}
+	// A revoked token completes nothing.
+	_, err = register(s, "other", "beta", "cred-b", nil, false)
+	must(t, err)
+	must(t, s.RevokeBootstrapToken(ctx, "other"))
+	if ok, _ := s.RegistrationRetryable(ctx, "beta", "h-other", t0); ok {
+		t.Fatal("retryable with a revoked token")
 	}
 }
 

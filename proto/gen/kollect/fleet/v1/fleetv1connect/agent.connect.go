@@ -54,7 +54,10 @@ type AgentServiceClient interface {
 	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
 	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
 	// many registrations or failed authentications. Each successful call consumes one use of
-	// the token.
+	// the token, except a retry: a call with the same token and cluster_name soon after a
+	// registration whose credential was never used (the agent could not store it) completes
+	// that registration again with a new credential, the old one stops working, and no use is
+	// taken (kollect-hub --register-retry-window, 15 min by default).
 	Register(context.Context, *connect.Request[v1.RegisterRequest]) (*connect.Response[v1.RegisterResponse], error)
 	// WatchConfig streams the configuration the hub wants on this cluster: the first message
 	// is sent at once, later ones whenever the desired set changes (a new bundle revision, a
@@ -136,7 +139,10 @@ type AgentServiceHandler interface {
 	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
 	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
 	// many registrations or failed authentications. Each successful call consumes one use of
-	// the token.
+	// the token, except a retry: a call with the same token and cluster_name soon after a
+	// registration whose credential was never used (the agent could not store it) completes
+	// that registration again with a new credential, the old one stops working, and no use is
+	// taken (kollect-hub --register-retry-window, 15 min by default).
 	Register(context.Context, *connect.Request[v1.RegisterRequest]) (*connect.Response[v1.RegisterResponse], error)
 	// WatchConfig streams the configuration the hub wants on this cluster: the first message
 	// is sent at once, later ones whenever the desired set changes (a new bundle revision, a

@@ -280,7 +280,10 @@ export const AgentService: GenService<{
    * CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
    * google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
    * many registrations or failed authentications. Each successful call consumes one use of
-   * the token.
+   * the token, except a retry: a call with the same token and cluster_name soon after a
+   * registration whose credential was never used (the agent could not store it) completes
+   * that registration again with a new credential, the old one stops working, and no use is
+   * taken (kollect-hub --register-retry-window, 15 min by default).
    *
    * @generated from rpc kollect.fleet.v1.AgentService.Register
    */
