@@ -47,6 +47,8 @@ func run() error {
 		bootTTL    = flag.Duration("bootstrap-token-max-ttl", server.DefaultBootstrapMaxTTL, "longest time to live a bootstrap token may be created with (tokens live 24h unless they ask otherwise)")
 		bootUses   = flag.Int64("bootstrap-token-max-uses", server.DefaultBootstrapMaxUses, "most registrations a bootstrap token may be created for (tokens allow one unless they ask otherwise; 0: no ceiling)")
 		retryWin   = flag.Duration("register-retry-window", server.DefaultRegisterRetryWindow, "how long a registration retried with the same bootstrap token completes the first one (while its credential was never used) instead of being refused")
+		maxStreams = flag.Int("max-streams-per-agent", server.DefaultMaxStreamsPerAgent, "configuration streams one cluster's agent may hold open on this replica (0: no cap)")
+		idle       = flag.Duration("idle-timeout", 2*time.Minute, "close a connection that has had no request and no open stream for this long")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -81,6 +83,13 @@ func run() error {
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
 		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
+		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle,
+	}
+	if *maxStreams == 0 {
+		cfg.MaxStreamsPerAgent = -1
+	}
+	if *idle <= 0 {
+		return errors.New("--idle-timeout must be positive")
 	}
 	if *bootUses == 0 {
 		cfg.BootstrapMaxUses = -1

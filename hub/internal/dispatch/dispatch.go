@@ -109,8 +109,19 @@ func (d *Dispatcher) Current(cluster string) (*fleetv1.WatchConfigResponse, bool
 
 // Subscribe registers a stream of cluster; call the returned function when it ends.
 func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
+	c, leave, _ := d.SubscribeAtMost(cluster, 0)
+	return c, leave
+}
+
+// SubscribeAtMost is Subscribe unless cluster already holds max streams on this dispatcher
+// (max 0: no limit); then it registers nothing and returns false.
+func (d *Dispatcher) SubscribeAtMost(cluster string, max int) (*Conn, func(), bool) {
 	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{})}
 	d.mu.Lock()
+	if max > 0 && len(d.conns[cluster]) >= max {
+		d.mu.Unlock()
+		return nil, nil, false
+	}
 	if d.conns[cluster] == nil {
 		d.conns[cluster] = map[*Conn]struct{}{}
 	}
@@ -126,7 +137,7 @@ func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
 			delete(d.conns, cluster)
 		}
 		d.mu.Unlock()
-	}
+	}, true
 }
 
 // Connected is the number of open streams.

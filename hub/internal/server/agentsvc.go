@@ -111,7 +111,13 @@ func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleet
 	if !ok {
 		return connect.NewError(connect.CodeUnauthenticated, errors.New("no agent identity"))
 	}
-	conn, leave := a.s.dispatcher.Subscribe(agent.Name)
+	// An agent needs one stream (two for a moment while it reconnects); a cap keeps a stolen
+	// or buggy credential from holding thousands of goroutines and sockets.
+	conn, leave, ok := a.s.dispatcher.SubscribeAtMost(agent.Name, a.s.cfg.MaxStreamsPerAgent)
+	if !ok {
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("cluster %s already holds %d configuration streams on this hub replica; "+
+			"close one (the agent needs one) and retry", agent.Name, a.s.cfg.MaxStreamsPerAgent))
+	}
 	defer leave()
 	recheck := time.NewTicker(a.s.cfg.CredentialRecheck)
 	defer recheck.Stop()

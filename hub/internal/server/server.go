@@ -32,6 +32,7 @@ import (
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
 	"kollect.dev/hub/internal/webui"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
@@ -74,7 +75,13 @@ type Config struct {
 	// token completes it again (new credential, no use taken) while the credential was never
 	// used; DefaultRegisterRetryWindow when zero.
 	RegisterRetryWindow time.Duration
-	Log                 *slog.Logger
+	// MaxStreamsPerAgent caps the WatchConfig streams one cluster may hold on this replica
+	// (DefaultMaxStreamsPerAgent when zero, no cap when negative).
+	MaxStreamsPerAgent int
+	// ReadHeaderTimeout and IdleTimeout bound how long a connection may take to send a
+	// request's headers and stay open without a request or stream (defaults 10 s and 2 min).
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	Log                            *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
@@ -95,11 +102,22 @@ const (
 	// store its credential, and is short enough that a copied token cannot take over a
 	// cluster name much later.
 	DefaultRegisterRetryWindow = 15 * time.Minute
+	// DefaultMaxStreamsPerAgent: an agent holds one stream, two while it reconnects.
+	DefaultMaxStreamsPerAgent = 4
 )
 
 func (c *Config) defaults() {
 	if c.BootstrapMaxTTL == 0 {
 		c.BootstrapMaxTTL = DefaultBootstrapMaxTTL
+	}
+	if c.MaxStreamsPerAgent == 0 {
+		c.MaxStreamsPerAgent = DefaultMaxStreamsPerAgent
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 2 * time.Minute
 	}
 	if c.RegisterRetryWindow == 0 {
 		c.RegisterRetryWindow = DefaultRegisterRetryWindow
@@ -322,20 +340,23 @@ func (s *Server) routes() http.Handler {
 			Help: "Refused calls whose audit event was dropped because the audit queue was full."},
 			func() float64 { return float64(s.guard.Unaudited()) }))
 
-	// Bundles and statuses are larger than Connect's defaults expect; bound them anyway.
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a
 	// fleet's heartbeats are the hub's most frequent call.
-	limits := connect.WithHandlerOptions(connect.WithReadMaxBytes(16<<20), connect.WithCompressMinBytes(1024))
-	agentPath, agentHandler := fleetv1connect.NewAgentServiceHandler(&agentService{s},
-		connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Guard: s.guard}), limits)
-	fleetPath, fleetHandler := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s},
-		connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard}), limits)
-
+	agentAuth := connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Guard: s.guard})
+	fleetAuth := connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard})
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
-	r.Handle(agentPath+"*", agentHandler)
-	r.Handle(fleetPath+"*", fleetHandler)
+	// Every procedure reads at most its own limit (requestLimits): one handler per distinct
+	// limit, each procedure routed to the handler of its limit.
+	mountLimited(r, fleetv1.File_kollect_fleet_v1_agent_proto.Services().ByName("AgentService"), func(limit int64) (string, http.Handler) {
+		return fleetv1connect.NewAgentServiceHandler(&agentService{s}, agentAuth,
+			connect.WithReadMaxBytes(int(limit)), connect.WithCompressMinBytes(1024))
+	})
+	mountLimited(r, fleetv1.File_kollect_fleet_v1_fleet_proto.Services().ByName("FleetService"), func(limit int64) (string, http.Handler) {
+		return fleetv1connect.NewFleetServiceHandler(&fleetService{s: s}, fleetAuth,
+			connect.WithReadMaxBytes(int(limit)), connect.WithCompressMinBytes(1024))
+	})
 	// The fleet's metrics name every cluster and sink: viewers and up only.
 	r.Handle("/metrics", auth.RequireToken(s.store, s.guard, store.RoleViewer, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -370,7 +391,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 	srv := &http.Server{
 		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		// An idle connection (no request, no open stream) is closed; agents hold a stream, so
+		// theirs are never idle. It also applies to HTTP/2.
+		IdleTimeout:    s.cfg.IdleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
 		TLSConfig: &tls.Config{
 			MinVersion:   tls.VersionTLS12,
 			Certificates: []tls.Certificate{s.identity.Certificate},
@@ -379,7 +404,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// Agents hold streams for days; pinging idle connections finds agents that vanished
 		// without closing TCP (a powered-off node) so their streams are released.
 		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams: 1000,
+			MaxConcurrentStreams: 100,
 			SendPingTimeout:      30 * time.Second,
 			PingTimeout:          15 * time.Second,
 		},
