@@ -70,6 +70,7 @@ type hub struct {
 	dir, addr   string
 	fingerprint string
 	adminToken  string
+	args        []string // flags beyond the harness's own
 	cmd         *exec.Cmd
 }
 
@@ -107,6 +108,7 @@ func (h *hub) start() {
 	}
 	h.cmd = exec.Command(bins.hub, "--listen", h.addr, "--data-dir", filepath.Join(h.dir, "data"),
 		"--heartbeat-interval", "1s", "--stale-after", "5s", "--offline-after", "20s", "--poll-interval", "500ms")
+	h.cmd.Args = append(h.cmd.Args, h.args...)
 	h.cmd.Stdout, h.cmd.Stderr = log, log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := h.cmd.Start(); err != nil {
