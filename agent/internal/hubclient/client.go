@@ -37,6 +37,10 @@ type Client struct {
 	applier *Applier
 	api     fleetv1connect.AgentServiceClient
 
+	// rotating is held while a credential rotation runs: heartbeats from several goroutines
+	// may each be asked to rotate, and one rotation is enough.
+	rotating sync.Mutex
+
 	mu         sync.Mutex
 	credential string
 	heartbeat  time.Duration
@@ -117,12 +121,10 @@ func (h *Client) ensureCredential(ctx context.Context) error {
 		return fmt.Errorf("registering cluster %s: %w", h.o.Cluster, err)
 	}
 	cred := resp.Msg.GetCredential()
-	store := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.o.CredentialSecret.Namespace, Name: h.o.CredentialSecret.Name,
-		Labels: map[string]string{LabelManagedBy: "kollect-agent"}}, Data: map[string][]byte{"credential": []byte(cred)}}
-	if err := h.c.Create(ctx, store); apierrors.IsAlreadyExists(err) {
-		err = h.c.Update(ctx, store)
-	} else if err != nil {
-		return fmt.Errorf("storing the hub credential in Secret %s: %w", h.o.CredentialSecret, err)
+	// Should this fail, the next attempt registers again with the same token, and the hub
+	// completes this registration rather than refusing the name.
+	if err := h.storeCredential(ctx, cred); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	h.credential = cred
@@ -132,6 +134,58 @@ func (h *Client) ensureCredential(ctx context.Context) error {
 	h.mu.Unlock()
 	h.o.Log.Info("registered with the hub", "cluster", h.o.Cluster)
 	return nil
+}
+
+// storeCredential writes the hub credential into the credential Secret, creating it if needed.
+func (h *Client) storeCredential(ctx context.Context, cred string) error {
+	sec := &corev1.Secret{}
+	err := h.reader.Get(ctx, h.o.CredentialSecret, sec)
+	if apierrors.IsNotFound(err) {
+		sec = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: h.o.CredentialSecret.Namespace, Name: h.o.CredentialSecret.Name,
+			Labels: map[string]string{LabelManagedBy: "kollect-agent"}}, Data: map[string][]byte{"credential": []byte(cred)}}
+		err = h.c.Create(ctx, sec)
+	} else if err == nil {
+		if sec.Data == nil {
+			sec.Data = map[string][]byte{}
+		}
+		sec.Data["credential"] = []byte(cred)
+		err = h.c.Update(ctx, sec)
+	}
+	if err != nil {
+		return fmt.Errorf("storing the hub credential in Secret %s: %w", h.o.CredentialSecret, err)
+	}
+	return nil
+}
+
+// rotateCredential gets a new credential from the hub over the open connection, stores it
+// and only then uses it: until it is stored the old one keeps working (the hub's grace
+// period), and the hub asks again at the next heartbeat.
+func (h *Client) rotateCredential(ctx context.Context) {
+	if !h.rotating.TryLock() {
+		return
+	}
+	defer h.rotating.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := h.api.RotateCredential(cctx, connect.NewRequest(&fleetv1.RotateCredentialRequest{}))
+	if connect.CodeOf(err) == connect.CodeFailedPrecondition {
+		// A heartbeat sent with the credential just replaced asked again: nothing is due.
+		h.o.Log.V(1).Info("credential rotation not due", "reason", err.Error())
+		return
+	}
+	if err != nil {
+		h.o.Log.Error(err, "rotating the hub credential; the current one keeps working until it expires")
+		return
+	}
+	if err := h.storeCredential(cctx, resp.Msg.GetCredential()); err != nil {
+		h.o.Log.Error(err, "keeping the current hub credential: the rotated one could not be stored",
+			"currentValidUntil", resp.Msg.GetPreviousValidUntil().AsTime())
+		return
+	}
+	h.mu.Lock()
+	h.credential = resp.Msg.GetCredential()
+	h.mu.Unlock()
+	h.o.Log.Info("rotated the hub credential", "expires", resp.Msg.GetExpiresAt().AsTime())
 }
 
 // configLoop holds the WatchConfig stream, reconnecting with backoff.
@@ -210,6 +264,9 @@ func (h *Client) sendHeartbeat(ctx context.Context) {
 		h.mu.Lock()
 		h.heartbeat = d.AsDuration()
 		h.mu.Unlock()
+	}
+	if resp.Msg.GetRotateCredential() {
+		h.rotateCredential(ctx)
 	}
 }
 

@@ -49,6 +49,8 @@ func run() error {
 		retryWin   = flag.Duration("register-retry-window", server.DefaultRegisterRetryWindow, "how long a registration retried with the same bootstrap token completes the first one (while its credential was never used) instead of being refused")
 		maxStreams = flag.Int("max-streams-per-agent", server.DefaultMaxStreamsPerAgent, "configuration streams one cluster's agent may hold open on this replica (0: no cap)")
 		idle       = flag.Duration("idle-timeout", 2*time.Minute, "close a connection that has had no request and no open stream for this long")
+		credTTL    = flag.Duration("agent-credential-ttl", server.DefaultAgentCredentialTTL, "how long an agent credential works; agents rotate it over their connection once half of it has passed")
+		credGrace  = flag.Duration("agent-credential-grace", server.DefaultAgentCredentialGrace, "how long the credential a rotation replaced keeps working")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -84,9 +86,13 @@ func run() error {
 		AuthFailureLimit: limit(*failBurst, *failEvery),
 		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
 		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle,
+		AgentCredentialTTL: *credTTL, AgentCredentialGrace: *credGrace,
 	}
 	if *maxStreams == 0 {
 		cfg.MaxStreamsPerAgent = -1
+	}
+	if *credTTL <= 0 || *credGrace <= 0 {
+		return errors.New("--agent-credential-ttl and --agent-credential-grace must be positive")
 	}
 	if *idle <= 0 {
 		return errors.New("--idle-timeout must be positive")

@@ -37,6 +37,7 @@ type Guard struct {
 	st                 store.Store
 	register, failures *ratelimit.Limiter
 	queue              chan store.AuditEvent
+	now                func() time.Time
 
 	failed, limited, dropped atomic.Int64
 }
@@ -46,9 +47,15 @@ func NewGuard(st store.Store, log *slog.Logger, register, failures ratelimit.Lim
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if now == nil {
+		now = time.Now
+	}
 	return &Guard{log: log, st: st, register: ratelimit.New(register, now), failures: ratelimit.New(failures, now),
-		queue: make(chan store.AuditEvent, auditQueue)}
+		queue: make(chan store.AuditEvent, auditQueue), now: now}
 }
+
+// Now is the clock expiries are checked against.
+func (g *Guard) Now() time.Time { return g.now() }
 
 // Failures is how many calls were refused for their credential or role (this replica).
 func (g *Guard) Failures() int64 { return g.failed.Load() }

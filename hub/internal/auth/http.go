@@ -48,6 +48,9 @@ func RequireToken(st store.Store, g *Guard, min store.Role, h http.Handler) http
 		case err != nil:
 			http.Error(w, "checking API token: "+err.Error(), http.StatusServiceUnavailable)
 			return
+		case TokenExpired(tok, g.Now()) != nil:
+			refuse(http.StatusUnauthorized, TokenExpired(tok, g.Now()).Error())
+			return
 		case tok.Role < min:
 			refuse(http.StatusForbidden, "token "+tok.Name+" is "+RoleName(tok.Role)+"; "+RoleName(min)+" is needed")
 			return

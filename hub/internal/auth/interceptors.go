@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -19,6 +20,7 @@ type ctxKey int
 
 const (
 	clusterKey ctxKey = iota
+	credentialKey
 	principalKey
 	noteKey
 )
@@ -37,6 +39,37 @@ func (p Principal) Actor() string { return "token:" + p.Name }
 func AgentFrom(ctx context.Context) (store.Cluster, bool) {
 	c, ok := ctx.Value(clusterKey).(store.Cluster)
 	return c, ok
+}
+
+// PresentedCredential is the hash of the credential the agent's call was authenticated with:
+// the cluster's current credential, or the previous one during a rotation's grace period.
+func PresentedCredential(ctx context.Context) string {
+	h, _ := ctx.Value(credentialKey).(string)
+	return h
+}
+
+// CredentialValid says whether presented (a credential hash) lets an agent of c call now: it
+// must be c's current credential before it expires, or the previous one of a rotation before
+// its grace period ends, and c must not be revoked.
+func CredentialValid(c store.Cluster, presented string, now time.Time) error {
+	switch {
+	case c.Revoked:
+		return connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", c.Name))
+	case presented == c.CredentialHash:
+		if !c.CredentialExpiresAt.IsZero() && !now.Before(c.CredentialExpiresAt) {
+			return connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("the agent credential of cluster %s expired at %s "+
+				"without being rotated: register the agent again with a bootstrap token that allows replacement",
+				c.Name, c.CredentialExpiresAt.Format(time.RFC3339)))
+		}
+		return nil
+	case presented != "" && presented == c.PreviousCredentialHash:
+		if !now.Before(c.PreviousExpiresAt) {
+			return connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("this agent credential of cluster %s was rotated "+
+				"and its grace period ended at %s: use the new one", c.Name, c.PreviousExpiresAt.Format(time.RFC3339)))
+		}
+		return nil
+	}
+	return connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
 }
 
 // PrincipalFrom returns the authenticated FleetService caller.
@@ -90,10 +123,10 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	if err != nil {
 		return ctx, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking agent credential: %w", err))
 	}
-	if c.Revoked {
-		return ctx, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", c.Name))
+	if err := CredentialValid(c, Hash(cred), a.Guard.Now()); err != nil {
+		return ctx, err
 	}
-	return context.WithValue(ctx, clusterKey, c), nil
+	return context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, Hash(cred)), nil
 }
 
 // WrapUnary implements connect.Interceptor.
@@ -226,11 +259,22 @@ func (f *FleetAuth) authorize(ctx context.Context, procedure string, h http.Head
 	if err != nil {
 		return ctx, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking API token: %w", err))
 	}
+	if err := TokenExpired(tok, f.Guard.Now()); err != nil {
+		return ctx, r, connect.NewError(connect.CodeUnauthenticated, err)
+	}
 	if tok.Role < r.role {
 		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s needs role %s; token %q is %s",
 			procedureName(procedure), RoleName(r.role), tok.Name, RoleName(tok.Role)))
 	}
 	return context.WithValue(ctx, principalKey, Principal{TokenID: tok.ID, Name: tok.Name, Role: tok.Role}), r, nil
+}
+
+// TokenExpired says why an API token no longer works at now, or returns nil.
+func TokenExpired(tok store.APIToken, now time.Time) error {
+	if !tok.ExpiresAt.IsZero() && !now.Before(tok.ExpiresAt) {
+		return fmt.Errorf("API token %q expired at %s", tok.Name, tok.ExpiresAt.Format(time.RFC3339))
+	}
+	return nil
 }
 
 func procedureName(procedure string) string {

@@ -75,6 +75,7 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		TokenHash: auth.Hash(m.GetBootstrapToken()), Name: m.GetClusterName(), Labels: m.GetLabels(),
 		CredentialHash: hash, Replace: m.GetReplaceExisting(), AgentVersion: m.GetAgentVersion(),
 		KubernetesVersion: m.GetKubernetesVersion(), Now: now, RetrySince: retrySince,
+		CredentialExpiresAt: now.Add(a.s.cfg.AgentCredentialTTL),
 	}, labelsel.Match)
 	switch {
 	case errors.Is(err, store.ErrTokenInvalid):
@@ -102,7 +103,7 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		"agentVersion", m.GetAgentVersion(), "retry", registered.Retried)
 	a.s.watcher.Poke()
 	return connect.NewResponse(&fleetv1.RegisterResponse{ClusterName: m.GetClusterName(), Credential: secret,
-		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval)}), nil
+		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval), CredentialExpiresAt: timestamppb.New(registered.CredentialExpiresAt)}), nil
 }
 
 // WatchConfig implements AgentService.
@@ -139,9 +140,13 @@ func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleet
 			return conn.Err()
 		case <-conn.Wake:
 		case <-recheck.C:
+			// A rotation keeps the stream: it ends only when the credential it was opened with
+			// no longer works (revoked, replaced, expired, or rotated and past its grace).
 			c, err := a.s.store.GetCluster(ctx, agent.Name)
-			if err == nil && (c.Revoked || c.CredentialHash != agent.CredentialHash) {
-				return connect.NewError(connect.CodeUnauthenticated, errors.New("agent credential revoked or replaced"))
+			if err == nil {
+				if err := auth.CredentialValid(c, auth.PresentedCredential(ctx), a.s.cfg.Now()); err != nil {
+					return err
+				}
 			}
 		}
 	}
@@ -189,8 +194,10 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 			return nil, connect.NewError(connect.CodeUnavailable, err)
 		}
 	}
+	expires, rotate := a.credentialDue(agent, auth.PresentedCredential(ctx), now)
 	return connect.NewResponse(&fleetv1.ReportStatusResponse{HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval),
-		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now)}), nil
+		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now),
+		CredentialExpiresAt: expires, RotateCredential: rotate}), nil
 }
 
 // revokedName is the refusal of a registration under a revoked name that was not released.

@@ -59,8 +59,12 @@ func bootstrapTokenToProto(t store.BootstrapToken) *fleetv1.BootstrapToken {
 }
 
 func apiTokenToProto(t store.APIToken) *fleetv1.APIToken {
-	return &fleetv1.APIToken{Id: t.ID, Name: t.Name, Role: auth.RoleToProto(t.Role), Revoked: t.Revoked,
+	out := &fleetv1.APIToken{Id: t.ID, Name: t.Name, Role: auth.RoleToProto(t.Role), Revoked: t.Revoked,
 		CreatedBy: t.CreatedBy, CreatedAt: timestamppb.New(t.CreatedAt)}
+	if !t.ExpiresAt.IsZero() {
+		out.ExpiresAt = timestamppb.New(t.ExpiresAt)
+	}
+	return out
 }
 
 func auditToProto(e store.AuditEvent) *fleetv1.AuditEvent {

@@ -319,11 +319,21 @@ func (f *fleetService) CreateAPIToken(ctx context.Context, req *connect.Request[
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	t := store.APIToken{ID: id, Name: req.Msg.GetName(), Hash: hash, Role: role, CreatedBy: actor(ctx), CreatedAt: f.s.cfg.Now()}
+	now := f.s.cfg.Now()
+	t := store.APIToken{ID: id, Name: req.Msg.GetName(), Hash: hash, Role: role, CreatedBy: actor(ctx), CreatedAt: now}
+	expiry := "never"
+	if req.Msg.GetTtl() != nil {
+		ttl := req.Msg.GetTtl().AsDuration()
+		if ttl <= 0 {
+			return nil, invalid("ttl must be positive (leave it unset for a token that works until revoked)")
+		}
+		t.ExpiresAt = now.Add(ttl)
+		expiry = t.ExpiresAt.UTC().Format(time.RFC3339)
+	}
 	if err := f.s.store.CreateAPIToken(ctx, t); err != nil {
 		return nil, storeError(err)
 	}
-	auth.Note(ctx, "apitoken/"+id, fmt.Sprintf("name=%s role=%s", t.Name, auth.RoleName(role)))
+	auth.Note(ctx, "apitoken/"+id, fmt.Sprintf("name=%s role=%s expires=%s", t.Name, auth.RoleName(role), expiry))
 	return connect.NewResponse(&fleetv1.CreateAPITokenResponse{Token: apiTokenToProto(t), Secret: secret}), nil
 }
 

@@ -24,6 +24,8 @@ var requestLimits = map[string]int64{
 	"/kollect.fleet.v1.AgentService/Register": 64 << 10,
 	// One digest.
 	"/kollect.fleet.v1.AgentService/WatchConfig": 4 << 10,
+	// An empty message.
+	"/kollect.fleet.v1.AgentService/RotateCredential": 4 << 10,
 	// Every inventory, sink and applied object of a cluster.
 	"/kollect.fleet.v1.AgentService/ReportStatus": 8 << 20,
 	// A bundle's manifests.

@@ -78,6 +78,11 @@ type Config struct {
 	// MaxStreamsPerAgent caps the WatchConfig streams one cluster may hold on this replica
 	// (DefaultMaxStreamsPerAgent when zero, no cap when negative).
 	MaxStreamsPerAgent int
+	// AgentCredentialTTL is how long an agent credential works; agents are asked to rotate it
+	// once half of that has passed. AgentCredentialGrace is how long the credential a
+	// rotation replaced keeps working. Defaults DefaultAgentCredentialTTL and
+	// DefaultAgentCredentialGrace.
+	AgentCredentialTTL, AgentCredentialGrace time.Duration
 	// ReadHeaderTimeout and IdleTimeout bound how long a connection may take to send a
 	// request's headers and stay open without a request or stream (defaults 10 s and 2 min).
 	ReadHeaderTimeout, IdleTimeout time.Duration
@@ -104,11 +109,21 @@ const (
 	DefaultRegisterRetryWindow = 15 * time.Minute
 	// DefaultMaxStreamsPerAgent: an agent holds one stream, two while it reconnects.
 	DefaultMaxStreamsPerAgent = 4
+	// An agent credential lives 30 days and is rotated after 15, so an agent offline for two
+	// weeks still comes back; the replaced one works one more hour, enough to store the new one.
+	DefaultAgentCredentialTTL   = 30 * 24 * time.Hour
+	DefaultAgentCredentialGrace = time.Hour
 )
 
 func (c *Config) defaults() {
 	if c.BootstrapMaxTTL == 0 {
 		c.BootstrapMaxTTL = DefaultBootstrapMaxTTL
+	}
+	if c.AgentCredentialTTL == 0 {
+		c.AgentCredentialTTL = DefaultAgentCredentialTTL
+	}
+	if c.AgentCredentialGrace == 0 {
+		c.AgentCredentialGrace = DefaultAgentCredentialGrace
 	}
 	if c.MaxStreamsPerAgent == 0 {
 		c.MaxStreamsPerAgent = DefaultMaxStreamsPerAgent

@@ -65,7 +65,8 @@ type Store interface {
 	CreateAPIToken(ctx context.Context, t APIToken) error
 	ListAPITokens(ctx context.Context) ([]APIToken, error)
 	RevokeAPIToken(ctx context.Context, id string) error
-	// APITokenByHash returns a live (unrevoked) token, else ErrNotFound.
+	// APITokenByHash returns a live (unrevoked) token, else ErrNotFound; the caller compares
+	// ExpiresAt with its clock.
 	APITokenByHash(ctx context.Context, hash string) (APIToken, error)
 
 	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
@@ -77,8 +78,16 @@ type Store interface {
 	// stable revision's selector matches (the target revision instead for a cluster an active
 	// rollout has already moved).
 	RegisterCluster(ctx context.Context, p RegisterParams, match Matcher) (Cluster, error)
-	// ClusterByCredential returns the cluster holding this credential hash, revoked or not.
+	// ClusterByCredential returns the cluster holding this credential hash, revoked or not, as
+	// its current credential or as the previous one of a rotation (whatever their expiry:
+	// the caller compares CredentialExpiresAt or PreviousExpiresAt with its clock).
 	ClusterByCredential(ctx context.Context, hash string) (Cluster, error)
+	// RotateCredential gives a cluster the new credential r.NewHash if r.PresentedHash is
+	// its current or previous credential (ErrNotFound otherwise, or when the cluster is
+	// revoked). Presented as the current one, it becomes the previous, valid until
+	// r.PreviousUntil; presented as the previous one, that stays the previous with its
+	// deadline and the current one is dropped.
+	RotateCredential(ctx context.Context, r Rotation) (Cluster, error)
 	GetCluster(ctx context.Context, name string) (Cluster, error)
 	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
 	LiveClusters(ctx context.Context) ([]string, error)
@@ -183,6 +192,8 @@ type APIToken struct {
 	Revoked   bool
 	CreatedBy string
 	CreatedAt time.Time
+	// ExpiresAt is when the token stops working (zero: never).
+	ExpiresAt time.Time
 }
 
 // Cluster is a registered agent's cluster.
@@ -195,6 +206,12 @@ type Cluster struct {
 	Released bool
 	// BootstrapHash is the hash of the bootstrap token the cluster registered with.
 	BootstrapHash string
+	// CredentialExpiresAt is when CredentialHash stops working (zero: never).
+	CredentialExpiresAt time.Time
+	// PreviousCredentialHash is the credential a rotation replaced, valid until
+	// PreviousExpiresAt so that the agent can store the new one first.
+	PreviousCredentialHash string
+	PreviousExpiresAt      time.Time
 	// Retried is set on RegisterCluster's result when it completed an earlier registration
 	// (it is not stored).
 	Retried           bool
@@ -207,6 +224,15 @@ type Cluster struct {
 	Status string
 }
 
+// Rotation is one credential rotation.
+type Rotation struct {
+	Cluster       string
+	PresentedHash string
+	NewHash       string
+	NewExpiresAt  time.Time
+	PreviousUntil time.Time
+}
+
 // RegisterParams describes one registration.
 type RegisterParams struct {
 	TokenHash      string
@@ -214,6 +240,8 @@ type RegisterParams struct {
 	Labels         map[string]string
 	CredentialHash string
 	Replace        bool // the request asks to replace; honoured only if the token allows it
+	// CredentialExpiresAt is when the new credential expires (zero: never).
+	CredentialExpiresAt time.Time
 	// RetrySince, when not zero, lets this registration complete an earlier one of the same
 	// cluster with the same token made at or after it whose credential was never used.
 	RetrySince        time.Time

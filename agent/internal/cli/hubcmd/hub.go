@@ -328,6 +328,7 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	create.Flags().StringVar(&description, "description", "", "What the token is for (audit log).")
 
 	var role, name string
+	var apiTTL time.Duration
 	createAPI := &cobra.Command{
 		Use:   "create-api --name NAME --role viewer|operator|admin",
 		Short: "Create an API token for people and automation; the secret is printed once",
@@ -338,17 +339,26 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 				return cmdutil.Usage(fmt.Errorf("--role %q: want viewer, operator or admin", role))
 			}
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
-				resp, err := c.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: name, Role: fleetv1.Role(r)}))
+				req := &fleetv1.CreateAPITokenRequest{Name: name, Role: fleetv1.Role(r)}
+				if apiTTL > 0 {
+					req.Ttl = durationpb.New(apiTTL)
+				}
+				resp, err := c.CreateAPIToken(ctx, connect.NewRequest(req))
 				if err != nil {
 					return hubErr(err)
 				}
-				fmt.Fprintf(env.Out, "api token %s (%s)\nsecret: %s\n", resp.Msg.GetToken().GetId(), role, resp.Msg.GetSecret())
+				expires := "no expiry"
+				if e := resp.Msg.GetToken().GetExpiresAt(); e != nil {
+					expires = "expires " + e.AsTime().Format(time.RFC3339)
+				}
+				fmt.Fprintf(env.Out, "api token %s (%s, %s)\nsecret: %s\n", resp.Msg.GetToken().GetId(), role, expires, resp.Msg.GetSecret())
 				return nil
 			})
 		},
 	}
 	createAPI.Flags().StringVar(&name, "name", "", "Unique name (audit log).")
 	createAPI.Flags().StringVar(&role, "role", "viewer", "viewer, operator or admin.")
+	createAPI.Flags().DurationVar(&apiTTL, "ttl", 0, "How long the token works (0: until revoked).")
 
 	var api bool
 	revoke := &cobra.Command{

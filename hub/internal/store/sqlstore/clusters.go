@@ -12,22 +12,25 @@ import (
 )
 
 const clusterCols = `name, labels, credential_hash, revoked, released, bootstrap_hash, agent_version,
-	kubernetes_version, registered_at, last_heartbeat, applied_digest, status`
+	kubernetes_version, registered_at, last_heartbeat, applied_digest, status, credential_expires_at,
+	previous_credential_hash, previous_expires_at`
 
 func scanCluster(sc scanner) (store.Cluster, error) {
 	var (
 		c                        store.Cluster
 		labels                   string
 		rev, rel, reg, heartbeat int64
+		credExp, prevExp         int64
 	)
 	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &rel, &c.BootstrapHash, &c.AgentVersion, &c.KubernetesVersion,
-		&reg, &heartbeat, &c.AppliedDigest, &c.Status); err != nil {
+		&reg, &heartbeat, &c.AppliedDigest, &c.Status, &credExp, &c.PreviousCredentialHash, &prevExp); err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal([]byte(labels), &c.Labels); err != nil {
 		return c, fmt.Errorf("cluster %s: decoding labels: %w", c.Name, err)
 	}
 	c.Revoked, c.Released, c.RegisteredAt, c.LastHeartbeat = rev != 0, rel != 0, fromMS(reg), fromMS(heartbeat)
+	c.CredentialExpiresAt, c.PreviousExpiresAt = fromMS(credExp), fromMS(prevExp)
 	return c, nil
 }
 
@@ -58,7 +61,8 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 				// give it a new one for the same registration, without taking another use.
 				retried = true
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, agent_version = ?,
-					kubernetes_version = ? WHERE name = ?`), string(labels), p.CredentialHash, p.AgentVersion, p.KubernetesVersion, p.Name)
+					kubernetes_version = ?, credential_expires_at = ? WHERE name = ?`), string(labels), p.CredentialHash,
+					p.AgentVersion, p.KubernetesVersion, ms(p.CredentialExpiresAt), p.Name)
 				if err != nil {
 					return fmt.Errorf("completing the registration of %s again: %w", p.Name, err)
 				}
@@ -72,8 +76,10 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		switch {
 		case missing:
 			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (name, labels, credential_hash, revoked,
-				bootstrap_hash, agent_version, kubernetes_version, registered_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?)`),
-				p.Name, string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now)
+				bootstrap_hash, agent_version, kubernetes_version, registered_at, credential_expires_at)
+				VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?)`),
+				p.Name, string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
+				ms(p.CredentialExpiresAt))
 			if err != nil {
 				return fmt.Errorf("inserting cluster %s: %w", p.Name, err)
 			}
@@ -89,8 +95,10 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			}
 			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
 				bootstrap_hash = ?, agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
-				applied_digest = '', status = '' WHERE name = ?`),
-				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now, p.Name)
+				applied_digest = '', status = '', credential_expires_at = ?, previous_credential_hash = '',
+				previous_expires_at = 0 WHERE name = ?`),
+				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
+				ms(p.CredentialExpiresAt), p.Name)
 			if err != nil {
 				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
 			}
@@ -227,10 +235,39 @@ func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, l
 // ClusterByCredential implements store.Store.
 func (s *Store) ClusterByCredential(ctx context.Context, hash string) (store.Cluster, error) {
 	c, err := scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE credential_hash = ?`), hash))
+	if errors.Is(err, sql.ErrNoRows) && hash != "" {
+		c, err = scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters
+			WHERE previous_credential_hash = ?`), hash))
+	}
 	if err != nil {
 		return c, notFound(err, "looking up agent credential")
 	}
 	return c, nil
+}
+
+// RotateCredential implements store.Store.
+func (s *Store) RotateCredential(ctx context.Context, r store.Rotation) (store.Cluster, error) {
+	// Each statement compares the presented credential with the stored one, so two
+	// rotations at once cannot both win with the same credential.
+	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET previous_credential_hash = credential_hash,
+		previous_expires_at = ?, credential_hash = ?, credential_expires_at = ?
+		WHERE name = ? AND credential_hash = ? AND revoked = 0`),
+		ms(r.PreviousUntil), r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
+	if err != nil {
+		return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		res, err = s.db.ExecContext(ctx, s.q(`UPDATE clusters SET credential_hash = ?, credential_expires_at = ?
+			WHERE name = ? AND previous_credential_hash = ? AND revoked = 0`),
+			r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
+		if err != nil {
+			return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, store.ErrNotFound)
+		}
+	}
+	return s.GetCluster(ctx, r.Cluster)
 }
 
 // GetCluster implements store.Store.

@@ -70,8 +70,8 @@ func (s *Store) revoke(ctx context.Context, table, id string) error {
 
 // CreateAPIToken implements store.Store.
 func (s *Store) CreateAPIToken(ctx context.Context, t store.APIToken) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO api_tokens (id, name, hash, role, revoked, created_by, created_at)
-		VALUES (?, ?, ?, ?, 0, ?, ?)`), t.ID, t.Name, t.Hash, int64(t.Role), t.CreatedBy, ms(t.CreatedAt))
+	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO api_tokens (id, name, hash, role, revoked, created_by, created_at, expires_at)
+		VALUES (?, ?, ?, ?, 0, ?, ?, ?)`), t.ID, t.Name, t.Hash, int64(t.Role), t.CreatedBy, ms(t.CreatedAt), ms(t.ExpiresAt))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("creating API token %q: name in use: %w", t.Name, store.ErrConflict)
 	}
@@ -81,17 +81,17 @@ func (s *Store) CreateAPIToken(ctx context.Context, t store.APIToken) error {
 	return nil
 }
 
-const apiTokenCols = `id, name, hash, role, revoked, created_by, created_at`
+const apiTokenCols = `id, name, hash, role, revoked, created_by, created_at, expires_at`
 
 func scanAPIToken(sc scanner) (store.APIToken, error) {
 	var (
-		t                  store.APIToken
-		role, rev, created int64
+		t                       store.APIToken
+		role, rev, created, exp int64
 	)
-	if err := sc.Scan(&t.ID, &t.Name, &t.Hash, &role, &rev, &t.CreatedBy, &created); err != nil {
+	if err := sc.Scan(&t.ID, &t.Name, &t.Hash, &role, &rev, &t.CreatedBy, &created, &exp); err != nil {
 		return t, err
 	}
-	t.Role, t.Revoked, t.CreatedAt = store.Role(role), rev != 0, fromMS(created)
+	t.Role, t.Revoked, t.CreatedAt, t.ExpiresAt = store.Role(role), rev != 0, fromMS(created), fromMS(exp)
 	return t, nil
 }
 

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore Factory) {
 		"RegisterAndTokenRules":   testRegister,
 		"ReplaceAndRevoke":        testReplaceAndRevoke,
 		"RegistrationRetry":       testRegistrationRetry,
+		"CredentialRotation":      testCredentialRotation,
 		"ConcurrentRegistrations": testConcurrentRegistrations,
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
@@ -286,6 +287,50 @@ func testRegistrationRetry(t *testing.T, s store.Store) {
 	must(t, s.RevokeBootstrapToken(ctx, "other"))
 	if ok, _ := s.RegistrationRetryable(ctx, "beta", "h-other", t0); ok {
 		t.Fatal("retryable with a revoked token")
+	}
+}
+
+// testCredentialRotation: a rotation with the current credential keeps it as the previous
+// one with its deadline; one with the previous credential replaces only the current one; any
+// other credential, or a revoked cluster, rotates nothing. API token expiry round-trips.
+func testCredentialRotation(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bootstrap(t, s, "tok", 1, time.Hour, false)
+	_, err := s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-tok", Name: "alpha", CredentialHash: "c1",
+		Now: t0, CredentialExpiresAt: t0.Add(time.Hour)}, matchAll)
+	must(t, err)
+	c, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c1", NewHash: "c2",
+		NewExpiresAt: t0.Add(2 * time.Hour), PreviousUntil: t0.Add(10 * time.Minute)})
+	must(t, err)
+	if c.CredentialHash != "c2" || !c.CredentialExpiresAt.Equal(t0.Add(2*time.Hour)) || c.PreviousCredentialHash != "c1" ||
+		!c.PreviousExpiresAt.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("after a rotation: %+v", c)
+	}
+	if byPrev, err := s.ClusterByCredential(ctx, "c1"); err != nil || byPrev.Name != "alpha" {
+		t.Fatalf("the previous credential: %+v %v", byPrev, err)
+	}
+	c, err = s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c1", NewHash: "c3",
+		NewExpiresAt: t0.Add(3 * time.Hour), PreviousUntil: t0.Add(time.Hour)})
+	must(t, err)
+	if c.CredentialHash != "c3" || c.PreviousCredentialHash != "c1" || !c.PreviousExpiresAt.Equal(t0.Add(10*time.Minute)) {
+		t.Fatalf("after a rotation with the previous credential: %+v", c)
+	}
+	if _, err := s.ClusterByCredential(ctx, "c2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the dropped credential: %v", err)
+	}
+	if _, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c2", NewHash: "c4"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rotating with a dropped credential: %v", err)
+	}
+	must(t, s.RevokeCluster(ctx, "alpha"))
+	if _, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c3", NewHash: "c4"}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rotating a revoked cluster: %v", err)
+	}
+	must(t, s.CreateAPIToken(ctx, store.APIToken{ID: "e1", Name: "short", Hash: "he1", Role: store.RoleViewer, CreatedAt: t0,
+		ExpiresAt: t0.Add(time.Hour)}))
+	tok, err := s.APITokenByHash(ctx, "he1")
+	must(t, err)
+	if !tok.ExpiresAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("API token expiry: %v", tok.ExpiresAt)
 	}
 }
 

@@ -23,6 +23,106 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RotateCredentialRequest asks for a new credential; the cluster is the credential's.
+type RotateCredentialRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateCredentialRequest) Reset() {
+	*x = RotateCredentialRequest{}
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCredentialRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCredentialRequest) ProtoMessage() {}
+
+func (x *RotateCredentialRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCredentialRequest.ProtoReflect.Descriptor instead.
+func (*RotateCredentialRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{0}
+}
+
+// RotateCredentialResponse carries the new credential, shown once.
+type RotateCredentialResponse struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Credential string                 `protobuf:"bytes,1,opt,name=credential,proto3" json:"credential,omitempty"`
+	// expires_at is when the new credential stops working unless rotated again.
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	// previous_valid_until is when the credential the call was made with stops working.
+	PreviousValidUntil *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=previous_valid_until,json=previousValidUntil,proto3" json:"previous_valid_until,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *RotateCredentialResponse) Reset() {
+	*x = RotateCredentialResponse{}
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateCredentialResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateCredentialResponse) ProtoMessage() {}
+
+func (x *RotateCredentialResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateCredentialResponse.ProtoReflect.Descriptor instead.
+func (*RotateCredentialResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RotateCredentialResponse) GetCredential() string {
+	if x != nil {
+		return x.Credential
+	}
+	return ""
+}
+
+func (x *RotateCredentialResponse) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *RotateCredentialResponse) GetPreviousValidUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PreviousValidUntil
+	}
+	return nil
+}
+
 // RegisterRequest asks for a credential for one cluster.
 type RegisterRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -45,7 +145,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[0]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -57,7 +157,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[0]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -70,7 +170,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{0}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RegisterRequest) GetClusterName() string {
@@ -123,13 +223,16 @@ type RegisterResponse struct {
 	Credential  string                 `protobuf:"bytes,2,opt,name=credential,proto3" json:"credential,omitempty"`
 	// heartbeat_interval is how often the hub wants ReportStatus.
 	HeartbeatInterval *durationpb.Duration `protobuf:"bytes,3,opt,name=heartbeat_interval,json=heartbeatInterval,proto3" json:"heartbeat_interval,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// credential_expires_at is when the credential stops working unless rotated
+	// (RotateCredential); the hub asks for rotation well before.
+	CredentialExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=credential_expires_at,json=credentialExpiresAt,proto3" json:"credential_expires_at,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[1]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +244,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[1]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +257,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RegisterResponse) GetClusterName() string {
@@ -178,6 +281,13 @@ func (x *RegisterResponse) GetHeartbeatInterval() *durationpb.Duration {
 	return nil
 }
 
+func (x *RegisterResponse) GetCredentialExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CredentialExpiresAt
+	}
+	return nil
+}
+
 // WatchConfigRequest opens the configuration stream. The cluster is the credential's.
 type WatchConfigRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -190,7 +300,7 @@ type WatchConfigRequest struct {
 
 func (x *WatchConfigRequest) Reset() {
 	*x = WatchConfigRequest{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[2]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -202,7 +312,7 @@ func (x *WatchConfigRequest) String() string {
 func (*WatchConfigRequest) ProtoMessage() {}
 
 func (x *WatchConfigRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[2]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -215,7 +325,7 @@ func (x *WatchConfigRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigRequest.ProtoReflect.Descriptor instead.
 func (*WatchConfigRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *WatchConfigRequest) GetAppliedConfigDigest() string {
@@ -243,7 +353,7 @@ type BundleAssignment struct {
 
 func (x *BundleAssignment) Reset() {
 	*x = BundleAssignment{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[3]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -255,7 +365,7 @@ func (x *BundleAssignment) String() string {
 func (*BundleAssignment) ProtoMessage() {}
 
 func (x *BundleAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[3]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -268,7 +378,7 @@ func (x *BundleAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleAssignment.ProtoReflect.Descriptor instead.
 func (*BundleAssignment) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BundleAssignment) GetBundle() string {
@@ -321,7 +431,7 @@ type WatchConfigResponse struct {
 
 func (x *WatchConfigResponse) Reset() {
 	*x = WatchConfigResponse{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -333,7 +443,7 @@ func (x *WatchConfigResponse) String() string {
 func (*WatchConfigResponse) ProtoMessage() {}
 
 func (x *WatchConfigResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[4]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -346,7 +456,7 @@ func (x *WatchConfigResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConfigResponse.ProtoReflect.Descriptor instead.
 func (*WatchConfigResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *WatchConfigResponse) GetBundles() []*BundleAssignment {
@@ -380,7 +490,7 @@ type ReportStatusRequest struct {
 
 func (x *ReportStatusRequest) Reset() {
 	*x = ReportStatusRequest{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -392,7 +502,7 @@ func (x *ReportStatusRequest) String() string {
 func (*ReportStatusRequest) ProtoMessage() {}
 
 func (x *ReportStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[5]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -405,7 +515,7 @@ func (x *ReportStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReportStatusRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReportStatusRequest) GetStatus() *AgentStatus {
@@ -423,13 +533,19 @@ type ReportStatusResponse struct {
 	// desired_config_digest lets an agent notice that its WatchConfig stream missed an update.
 	DesiredConfigDigest string                 `protobuf:"bytes,2,opt,name=desired_config_digest,json=desiredConfigDigest,proto3" json:"desired_config_digest,omitempty"`
 	HubTime             *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=hub_time,json=hubTime,proto3" json:"hub_time,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// credential_expires_at is when the credential this call was made with stops working.
+	CredentialExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=credential_expires_at,json=credentialExpiresAt,proto3" json:"credential_expires_at,omitempty"`
+	// rotate_credential asks the agent to call RotateCredential now: its credential is past
+	// half its life, has no expiry (issued by an older hub), or is the previous one of a
+	// rotation the agent did not complete.
+	RotateCredential bool `protobuf:"varint,5,opt,name=rotate_credential,json=rotateCredential,proto3" json:"rotate_credential,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ReportStatusResponse) Reset() {
 	*x = ReportStatusResponse{}
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -441,7 +557,7 @@ func (x *ReportStatusResponse) String() string {
 func (*ReportStatusResponse) ProtoMessage() {}
 
 func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[6]
+	mi := &file_kollect_fleet_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -454,7 +570,7 @@ func (x *ReportStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReportStatusResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_kollect_fleet_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReportStatusResponse) GetHeartbeatInterval() *durationpb.Duration {
@@ -478,11 +594,33 @@ func (x *ReportStatusResponse) GetHubTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ReportStatusResponse) GetCredentialExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CredentialExpiresAt
+	}
+	return nil
+}
+
+func (x *ReportStatusResponse) GetRotateCredential() bool {
+	if x != nil {
+		return x.RotateCredential
+	}
+	return false
+}
+
 var File_kollect_fleet_v1_agent_proto protoreflect.FileDescriptor
 
 const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckollect/fleet/v1/agent.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckollect/fleet/v1/types.proto\"\xde\x02\n" +
+	"\x1ckollect/fleet/v1/agent.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckollect/fleet/v1/types.proto\"\x19\n" +
+	"\x17RotateCredentialRequest\"\xc3\x01\n" +
+	"\x18RotateCredentialResponse\x12\x1e\n" +
+	"\n" +
+	"credential\x18\x01 \x01(\tR\n" +
+	"credential\x129\n" +
+	"\n" +
+	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12L\n" +
+	"\x14previous_valid_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12previousValidUntil\"\xde\x02\n" +
 	"\x0fRegisterRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12E\n" +
 	"\x06labels\x18\x02 \x03(\v2-.kollect.fleet.v1.RegisterRequest.LabelsEntryR\x06labels\x12'\n" +
@@ -492,13 +630,14 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\x12kubernetes_version\x18\x06 \x01(\tR\x11kubernetesVersion\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9f\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x01\n" +
 	"\x10RegisterResponse\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x02 \x01(\tR\n" +
 	"credential\x12H\n" +
-	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\"H\n" +
+	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12N\n" +
+	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\"H\n" +
 	"\x12WatchConfigRequest\x122\n" +
 	"\x15applied_config_digest\x18\x01 \x01(\tR\x13appliedConfigDigest\"\xb3\x01\n" +
 	"\x10BundleAssignment\x12\x16\n" +
@@ -512,15 +651,18 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\rconfig_digest\x18\x02 \x01(\tR\fconfigDigest\x123\n" +
 	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"L\n" +
 	"\x13ReportStatusRequest\x125\n" +
-	"\x06status\x18\x01 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"\xcb\x01\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"\xc8\x02\n" +
 	"\x14ReportStatusResponse\x12H\n" +
 	"\x12heartbeat_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x122\n" +
 	"\x15desired_config_digest\x18\x02 \x01(\tR\x13desiredConfigDigest\x125\n" +
-	"\bhub_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ahubTime2\x9e\x02\n" +
+	"\bhub_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ahubTime\x12N\n" +
+	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\x12+\n" +
+	"\x11rotate_credential\x18\x05 \x01(\bR\x10rotateCredential2\x89\x03\n" +
 	"\fAgentService\x12Q\n" +
 	"\bRegister\x12!.kollect.fleet.v1.RegisterRequest\x1a\".kollect.fleet.v1.RegisterResponse\x12\\\n" +
 	"\vWatchConfig\x12$.kollect.fleet.v1.WatchConfigRequest\x1a%.kollect.fleet.v1.WatchConfigResponse0\x01\x12]\n" +
-	"\fReportStatus\x12%.kollect.fleet.v1.ReportStatusRequest\x1a&.kollect.fleet.v1.ReportStatusResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
+	"\fReportStatus\x12%.kollect.fleet.v1.ReportStatusRequest\x1a&.kollect.fleet.v1.ReportStatusResponse\x12i\n" +
+	"\x10RotateCredential\x12).kollect.fleet.v1.RotateCredentialRequest\x1a*.kollect.fleet.v1.RotateCredentialResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_kollect_fleet_v1_agent_proto_rawDescOnce sync.Once
@@ -534,41 +676,49 @@ func file_kollect_fleet_v1_agent_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_agent_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_kollect_fleet_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_kollect_fleet_v1_agent_proto_goTypes = []any{
-	(*RegisterRequest)(nil),       // 0: kollect.fleet.v1.RegisterRequest
-	(*RegisterResponse)(nil),      // 1: kollect.fleet.v1.RegisterResponse
-	(*WatchConfigRequest)(nil),    // 2: kollect.fleet.v1.WatchConfigRequest
-	(*BundleAssignment)(nil),      // 3: kollect.fleet.v1.BundleAssignment
-	(*WatchConfigResponse)(nil),   // 4: kollect.fleet.v1.WatchConfigResponse
-	(*ReportStatusRequest)(nil),   // 5: kollect.fleet.v1.ReportStatusRequest
-	(*ReportStatusResponse)(nil),  // 6: kollect.fleet.v1.ReportStatusResponse
-	nil,                           // 7: kollect.fleet.v1.RegisterRequest.LabelsEntry
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*ObjectRef)(nil),             // 9: kollect.fleet.v1.ObjectRef
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*AgentStatus)(nil),           // 11: kollect.fleet.v1.AgentStatus
+	(*RotateCredentialRequest)(nil),  // 0: kollect.fleet.v1.RotateCredentialRequest
+	(*RotateCredentialResponse)(nil), // 1: kollect.fleet.v1.RotateCredentialResponse
+	(*RegisterRequest)(nil),          // 2: kollect.fleet.v1.RegisterRequest
+	(*RegisterResponse)(nil),         // 3: kollect.fleet.v1.RegisterResponse
+	(*WatchConfigRequest)(nil),       // 4: kollect.fleet.v1.WatchConfigRequest
+	(*BundleAssignment)(nil),         // 5: kollect.fleet.v1.BundleAssignment
+	(*WatchConfigResponse)(nil),      // 6: kollect.fleet.v1.WatchConfigResponse
+	(*ReportStatusRequest)(nil),      // 7: kollect.fleet.v1.ReportStatusRequest
+	(*ReportStatusResponse)(nil),     // 8: kollect.fleet.v1.ReportStatusResponse
+	nil,                              // 9: kollect.fleet.v1.RegisterRequest.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 11: google.protobuf.Duration
+	(*ObjectRef)(nil),                // 12: kollect.fleet.v1.ObjectRef
+	(*AgentStatus)(nil),              // 13: kollect.fleet.v1.AgentStatus
 }
 var file_kollect_fleet_v1_agent_proto_depIdxs = []int32{
-	7,  // 0: kollect.fleet.v1.RegisterRequest.labels:type_name -> kollect.fleet.v1.RegisterRequest.LabelsEntry
-	8,  // 1: kollect.fleet.v1.RegisterResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	9,  // 2: kollect.fleet.v1.BundleAssignment.objects:type_name -> kollect.fleet.v1.ObjectRef
-	3,  // 3: kollect.fleet.v1.WatchConfigResponse.bundles:type_name -> kollect.fleet.v1.BundleAssignment
-	10, // 4: kollect.fleet.v1.WatchConfigResponse.sent_at:type_name -> google.protobuf.Timestamp
-	11, // 5: kollect.fleet.v1.ReportStatusRequest.status:type_name -> kollect.fleet.v1.AgentStatus
-	8,  // 6: kollect.fleet.v1.ReportStatusResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	10, // 7: kollect.fleet.v1.ReportStatusResponse.hub_time:type_name -> google.protobuf.Timestamp
-	0,  // 8: kollect.fleet.v1.AgentService.Register:input_type -> kollect.fleet.v1.RegisterRequest
-	2,  // 9: kollect.fleet.v1.AgentService.WatchConfig:input_type -> kollect.fleet.v1.WatchConfigRequest
-	5,  // 10: kollect.fleet.v1.AgentService.ReportStatus:input_type -> kollect.fleet.v1.ReportStatusRequest
-	1,  // 11: kollect.fleet.v1.AgentService.Register:output_type -> kollect.fleet.v1.RegisterResponse
-	4,  // 12: kollect.fleet.v1.AgentService.WatchConfig:output_type -> kollect.fleet.v1.WatchConfigResponse
-	6,  // 13: kollect.fleet.v1.AgentService.ReportStatus:output_type -> kollect.fleet.v1.ReportStatusResponse
-	11, // [11:14] is the sub-list for method output_type
-	8,  // [8:11] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	10, // 0: kollect.fleet.v1.RotateCredentialResponse.expires_at:type_name -> google.protobuf.Timestamp
+	10, // 1: kollect.fleet.v1.RotateCredentialResponse.previous_valid_until:type_name -> google.protobuf.Timestamp
+	9,  // 2: kollect.fleet.v1.RegisterRequest.labels:type_name -> kollect.fleet.v1.RegisterRequest.LabelsEntry
+	11, // 3: kollect.fleet.v1.RegisterResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	10, // 4: kollect.fleet.v1.RegisterResponse.credential_expires_at:type_name -> google.protobuf.Timestamp
+	12, // 5: kollect.fleet.v1.BundleAssignment.objects:type_name -> kollect.fleet.v1.ObjectRef
+	5,  // 6: kollect.fleet.v1.WatchConfigResponse.bundles:type_name -> kollect.fleet.v1.BundleAssignment
+	10, // 7: kollect.fleet.v1.WatchConfigResponse.sent_at:type_name -> google.protobuf.Timestamp
+	13, // 8: kollect.fleet.v1.ReportStatusRequest.status:type_name -> kollect.fleet.v1.AgentStatus
+	11, // 9: kollect.fleet.v1.ReportStatusResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	10, // 10: kollect.fleet.v1.ReportStatusResponse.hub_time:type_name -> google.protobuf.Timestamp
+	10, // 11: kollect.fleet.v1.ReportStatusResponse.credential_expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 12: kollect.fleet.v1.AgentService.Register:input_type -> kollect.fleet.v1.RegisterRequest
+	4,  // 13: kollect.fleet.v1.AgentService.WatchConfig:input_type -> kollect.fleet.v1.WatchConfigRequest
+	7,  // 14: kollect.fleet.v1.AgentService.ReportStatus:input_type -> kollect.fleet.v1.ReportStatusRequest
+	0,  // 15: kollect.fleet.v1.AgentService.RotateCredential:input_type -> kollect.fleet.v1.RotateCredentialRequest
+	3,  // 16: kollect.fleet.v1.AgentService.Register:output_type -> kollect.fleet.v1.RegisterResponse
+	6,  // 17: kollect.fleet.v1.AgentService.WatchConfig:output_type -> kollect.fleet.v1.WatchConfigResponse
+	8,  // 18: kollect.fleet.v1.AgentService.ReportStatus:output_type -> kollect.fleet.v1.ReportStatusResponse
+	1,  // 19: kollect.fleet.v1.AgentService.RotateCredential:output_type -> kollect.fleet.v1.RotateCredentialResponse
+	16, // [16:20] is the sub-list for method output_type
+	12, // [12:16] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_agent_proto_init() }
@@ -583,7 +733,7 @@ func file_kollect_fleet_v1_agent_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_agent_proto_rawDesc), len(file_kollect_fleet_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

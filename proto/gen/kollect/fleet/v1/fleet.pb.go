@@ -1607,8 +1607,10 @@ func (*RevokeBootstrapTokenResponse) Descriptor() ([]byte, []int) {
 type CreateAPITokenRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name is unique among live tokens and appears in the audit log.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Role          Role   `protobuf:"varint,2,opt,name=role,proto3,enum=kollect.fleet.v1.Role" json:"role,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Role Role   `protobuf:"varint,2,opt,name=role,proto3,enum=kollect.fleet.v1.Role" json:"role,omitempty"`
+	// ttl, when set, is how long the token works; unset, it works until revoked.
+	Ttl           *durationpb.Duration `protobuf:"bytes,3,opt,name=ttl,proto3" json:"ttl,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1655,6 +1657,13 @@ func (x *CreateAPITokenRequest) GetRole() Role {
 		return x.Role
 	}
 	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *CreateAPITokenRequest) GetTtl() *durationpb.Duration {
+	if x != nil {
+		return x.Ttl
+	}
+	return nil
 }
 
 // CreateAPITokenResponse carries the secret, shown once.
@@ -2570,10 +2579,11 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x06tokens\x18\x01 \x03(\v2 .kollect.fleet.v1.BootstrapTokenR\x06tokens\"-\n" +
 	"\x1bRevokeBootstrapTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x1e\n" +
-	"\x1cRevokeBootstrapTokenResponse\"W\n" +
+	"\x1cRevokeBootstrapTokenResponse\"\x84\x01\n" +
 	"\x15CreateAPITokenRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
-	"\x04role\x18\x02 \x01(\x0e2\x16.kollect.fleet.v1.RoleR\x04role\"b\n" +
+	"\x04role\x18\x02 \x01(\x0e2\x16.kollect.fleet.v1.RoleR\x04role\x12+\n" +
+	"\x03ttl\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\"b\n" +
 	"\x16CreateAPITokenResponse\x120\n" +
 	"\x05token\x18\x01 \x01(\v2\x1a.kollect.fleet.v1.APITokenR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x16\n" +
@@ -2765,85 +2775,86 @@ var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
 	55, // 13: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
 	55, // 14: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
 	56, // 15: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	57, // 16: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	57, // 17: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	56, // 18: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
-	41, // 19: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	41, // 20: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	58, // 21: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	54, // 22: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	54, // 23: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	59, // 24: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	48, // 25: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	53, // 26: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	60, // 27: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
-	59, // 28: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	61, // 29: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 30: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 31: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 32: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
-	6,  // 33: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
-	8,  // 34: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
-	10, // 35: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	12, // 36: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
-	14, // 37: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	16, // 38: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	18, // 39: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	20, // 40: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	22, // 41: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	24, // 42: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	26, // 43: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	28, // 44: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	30, // 45: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	32, // 46: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	34, // 47: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	36, // 48: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	38, // 49: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
-	40, // 50: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	43, // 51: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	45, // 52: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	62, // 53: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	63, // 54: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	64, // 55: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	65, // 56: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	66, // 57: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	67, // 58: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	68, // 59: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 60: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 61: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 62: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
-	7,  // 63: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	9,  // 64: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	11, // 65: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	13, // 66: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
-	15, // 67: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	17, // 68: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	19, // 69: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	21, // 70: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	23, // 71: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	25, // 72: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	27, // 73: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	29, // 74: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	31, // 75: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	33, // 76: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	35, // 77: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	37, // 78: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	39, // 79: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
-	42, // 80: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	44, // 81: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	46, // 82: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	69, // 83: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	70, // 84: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	71, // 85: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	72, // 86: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	73, // 87: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	74, // 88: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	75, // 89: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	60, // [60:90] is the sub-list for method output_type
-	30, // [30:60] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	54, // 16: kollect.fleet.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
+	57, // 17: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	57, // 18: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	56, // 19: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
+	41, // 20: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	41, // 21: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	58, // 22: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	54, // 23: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	54, // 24: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	59, // 25: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	48, // 26: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	53, // 27: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	60, // 28: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	59, // 29: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	61, // 30: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 31: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 32: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 33: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
+	6,  // 34: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	8,  // 35: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	10, // 36: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	12, // 37: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
+	14, // 38: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	16, // 39: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	18, // 40: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	20, // 41: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	22, // 42: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	24, // 43: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	26, // 44: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	28, // 45: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	30, // 46: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	32, // 47: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	34, // 48: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	36, // 49: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	38, // 50: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	40, // 51: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	43, // 52: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	45, // 53: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	62, // 54: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	63, // 55: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	64, // 56: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	65, // 57: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	66, // 58: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	67, // 59: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	68, // 60: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 61: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 62: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 63: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 64: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 65: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 66: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 67: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
+	15, // 68: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	17, // 69: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	19, // 70: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	21, // 71: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	23, // 72: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	25, // 73: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	27, // 74: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	29, // 75: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	31, // 76: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	33, // 77: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	35, // 78: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	37, // 79: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	39, // 80: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	42, // 81: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	44, // 82: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	46, // 83: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	69, // 84: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	70, // 85: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	71, // 86: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	72, // 87: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	73, // 88: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	74, // 89: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	75, // 90: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	61, // [61:91] is the sub-list for method output_type
+	31, // [31:61] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }

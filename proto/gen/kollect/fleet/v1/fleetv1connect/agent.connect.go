@@ -41,6 +41,9 @@ const (
 	// AgentServiceReportStatusProcedure is the fully-qualified name of the AgentService's ReportStatus
 	// RPC.
 	AgentServiceReportStatusProcedure = "/kollect.fleet.v1.AgentService/ReportStatus"
+	// AgentServiceRotateCredentialProcedure is the fully-qualified name of the AgentService's
+	// RotateCredential RPC.
+	AgentServiceRotateCredentialProcedure = "/kollect.fleet.v1.AgentService/RotateCredential"
 )
 
 // AgentServiceClient is a client for the kollect.fleet.v1.AgentService service.
@@ -72,6 +75,13 @@ type AgentServiceClient interface {
 	// default). The status replaces the previous one; the hub derives the cluster's liveness,
 	// config and version skew and the export-freshness matrix from it.
 	ReportStatus(context.Context, *connect.Request[v1.ReportStatusRequest]) (*connect.Response[v1.ReportStatusResponse], error)
+	// RotateCredential replaces the calling agent's credential with a new one, over the
+	// connection it already holds; the hub asks for it in ReportStatusResponse.rotate_credential.
+	// The credential the call was made with stays valid until previous_valid_until (the hub's
+	// --agent-credential-grace), so the agent stores the new one first and then switches; open
+	// streams are not closed. Called with that previous credential (the agent could not store
+	// the new one), it issues another new one and the previous one keeps its first deadline.
+	RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the kollect.fleet.v1.AgentService service. By
@@ -103,14 +113,21 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("ReportStatus")),
 			connect.WithClientOptions(opts...),
 		),
+		rotateCredential: connect.NewClient[v1.RotateCredentialRequest, v1.RotateCredentialResponse](
+			httpClient,
+			baseURL+AgentServiceRotateCredentialProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("RotateCredential")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // agentServiceClient implements AgentServiceClient.
 type agentServiceClient struct {
-	register     *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
-	watchConfig  *connect.Client[v1.WatchConfigRequest, v1.WatchConfigResponse]
-	reportStatus *connect.Client[v1.ReportStatusRequest, v1.ReportStatusResponse]
+	register         *connect.Client[v1.RegisterRequest, v1.RegisterResponse]
+	watchConfig      *connect.Client[v1.WatchConfigRequest, v1.WatchConfigResponse]
+	reportStatus     *connect.Client[v1.ReportStatusRequest, v1.ReportStatusResponse]
+	rotateCredential *connect.Client[v1.RotateCredentialRequest, v1.RotateCredentialResponse]
 }
 
 // Register calls kollect.fleet.v1.AgentService.Register.
@@ -126,6 +143,11 @@ func (c *agentServiceClient) WatchConfig(ctx context.Context, req *connect.Reque
 // ReportStatus calls kollect.fleet.v1.AgentService.ReportStatus.
 func (c *agentServiceClient) ReportStatus(ctx context.Context, req *connect.Request[v1.ReportStatusRequest]) (*connect.Response[v1.ReportStatusResponse], error) {
 	return c.reportStatus.CallUnary(ctx, req)
+}
+
+// RotateCredential calls kollect.fleet.v1.AgentService.RotateCredential.
+func (c *agentServiceClient) RotateCredential(ctx context.Context, req *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error) {
+	return c.rotateCredential.CallUnary(ctx, req)
 }
 
 // AgentServiceHandler is an implementation of the kollect.fleet.v1.AgentService service.
@@ -157,6 +179,13 @@ type AgentServiceHandler interface {
 	// default). The status replaces the previous one; the hub derives the cluster's liveness,
 	// config and version skew and the export-freshness matrix from it.
 	ReportStatus(context.Context, *connect.Request[v1.ReportStatusRequest]) (*connect.Response[v1.ReportStatusResponse], error)
+	// RotateCredential replaces the calling agent's credential with a new one, over the
+	// connection it already holds; the hub asks for it in ReportStatusResponse.rotate_credential.
+	// The credential the call was made with stays valid until previous_valid_until (the hub's
+	// --agent-credential-grace), so the agent stores the new one first and then switches; open
+	// streams are not closed. Called with that previous credential (the agent could not store
+	// the new one), it issues another new one and the previous one keeps its first deadline.
+	RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -184,6 +213,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("ReportStatus")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceRotateCredentialHandler := connect.NewUnaryHandler(
+		AgentServiceRotateCredentialProcedure,
+		svc.RotateCredential,
+		connect.WithSchema(agentServiceMethods.ByName("RotateCredential")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kollect.fleet.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceRegisterProcedure:
@@ -192,6 +227,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceWatchConfigHandler.ServeHTTP(w, r)
 		case AgentServiceReportStatusProcedure:
 			agentServiceReportStatusHandler.ServeHTTP(w, r)
+		case AgentServiceRotateCredentialProcedure:
+			agentServiceRotateCredentialHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -211,4 +248,8 @@ func (UnimplementedAgentServiceHandler) WatchConfig(context.Context, *connect.Re
 
 func (UnimplementedAgentServiceHandler) ReportStatus(context.Context, *connect.Request[v1.ReportStatusRequest]) (*connect.Response[v1.ReportStatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.AgentService.ReportStatus is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.AgentService.RotateCredential is not implemented"))
 }

@@ -14,7 +14,55 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kollect/fleet/v1/agent.proto.
  */
 export const file_kollect_fleet_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2FnZW50LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIvsBCg9SZWdpc3RlclJlcXVlc3QSFAoMY2x1c3Rlcl9uYW1lGAEgASgJEj0KBmxhYmVscxgCIAMoCzItLmtvbGxlY3QuZmxlZXQudjEuUmVnaXN0ZXJSZXF1ZXN0LkxhYmVsc0VudHJ5EhcKD2Jvb3RzdHJhcF90b2tlbhgDIAEoCRIYChByZXBsYWNlX2V4aXN0aW5nGAQgASgIEhUKDWFnZW50X3ZlcnNpb24YBSABKAkSGgoSa3ViZXJuZXRlc192ZXJzaW9uGAYgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEicwoQUmVnaXN0ZXJSZXNwb25zZRIUCgxjbHVzdGVyX25hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iMwoSV2F0Y2hDb25maWdSZXF1ZXN0Eh0KFWFwcGxpZWRfY29uZmlnX2RpZ2VzdBgBIAEoCSKFAQoQQnVuZGxlQXNzaWdubWVudBIOCgZidW5kbGUYASABKAkSEAoIcmV2aXNpb24YAiABKAMSDgoGZGlnZXN0GAMgASgJEhEKCW1hbmlmZXN0cxgEIAEoCRIsCgdvYmplY3RzGAUgAygLMhsua29sbGVjdC5mbGVldC52MS5PYmplY3RSZWYijgEKE1dhdGNoQ29uZmlnUmVzcG9uc2USMwoHYnVuZGxlcxgBIAMoCzIiLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlQXNzaWdubWVudBIVCg1jb25maWdfZGlnZXN0GAIgASgJEisKB3NlbnRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIkQKE1JlcG9ydFN0YXR1c1JlcXVlc3QSLQoGc3RhdHVzGAEgASgLMh0ua29sbGVjdC5mbGVldC52MS5BZ2VudFN0YXR1cyKaAQoUUmVwb3J0U3RhdHVzUmVzcG9uc2USNQoSaGVhcnRiZWF0X2ludGVydmFsGAEgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh0KFWRlc2lyZWRfY29uZmlnX2RpZ2VzdBgCIAEoCRIsCghodWJfdGltZRgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAyngIKDEFnZW50U2VydmljZRJRCghSZWdpc3RlchIhLmtvbGxlY3QuZmxlZXQudjEuUmVnaXN0ZXJSZXF1ZXN0GiIua29sbGVjdC5mbGVldC52MS5SZWdpc3RlclJlc3BvbnNlElwKC1dhdGNoQ29uZmlnEiQua29sbGVjdC5mbGVldC52MS5XYXRjaENvbmZpZ1JlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLldhdGNoQ29uZmlnUmVzcG9uc2UwARJdCgxSZXBvcnRTdGF0dXMSJS5rb2xsZWN0LmZsZWV0LnYxLlJlcG9ydFN0YXR1c1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLlJlcG9ydFN0YXR1c1Jlc3BvbnNlQjBaLmtvbGxlY3QuZGV2L3Byb3RvL2dlbi9rb2xsZWN0L2ZsZWV0L3YxO2ZsZWV0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_types]);
+  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2FnZW50LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIhkKF1JvdGF0ZUNyZWRlbnRpYWxSZXF1ZXN0IpgBChhSb3RhdGVDcmVkZW50aWFsUmVzcG9uc2USEgoKY3JlZGVudGlhbBgBIAEoCRIuCgpleHBpcmVzX2F0GAIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI4ChRwcmV2aW91c192YWxpZF91bnRpbBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi+wEKD1JlZ2lzdGVyUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSPQoGbGFiZWxzGAIgAygLMi0ua29sbGVjdC5mbGVldC52MS5SZWdpc3RlclJlcXVlc3QuTGFiZWxzRW50cnkSFwoPYm9vdHN0cmFwX3Rva2VuGAMgASgJEhgKEHJlcGxhY2VfZXhpc3RpbmcYBCABKAgSFQoNYWdlbnRfdmVyc2lvbhgFIAEoCRIaChJrdWJlcm5ldGVzX3ZlcnNpb24YBiABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASKuAQoQUmVnaXN0ZXJSZXNwb25zZRIUCgxjbHVzdGVyX25hbWUYASABKAkSEgoKY3JlZGVudGlhbBgCIAEoCRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SOQoVY3JlZGVudGlhbF9leHBpcmVzX2F0GAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIzChJXYXRjaENvbmZpZ1JlcXVlc3QSHQoVYXBwbGllZF9jb25maWdfZGlnZXN0GAEgASgJIoUBChBCdW5kbGVBc3NpZ25tZW50Eg4KBmJ1bmRsZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAxIOCgZkaWdlc3QYAyABKAkSEQoJbWFuaWZlc3RzGAQgASgJEiwKB29iamVjdHMYBSADKAsyGy5rb2xsZWN0LmZsZWV0LnYxLk9iamVjdFJlZiKOAQoTV2F0Y2hDb25maWdSZXNwb25zZRIzCgdidW5kbGVzGAEgAygLMiIua29sbGVjdC5mbGVldC52MS5CdW5kbGVBc3NpZ25tZW50EhUKDWNvbmZpZ19kaWdlc3QYAiABKAkSKwoHc2VudF9hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiRAoTUmVwb3J0U3RhdHVzUmVxdWVzdBItCgZzdGF0dXMYASABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIvABChRSZXBvcnRTdGF0dXNSZXNwb25zZRI1ChJoZWFydGJlYXRfaW50ZXJ2YWwYASABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SHQoVZGVzaXJlZF9jb25maWdfZGlnZXN0GAIgASgJEiwKCGh1Yl90aW1lGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBI5ChVjcmVkZW50aWFsX2V4cGlyZXNfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhkKEXJvdGF0ZV9jcmVkZW50aWFsGAUgASgIMokDCgxBZ2VudFNlcnZpY2USUQoIUmVnaXN0ZXISIS5rb2xsZWN0LmZsZWV0LnYxLlJlZ2lzdGVyUmVxdWVzdBoiLmtvbGxlY3QuZmxlZXQudjEuUmVnaXN0ZXJSZXNwb25zZRJcCgtXYXRjaENvbmZpZxIkLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hDb25maWdSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5XYXRjaENvbmZpZ1Jlc3BvbnNlMAESXQoMUmVwb3J0U3RhdHVzEiUua29sbGVjdC5mbGVldC52MS5SZXBvcnRTdGF0dXNSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5SZXBvcnRTdGF0dXNSZXNwb25zZRJpChBSb3RhdGVDcmVkZW50aWFsEikua29sbGVjdC5mbGVldC52MS5Sb3RhdGVDcmVkZW50aWFsUmVxdWVzdBoqLmtvbGxlY3QuZmxlZXQudjEuUm90YXRlQ3JlZGVudGlhbFJlc3BvbnNlQjBaLmtvbGxlY3QuZGV2L3Byb3RvL2dlbi9rb2xsZWN0L2ZsZWV0L3YxO2ZsZWV0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_types]);
+
+/**
+ * RotateCredentialRequest asks for a new credential; the cluster is the credential's.
+ *
+ * @generated from message kollect.fleet.v1.RotateCredentialRequest
+ */
+export type RotateCredentialRequest = Message<"kollect.fleet.v1.RotateCredentialRequest"> & {
+};
+
+/**
+ * Describes the message kollect.fleet.v1.RotateCredentialRequest.
+ * Use `create(RotateCredentialRequestSchema)` to create a new message.
+ */
+export const RotateCredentialRequestSchema: GenMessage<RotateCredentialRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_agent, 0);
+
+/**
+ * RotateCredentialResponse carries the new credential, shown once.
+ *
+ * @generated from message kollect.fleet.v1.RotateCredentialResponse
+ */
+export type RotateCredentialResponse = Message<"kollect.fleet.v1.RotateCredentialResponse"> & {
+  /**
+   * @generated from field: string credential = 1;
+   */
+  credential: string;
+
+  /**
+   * expires_at is when the new credential stops working unless rotated again.
+   *
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+
+  /**
+   * previous_valid_until is when the credential the call was made with stops working.
+   *
+   * @generated from field: google.protobuf.Timestamp previous_valid_until = 3;
+   */
+  previousValidUntil?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.RotateCredentialResponse.
+ * Use `create(RotateCredentialResponseSchema)` to create a new message.
+ */
+export const RotateCredentialResponseSchema: GenMessage<RotateCredentialResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_agent, 1);
 
 /**
  * RegisterRequest asks for a credential for one cluster.
@@ -69,7 +117,7 @@ export type RegisterRequest = Message<"kollect.fleet.v1.RegisterRequest"> & {
  * Use `create(RegisterRequestSchema)` to create a new message.
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 0);
+  messageDesc(file_kollect_fleet_v1_agent, 2);
 
 /**
  * RegisterResponse carries the agent's credential. It is shown once: store it (the agent keeps
@@ -94,6 +142,14 @@ export type RegisterResponse = Message<"kollect.fleet.v1.RegisterResponse"> & {
    * @generated from field: google.protobuf.Duration heartbeat_interval = 3;
    */
   heartbeatInterval?: Duration | undefined;
+
+  /**
+   * credential_expires_at is when the credential stops working unless rotated
+   * (RotateCredential); the hub asks for rotation well before.
+   *
+   * @generated from field: google.protobuf.Timestamp credential_expires_at = 4;
+   */
+  credentialExpiresAt?: Timestamp | undefined;
 };
 
 /**
@@ -101,7 +157,7 @@ export type RegisterResponse = Message<"kollect.fleet.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 1);
+  messageDesc(file_kollect_fleet_v1_agent, 3);
 
 /**
  * WatchConfigRequest opens the configuration stream. The cluster is the credential's.
@@ -123,7 +179,7 @@ export type WatchConfigRequest = Message<"kollect.fleet.v1.WatchConfigRequest"> 
  * Use `create(WatchConfigRequestSchema)` to create a new message.
  */
 export const WatchConfigRequestSchema: GenMessage<WatchConfigRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 2);
+  messageDesc(file_kollect_fleet_v1_agent, 4);
 
 /**
  * BundleAssignment is one bundle revision the cluster must hold.
@@ -168,7 +224,7 @@ export type BundleAssignment = Message<"kollect.fleet.v1.BundleAssignment"> & {
  * Use `create(BundleAssignmentSchema)` to create a new message.
  */
 export const BundleAssignmentSchema: GenMessage<BundleAssignment> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 3);
+  messageDesc(file_kollect_fleet_v1_agent, 5);
 
 /**
  * WatchConfigResponse is the complete desired configuration of the cluster.
@@ -203,7 +259,7 @@ export type WatchConfigResponse = Message<"kollect.fleet.v1.WatchConfigResponse"
  * Use `create(WatchConfigResponseSchema)` to create a new message.
  */
 export const WatchConfigResponseSchema: GenMessage<WatchConfigResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 4);
+  messageDesc(file_kollect_fleet_v1_agent, 6);
 
 /**
  * ReportStatusRequest carries one heartbeat.
@@ -222,7 +278,7 @@ export type ReportStatusRequest = Message<"kollect.fleet.v1.ReportStatusRequest"
  * Use `create(ReportStatusRequestSchema)` to create a new message.
  */
 export const ReportStatusRequestSchema: GenMessage<ReportStatusRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 5);
+  messageDesc(file_kollect_fleet_v1_agent, 7);
 
 /**
  * ReportStatusResponse acknowledges a heartbeat.
@@ -248,6 +304,22 @@ export type ReportStatusResponse = Message<"kollect.fleet.v1.ReportStatusRespons
    * @generated from field: google.protobuf.Timestamp hub_time = 3;
    */
   hubTime?: Timestamp | undefined;
+
+  /**
+   * credential_expires_at is when the credential this call was made with stops working.
+   *
+   * @generated from field: google.protobuf.Timestamp credential_expires_at = 4;
+   */
+  credentialExpiresAt?: Timestamp | undefined;
+
+  /**
+   * rotate_credential asks the agent to call RotateCredential now: its credential is past
+   * half its life, has no expiry (issued by an older hub), or is the previous one of a
+   * rotation the agent did not complete.
+   *
+   * @generated from field: bool rotate_credential = 5;
+   */
+  rotateCredential: boolean;
 };
 
 /**
@@ -255,7 +327,7 @@ export type ReportStatusResponse = Message<"kollect.fleet.v1.ReportStatusRespons
  * Use `create(ReportStatusResponseSchema)` to create a new message.
  */
 export const ReportStatusResponseSchema: GenMessage<ReportStatusResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_agent, 6);
+  messageDesc(file_kollect_fleet_v1_agent, 8);
 
 /**
  * AgentService is called by agents. Agents always dial out to the hub over TLS (pinning the
@@ -320,6 +392,21 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof ReportStatusRequestSchema;
     output: typeof ReportStatusResponseSchema;
+  },
+  /**
+   * RotateCredential replaces the calling agent's credential with a new one, over the
+   * connection it already holds; the hub asks for it in ReportStatusResponse.rotate_credential.
+   * The credential the call was made with stays valid until previous_valid_until (the hub's
+   * --agent-credential-grace), so the agent stores the new one first and then switches; open
+   * streams are not closed. Called with that previous credential (the agent could not store
+   * the new one), it issues another new one and the previous one keeps its first deadline.
+   *
+   * @generated from rpc kollect.fleet.v1.AgentService.RotateCredential
+   */
+  rotateCredential: {
+    methodKind: "unary";
+    input: typeof RotateCredentialRequestSchema;
+    output: typeof RotateCredentialResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_kollect_fleet_v1_agent, 0);
