@@ -93,7 +93,7 @@ func (g *Guard) Run(ctx context.Context) {
 }
 
 func (g *Guard) audit(e store.AuditEvent) {
-	e.Time = time.Now().UTC()
+	e.Time = g.now().UTC()
 	select {
 	case g.queue <- e:
 	default:
