@@ -74,7 +74,8 @@ func (h *hub) metrics(t *testing.T, token string) (int, string) {
 
 // TestHardenedHub drives the shipped kollect-hub and kollect CLI through what a user sees of
 // the hub's hardening: /metrics only with a token; bootstrap tokens of one use by default;
-// sticky revocation released with the CLI; failed authentications logged and audited without
+// sticky revocation released with the CLI; the cap on one agent's streams and a request size
+// limit; failed authentications logged and audited without
 // the secret, and refused with ResourceExhausted and a retry hint once an address used up its
 // budget.
 func TestHardenedHub(t *testing.T) {
@@ -129,8 +130,32 @@ func TestHardenedHub(t *testing.T) {
 		t.Fatalf("registering a revoked name: %v, want FailedPrecondition naming the release command", err)
 	}
 	must("released the name east", "hub", "agent", "release", "east")
-	if _, err := register(more.Msg.GetSecret(), "east"); err != nil {
+	east, err := register(more.Msg.GetSecret(), "east")
+	if err != nil {
 		t.Fatalf("registering a released name: %v", err)
+	}
+
+	// One agent may hold four configuration streams (--max-streams-per-agent); a fifth is
+	// refused. A registration larger than its procedure's limit is refused before it is read.
+	streams := fleetv1connect.NewAgentServiceClient(h.httpClient(), "https://"+h.addr, connect.WithInterceptors(streamBearer(east)))
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range 5 {
+		s, err := streams.WatchConfig(sctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := s.Receive()
+		if i < 4 && !got {
+			t.Fatalf("stream %d: %v", i+1, s.Err())
+		}
+		if i == 4 && (got || connect.CodeOf(s.Err()) != connect.CodeResourceExhausted) {
+			t.Fatalf("a fifth stream of one agent: received=%v %v, want ResourceExhausted", got, s.Err())
+		}
+	}
+	cancel()
+	if _, err := register("kbt_"+strings.Repeat("x", 100<<10), "west"); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("a 100 KiB registration: %v, want ResourceExhausted", err)
 	}
 
 	// Three failed authentications use up the address's budget…
@@ -215,4 +240,21 @@ func hasRetryInfo(ce *connect.Error) bool {
 		}
 	}
 	return false
+}
+
+// streamBearer sends "Authorization: Bearer <credential>" on streams.
+type streamBearer string
+
+func (b streamBearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return next }
+
+func (b streamBearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		return conn
+	}
+}
+
+func (b streamBearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
