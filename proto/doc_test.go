@@ -50,7 +50,7 @@ func TestAgentProcedures(t *testing.T) {
 		}
 		got = append(got, name)
 	}
-	if strings.Join(got, ",") != "Register,WatchConfig(stream),ReportStatus" {
+	if strings.Join(got, ",") != "Register,WatchConfig(stream),ReportStatus,RotateCredential" {
 		t.Fatalf("AgentService methods: %v", got)
 	}
 }

@@ -21,13 +21,7 @@ import (
 // only to an API token (401 without one). A ServiceMonitor cannot be rendered without the
 // Secret of the token it sends.
 func TestHubMetricsNeedAToken(t *testing.T) {
-	var c renderCase
-	for _, x := range cases {
-		if x.name == "hub-default" {
-			c = x
-		}
-	}
-	out, err := render(t, c)
+	out, err := render(t, caseNamed(t, "hub-default"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,13 +20,7 @@ import (
 // dials it as an in-cluster agent would: by the Service's DNS name, verifying the certificate
 // against the CA the hub generated. The chart's --hosts must make that name valid.
 func TestHubRuns(t *testing.T) {
-	var c renderCase
-	for _, x := range cases {
-		if x.name == "hub-default" {
-			c = x
-		}
-	}
-	out, err := render(t, c)
+	out, err := render(t, caseNamed(t, "hub-default"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,4 +82,16 @@ func TestHubRuns(t *testing.T) {
 	} else if tok := strings.TrimSpace(string(token)); tok == "" || strings.Contains(raw, tok) {
 		t.Errorf("the hub's log shows its admin token (or the token file is empty)")
 	}
+}
+
+// caseNamed returns the render case of that name.
+func caseNamed(t *testing.T, name string) renderCase {
+	t.Helper()
+	for _, c := range cases {
+		if c.name == name {
+			return c
+		}
+	}
+	t.Fatalf("no render case %q", name)
+	return renderCase{}
 }

@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,31 +17,8 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/egress"
 	kollectv1 "kollect.dev/api/v1alpha1"
+	"kollect.dev/testenv"
 )
-
-// countingListener accepts TCP connections on loopback and counts them: the server-side
-// evidence that a refused sink made no connection attempt.
-func countingListener(t *testing.T) (port string, accepted *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	_, port, _ = net.SplitHostPort(ln.Addr().String())
-	return port, accepted
-}
 
 // egressCase is a sink of one type whose every endpoint is host:port.
 func egressCase(typ, host, port string) sink.Object {
@@ -94,7 +70,8 @@ func egressCase(typ, host, port string) sink.Object {
 // literal, after resolution for a name) or by host pattern. A loopback listener counts the
 // connections that reached it: none.
 func TestEgressRefusedByEverySinkClient(t *testing.T) {
-	port, accepted := countingListener(t)
+	addr, accepted := testenv.CountingListener(t)
+	_, port, _ := net.SplitHostPort(addr)
 	strict := egress.New(egress.Policy{})
 	secrets := func(context.Context, string) (map[string][]byte, error) {
 		return map[string][]byte{"username": []byte("u"), "password": []byte("p"), "token": []byte("t"),

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"kollect.dev/testenv"
 )
 
 func TestAllowlistsBeforeResolution(t *testing.T) {
@@ -52,7 +54,7 @@ func asRefused(err error, r **RefusedError) bool {
 // A name's resolved addresses are checked at connect time, before the connection: a listener
 // outside the list accepts nothing, whatever name reached it; inside, the dial connects.
 func TestAllowlistsAfterResolution(t *testing.T) {
-	addr, accepted := countingListener(t)
+	addr, accepted := testenv.CountingListener(t)
 	_, port, _ := net.SplitHostPort(addr)
 	local := New(Policy{AllowLocal: true})
 	elsewhere := Allowlist{Source: "KollectClusterScope platform", Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}

@@ -8,8 +8,9 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync/atomic"
 	"testing"
+
+	"kollect.dev/testenv"
 )
 
 func TestCheckAddr(t *testing.T) {
@@ -86,7 +87,7 @@ func TestCheckURL(t *testing.T) {
 // address accepts nothing, and the error names the rule. Host names are checked after
 // resolution: "localhost" resolves to loopback and is refused at connect time.
 func TestDialRefusesBeforeConnecting(t *testing.T) {
-	addr, accepted := countingListener(t)
+	addr, accepted := testenv.CountingListener(t)
 	_, port, _ := net.SplitHostPort(addr)
 	strict := New(Policy{})
 	for _, addr := range []string{addr, "localhost:" + port} {
@@ -126,27 +127,4 @@ func TestRedirectToMetadataRefused(t *testing.T) {
 	if !errors.As(err, &r) || r.Rule != RuleLinkLocal {
 		t.Fatalf("redirect to the metadata address: %v, want a link-local refusal", err)
 	}
-}
-
-// countingListener accepts TCP connections on loopback and counts them: the server-side
-// evidence that a refused dial never connected.
-func countingListener(t *testing.T) (addr string, accepted *atomic.Int64) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	accepted = &atomic.Int64{}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			accepted.Add(1)
-			c.Close()
-		}
-	}()
-	return ln.Addr().String(), accepted
 }
