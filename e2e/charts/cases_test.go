@@ -133,7 +133,7 @@ metrics:
 		rules := toJSON(one(t, objs, "PrometheusRule").Object["spec"])
 		// kollect_export_errors_total is labelled by sink and class only: matching it on
 		// inventory would never fire.
-		for _, want := range []string{"KollectExportStale", "kollect_export_last_success_timestamp_seconds", "\\u003e 600", "and on (namespace, sink)\\n", "KollectExportErrors", "kollect_export_errors_total"} {
+		for _, want := range []string{"KollectExportStale", "kollect_export_last_confirm_timestamp_seconds", "kollect_export_confirm_interval_seconds", "\\u003e 600", "and on (namespace, sink)\\n", "KollectExportErrors", "kollect_export_errors_total"} {
 			if !strings.Contains(rules, want) {
 				t.Errorf("PrometheusRule lacks %q: %s", want, rules)
 			}

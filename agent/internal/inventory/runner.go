@@ -118,7 +118,7 @@ func (r *runner) syncWorkersLocked() {
 			accepted, rows, at, confirmed = "", 0, time.Time{}, time.Time{}
 		}
 		w := delivery.NewWorker(delivery.WorkerOptions{
-			Name: ref.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
+			Name: ref.String(), Inventory: r.cfg.Key.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
 			Log: r.m.log, Accepted: accepted, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
 			ConfirmedAt: confirmed, ConfirmInterval: r.cfg.Confirm,
 			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },

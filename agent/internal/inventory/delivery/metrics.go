@@ -15,6 +15,7 @@ type Metrics struct {
 	lastSuccess *prometheus.GaugeVec
 	lastConfirm *prometheus.GaugeVec
 	confirms    *prometheus.CounterVec
+	interval    *prometheus.GaugeVec
 	rows        *prometheus.GaugeVec
 }
 
@@ -39,11 +40,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kollect_export_confirmations_total",
 			Help: "Confirmations per sink by result: confirmed, failed, or not_held (the sink held another snapshot: exported again).",
 		}, []string{"sink", "result"}),
+		interval: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kollect_export_confirm_interval_seconds",
+			Help: "The inventory's confirmInterval for the sink, 0 when confirmations are off: alerts on the confirmation age skip those.",
+		}, []string{"sink", "inventory"}),
 		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kollect_exported_rows", Help: "Rows in the last snapshot a sink accepted.",
 		}, []string{"sink", "inventory"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.lastConfirm, m.confirms, m.rows)
+	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.lastConfirm, m.confirms, m.interval, m.rows)
 	return m
 }
 
@@ -75,6 +80,14 @@ const (
 	failed    = "failed"
 	notHeld   = "not_held"
 )
+
+// confirmInterval publishes how often the sink is confirmed for the inventory.
+func (m *Metrics) confirmInterval(name, inventory string, d time.Duration) {
+	if m == nil || inventory == "" {
+		return
+	}
+	m.interval.WithLabelValues(name, inventory).Set(d.Seconds())
+}
 
 // initSink makes a sink's confirmation counters visible at zero before the first one, so an
 // alert on their rate has a series from the start.

@@ -72,12 +72,13 @@ var DefaultBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, TerminalDe
 
 // Worker exports snapshots of one inventory to one sink.
 type Worker struct {
-	Name    string // for logs and metrics: family/namespace/name
-	sink    sink.Sink
-	timeout time.Duration
-	backoff Backoff
-	metrics *Metrics
-	log     logr.Logger
+	Name      string // for logs and metrics: family/namespace/name
+	inventory string // namespace/name, for metrics
+	sink      sink.Sink
+	timeout   time.Duration
+	backoff   Backoff
+	metrics   *Metrics
+	log       logr.Logger
 	// onStatus is called after every attempt with the new status; it must not block.
 	onStatus func(Status)
 	// ready gates exporting (leader election); nil means always ready.
@@ -97,12 +98,14 @@ type Worker struct {
 
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
-	Name    string
-	Sink    sink.Sink
-	Timeout time.Duration
-	Backoff Backoff
-	Metrics *Metrics
-	Log     logr.Logger
+	Name string
+	// Inventory labels the worker's metrics before its first job (namespace/name).
+	Inventory string
+	Sink      sink.Sink
+	Timeout   time.Duration
+	Backoff   Backoff
+	Metrics   *Metrics
+	Log       logr.Logger
 	// Accepted is the checksum the sink accepted before this process started (from status).
 	Accepted     string
 	AcceptedRows int
@@ -130,7 +133,8 @@ func NewWorker(o WorkerOptions) *Worker {
 	if o.ConfirmInterval > 0 {
 		o.Metrics.initSink(o.Name)
 	}
-	return &Worker{Name: o.Name, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
+	o.Metrics.confirmInterval(o.Name, o.Inventory, o.ConfirmInterval)
+	return &Worker{Name: o.Name, inventory: o.Inventory, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
 		onStatus: o.OnStatus, ready: o.Ready, confirmEvery: o.ConfirmInterval, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt, LastConfirm: o.ConfirmedAt}}
 }
@@ -159,6 +163,10 @@ func (w *Worker) SetConfirmInterval(d time.Duration) {
 	}
 	w.confirmEvery, w.nextConfirm = d, time.Time{}
 	w.mu.Unlock()
+	if d > 0 {
+		w.metrics.initSink(w.Name)
+	}
+	w.metrics.confirmInterval(w.Name, w.inventory, d)
 	select {
 	case w.wake <- struct{}{}: // recompute the timer
 	default:
