@@ -641,6 +641,16 @@ func (k *kafkaReader) records(ctx context.Context) ([]kcatRecord, error) {
 	return recs, nil
 }
 
+// header is the value of the record's header name, "" without it.
+func (r *kcatRecord) header(name string) string {
+	for i := 0; i+1 < len(r.Headers); i += 2 {
+		if r.Headers[i] == name {
+			return r.Headers[i+1]
+		}
+	}
+	return ""
+}
+
 // changeEvent is the export contract's change event, as consumers decode it.
 type changeEvent struct {
 	Type, Key string
@@ -691,6 +701,9 @@ func (k *kafkaReader) rows(ctx context.Context) (rowSet, error) {
 	for _, r := range recs {
 		if r.Key == nil {
 			return nil, fmt.Errorf("record %d/%d without a key", r.Partition, r.Offset)
+		}
+		if r.header("kollect-event") == "state" {
+			continue // the inventory's state record (kafka.md): no row
 		}
 		if r.Payload == nil {
 			events = append(events, changeEvent{Type: "tombstone", Key: *r.Key})
@@ -853,7 +866,12 @@ func (n *natsReader) streamRows(ctx context.Context) (rowSet, []natsMsg, error) 
 		return nil, nil, err
 	}
 	var events []changeEvent
+	rowMsgs := msgs[:0:0]
 	for _, m := range msgs {
+		if strings.Contains(m.Header, "Kollect-Event: state") {
+			continue // the inventory's state message (nats.md): no row
+		}
+		rowMsgs = append(rowMsgs, m)
 		var e changeEvent
 		if err := json.Unmarshal(m.Data, &e); err != nil {
 			return nil, nil, fmt.Errorf("stream message %d: %w", m.Seq, err)
@@ -864,7 +882,7 @@ func (n *natsReader) streamRows(ctx context.Context) (rowSet, []natsMsg, error) 
 		events = append(events, e)
 	}
 	got, err := fold(events)
-	return got, msgs, err
+	return got, rowMsgs, err
 }
 
 // kvRows is the bucket's content: the latest revision per key, deleted keys left out.

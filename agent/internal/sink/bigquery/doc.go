@@ -13,6 +13,9 @@
 // The transaction avoids MERGE, UPDATE with joins and correlated subqueries in DML, which the
 // BigQuery emulator the tests run against cannot execute (see script in write.go).
 //
+// A confirmation (sink.Confirmer) is one UPDATE of the state row's confirmed_at, bound to its
+// checksum (see confirm.go).
+//
 // The decision between nothing, the diff and a full reconcile is the Postgres sink's: the diff
 // only applies on top of the checksum it was computed from.
 package bigquery

@@ -28,8 +28,8 @@ func fleetQueries(t *testing.T) []string {
 	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(section, -1) {
 		out = append(out, m[1])
 	}
-	if len(out) != 3 {
-		t.Fatalf("%d fleet queries in the docs, want 3", len(out))
+	if len(out) != 4 {
+		t.Fatalf("%d fleet queries in the docs, want 4", len(out))
 	}
 	return out
 }
@@ -79,5 +79,9 @@ func TestDocumentedFleetQueries(t *testing.T) {
 	}
 	if r := images["app:0"]; r == nil || r[1] != int64(2) || r[2] != int64(4) {
 		t.Fatalf("app:0 usage %v (all: %v)", r, images)
+	}
+	// Confirmed within 15 minutes: every Deployment just exported (an export confirms).
+	if got := run(qs[3]); len(got) != 8 || got[0][4] == nil {
+		t.Fatalf("confirmed rows: %d rows: %v", len(got), got)
 	}
 }

@@ -34,7 +34,13 @@ var stateSchema = bq.Schema{
 	{Name: "checksum", Type: bq.StringFieldType, Required: true},
 	{Name: "item_count", Type: bq.IntegerFieldType, Required: true},
 	{Name: "exported_at", Type: bq.TimestampFieldType, Required: true},
+	confirmedAt,
 }
+
+// confirmedAt is when the agent last confirmed the state row's checksum is still the
+// inventory's (see Confirm). NULLABLE: BigQuery adds no REQUIRED column to an existing table,
+// and state tables made before it have none.
+var confirmedAt = &bq.FieldSchema{Name: "confirmed_at", Type: bq.TimestampFieldType}
 
 // stageSchema is a staging table's: the row content without cluster and inventory (query
 // parameters supply them) and the operation to apply.
@@ -76,7 +82,12 @@ func (s *Sink) provision(ctx context.Context) error {
 		clust  *bq.Clustering
 	}{{s.cfg.table, rowsSchema, clustering}, {s.cfg.table + "_state", stateSchema, nil}} {
 		tbl := ds.Table(t.name)
-		if _, err := tbl.Metadata(ctx); err == nil {
+		if md, err := tbl.Metadata(ctx); err == nil {
+			if t.name == s.cfg.table+"_state" {
+				if err := migrateState(ctx, tbl, md); err != nil {
+					return err
+				}
+			}
 			continue
 		} else if !isStatus(err, http.StatusNotFound) {
 			return fmt.Errorf("reading table %s: %w", t.name, err)
@@ -84,6 +95,20 @@ func (s *Sink) provision(ctx context.Context) error {
 		if err := tbl.Create(ctx, &bq.TableMetadata{Schema: t.schema, Clustering: t.clust}); err != nil && !isStatus(err, http.StatusConflict) {
 			return fmt.Errorf("creating table %s: %w", t.name, err)
 		}
+	}
+	return nil
+}
+
+// migrateState adds confirmed_at to a state table made before it existed.
+func migrateState(ctx context.Context, tbl *bq.Table, md *bq.TableMetadata) error {
+	for _, f := range md.Schema {
+		if f.Name == confirmedAt.Name {
+			return nil
+		}
+	}
+	schema := append(append(bq.Schema(nil), md.Schema...), confirmedAt)
+	if _, err := tbl.Update(ctx, bq.TableMetadataToUpdate{Schema: schema}, md.ETag); err != nil {
+		return fmt.Errorf("adding column %s to table %s: %w", confirmedAt.Name, tbl.TableID, err)
 	}
 	return nil
 }
@@ -112,6 +137,8 @@ func (s *Sink) ddl() []string {
 		fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS `%s.%s` OPTIONS (location = %q)", s.cfg.project, s.cfg.dataset, s.cfg.location),
 		table(s.cfg.table, rowsSchema, clustering),
 		table(s.cfg.table+"_state", stateSchema, nil),
+		// A state table made before confirmed_at gets it (a schema update, not this DDL).
+		"ALTER TABLE " + s.ref(s.cfg.table+"_state") + " ADD COLUMN IF NOT EXISTS confirmed_at TIMESTAMP",
 	}
 }
 

@@ -172,7 +172,8 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 	p.Statements = append(s.ddl(),
 		fmt.Sprintf("SELECT checksum, item_count FROM %s WHERE cluster = %q AND inventory = %q", s.ref(s.cfg.table+"_state"), cluster, inventory),
 		"tabledata.insertAll into "+s.ref(s.cfg.table+"_stage_<random>")+" (expires after 1h): changed rows, or every row on a full reconcile",
-		s.script("<stage>", true))
+		s.script("<stage>", true),
+		"-- a confirmation, while nothing changes:\n"+s.confirmSQL())
 	st, err := s.readState(ctx, cluster, inventory)
 	switch {
 	case err != nil:

@@ -143,8 +143,10 @@ func (s *Sink) script(stage string, full bool) string {
 	// already leaves the state row as it is, so static data writes nothing.
 	state := s.ref(s.cfg.table + "_state")
 	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, scope)
-	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at)\n"+
-		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), CAST(@exported_at AS TIMESTAMP)\n"+
+	// An export confirms too: confirmed_at starts at exported_at.
+	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at, confirmed_at)\n"+
+		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), "+
+		"CAST(@exported_at AS TIMESTAMP), CAST(@exported_at AS TIMESTAMP)\n"+
 		"FROM (SELECT 1) WHERE (SELECT COUNT(*) FROM %s WHERE %s) = 0;\n", state, state, scope)
 	sb.WriteString("COMMIT TRANSACTION;")
 	return sb.String()

@@ -63,7 +63,8 @@ func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, erro
 		return nil, sink.TerminalError(fmt.Errorf("consumer for %s: %w", s.topic, err))
 	}
 	defer cl.Close()
-	prefix := b.Envelope.Cluster + "/" + b.Envelope.Inventory + "/"
+	inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory
+	prefix, state := inv+"/", stateKey(b.Envelope.Cluster, b.Envelope.Inventory)
 	latest := map[string]*export.Row{} // nil: deleted
 	var decodeErr error
 	for len(until) > 0 {
@@ -81,6 +82,10 @@ func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, erro
 				delete(until, r.Partition)
 			}
 			key := string(r.Key)
+			if key == state {
+				s.noteState(inv, r) // the state record is no row; remember it for Confirm
+				return
+			}
 			if !strings.HasPrefix(key, prefix) || len(r.Value) == 0 {
 				if strings.HasPrefix(key, prefix) {
 					latest[key] = nil // tombstone

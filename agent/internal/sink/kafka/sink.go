@@ -52,6 +52,9 @@ type Sink struct {
 	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
 	// back, so a retry of it does not read the topic again (its deletes are owed already).
 	reconciled map[string]string
+	// states is, per inventory, the state record the sink last wrote or read in the topic
+	// (see Confirm).
+	states map[string]*heldState
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -92,7 +95,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
-		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, flights: map[string]*flight{},
+		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, states: map[string]*heldState{}, flights: map[string]*flight{},
 		closedHint: closedHint(cfg),
 	}, nil
 }
@@ -182,15 +185,19 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets s
 	return nil, sink.Terminalf("unsupported saslMechanism %q", cfg.SASLMechanism)
 }
 
-// Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
-// nil once the broker acknowledged every owed event; on failure the events stay owed and
+// Export delivers the batch's change events (or the snapshot in snapshot mode), then the
+// inventory's state record when it changes (see Confirm). It returns nil once the broker
+// acknowledged every owed event and the state record; on failure the events stay owed and
 // the delivery worker's retry, or the next batch, delivers them.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
 	}
 	if s.snapshot {
-		return s.exportSnapshot(ctx, b)
+		if err := s.exportSnapshot(ctx, b); err != nil {
+			return err
+		}
+		return s.recordExport(ctx, b)
 	}
 	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.reconciled[inv] != b.Envelope.Checksum {
 		// No baseline: the topic tells which rows consumers hold; those gone get a delete
@@ -206,7 +213,10 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 		}
 		s.reconciled[inv] = b.Envelope.Checksum
 	}
-	return s.buf.Export(ctx, b, s.send)
+	if err := s.buf.Export(ctx, b, s.send); err != nil {
+		return err
+	}
+	return s.recordExport(ctx, b)
 }
 
 // BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
@@ -270,15 +280,17 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		Destination: fmt.Sprintf("kafka topic %s on %s", s.topic, strings.Join(s.brokers, ",")),
 		Paths:       []string{s.topic},
 	}
+	state := fmt.Sprintf("; and the inventory's state record (checksum, rows, exportedAt, confirmedAt), key %s, header %s=%s",
+		stateKey(cluster, inventory), hEvent, evState)
 	if s.snapshot {
 		p.Message = fmt.Sprintf("snapshot chunks, key %s, headers %s=%s %s=%s %s=snapshot %s=true %s=<checksum> %s=<i>/<n>",
-			snapshotKey(cluster, inventory, 0), hSchema, export.SchemaVersion, hCluster, cluster, hEvent, hResync, hChecksum, hChunk)
+			snapshotKey(cluster, inventory, 0), hSchema, export.SchemaVersion, hCluster, cluster, hEvent, hResync, hChecksum, hChunk) + state
 		return p, nil
 	}
 	sample := export.Key{Cluster: cluster, Inventory: inventory, Target: "<target>", UID: "<uid>"}
 	p.Message = fmt.Sprintf("one record per changed row, key %s, headers %s=%s %s=%s %s=%s %s=upsert|delete [%s=true]; "+
 		"a delete is followed by a tombstone (null value) with the same key",
-		sample, hSchema, export.SchemaVersion, hCluster, cluster, hInventory, inventory, hEvent, hResync)
+		sample, hSchema, export.SchemaVersion, hCluster, cluster, hInventory, inventory, hEvent, hResync) + state
 	return p, nil
 }
 

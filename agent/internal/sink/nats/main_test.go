@@ -87,8 +87,21 @@ func dial(t testing.TB, url string) *client {
 	return &client{nc, js}
 }
 
-// messages returns every message of the stream in order.
+// messages returns every message of the stream in order but the state messages
+// (Kollect-Event: state), as a consumer of rows filters them.
 func (c *client) messages(t testing.TB, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	var out []*jetstream.RawStreamMsg
+	for _, m := range c.allMessages(t, stream) {
+		if m.Header.Get(hEvent) != evState {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// allMessages returns every message of the stream in order.
+func (c *client) allMessages(t testing.TB, stream string) []*jetstream.RawStreamMsg {
 	t.Helper()
 	ctx := t.Context()
 	st, err := c.js.Stream(ctx, stream)

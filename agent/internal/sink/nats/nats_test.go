@@ -75,8 +75,9 @@ func TestDuplicatePublishIsDeduplicated(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := dial(t, server.URL).count(t, "DEDUP"); n != 3 {
-		t.Fatalf("stream holds %d messages after a duplicate publish of 3 events, want 3", n)
+	// Three events and one state message (its Nats-Msg-Id is its content's digest).
+	if n := dial(t, server.URL).count(t, "DEDUP"); n != 4 {
+		t.Fatalf("stream holds %d messages after a duplicate publish of 3 events and their state, want 4", n)
 	}
 }
 

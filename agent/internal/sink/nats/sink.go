@@ -48,6 +48,8 @@ type Sink struct {
 	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
 	// from the bucket, so a retry of it does not list the bucket again (its deletes are owed).
 	reconciled map[string]string
+	// states is, per inventory, the state message this sink last published (see Confirm).
+	states map[string]stateRecord
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -97,7 +99,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
 		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
-		reconciled: map[string]string{}}
+		reconciled: map[string]string{}, states: map[string]stateRecord{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
 	}
@@ -178,14 +180,18 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 	return opts, nil
 }
 
-// Export delivers the batch's change events (or the snapshot in snapshot mode). It returns
-// nil once the stream acknowledged every owed event.
+// Export delivers the batch's change events (or the snapshot in snapshot mode), then the
+// inventory's state message when it changes (see Confirm). It returns nil once the stream
+// acknowledged every owed event and the state message.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
 	if s.snapshot {
-		return s.exportSnapshot(ctx, b)
+		if err := s.exportSnapshot(ctx, b); err != nil {
+			return err
+		}
+		return s.recordExport(ctx, b)
 	}
 	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.bucket != "" && s.reconciled[inv] != b.Envelope.Checksum {
 		// The baseline is unknown, but the bucket knows which rows consumers hold: rows gone
@@ -201,7 +207,10 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 		}
 		s.reconciled[inv] = b.Envelope.Checksum
 	}
-	return s.buf.Export(ctx, b, s.send)
+	if err := s.buf.Export(ctx, b, s.send); err != nil {
+		return err
+	}
+	return s.recordExport(ctx, b)
 }
 
 // BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
@@ -304,12 +313,18 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		p.Paths = []string{subject}
 		p.Message = fmt.Sprintf("snapshot chunks on %s, headers %s=snapshot %s=<checksum> %s=<i>/<n>, Nats-Msg-Id checksum:chunk",
 			subject, hEvent, hChecksum, hChunk)
+		if state := s.stateSubject(cluster, inventory); state != "" {
+			p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt) on %s, header %s=%s", state, hEvent, evState)
+		}
 		return p, nil
 	}
 	sample := export.Key{Cluster: cluster, Inventory: inventory, Target: "<target>", UID: "<uid>"}
 	p.Message = fmt.Sprintf("one message per changed row on %s, headers %s=%s %s=%s %s=%s %s=upsert|delete %s=%s [%s=true], "+
 		"Nats-Msg-Id sha256(key, row digest, event type, batch time)", subject, hSchema, export.SchemaVersion,
 		hCluster, cluster, hInventory, inventory, hEvent, hKey, sample, hResync)
+	if state := s.stateSubject(cluster, inventory); state != "" {
+		p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt) on %s, header %s=%s", state, hEvent, evState)
+	}
 	if s.bucket != "" {
 		p.Paths = append(p.Paths, "kv:"+s.bucket+"/"+kvKey(sample))
 		p.Message += fmt.Sprintf("; key-value bucket %s holds the latest row under %s", s.bucket, kvKey(sample))

@@ -1,0 +1,255 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
+)
+
+// evState is the kollect-event header of state records.
+const evState = "state"
+
+// stateKey is the record key of the state record of one cluster's inventory. It has three
+// segments where a row's key has four (cluster/inventory/target/uid) and a snapshot chunk's
+// four (…/snapshot/<n>), so it names no row and no chunk.
+func stateKey(cluster, inventory string) string {
+	return cluster + "/" + inventory + "/_state"
+}
+
+// stateRecord is the value of a state record: what the topic holds for one cluster's
+// inventory. A compacted topic keeps the latest per key.
+type stateRecord struct {
+	SchemaVersion string `json:"schemaVersion"`
+	Cluster       string `json:"cluster"`
+	Inventory     string `json:"inventory"`
+	Checksum      string `json:"checksum"`
+	Rows          int    `json:"rows"`
+	// ExportedAt is when the sink last wrote a snapshot with this checksum: the last change.
+	ExportedAt time.Time `json:"exportedAt"`
+	// ConfirmedAt is when the agent last confirmed the topic still holds it.
+	ConfirmedAt time.Time `json:"confirmedAt"`
+}
+
+// heldState is a state record and where it is in the topic.
+type heldState struct {
+	rec       stateRecord
+	partition int32
+	offset    int64
+}
+
+// statePartitioner computes the partition of a state key the way the producer's default
+// partitioner does for keyed records (murmur2 of the key, as Kafka's Java client).
+var statePartitioner = kgo.StickyKeyPartitioner(nil)
+
+// recordExport writes the state record after a successful export, unless the state the sink
+// holds already names this checksum (unchanged data writes nothing). A resync of unchanged
+// data keeps exportedAt, the last change.
+func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
+	env := &b.Envelope
+	s.mu.Lock()
+	held := s.states[env.Cluster+"/"+env.Inventory]
+	s.mu.Unlock()
+	if held != nil && held.rec.Checksum == env.Checksum && !b.Resync {
+		return nil
+	}
+	at := env.ExportedAt.UTC()
+	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+	if held != nil && held.rec.Checksum == env.Checksum {
+		rec.ExportedAt = held.rec.ExportedAt
+	}
+	if err := s.writeState(ctx, rec); err != nil {
+		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
+	}
+	return nil
+}
+
+// writeState produces one state record and waits for its acknowledgement.
+func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
+	if err := s.reachable(ctx); err != nil {
+		return err
+	}
+	value, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	r := &kgo.Record{Key: []byte(stateKey(rec.Cluster, rec.Inventory)), Value: value, Headers: []kgo.RecordHeader{
+		{Key: hSchema, Value: []byte(export.SchemaVersion)},
+		{Key: hCluster, Value: []byte(rec.Cluster)},
+		{Key: hInventory, Value: []byte(rec.Inventory)},
+		{Key: hEvent, Value: []byte(evState)},
+		{Key: hChecksum, Value: []byte(rec.Checksum)},
+	}}
+	f := newFlight(nil, nil, 1)
+	var partition int32
+	var offset int64
+	s.client.Produce(ctx, r, func(r *kgo.Record, err error) {
+		partition, offset = r.Partition, r.Offset
+		f.finish(err)
+	})
+	if err := s.wait(ctx, []*flight{f}); err != nil {
+		return err
+	}
+	if _, err := f.state(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.states[rec.Cluster+"/"+rec.Inventory] = &heldState{rec: rec, partition: partition, offset: offset}
+	s.mu.Unlock()
+	return nil
+}
+
+var _ sink.Confirmer = (*Sink)(nil)
+
+// Confirm produces the state record again with a new confirmedAt, and nothing else, when the
+// latest state record of the cluster's inventory in the topic names the confirmed checksum:
+// one record, under the state key, never a row's. The latest state record is read from the
+// topic, not assumed: Confirm reads the one partition the state key hashes to, from the
+// record the sink last wrote or read there (after a restart from the partition's start), to
+// its end. A state record that names another checksum, or none (never written, deleted by
+// retention, or the topic recreated), is sink.ErrNotHeld, and the agent exports in full.
+func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	if err := s.ensureTopic(ctx); err != nil {
+		return err
+	}
+	held, err := s.readState(ctx, c.Cluster, c.Inventory)
+	if err != nil {
+		return classify(fmt.Errorf("kafka sink: reading the state of %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
+	}
+	if held == nil || held.rec.Checksum != c.Checksum {
+		names := "none"
+		if held != nil {
+			names = export.ShortChecksum(held.rec.Checksum)
+		}
+		return fmt.Errorf("kafka sink: the state record of %s/%s in %s names %s, not checksum %s: %w", c.Cluster, c.Inventory,
+			s.topic, names, export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	}
+	rec := held.rec
+	rec.ConfirmedAt = c.At.UTC()
+	if err := s.writeState(ctx, rec); err != nil {
+		return classify(fmt.Errorf("kafka sink: confirming %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
+	}
+	return nil
+}
+
+// readState returns the latest state record of the cluster's inventory in the topic, nil when
+// there is none.
+func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldState, error) {
+	inv := cluster + "/" + inventory
+	key := stateKey(cluster, inventory)
+	s.mu.Lock()
+	held := s.states[inv]
+	s.mu.Unlock()
+	starts, err := s.admin.ListStartOffsets(ctx, s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing start offsets: %w", err)
+	}
+	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
+	if err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("listing end offsets: %w", err)
+	}
+	partitions := len(ends[s.topic])
+	if partitions == 0 {
+		return nil, fmt.Errorf("topic %s has no partitions", s.topic)
+	}
+	p := int32(statePartitioner.ForTopic(s.topic).Partition(&kgo.Record{Key: []byte(key)}, partitions))
+	if held != nil {
+		p = held.partition
+	}
+	start, end := int64(0), int64(0)
+	if o, ok := starts.Lookup(s.topic, p); ok {
+		start = o.Offset
+	}
+	if o, ok := ends.Lookup(s.topic, p); ok {
+		end = o.Offset
+	}
+	from := start
+	if held != nil {
+		if held.offset < start || held.offset >= end {
+			held = nil // removed by retention, or the topic was recreated
+		} else {
+			from = held.offset + 1
+		}
+	}
+	if from < end {
+		if end-from > maxReconcileRecords {
+			return nil, fmt.Errorf("partition %d holds %d records to read for the state record, more than %d", p, end-from, maxReconcileRecords)
+		}
+		read, found, err := s.scanState(ctx, key, p, from, end)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			held = read
+		}
+	}
+	s.mu.Lock()
+	if held == nil {
+		delete(s.states, inv)
+	} else {
+		s.states[inv] = held
+	}
+	s.mu.Unlock()
+	return held, nil
+}
+
+// scanState reads partition p from offset from to end and returns the last record of key:
+// found is false when none is there, held nil when the last one is not a state record.
+func (s *Sink) scanState(ctx context.Context, key string, p int32, from, end int64) (held *heldState, found bool, err error) {
+	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), s.opts...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: {p: kgo.NewOffset().At(from)}}))...)
+	if err != nil {
+		return nil, false, sink.TerminalError(fmt.Errorf("consumer for %s: %w", s.topic, err))
+	}
+	defer cl.Close()
+	for done := false; !done; {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		var fetchErr error
+		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
+		if fetchErr != nil {
+			return nil, false, fetchErr
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= end {
+				done = true
+			}
+			if string(r.Key) != key {
+				return
+			}
+			found, held = true, decodeState(r)
+		})
+	}
+	return held, found, nil
+}
+
+// decodeState decodes a state record; nil for a tombstone or a value that is not one.
+func decodeState(r *kgo.Record) *heldState {
+	var rec stateRecord
+	if len(r.Value) == 0 || json.Unmarshal(r.Value, &rec) != nil || rec.Checksum == "" {
+		return nil
+	}
+	return &heldState{rec: rec, partition: r.Partition, offset: r.Offset}
+}
+
+// noteState remembers a state record staleRows met while reading the topic back.
+func (s *Sink) noteState(inv string, r *kgo.Record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if held := decodeState(r); held != nil {
+		s.states[inv] = held
+	} else {
+		delete(s.states, inv)
+	}
+}

@@ -1,0 +1,150 @@
+package nats
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
+)
+
+// stateKind is the {kind} of state subjects, and evState the Kollect-Event of state messages.
+const (
+	stateKind = "_state"
+	evState   = "state"
+)
+
+// stateRecord is the payload of a state message: what the stream holds for one cluster's
+// inventory. The last message on the state subject is the current state.
+type stateRecord struct {
+	SchemaVersion string `json:"schemaVersion"`
+	Cluster       string `json:"cluster"`
+	Inventory     string `json:"inventory"`
+	Checksum      string `json:"checksum"`
+	Rows          int    `json:"rows"`
+	// ExportedAt is when the sink last published a snapshot with this checksum: the last change.
+	ExportedAt time.Time `json:"exportedAt"`
+	// ConfirmedAt is when the agent last confirmed the stream still holds it.
+	ConfirmedAt time.Time `json:"confirmedAt"`
+}
+
+// stateSubject is the subject of a cluster's inventory's state messages, "" when the template
+// has no {kind}: the state would share the subject of the change events then, and the sink
+// keeps no state on the stream (a confirmation is the connection test alone).
+func (s *Sink) stateSubject(cluster, inventory string) string {
+	if !strings.Contains(s.template, "{kind}") {
+		return ""
+	}
+	return Subject(s.template, cluster, inventory, stateKind)
+}
+
+// recordExport publishes the state message after a successful export, unless the state this
+// sink last published names this checksum already (unchanged data publishes nothing). A resync
+// of unchanged data keeps exportedAt, the last change.
+func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
+	env := &b.Envelope
+	subject := s.stateSubject(env.Cluster, env.Inventory)
+	if subject == "" {
+		return nil
+	}
+	s.mu.Lock()
+	held, ok := s.states[env.Cluster+"/"+env.Inventory]
+	s.mu.Unlock()
+	if ok && held.Checksum == env.Checksum && !b.Resync {
+		return nil
+	}
+	at := env.ExportedAt.UTC()
+	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+	if ok && held.Checksum == env.Checksum {
+		rec.ExportedAt = held.ExportedAt
+	}
+	if err := s.publishState(ctx, subject, rec); err != nil {
+		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
+	}
+	return nil
+}
+
+// publishState publishes one state message and waits for the stream's acknowledgement. The
+// Nats-Msg-Id is a digest of the record, so a retried publish is stored once. With lastSeq,
+// the stream refuses it unless the state subject's last message is still that one.
+func (s *Sink) publishState(ctx context.Context, subject string, rec stateRecord, lastSeq ...uint64) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	m.Header.Set(hSchema, export.SchemaVersion)
+	m.Header.Set(hCluster, rec.Cluster)
+	m.Header.Set(hInventory, rec.Inventory)
+	m.Header.Set(hEvent, evState)
+	m.Header.Set(hChecksum, rec.Checksum)
+	d := sha256.Sum256(data)
+	opts := []jetstream.PublishOpt{jetstream.WithMsgID("state-" + hex.EncodeToString(d[:16]))}
+	for _, seq := range lastSeq {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(seq))
+	}
+	if _, err := s.js.PublishMsg(ctx, m, opts...); err != nil {
+		return s.disconnected(err)
+	}
+	s.mu.Lock()
+	s.states[rec.Cluster+"/"+rec.Inventory] = rec
+	s.mu.Unlock()
+	return nil
+}
+
+var _ sink.Confirmer = (*Sink)(nil)
+
+// Confirm publishes the state message again with a new confirmedAt, and nothing else, when the
+// last message on the cluster's inventory's state subject (read from the stream, one direct
+// get) names the confirmed checksum: one message, on the state subject, expected to follow
+// that last one (a concurrent export's state is never overwritten by a confirmation). A state
+// naming another checksum, or none, is sink.ErrNotHeld: the agent exports in full. Without
+// {kind} in the subject template there is no state subject, and Confirm is the connection
+// test.
+func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	subject := s.stateSubject(c.Cluster, c.Inventory)
+	if subject == "" {
+		return s.Probe(ctx)
+	}
+	if err := s.ensureStream(ctx); err != nil {
+		return err
+	}
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return classify(fmt.Errorf("nats sink: looking up stream %s: %w", s.stream, err))
+	}
+	notHeld := func(names string) error {
+		return fmt.Errorf("nats sink: the state of %s/%s on %s names %s, not checksum %s: %w", c.Cluster, c.Inventory,
+			subject, names, export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	}
+	last, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return notHeld("none")
+	} else if err != nil {
+		return classify(fmt.Errorf("nats sink: reading the state of %s/%s from stream %s: %w", c.Cluster, c.Inventory, s.stream, s.disconnected(err)))
+	}
+	var rec stateRecord
+	if last.Header.Get(hEvent) != evState || json.Unmarshal(last.Data, &rec) != nil {
+		return notHeld("no state (message " + strconv.FormatUint(last.Sequence, 10) + " is not a state message)")
+	}
+	if rec.Checksum != c.Checksum {
+		return notHeld(export.ShortChecksum(rec.Checksum))
+	}
+	rec.ConfirmedAt = c.At.UTC()
+	if err := s.publishState(ctx, subject, rec, last.Sequence); err != nil {
+		return classify(fmt.Errorf("nats sink: confirming %s/%s on %s: %w", c.Cluster, c.Inventory, subject, err))
+	}
+	return nil
+}
