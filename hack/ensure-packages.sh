@@ -3,7 +3,8 @@
 # Usage: ensure-packages.sh [servers|tools|browser]...   (no argument: all of them)
 #   servers  PostgreSQL 15, git, kcat, clang (the BigQuery emulator's cgo build), and the
 #            independent read-back clients of the sinks e2e: s3cmd (S3) and python3-pymongo
-#            (MongoDB, run by Debian's /usr/bin/python3)
+#            (MongoDB, run by Debian's /usr/bin/python3), and Prometheus (the documented alerts
+#            are evaluated by a real one)
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
 # hack/ensure-all.sh runs it once before the concurrent builds, so that no two apt-get runs race.
@@ -20,7 +21,8 @@ for group in "$@"; do
       command -v kcat >/dev/null || need+=(kcat)
       command -v clang++ >/dev/null || need+=(clang)
       [ -x /usr/bin/s3cmd ] || need+=(s3cmd)
-      /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo) ;;
+      /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo)
+      [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
     tools) command -v shellcheck >/dev/null || need+=(shellcheck) ;;
     browser)
       command -v chromium >/dev/null || need+=(chromium)

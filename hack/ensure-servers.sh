@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the sink servers the tests start: Debian packages when missing (PostgreSQL, git,
-# kcat, clang for the BigQuery emulator's cgo build, s3cmd and python3-pymongo for the sinks
+# kcat, clang for the BigQuery emulator's cgo build, s3cmd, python3-pymongo and prometheus for the sinks
 # e2e) and one Go-built server or client (the nats CLI) per hack/servers/<name>/build.sh, each
 # cached under
 # ~/.cache/kollect/servers/<name>-<hash>. Prints the cache directories joined by ':', which

@@ -7,11 +7,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
+
+	"kollect.dev/testenv"
 )
 
 // root is the repository root, from this package's directory.
@@ -23,32 +24,12 @@ var root = func() string {
 	return abs
 }()
 
-// toolsDir is KOLLECT_TOOLS, or else what hack/ensure-tools.sh prints (building the tools when
-// the cache is cold), so that a plain `go test` works too.
-var toolsDir = sync.OnceValues(func() (string, error) {
-	if dir := os.Getenv("KOLLECT_TOOLS"); dir != "" {
-		return dir, nil
-	}
-	out, err := exec.Command(filepath.Join(root, "hack", "ensure-tools.sh")).Output()
-	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return "", fmt.Errorf("KOLLECT_TOOLS is not set and hack/ensure-tools.sh failed: %w\n%s", err, ee.Stderr)
-		}
-		return "", fmt.Errorf("KOLLECT_TOOLS is not set and hack/ensure-tools.sh failed: %w", err)
-	}
-	return strings.TrimSpace(string(out)), nil
-})
-
 // tool returns the path of a chart-test tool (helm, kubeconform, shellcheck).
 func tool(t testing.TB, name string) string {
 	t.Helper()
-	dir, err := toolsDir()
+	p, err := testenv.Tool(name)
 	if err != nil {
 		t.Fatal(err)
-	}
-	p := filepath.Join(dir, name)
-	if _, err := os.Stat(p); err != nil {
-		t.Fatalf("KOLLECT_TOOLS=%s lacks %s: %v (rerun hack/ensure-tools.sh)", dir, name, err)
 	}
 	return p
 }

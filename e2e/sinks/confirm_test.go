@@ -20,9 +20,11 @@ const confirmEvery = 10 * time.Second
 // TestQuietClusterIsConfirmed: the shipped kollect-agent, its data unchanged, keeps telling a
 // PostgreSQL sink (read with psql) and the hub (read over its JSON API) that the sink is
 // current: confirmed_at and the hub's freshness lag stay within a confirm interval while
-// exported_at, the last change, grows old, and no row is rewritten.
+// exported_at, the last change, grows old, and no row is rewritten. The documented alerts
+// (docs/operations.md, docs/hub.md, the agent chart's PrometheusRule) stay quiet in a real
+// Prometheus that scrapes both, and fire once PostgreSQL stops.
 func TestQuietClusterIsConfirmed(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var (
 		cp  *testenv.ControlPlane
@@ -60,6 +62,8 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 	a.args, err = hub.agentFlags(ctx, c)
 	must(t, err)
 	a.start()
+	docs := documentedAlerts(t)
+	prom := startAlertPrometheus(t, a, hub, docs)
 
 	want, err := expectedRows(ctx, c)
 	must(t, err)
@@ -114,7 +118,7 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 		}
 	}
 	var cell string
-	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+	hubFresh := func() bool {
 		must(t, hub.call(ctx, "GetFleetHealth", map[string]any{}, &health))
 		for _, f := range health.ExportFreshness {
 			if f.SinkName != "postgres" {
@@ -125,11 +129,29 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 			changed, perr := time.Parse(time.RFC3339Nano, f.LastSuccessTime)
 			if err == nil && perr == nil && f.LastConfirmTime != "" && lag < confirmEvery+heartbeatSlack && time.Since(changed) > 2*confirmEvery {
 				t.Logf("hub freshness of a quiet sink: lag %s, last change %s ago", lag, time.Since(changed).Round(time.Second))
-				return
+				return true
 			}
 		}
+		return false
 	}
-	t.Fatalf("the hub's freshness of the quiet sink does not follow its confirmations: %s", cell)
+	for end := time.Now().Add(30 * time.Second); !hubFresh(); time.Sleep(time.Second) {
+		if time.Now().After(end) {
+			t.Fatalf("the hub's freshness of the quiet sink does not follow its confirmations: %s", cell)
+		}
+	}
+
+	// The documented alerts, evaluated by a real Prometheus scraping this agent and hub: quiet
+	// for longer than their threshold, none fires; once the sink is down, they do.
+	quietFrom := time.Now()
+	for time.Since(exported) < staleAfter+confirmEvery || time.Since(quietFrom) < 5*time.Second {
+		time.Sleep(time.Second)
+	}
+	assertAlertsQuiet(t, ctx, prom, docs, quietFrom)
+	if t.Failed() {
+		return
+	}
+	must(t, pg.Halt())
+	waitAlertsFiring(t, ctx, prom, staleAfter+confirmEvery+heartbeatSlack+10*time.Second, "KollectExportStale", docs[0].name, docs[2].name)
 }
 
 // heartbeatSlack is how late the hub may learn of a confirmation: startHub has agents
