@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 )
 
@@ -110,4 +111,23 @@ func reportLatency(b *testing.B, d []time.Duration) {
 	p := func(q float64) float64 { return d[min(len(d)-1, int(q*float64(len(d))))].Seconds() }
 	b.ReportMetric(p(0.5), "p50-s")
 	b.ReportMetric(p(0.99), "p99-s")
+}
+
+// BenchmarkConfirmOn100k measures one confirmation of a 100k-row inventory: a single UPDATE
+// of its state row, whatever the number of rows.
+func BenchmarkConfirmOn100k(b *testing.B) {
+	ctx := context.Background()
+	db := newDatabase(b)
+	s, _ := newSink(b, db, "east")
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	if err := a.export(ctx, benchRows("east", "apps", 100_000, 1)); err != nil {
+		b.Fatal(err)
+	}
+	c := sink.Confirmation{Cluster: "east", Inventory: "apps", Checksum: a.prev.Checksum}
+	for b.Loop() {
+		c.At = time.Now().UTC()
+		if err := s.Confirm(ctx, c); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
