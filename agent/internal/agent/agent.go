@@ -35,6 +35,7 @@ import (
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/controller"
 	"kollect.dev/agent/internal/hubclient"
+	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory"
 	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/sink"
@@ -129,10 +130,15 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	writer, err := writerIdentity(context.Background(), cfg, o)
+	if err != nil {
+		return nil, err
+	}
 	reg := metricsRegistry(o)
 	mgr, _, err := build(cfg, o, termShared{
 		webhookServer: webhookServer, metricsAddr: o.MetricsAddr, healthAddr: o.HealthAddr,
 		colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
+		writer: writer,
 	})
 	if err != nil {
 		return nil, err
@@ -191,6 +197,8 @@ type termShared struct {
 	colMetrics              *collector.Metrics
 	delMetrics              *delivery.Metrics
 	factories               sink.Factories
+	// writer is this agent in the sinks' state (writerIdentity).
+	writer export.Writer
 	// lock, when set, is the leader-election lock (Run: one identity for every term).
 	lock resourcelock.Interface
 	// skipNames lets a later term register the controllers' names again.
@@ -307,7 +315,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
 	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
 	invMgr := inventory.NewManager(col, inventory.Options{
-		Cluster: o.Cluster, Ready: mgr.Elected(), Metrics: sh.delMetrics, Log: o.Log.WithName("inventory"),
+		Cluster: o.Cluster, Writer: sh.writer, Ready: mgr.Elected(), Metrics: sh.delMetrics, Log: o.Log.WithName("inventory"),
 		Backoff:   o.Backoff,
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },

@@ -45,9 +45,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		return err
 	}
 	log := o.Log
+	writer, err := writerIdentity(ctx, cfg, o)
+	if err != nil {
+		return err
+	}
+	log.Info("agent identity in the sinks' state", "version", writer.Version, "instance", writer.Instance)
 	reg := metricsRegistry(o)
 	sh := termShared{colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
-		metricsAddr: "0", healthAddr: "0", skipNames: true}
+		metricsAddr: "0", healthAddr: "0", skipNames: true, writer: writer}
 	shell, err := newShell(cfg, o)
 	if err != nil {
 		return err

@@ -55,6 +55,16 @@ func ShortChecksum(sum string) string {
 	return sum[prefix : prefix+12]
 }
 
+// Writer names the agent that wrote a sink's state: provenance for the sink's readers, and
+// what tells apart two agents that were given the same cluster name.
+type Writer struct {
+	// Version is the agent's version.
+	Version string `json:"version"`
+	// Instance identifies one installation of the agent, stable across restarts, upgrades and
+	// leader changes: <its namespace>@<UID of the cluster's kube-system namespace>.
+	Instance string `json:"instance"`
+}
+
 // Envelope wraps a snapshot for snapshot sinks and for readers of exported documents.
 type Envelope struct {
 	SchemaVersion string    `json:"schemaVersion"`
@@ -65,6 +75,9 @@ type Envelope struct {
 	ItemCount     int       `json:"itemCount"`
 	Checksum      string    `json:"checksum"`
 	Rows          []Row     `json:"rows"`
+	// Writer is the agent writing the export. Sinks record it in their state (never in rows
+	// or data files, so that an agent upgrade rewrites no row): hence no JSON name.
+	Writer Writer `json:"-"`
 }
 
 // ChangeType is the kind of a change event.

@@ -19,6 +19,7 @@ import (
 // Manager runs every inventory of the agent.
 type Manager struct {
 	cluster string
+	writer  export.Writer
 	col     *collector.Collector
 	ready   <-chan struct{}
 	metrics *delivery.Metrics
@@ -55,6 +56,8 @@ type Manager struct {
 type Options struct {
 	// Cluster is stamped on every row.
 	Cluster string
+	// Writer is this agent, recorded in every sink's state.
+	Writer export.Writer
 	// Ready gates exports (the leader-election channel); nil exports at once.
 	Ready     <-chan struct{}
 	Metrics   *delivery.Metrics
@@ -69,7 +72,7 @@ type Options struct {
 
 // NewManager returns a manager fed by col.
 func NewManager(col *collector.Collector, o Options) *Manager {
-	m := &Manager{cluster: o.Cluster, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
+	m := &Manager{cluster: o.Cluster, writer: o.Writer, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
 		store: lastStore{dir: o.StateDir}, onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{},
 		lastGVK: map[collector.TargetKey]schema.GroupVersionKind{}}
 	if m.onStatus == nil {

@@ -315,7 +315,7 @@ func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
 }
 
 func (r *runner) job(resync bool) *delivery.Job {
-	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync,
+	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync, Writer: r.m.writer,
 		Complete: r.complete}
 }
 

@@ -53,6 +53,8 @@ type Confirmation struct {
 	Checksum string
 	// At is the confirmation's time.
 	At time.Time
+	// Writer is the agent confirming; the state records it as its last writer.
+	Writer export.Writer
 }
 
 // ErrNotHeld is returned (wrapped) by Confirm when the sink's state names another snapshot

@@ -20,6 +20,8 @@ type Job struct {
 	Cluster    string
 	Inventory  string
 	Generation int64
+	// Writer is the agent, recorded in the sink's state by exports and confirmations.
+	Writer export.Writer
 	// Resync forces an export even when the sink holds the checksum already.
 	Resync bool
 	// Complete says every target of the snapshot is synced and known: only such a snapshot
@@ -254,7 +256,7 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		Envelope: export.Envelope{
 			SchemaVersion: export.SchemaVersion, Cluster: job.Cluster, Inventory: job.Inventory,
 			Generation: job.Generation, ExportedAt: time.Now().UTC(), ItemCount: job.Snapshot.Len(),
-			Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Rows,
+			Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Rows, Writer: job.Writer,
 		},
 		Diff:             export.Compute(accepted, job.Snapshot),
 		PreviousChecksum: prevSum,
@@ -399,7 +401,7 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 	at := time.Now().UTC()
 	var err error
 	if c, ok := w.sink.(sink.Confirmer); ok {
-		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at})
+		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at, Writer: job.Writer})
 	} else {
 		err = w.sink.Probe(cctx)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 )
@@ -112,5 +113,57 @@ func TestDocQueriesRun(t *testing.T) {
 	}
 	if ran < 5 {
 		t.Fatalf("ran %d documented queries: did the page's SQL blocks move?", ran)
+	}
+}
+
+// TestStateNamesItsWriter: the state row names the agent version and instance of the last
+// export or confirmation; an upgraded agent that confirms, or re-sends the same snapshot in
+// full after losing its state, renames the writer without rewriting a row (their xmin stays).
+func TestStateNamesItsWriter(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s, _ := newSink(t, db, "east")
+	v1 := export.Writer{Version: "v0.1.0", Instance: "kollect-system@4f9c"}
+	a := &agent{sink: s, cluster: "east", inventory: "apps", writer: v1}
+	rows := sinktest.Deployments("east", "apps", 20, 1)
+	if err := a.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	pool := connect(t, db)
+	writer := func() export.Writer {
+		t.Helper()
+		var w export.Writer
+		if err := pool.QueryRow(ctx, `SELECT agent_version, agent_instance FROM kollect.rows_state WHERE cluster = 'east' AND inventory = 'apps'`).
+			Scan(&w.Version, &w.Instance); err != nil {
+			t.Fatal(err)
+		}
+		return w
+	}
+	xmins := func() string {
+		t.Helper()
+		var s string
+		if err := pool.QueryRow(ctx, `SELECT string_agg(uid || '@' || xmin::text, ',' ORDER BY uid) FROM kollect.rows`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	if got := writer(); got != v1 {
+		t.Fatalf("after an export the state names %+v, want %+v", got, v1)
+	}
+	before := xmins()
+
+	v2 := export.Writer{Version: "v0.2.0", Instance: v1.Instance}
+	if err := s.Confirm(ctx, sink.Confirmation{Cluster: "east", Inventory: "apps", Checksum: a.lastChecksum, At: time.Now().UTC(), Writer: v2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := writer(); got != v2 {
+		t.Fatalf("after the upgraded agent's confirmation the state names %+v, want %+v", got, v2)
+	}
+	restarted := &agent{sink: s, cluster: "east", inventory: "apps", writer: v2}
+	if err := restarted.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if after := xmins(); after != before {
+		t.Fatalf("the upgraded agent rewrote rows: %s -> %s", before, after)
 	}
 }

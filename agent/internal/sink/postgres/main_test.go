@@ -156,6 +156,7 @@ type agent struct {
 	cluster, inventory string
 	prev, pending      *export.Snapshot
 	lastChecksum       string
+	writer             export.Writer
 }
 
 // export sends rows as the next snapshot and remembers it when the sink accepted it.
@@ -171,7 +172,7 @@ func (a *agent) batch(rows []export.Row) *sink.Batch {
 	next := export.NewSnapshot(append([]export.Row(nil), rows...))
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
-			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
+			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer},
 		Diff:             export.Compute(a.prev, next),
 		PreviousChecksum: a.lastChecksum,
 	}

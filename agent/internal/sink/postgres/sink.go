@@ -168,8 +168,8 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureSchema(ctx); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.names.State()+` SET confirmed_at = $4
- WHERE cluster = $1 AND inventory = $2 AND checksum = $3`, c.Cluster, c.Inventory, c.Checksum, c.At)
+	tag, err := s.pool.Exec(ctx, `UPDATE `+s.names.State()+` SET confirmed_at = $4, agent_version = $5, agent_instance = $6
+ WHERE cluster = $1 AND inventory = $2 AND checksum = $3`, c.Cluster, c.Inventory, c.Checksum, c.At, c.Writer.Version, c.Writer.Instance)
 	if err != nil {
 		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), err)
 	}

@@ -206,12 +206,13 @@ func (w *writer) saveState(ctx context.Context, env *export.Envelope) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	_, err := w.tx.Exec(ctx, `INSERT INTO `+w.n.State()+` (cluster, inventory, checksum, item_count, exported_at, confirmed_at)
-VALUES ($1, $2, $3, $4, $5, $5)
+	_, err := w.tx.Exec(ctx, `INSERT INTO `+w.n.State()+` (cluster, inventory, checksum, item_count, exported_at, confirmed_at,
+    agent_version, agent_instance)
+VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
 ON CONFLICT (cluster, inventory) DO UPDATE
    SET checksum = EXCLUDED.checksum, item_count = EXCLUDED.item_count, exported_at = EXCLUDED.exported_at,
-       confirmed_at = EXCLUDED.confirmed_at`,
-		w.cluster, w.inventory, env.Checksum, int64(len(env.Rows)), at)
+       confirmed_at = EXCLUDED.confirmed_at, agent_version = EXCLUDED.agent_version, agent_instance = EXCLUDED.agent_instance`,
+		w.cluster, w.inventory, env.Checksum, int64(len(env.Rows)), at, env.Writer.Version, env.Writer.Instance)
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
