@@ -30,7 +30,7 @@ help: ## Show the targets.
 ##@ The two commands a newcomer runs
 
 .PHONY: demo
-demo: ## A local fleet: a hub, two clusters with agents, rows exported to git.
+demo: ## A local fleet: a hub, two clusters with agents, rows exported to git and PostgreSQL.
 	@hack/ensure-k8s.sh >/dev/null & k8s=$$!; $(MAKE) --no-print-directory build; wait $$k8s
 	@hack/demo.sh
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +20,8 @@ import (
 // TestDemo runs `make demo` as a newcomer does, in its own process group as a terminal runs
 // it, and stops it the two ways users do: Ctrl-C once it is up (SIGINT to the whole group,
 // after checking what it showed: the sample bundle reaching both clusters through the hub,
-// both clusters' rows in one git repository and a scaled Deployment as a one-row commit), and
+// both clusters' rows in one git repository and a scaled Deployment as a one-row commit, and
+// the psql query over the PostgreSQL both export to answering with rows of both), and
 // SIGTERM to make alone while the demo is still starting. Either way no process the demo
 // started may survive, and nothing may remain in its temporary directory.
 func TestDemo(t *testing.T) {
@@ -43,6 +45,8 @@ func TestDemo(t *testing.T) {
 			"Rows: 0 added, 1 changed, 0 removed",
 			"Deployment shop/cart",
 			"+    replicas: 5",
+			"$ psql postgres://kollect_agent@127.0.0.1:",
+			" cluster | rows | confirmed_ago | changed_ago",
 		},
 	}, {
 		name: "SIGTERM to make while starting", sig: syscall.SIGTERM, after: "creating sample workloads",
@@ -53,6 +57,11 @@ func TestDemo(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer os.RemoveAll(tmp)
+			// PostgreSQL runs as the user postgres when the test runs as root: it must reach its
+			// data directory under tmp.
+			if err := os.Chmod(tmp, 0o755); err != nil {
+				t.Fatal(err)
+			}
 			cmd := exec.Command("make", "--no-print-directory", "demo")
 			cmd.Dir = root
 			// The demo's own temporary files go to tmp, so that anything left there is a leak.
@@ -67,6 +76,9 @@ func TestDemo(t *testing.T) {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("demo output lacks %q", w)
 				}
+			}
+			if c.toGroup {
+				checkFleetQuery(t, out.String())
 			}
 			started := descendants(cmd.Process.Pid)
 			target := cmd.Process.Pid
@@ -204,4 +216,32 @@ func descendants(pid int) map[int]string {
 		}
 	}
 	return out
+}
+
+// fleetRow is one answer line of docs/examples/demo-fleet.sql in psql's aligned output:
+// " east    |   14 | 00:00:03      | 00:00:01".
+var fleetRow = regexp.MustCompile(`(?m)^ (\S+)\s+\|\s+(\d+)\s+\|\s+(\S+)\s+\|\s+(\S+)\s*$`)
+
+// checkFleetQuery asserts the psql answer the demo printed: both clusters, each with rows and
+// a confirmation age.
+func checkFleetQuery(t *testing.T, out string) {
+	t.Helper()
+	i := strings.Index(out, "$ psql ")
+	if i < 0 {
+		t.Error("the demo ran no psql query")
+		return
+	}
+	rows := map[string]int{}
+	for _, m := range fleetRow.FindAllStringSubmatch(out[i:], -1) {
+		n, _ := strconv.Atoi(m[2])
+		rows[m[1]] = n
+	}
+	for _, cluster := range []string{"east", "west"} {
+		if rows[cluster] <= 0 {
+			t.Errorf("the psql answer has no rows of cluster %s (parsed %v):\n%s", cluster, rows, out[i:])
+		}
+	}
+	if len(rows) != 2 {
+		t.Errorf("the psql answer has clusters %v, want east and west", rows)
+	}
 }

@@ -7,5 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export KUBEBUILDER_ASSETS=${KUBEBUILDER_ASSETS:-$(hack/ensure-k8s.sh)}
+# The fleet's PostgreSQL and psql, and git for the repository (Debian packages, when missing).
+hack/ensure-packages.sh demo
 go build -o bin/kollect-demo ./e2e/cmd/kollect-demo
 exec bin/kollect-demo "$@"

@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests need, only those missing, in one apt-get run.
-# Usage: ensure-packages.sh [servers|tools|browser]...   (no argument: all of them)
+# Usage: ensure-packages.sh [servers|tools|browser|demo]...   (no argument: all of them)
 #   servers  PostgreSQL 15, git, kcat, clang (the BigQuery emulator's cgo build), and the
 #            independent read-back clients of the sinks e2e: s3cmd (S3) and python3-pymongo
 #            (MongoDB, run by Debian's /usr/bin/python3), and Prometheus (the documented alerts
 #            are evaluated by a real one)
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
+#   demo     what `make demo` runs beside its own binaries: PostgreSQL 15 (server and psql) and git
 # hack/ensure-all.sh runs it once before the concurrent builds, so that no two apt-get runs race.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-[ $# -gt 0 ] || set -- servers tools browser
+[ $# -gt 0 ] || set -- servers tools browser demo
 need=()
 for group in "$@"; do
   case $group in
@@ -23,11 +24,17 @@ for group in "$@"; do
       [ -x /usr/bin/s3cmd ] || need+=(s3cmd)
       /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo)
       [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
+    demo)
+      [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
+      command -v psql >/dev/null || need+=(postgresql-client-15)
+      command -v git >/dev/null || need+=(git) ;;
     tools) command -v shellcheck >/dev/null || need+=(shellcheck) ;;
     browser)
       command -v chromium >/dev/null || need+=(chromium)
       [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core) ;;
-    *) echo "ensure-packages.sh: unknown group $group (servers, tools, browser)" >&2; exit 2 ;;
+    *) echo "ensure-packages.sh: unknown group $group (servers, tools, browser, demo)" >&2; exit 2 ;;
   esac
 done
+# A package two groups need is installed once.
+[ ${#need[@]} -eq 0 ] || mapfile -t need < <(printf '%s\n' "${need[@]}" | sort -u)
 apt_install "${need[@]}"

@@ -213,6 +213,18 @@ func (p *Process) Stop() {
 	_ = os.RemoveAll(p.Dir)
 }
 
+// Shutdown stops the server gracefully, as Halt does, and removes its directory: when it
+// returns, every process of the server is gone. Stop's SIGKILL to the group does not promise
+// that for PostgreSQL, whose backends run in sessions of their own and exit only once they
+// notice that their postmaster died, after Stop returned. For programs that must leave nothing
+// running (make demo).
+func (p *Process) Shutdown() {
+	if err := p.Halt(); err != nil {
+		p.kill()
+	}
+	_ = os.RemoveAll(p.Dir)
+}
+
 // tcpReady reports whether addr accepts TCP connections.
 func tcpReady(addr string) func() error {
 	return func() error {

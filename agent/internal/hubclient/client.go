@@ -41,7 +41,11 @@ type Client struct {
 	// may each be asked to rotate, and one rotation is enough.
 	rotating sync.Mutex
 
-	mu         sync.Mutex
+	mu sync.Mutex
+	// refusal is the hub's refusal of this agent's cluster name (see refused); stopLoops ends
+	// Start's loops once it is set.
+	refusal    error
+	stopLoops  context.CancelFunc
 	credential string
 	heartbeat  time.Duration
 	k8sVersion string
@@ -73,7 +77,9 @@ func (h *Client) currentCredential() string {
 }
 
 // Start registers if needed, then holds the config stream and sends heartbeats until ctx ends.
-// Errors reaching the hub are retried; the agent keeps its last configuration meanwhile.
+// Errors reaching the hub are retried; the agent keeps its last configuration meanwhile. It
+// returns an error, which stops the agent, when the hub refuses the agent's cluster name: the
+// stored credential was issued for another one.
 func (h *Client) Start(ctx context.Context) error {
 	if v, err := discovery.NewDiscoveryClientForConfigOrDie(h.cfg).ServerVersion(); err == nil {
 		h.k8sVersion = v.GitVersion
@@ -91,9 +97,48 @@ func (h *Client) Start(ctx context.Context) error {
 			return nil
 		}
 	}
-	go h.heartbeatLoop(ctx)
-	h.configLoop(ctx)
-	return nil
+	loops, stop := context.WithCancel(ctx)
+	defer stop()
+	h.mu.Lock()
+	h.stopLoops = stop
+	h.mu.Unlock()
+	// The first heartbeat goes out before the stream opens, so that an agent started with
+	// the wrong name stops before it applies anything.
+	h.sendHeartbeat(loops)
+	if err := h.refusedErr(); err != nil {
+		return err
+	}
+	go h.heartbeatLoop(loops)
+	h.configLoop(loops)
+	return h.refusedErr()
+}
+
+func (h *Client) refusedErr() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.refusal
+}
+
+// refused reports whether err is the hub's refusal of this agent's cluster name (ReportStatus
+// and WatchConfig fail with FailedPrecondition for nothing else), and if so ends Start with it.
+func (h *Client) refused(err error) bool {
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		return false
+	}
+	var ce *connect.Error
+	msg := err.Error()
+	if errors.As(err, &ce) {
+		msg = ce.Message()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.refusal == nil {
+		h.refusal = fmt.Errorf("the hub refused cluster name %s: %s", h.o.Cluster, msg)
+	}
+	if h.stopLoops != nil {
+		h.stopLoops()
+	}
+	return true
 }
 
 // ensureCredential loads the stored credential, or registers with the bootstrap token.
@@ -212,8 +257,10 @@ func (h *Client) configLoop(ctx context.Context) {
 
 func (h *Client) watchOnce(ctx context.Context) (received bool, err error) {
 	_, digest, _ := h.applier.Snapshot()
-	stream, err := h.api.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{AppliedConfigDigest: digest}))
+	stream, err := h.api.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{AppliedConfigDigest: digest,
+		ClusterName: h.o.Cluster}))
 	if err != nil {
+		h.refused(err)
 		return false, err
 	}
 	defer stream.Close()
@@ -228,6 +275,7 @@ func (h *Client) watchOnce(ctx context.Context) (received bool, err error) {
 		}
 		h.sendHeartbeat(ctx) // tell the hub at once what was applied
 	}
+	h.refused(stream.Err())
 	return received, stream.Err()
 }
 
@@ -249,13 +297,16 @@ func (h *Client) sendHeartbeat(ctx context.Context) {
 		h.o.Log.Error(err, "collecting heartbeat status")
 	}
 	bundles, digest, _ := h.applier.Snapshot()
-	req := &fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{
+	req := &fleetv1.ReportStatusRequest{ClusterName: h.o.Cluster, Status: &fleetv1.AgentStatus{
 		AgentVersion: h.o.AgentVersion, KubernetesVersion: h.k8sVersion, ConfigDigest: digest,
 		Bundles: bundles, Inventories: invs, Sinks: sinks, ObservedAt: timestamppb.Now(),
 	}}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	resp, err := h.api.ReportStatus(cctx, connect.NewRequest(req))
+	if h.refused(err) {
+		return
+	}
 	if err != nil {
 		h.o.Log.V(1).Info("heartbeat failed", "error", err.Error())
 		return

@@ -3,8 +3,10 @@
 // namespaces (Deployments, Services, ConfigMaps, a CRD and its objects), runs one
 // kollect-agent per cluster registered to the hub with a bootstrap token, applies the sample
 // configuration as a bundle through the hub, and shows both clusters' rows landing in one
-// shared git repository, labelled with their cluster. It then scales a Deployment in east and
-// shows the one-row commit that follows, and runs until Ctrl-C, leaving nothing behind.
+// shared git repository, labelled with their cluster, and in one PostgreSQL database it
+// starts. It then scales a Deployment in east, shows the one-row commit that follows and one
+// cross-cluster query run with psql (docs/examples/demo-fleet.sql), and runs until Ctrl-C,
+// leaving nothing behind.
 package main
 
 import (
@@ -60,11 +62,27 @@ func run() error {
 	}
 	defer hub.stop()
 
-	step("starting two local control planes, east and west, with the Kollect CRDs")
+	step("starting two local control planes, east and west, with the Kollect CRDs, and PostgreSQL 15")
+	// PostgreSQL starts beside the control planes: initdb takes seconds the demo need not wait.
+	type started struct {
+		db  *fleetDB
+		err error
+	}
+	pgc := make(chan started, 1)
+	go func() { db, err := startPostgres(ctx); pgc <- started{db, err} }()
 	cps, err := testenv.StartN("demo", 2, testenv.Options{})
+	pgs := <-pgc
+	if pgs.db != nil {
+		defer pgs.db.Shutdown()
+	}
 	if err != nil {
 		return err
 	}
+	if pgs.err != nil {
+		_ = testenv.StopAll(cps)
+		return fmt.Errorf("starting PostgreSQL: %w", pgs.err)
+	}
+	db := pgs.db
 	defer func() {
 		step("stopping the control planes")
 		_ = testenv.StopAll(cps)
@@ -78,6 +96,13 @@ func run() error {
 			return err
 		}
 		if err := waitForKind(ctx, cp, "demo.kollect.dev/v1", "DatabaseList"); err != nil {
+			return err
+		}
+	}
+
+	step("creating the Secret pg-credentials in both clusters: the postgres sink's user (credentials never travel in a bundle)")
+	for _, cp := range cps {
+		if err := createCredentials(ctx, cp); err != nil {
 			return err
 		}
 	}
@@ -107,7 +132,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	bundle := strings.ReplaceAll(string(config), "file:///tmp/kollect-demo.git", "file://"+repo)
+	bundle, err := db.pointAt(strings.ReplaceAll(string(config), "file:///tmp/kollect-demo.git", "file://"+repo))
+	if err != nil {
+		return err
+	}
 	step("applying docs/examples/demo.yaml as bundle \"inventory\" through the hub, for clusters with env=demo")
 	if err := hub.applyBundle(ctx, "inventory", bundle, map[string]string{"env": "demo"}); err != nil {
 		return err
@@ -156,8 +184,17 @@ func run() error {
 	_ = git(clone, "pull", "-q")
 	_ = git(clone, "--no-pager", "log", "-1", "-p", "--stat", "--", "east")
 
+	step("the same rows in PostgreSQL: one query across both clusters, rows and how long ago each agent confirmed them")
+	if err := db.waitClusters(ctx, len(cps), 30*time.Second); err != nil {
+		return err
+	}
+	if err := db.query(ctx); err != nil {
+		return err
+	}
+
 	fmt.Printf("\nhub:          https://%s (CA %s)\nadmin token:  %s\nkubeconfigs:  %s  %s\n",
 		hub.addr, hub.fingerprint, hub.adminToken, east.Kubeconfig, west.Kubeconfig)
+	fmt.Printf("postgres:     psql %s -f %s\n", db.URL, fleetQuery)
 	fmt.Printf("dashboard:    https://%s/ (sign in with the admin token; the browser will not know the hub's own CA)\n", hub.addr)
 	fmt.Printf("try:          bin/kollect hub login --url https://%s --token %s --ca-fingerprint %s && bin/kollect hub clusters\n",
 		hub.addr, hub.adminToken, hub.fingerprint)

@@ -107,10 +107,13 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 }
 
 // WatchConfig implements AgentService.
-func (a *agentService) WatchConfig(ctx context.Context, _ *connect.Request[fleetv1.WatchConfigRequest], stream *connect.ServerStream[fleetv1.WatchConfigResponse]) error {
+func (a *agentService) WatchConfig(ctx context.Context, req *connect.Request[fleetv1.WatchConfigRequest], stream *connect.ServerStream[fleetv1.WatchConfigResponse]) error {
 	agent, ok := auth.AgentFrom(ctx)
 	if !ok {
 		return connect.NewError(connect.CodeUnauthenticated, errors.New("no agent identity"))
+	}
+	if err := a.checkName(ctx, agent.Name, req.Msg.GetClusterName()); err != nil {
+		return err
 	}
 	// An agent needs one stream (two for a moment while it reconnects); a cap keeps a stolen
 	// or buggy credential from holding thousands of goroutines and sockets.
@@ -158,6 +161,9 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	if !ok {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("no agent identity"))
 	}
+	if err := a.checkName(ctx, agent.Name, req.Msg.GetClusterName()); err != nil {
+		return nil, err
+	}
 	st := req.Msg.GetStatus()
 	if st == nil {
 		return nil, invalid("status is required")
@@ -198,6 +204,26 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	return connect.NewResponse(&fleetv1.ReportStatusResponse{HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval),
 		DesiredConfigDigest: cfg.GetConfigDigest(), HubTime: timestamppb.New(now),
 		CredentialExpiresAt: expires, RotateCredential: rotate}), nil
+}
+
+// checkName refuses a call from an agent running with another cluster name than the one its
+// credential was issued for: its rows would be exported under one name while the hub reports,
+// configures and gates them under the other. An empty name (an agent older than the check) is
+// not checked.
+func (a *agentService) checkName(ctx context.Context, credential, running string) error {
+	if running == "" || running == credential {
+		return nil
+	}
+	a.s.log.WarnContext(ctx, "agent refused: its cluster name is not its credential's", "cluster", credential, "clusterName", running)
+	return nameMismatch(credential, running)
+}
+
+// nameMismatch is the refusal checkName returns; the agent prints it and exits.
+func nameMismatch(credential, running string) error {
+	return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("this agent runs with --cluster-name %s, but its hub "+
+		"credential was issued for cluster %s: start it with --cluster-name %s, or register it as %s with a bootstrap token "+
+		"after deleting its credential Secret (the hub keeps cluster %s until an admin deletes it)",
+		running, credential, credential, running, credential))
 }
 
 // revokedName is the refusal of a registration under a revoked name that was not released.

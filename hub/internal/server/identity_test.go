@@ -326,3 +326,60 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 		t.Fatalf("admin-token holds %q (%v), want the new admin token", raw, err)
 	}
 }
+
+// TestClusterNameMustMatchCredential: a credential issued for alpha is refused, with both
+// names, when the agent holding it runs as beta — on heartbeats and on the configuration
+// stream — and nothing of the call is recorded; its own name and no name (older agents) pass.
+func TestClusterNameMustMatchCredential(t *testing.T) {
+	h := startHub(t, "")
+	tok := h.bootstrapToken(t, time.Hour, 0, false)
+	alpha, _ := h.register(t, tok.GetSecret(), "alpha", nil)
+	ctx := context.Background()
+	for _, name := range []string{"alpha", ""} {
+		if _, err := alpha.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{ClusterName: name,
+			Status: &fleetv1.AgentStatus{AgentVersion: "v0.1.0"}})); err != nil {
+			t.Fatalf("heartbeat as %q: %v", name, err)
+		}
+	}
+	ce := wantCode(t, func() error {
+		_, err := alpha.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{ClusterName: "beta",
+			Status: &fleetv1.AgentStatus{AgentVersion: "v9.9.9"}}))
+		return err
+	}(), connect.CodeFailedPrecondition, "heartbeat as beta with alpha's credential")
+	for _, want := range []string{"--cluster-name beta", "issued for cluster alpha"} {
+		if !strings.Contains(ce.Message(), want) {
+			t.Errorf("refusal %q lacks %q", ce.Message(), want)
+		}
+	}
+	got, err := h.admin.GetCluster(ctx, connect.NewRequest(&fleetv1.GetClusterRequest{Name: "alpha"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := got.Msg.GetCluster().GetAgentVersion(); v != "v0.1.0" {
+		t.Errorf("the refused heartbeat was recorded: agent version %q", v)
+	}
+	if _, err := h.admin.GetCluster(ctx, connect.NewRequest(&fleetv1.GetClusterRequest{Name: "beta"})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("cluster beta: %v, want NotFound", err)
+	}
+
+	stream, err := alpha.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{ClusterName: "beta"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Close()
+	if stream.Receive() {
+		t.Fatalf("the stream of alpha's credential running as beta sent %v", stream.Msg())
+	}
+	ce = wantCode(t, stream.Err(), connect.CodeFailedPrecondition, "config stream as beta with alpha's credential")
+	if !strings.Contains(ce.Message(), "--cluster-name beta") || !strings.Contains(ce.Message(), "cluster alpha") {
+		t.Errorf("stream refusal %q does not name both clusters", ce.Message())
+	}
+	ok, err := alpha.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{ClusterName: "alpha"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ok.Close()
+	if !ok.Receive() {
+		t.Fatalf("alpha's own stream: %v", ok.Err())
+	}
+}

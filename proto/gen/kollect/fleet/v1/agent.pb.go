@@ -294,8 +294,12 @@ type WatchConfigRequest struct {
 	// applied_config_digest is the digest the agent last applied (informational: the hub always
 	// sends the full desired state first).
 	AppliedConfigDigest string `protobuf:"bytes,1,opt,name=applied_config_digest,json=appliedConfigDigest,proto3" json:"applied_config_digest,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// cluster_name is the name the agent runs with (kollect-agent --cluster-name). When set and
+	// not the name the credential was issued for, the stream is refused with
+	// CodeFailedPrecondition. Empty skips the check (agents older than the check).
+	ClusterName   string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WatchConfigRequest) Reset() {
@@ -331,6 +335,13 @@ func (*WatchConfigRequest) Descriptor() ([]byte, []int) {
 func (x *WatchConfigRequest) GetAppliedConfigDigest() string {
 	if x != nil {
 		return x.AppliedConfigDigest
+	}
+	return ""
+}
+
+func (x *WatchConfigRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
 	}
 	return ""
 }
@@ -482,8 +493,11 @@ func (x *WatchConfigResponse) GetSentAt() *timestamppb.Timestamp {
 
 // ReportStatusRequest carries one heartbeat.
 type ReportStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Status        *AgentStatus           `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status *AgentStatus           `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	// cluster_name is the name the agent runs with, checked as in WatchConfigRequest: a mismatch
+	// is refused with CodeFailedPrecondition and nothing is recorded.
+	ClusterName   string `protobuf:"bytes,2,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -523,6 +537,13 @@ func (x *ReportStatusRequest) GetStatus() *AgentStatus {
 		return x.Status
 	}
 	return nil
+}
+
+func (x *ReportStatusRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
 }
 
 // ReportStatusResponse acknowledges a heartbeat.
@@ -637,9 +658,10 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"credential\x18\x02 \x01(\tR\n" +
 	"credential\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12N\n" +
-	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\"H\n" +
+	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\"k\n" +
 	"\x12WatchConfigRequest\x122\n" +
-	"\x15applied_config_digest\x18\x01 \x01(\tR\x13appliedConfigDigest\"\xb3\x01\n" +
+	"\x15applied_config_digest\x18\x01 \x01(\tR\x13appliedConfigDigest\x12!\n" +
+	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\"\xb3\x01\n" +
 	"\x10BundleAssignment\x12\x16\n" +
 	"\x06bundle\x18\x01 \x01(\tR\x06bundle\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x16\n" +
@@ -649,9 +671,10 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\x13WatchConfigResponse\x12<\n" +
 	"\abundles\x18\x01 \x03(\v2\".kollect.fleet.v1.BundleAssignmentR\abundles\x12#\n" +
 	"\rconfig_digest\x18\x02 \x01(\tR\fconfigDigest\x123\n" +
-	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"L\n" +
+	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"o\n" +
 	"\x13ReportStatusRequest\x125\n" +
-	"\x06status\x18\x01 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\"\xc8\x02\n" +
+	"\x06status\x18\x01 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\x12!\n" +
+	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\"\xc8\x02\n" +
 	"\x14ReportStatusResponse\x12H\n" +
 	"\x12heartbeat_interval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x122\n" +
 	"\x15desired_config_digest\x18\x02 \x01(\tR\x13desiredConfigDigest\x125\n" +
