@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/testenv"
@@ -88,6 +89,18 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 	exported, _, err := state()
 	must(t, err)
 	rowsBefore := rowMarks()
+
+	// Provenance: the state names the shipped agent's version and its instance, which ends in
+	// the UID of the cluster's kube-system namespace.
+	v, err := testenv.Version()
+	must(t, err)
+	kubeSystem := &corev1.Namespace{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem))
+	writer, err := db.psql(ctx, `SELECT agent_version || ' ' || agent_instance FROM kollect.rows_state`)
+	must(t, err)
+	if got := strings.TrimSpace(writer); !strings.HasPrefix(got, v+" ") || !strings.HasSuffix(got, "@"+string(kubeSystem.UID)) {
+		t.Fatalf("the state names the writer %q, want version %s and an instance ending in kube-system's UID %s", got, v, kubeSystem.UID)
+	}
 
 	// Two and a half intervals of quiet: at least two confirmations, every one within an
 	// interval of the previous.
