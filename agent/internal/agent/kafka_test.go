@@ -48,7 +48,8 @@ func latest(recs []*kgo.Record) map[string]string {
 			continue
 		}
 		var ev export.ChangeEvent
-		if json.Unmarshal(r.Value, &ev) != nil || ev.Type == export.ChangeDelete {
+		// The inventory's state record (key cluster/inventory/_state) is no row.
+		if strings.HasSuffix(string(r.Key), "/_state") || json.Unmarshal(r.Value, &ev) != nil || ev.Row == nil || ev.Type == export.ChangeDelete {
 			continue
 		}
 		state[string(r.Key)] = ev.Row.Name + "=" + string(ev.Row.Attributes)
