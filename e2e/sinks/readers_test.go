@@ -750,7 +750,11 @@ func (k *kafkaReader) marks(ctx context.Context) (map[string]string, error) {
 		return nil, err
 	}
 	for _, r := range recs {
-		if r.Key != nil {
+		switch {
+		case r.Key == nil:
+		case r.header("kollect-event") == "state":
+			m["meta:state "+*r.Key] += fmt.Sprintf("%d/%d ", r.Partition, r.Offset)
+		default:
 			u := "uid:" + (*r.Key)[strings.LastIndexByte(*r.Key, '/')+1:]
 			m[u] += fmt.Sprintf("%d/%d ", r.Partition, r.Offset)
 		}

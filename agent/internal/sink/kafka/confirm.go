@@ -48,22 +48,18 @@ type heldState struct {
 var statePartitioner = kgo.StickyKeyPartitioner(nil)
 
 // recordExport writes the state record after a successful export, unless the state the sink
-// holds already names this checksum (unchanged data writes nothing). A resync of unchanged
-// data keeps exportedAt, the last change.
+// holds already names this checksum: unchanged data, a resync included, writes nothing.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	s.mu.Lock()
 	held := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if held != nil && held.rec.Checksum == env.Checksum && !b.Resync {
+	if held != nil && held.rec.Checksum == env.Checksum {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
 		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
-	if held != nil && held.rec.Checksum == env.Checksum {
-		rec.ExportedAt = held.rec.ExportedAt
-	}
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
 	}

@@ -49,8 +49,8 @@ func (s *Sink) stateSubject(cluster, inventory string) string {
 }
 
 // recordExport publishes the state message after a successful export, unless the state this
-// sink last published names this checksum already (unchanged data publishes nothing). A resync
-// of unchanged data keeps exportedAt, the last change.
+// sink last published names this checksum already: unchanged data, a resync included,
+// publishes nothing.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	subject := s.stateSubject(env.Cluster, env.Inventory)
@@ -60,15 +60,12 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if ok && held.Checksum == env.Checksum && !b.Resync {
+	if ok && held.Checksum == env.Checksum {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
 		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
-	if ok && held.Checksum == env.Checksum {
-		rec.ExportedAt = held.ExportedAt
-	}
 	if err := s.publishState(ctx, subject, rec); err != nil {
 		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 	}
