@@ -148,15 +148,55 @@ test("the dashboard reconnects on its own when the hub restarts", async () => {
   await row("Clusters", "prod-eu-1").getByText("online").waitFor({ timeout: 30000 });
 });
 
+/** The computed background of an element: colour and image (the offline hatching). */
+async function background(locator) {
+  return locator.evaluate((el) => {
+    const cs = getComputedStyle(el);
+    return `${cs.backgroundColor} ${cs.backgroundImage}`;
+  });
+}
+
 test("the freshness matrix colours every cluster × sink and opens the cause", async () => {
   await page.getByRole("link", { name: "Freshness" }).click();
   await page.getByRole("heading", { name: "Export freshness" }).waitFor();
-  const cell = page.getByRole("button", { name: /^prod-us-1 warehouse: .*terminal error/ });
+  const cell = page.getByRole("button", { name: /^prod-us-1 team-a\/warehouse: .*terminal error/ });
   await cell.waitFor();
   assert.match(await cell.getAttribute("class"), /cls-terminal/);
-  assert.match(await page.getByRole("button", { name: /^prod-ap-1 changes: .*circuit open error/ }).getAttribute("class"), /cls-circuit-open/);
-  assert.match(await page.getByRole("button", { name: /^dev-1 inventory-git: 26 h/ }).getAttribute("class"), /age-ancient/);
-  assert.match(await page.getByRole("button", { name: /^prod-eu-1 inventory-git: \d+ s ago$/ }).getAttribute("class"), /age-fresh/);
+  assert.match(await page.getByRole("button", { name: /^prod-ap-1 team-a\/changes: .*circuit open error/ }).getAttribute("class"), /cls-circuit-open/);
+  assert.match(await page.getByRole("button", { name: /^dev-1 team-a\/inventory-git: 26 h/ }).getAttribute("class"), /age-ancient/);
+  assert.match(await page.getByRole("button", { name: /^prod-eu-1 team-a\/inventory-git: \d+ s ago$/ }).getAttribute("class"), /age-fresh/);
+
+  // Two sinks named db-good in two namespaces are two columns, each named by namespace/name.
+  const matrix = page.getByRole("table", { name: "Freshness matrix" });
+  for (const ns of ["shop", "sinks"]) {
+    assert.equal(await matrix.getByRole("columnheader", { name: new RegExp(`^${ns}/db-good`) }).count(), 1, `one column for ${ns}/db-good`);
+    await page.getByRole("button", { name: new RegExp(`^prod-eu-1 ${ns}/db-good: \\d+ s ago$`) }).waitFor();
+  }
+  assert.match(await matrix.getByRole("columnheader", { name: /^shop\/db-good/ }).innerText(), /database · postgres/i);
+  assert.match(await matrix.getByRole("columnheader", { name: /^sinks\/db-good/ }).innerText(), /database · mongodb/i);
+
+  // "under 1 h" and "transient error" have colours of their own, and the legend shows each.
+  const aging = page.getByRole("button", { name: /^prod-us-2 team-a\/warehouse: 20 min ago$/ });
+  const transient = page.getByRole("button", { name: /^staging-1 team-a\/inventory-git: .*transient error/ });
+  assert.match(await aging.getAttribute("class"), /age-aging/);
+  assert.match(await transient.getAttribute("class"), /cls-transient/);
+  assert.notEqual(await background(aging), await background(transient), "under 1 h and transient error look alike");
+  const legend = page.getByLabel("Legend");
+  assert.equal(await background(legend.locator("i.age-aging")), await background(aging));
+  assert.equal(await background(legend.locator("i.cls-transient")), await background(transient));
+  await legend.getByText("transient error").waitFor();
+
+  // edge-7 went offline: its cells say so and give the age it had at its last heartbeat.
+  const offline = page.getByRole("button", { name: /^edge-7 team-a\/inventory-git: cluster offline; \d+ s old as of its last heartbeat .* ago$/ });
+  await offline.waitFor({ timeout: 30000 });
+  assert.match(await offline.getAttribute("class"), /cell-offline/);
+  assert.match(await offline.innerText(), /^OFFLINE \d+ s at last heartbeat$/i);
+  assert.match(await background(offline), /repeating-linear-gradient/);
+  assert.equal(await background(legend.locator("i.cell-offline")), await background(offline));
+  assert.match(await page.getByRole("button", { name: /^edge-7 team-a\/archive: cluster offline; never exported/ }).getAttribute("class"), /cell-offline/);
+  await offline.click();
+  await page.getByRole("region", { name: "Export cause" }).getByTestId("offline-note").filter({ hasText: "edge-7 is offline" }).waitFor();
+
   await cell.click();
   const cause = page.getByRole("region", { name: "Export cause" });
   await cause.getByTestId("cause").filter({ hasText: "password authentication failed" }).waitFor();
@@ -175,7 +215,7 @@ test("the keyboard reaches everything, with a visible focus", async () => {
   assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
   // A freshness cell is a real button: focus it, open the cause with Enter.
   await go("/freshness");
-  const cell = page.getByRole("button", { name: /^staging-1 inventory-git: .*transient error/ });
+  const cell = page.getByRole("button", { name: /^staging-1 team-a\/inventory-git: .*transient error/ });
   await cell.focus();
   assert.equal(await cell.evaluate((el) => getComputedStyle(el).outlineStyle), "solid");
   await page.keyboard.press("Enter");
@@ -186,7 +226,16 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   await go("/clusters/prod-eu-2");
   await page.getByRole("table", { name: "Inventories" }).getByText("team-a/workloads").waitFor();
   await page.getByRole("table", { name: "Inventories" }).getByText("Ready=True").first().waitFor();
+  // Polarity: Ready=True and Degraded=False are both good (green), whatever the status says.
+  assert.match(await page.getByRole("table", { name: "Inventories" }).getByText("Ready=True").first().getAttribute("class"), /cond-good/);
+  assert.match(await page.getByRole("table", { name: "Inventories" }).getByText("Degraded=False").first().getAttribute("class"), /cond-good/);
   await page.getByRole("table", { name: "Sinks" }).getByText("KollectDatabaseSink team-a/warehouse").waitFor();
+  // Every sink says when the agent last called it (the heartbeat's last_attempt_time).
+  for (const sink of await page.getByRole("table", { name: "Sinks" }).getByRole("row").all()) {
+    const cells = await sink.getByRole("cell").allInnerTexts();
+    if (!cells.length) continue; // the header row
+    assert.match(cells[3], /^(just now|\d+ s ago)$/, `last attempt of ${cells[0]}: ${cells[3]}`);
+  }
   await page.getByRole("list", { name: "Drift events" }).getByText(/KollectProfile deployments \(bundle workloads\): spec edited/).waitFor();
   await page.getByRole("table", { name: "Objects of workloads" }).getByText("drift reverted").waitFor();
   await page.getByRole("table", { name: "Objects of prod-config" }).getByText("applied").first().waitFor();
@@ -207,6 +256,12 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   assert.ok(Number(last.replace(/,/g, "")) > 853, `prod-ap-1 did not grow: ${await line.getAttribute("aria-label")}`);
   await page.getByRole("heading", { name: "Heartbeat history" }).evaluate((el) => el.scrollIntoView({ block: "start" }));
   await screenshot("cluster-history");
+  // staging-1's config inventory is Degraded=True: bad (red), while it stays Ready=True.
+  await go("/clusters/staging-1");
+  const degraded = page.getByRole("table", { name: "Inventories" }).getByText("Degraded=True");
+  await degraded.waitFor();
+  assert.match(await degraded.getAttribute("class"), /cond-bad/);
+  assert.match(await page.getByRole("table", { name: "Inventories" }).getByText("Degraded=False").getAttribute("class"), /cond-good/);
   // The cluster that stopped heartbeating still has its page, with what it last reported.
   await go("/clusters/edge-7");
   await page.getByRole("heading", { name: /edge-7\s+(stale|offline)/ }).waitFor();
@@ -218,12 +273,27 @@ test("a bad bundle is refused with the hub's message under the offending object"
   await row("Bundles", "workloads").getByRole("link", { name: "workloads" }).click();
   await page.getByRole("heading", { name: "Bundle workloads" }).waitFor();
   await page.getByLabel("Manifests").getByText("kind: KollectProfile").waitFor();
+  // staging-1's agent refused one object of this bundle: the bundle's page says which and why.
+  const refused = row("Objects not applied by cluster", "staging-1");
+  await refused.waitFor();
+  assert.deepEqual((await refused.getByRole("cell").allInnerTexts()).map((t) => t.trim()), [
+    "staging-1",
+    "KollectSnapshotSink inventory-repo",
+    "refused",
+    "refused: namespace kollect-system is outside this agent's allowed namespaces (team-b)",
+  ]);
+  await page.getByText("1 cluster refused or failed to apply objects of this bundle.").waitFor();
   await page.getByRole("link", { name: "Edit / upload a revision" }).click();
   await replaceIn("KollectProfile deployments", `cel: "object.spec.template.spec.containers.map(c, c.image)"`, `cel: "object.spec.template.spec.containers.map(c, c.image"`);
   await page.getByRole("button", { name: "Validate (dry run)" }).click();
   const doc = page.locator('[data-object="KollectProfile deployments"]');
   await doc.getByRole("alert").filter({ hasText: "CEL compile error" }).waitFor();
   assert.match(await doc.getByRole("alert").innerText(), /spec\.attributes\[1\] \(images\)\.cel/);
+  // One CEL error, shown once: with its expression and caret under the object, nowhere else.
+  assert.match(await doc.getByRole("alert").innerText(), /\| object\.spec\.template\.spec\.containers\.map\(c, c\.image\n\s*\| \.+\^/);
+  assert.equal(await page.getByRole("alert").count(), 1);
+  const shown = (await page.locator("#main").innerText()).split("CEL compile error").length - 1;
+  assert.equal(shown, 1, "the CEL error is shown more than once");
   // Only the offending object carries the problem; nothing can be stored until a dry run passes.
   assert.equal(await page.locator('[data-object="KollectTarget deployments"]').getByRole("alert").count(), 0);
   assert.equal(await page.getByRole("button", { name: "Store revision (held)" }).isDisabled(), true);
@@ -234,6 +304,38 @@ test("a bad bundle is refused with the hub's message under the offending object"
   });
   assert.equal(inView, true, "the problem is not in view");
   await screenshot("bundle-editor");
+});
+
+test("a pasted text with --- is named from its YAML and validated on the first click", async () => {
+  await go("/bundles/new");
+  await page.locator("#bname").fill("pasted");
+  await page.locator("#bsel").fill("env=nowhere");
+  // Flow-style metadata, two objects in one paste.
+  await page.getByLabel("YAML of document 1").fill(`apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: pasted-profile, namespace: team-a}
+spec:
+  target: {group: apps, version: v1, kind: Deployment}
+  attributes:
+    - {name: replicas, jsonPath: "{.spec.replicas}", type: int}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata: {name: pasted-target, namespace: team-a}
+spec:
+  profileRef: {name: pasted-profile}
+`);
+  // One click: the split that focus leaving the area causes must not swallow it.
+  await page.getByRole("button", { name: "Validate (dry run)" }).click();
+  await page.getByRole("status").filter({ hasText: "Valid." }).waitFor({ timeout: 10000 });
+  // Then the text is two objects, each named from its inline metadata, and still validated.
+  await page.getByLabel("YAML of KollectProfile team-a/pasted-profile").waitFor();
+  await page.getByLabel("YAML of KollectTarget team-a/pasted-target").waitFor();
+  assert.deepEqual(await page.locator(".doc-head > span").allInnerTexts(), ["KollectProfile team-a/pasted-profile", "KollectTarget team-a/pasted-target"]);
+  assert.equal(await page.getByRole("button", { name: "Apply to clusters" }).isEnabled(), true);
+  await go("/bundles"); // nothing stored
+  await row("Bundles", "workloads").waitFor();
+  assert.equal(await row("Bundles", "pasted").count(), 0);
 });
 
 test("a held revision is uploaded and diffed against the previous one", async () => {

@@ -31,11 +31,17 @@ func Healthy(name string, labels map[string]string, items int64) Cluster {
 }
 
 // Demo is a small fleet showing every state the dashboard distinguishes: healthy clusters, a
-// reverted drift, a terminal, a transient and a circuit-open sink error, version skew, an old
-// export, and (the last one) a cluster that stops heartbeating after a few seconds. Clusters
-// labelled env=prod keep their inventories ready, so a rollout to them can pass its gates.
+// reverted drift, a terminal, a transient and a circuit-open sink error, version skew, an
+// export under an hour old and an old one, two sinks of one name in two namespaces, a Degraded
+// inventory, an object the agent refused, and (the last one) a cluster that stops heartbeating
+// after a few seconds. Clusters labelled env=prod keep their inventories ready and apply every
+// object, so a rollout to them can pass its gates.
 func Demo() []Cluster {
 	euCanary := Healthy("prod-eu-1", map[string]string{"env": "prod", "region": "eu", "tier": "canary"}, 1840)
+	// One name, two namespaces: two sinks, two columns of the freshness matrix.
+	euCanary.Sinks = append(euCanary.Sinks,
+		Sink{Kind: "KollectDatabaseSink", Namespace: "shop", Name: "db-good", Type: "postgres", Age: 10 * time.Second},
+		Sink{Kind: "KollectDatabaseSink", Namespace: "sinks", Name: "db-good", Type: "mongodb", Age: 30 * time.Second})
 
 	euDrift := Healthy("prod-eu-2", map[string]string{"env": "prod", "region": "eu"}, 1322)
 	euDrift.DriftObject = "KollectProfile/deployments"
@@ -47,6 +53,7 @@ func Demo() []Cluster {
 
 	usOld := Healthy("prod-us-2", map[string]string{"env": "prod", "region": "us"}, 987)
 	usOld.AgentVersion = OldAgentVersion
+	usOld.Sinks[1].Age = 20 * time.Minute // under an hour: "aging"
 
 	apCircuit := Healthy("prod-ap-1", map[string]string{"env": "prod", "region": "ap"}, 640)
 	apCircuit.Sinks = append(apCircuit.Sinks, Sink{Kind: "KollectEventSink", Namespace: "team-a", Name: "changes", Type: "kafka",
@@ -59,6 +66,9 @@ func Demo() []Cluster {
 	staging.Sinks[0].Age = 4 * time.Minute
 	staging.Sinks[0].Error = "git push: context deadline exceeded"
 	staging.Sinks[0].Class = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
+	staging.Inventories[1].Degraded = "Forbidden"
+	staging.RefuseObject = "KollectSnapshotSink/inventory-repo"
+	staging.RefuseMessage = "refused: namespace kollect-system is outside this agent's allowed namespaces (team-b)"
 
 	dev := Healthy("dev-1", map[string]string{"env": "dev"}, 75)
 	dev.K8sVersion = "v1.34.1"

@@ -23,6 +23,9 @@ type Inventory struct {
 	Items           int64
 	// NotReady reports Ready=False with this reason.
 	NotReady string
+	// Degraded reports Degraded=True with this reason (Degraded=False otherwise), as the agent
+	// does when a target is forbidden while the inventory still exports.
+	Degraded string
 	// Growth, when set, adds Growth.By items every Growth.Every since the agent registered: an
 	// inventory that grows in steps, as a cluster's does while workloads are added.
 	Growth struct {
@@ -64,6 +67,9 @@ type Cluster struct {
 	Sinks        []Sink
 	// DriftObject names an object (kind/name) reported as DRIFT_REVERTED instead of APPLIED.
 	DriftObject string
+	// RefuseObject names an object (kind/name) the agent refuses (REFUSED, outside its
+	// allowlist) instead of applying it, with RefuseMessage.
+	RefuseObject, RefuseMessage string
 	// Heartbeats stops the agent after this many heartbeats (0: never), so it turns stale and
 	// then offline, like a cluster that became unreachable.
 	Heartbeats int
@@ -290,6 +296,9 @@ func (a *agent) report(ctx context.Context) error {
 					res.Result = fleetv1.ApplyResult_APPLY_RESULT_DRIFT_REVERTED
 					res.Message = "spec edited in the cluster by kubectl; reverted to the hub's revision"
 				}
+				if a.spec.RefuseObject != "" && a.spec.RefuseObject == o.GetKind()+"/"+o.GetName() {
+					res.Result, res.Message = fleetv1.ApplyResult_APPLY_RESULT_REFUSED, a.spec.RefuseMessage
+				}
 				ab.Objects = append(ab.Objects, res)
 			}
 			st.Bundles = append(st.Bundles, ab)
@@ -301,8 +310,13 @@ func (a *agent) report(ctx context.Context) error {
 		if inv.NotReady != "" {
 			cond.Status, cond.Reason, cond.Message = "False", inv.NotReady, "export failing: see the sinks"
 		}
+		degraded := &fleetv1.Condition{Type: "Degraded", Status: "False", Reason: "AsExpected", Message: "every target is readable",
+			LastTransitionTime: timestamppb.New(now.Add(-time.Hour))}
+		if inv.Degraded != "" {
+			degraded.Status, degraded.Reason, degraded.Message = "True", inv.Degraded, "a target's resources may not be listed: its rows are the last known ones"
+		}
 		st.Inventories = append(st.Inventories, &fleetv1.InventoryStatus{Namespace: inv.Namespace, Name: inv.Name,
-			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond}})
+			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond, degraded}})
 	}
 	for _, s := range a.spec.Sinks {
 		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,

@@ -39,6 +39,20 @@ describe("ManifestEditor", () => {
     expect(screen.getByLabelText("YAML of KollectScope b")).toBeTruthy();
   });
 
+  it("splits after a press that took the focus, not during it", async () => {
+    render(<Harness />);
+    const area = screen.getByLabelText("YAML of KollectProfile team-a/web");
+    fireEvent.change(area, { target: { value: "kind: KollectProfile\nmetadata: {name: a}\n---\nkind: KollectScope\nmetadata:\n  name: b\n" } });
+    fireEvent.pointerDown(window);
+    fireEvent.blur(area);
+    // Still one area while the pointer is down: the button under it stays where it was.
+    expect(screen.getAllByRole("textbox")).toHaveLength(2);
+    fireEvent.pointerUp(window);
+    await new Promise((r) => setTimeout(r, 5));
+    expect(screen.getAllByRole("textbox")).toHaveLength(3);
+    expect(screen.getByLabelText("YAML of KollectProfile a")).toBeTruthy();
+  });
+
   it("adds and removes objects", () => {
     render(<Harness />);
     fireEvent.click(screen.getByRole("button", { name: "Add an object" }));

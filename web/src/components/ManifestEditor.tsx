@@ -1,6 +1,8 @@
 // The bundle editor: one text area per YAML document, stacked like one file, so that the hub's
 // validation problems can be shown right under the object they name. Typing or pasting a
-// "---" line splits a document when the area loses focus.
+// "---" line splits a document when the area loses focus; when focus leaves because a button
+// is being pressed, the split waits until the press is over, so that the new layout does not
+// move the button from under the pointer and swallow the click.
 import { useEffect, useRef, type ChangeEvent } from "react";
 import { describeDoc, docTitle, splitDocs, type Problem } from "../lib/manifests";
 
@@ -18,10 +20,24 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
     const first = root.current?.querySelector(".problem");
     first?.closest(".doc")?.scrollIntoView?.({ block: "start" });
   }, [problems]);
+  // The latest documents and callback, for a split that runs after a press.
+  const latest = useRef({ docs, onChange });
+  latest.current = { docs, onChange };
+  const pressing = usePointerPressed();
   const set = (i: number, text: string) => onChange(docs.map((d, j) => (j === i ? text : d)));
-  const resplit = (i: number) => {
-    const parts = splitDocs(docs[i]);
-    if (parts.length > 1) onChange([...docs.slice(0, i), ...parts, ...docs.slice(i + 1)]);
+  const resplit = (i: number, text: string) => {
+    const now = latest.current.docs;
+    if (now[i] !== text) return; // edited or moved since: that edit's own blur splits it
+    const parts = splitDocs(text);
+    if (parts.length > 1) latest.current.onChange([...now.slice(0, i), ...parts, ...now.slice(i + 1)]);
+  };
+  const onBlur = (i: number) => {
+    const text = docs[i];
+    if (!splitDocs(text).slice(1).length) return;
+    if (!pressing.current) return resplit(i, text);
+    // The click that moved focus fires on pointerup; split after it.
+    const after = () => setTimeout(() => resplit(i, text), 0);
+    window.addEventListener("pointerup", after, { once: true, capture: true });
   };
   const remove = (i: number) => onChange(docs.length > 1 ? docs.filter((_, j) => j !== i) : [""]);
   return (
@@ -48,12 +64,12 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
               rows={Math.max(4, text.split("\n").length + 1)}
               value={text}
               onChange={(e: ChangeEvent<HTMLTextAreaElement>) => set(i, e.target.value)}
-              onBlur={() => resplit(i)}
+              onBlur={() => onBlur(i)}
             />
             {mine.map((p, k) => (
               <p key={k} className="problem" role="alert">
                 <strong>{p.subject || title}</strong>
-                {p.message}
+                <span className={p.message.includes("\n") ? "problem-msg multiline" : "problem-msg"}>{p.message}</span>
               </p>
             ))}
           </div>
@@ -68,4 +84,22 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
       ) : null}
     </div>
   );
+}
+
+/** Whether a pointer button is down anywhere in the page (set before the blur it causes). */
+function usePointerPressed() {
+  const pressed = useRef(false);
+  useEffect(() => {
+    const down = () => (pressed.current = true);
+    const up = () => setTimeout(() => (pressed.current = false), 0);
+    window.addEventListener("pointerdown", down, true);
+    window.addEventListener("pointerup", up, true);
+    window.addEventListener("pointercancel", up, true);
+    return () => {
+      window.removeEventListener("pointerdown", down, true);
+      window.removeEventListener("pointerup", up, true);
+      window.removeEventListener("pointercancel", up, true);
+    };
+  }, []);
+  return pressed;
 }

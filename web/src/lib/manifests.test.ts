@@ -44,6 +44,17 @@ describe("describeDoc", () => {
     expect(docTitle(profile, 0)).toBe("KollectProfile team-a/web");
     expect(docTitle(describeDoc("foo: bar"), 4)).toBe("document 5");
   });
+
+  it("reads metadata written in flow style", () => {
+    const d = describeDoc("apiVersion: kollect.dev/v1alpha1\nkind: KollectProfile\nmetadata: {name: flow, namespace: team-a}\nspec: {}\n");
+    expect(docTitle(d, 0)).toBe("KollectProfile team-a/flow");
+    expect(docTitle(describeDoc('{"kind": "KollectScope", "metadata": {"name": "json"}}'), 0)).toBe("KollectScope json");
+  });
+
+  it("falls back to a line scan while the YAML does not parse", () => {
+    const d = describeDoc("kind: KollectProfile\nmetadata:\n  name: web\nspec:\n  attributes: [\n");
+    expect(docTitle(d, 0)).toBe("KollectProfile web");
+  });
 });
 
 describe("attachProblems", () => {
@@ -63,6 +74,16 @@ describe("attachProblems", () => {
   it("matches an object whose namespace the hub filled in by kind and name", () => {
     const [p] = attachProblems("invalid bundle:\nKollectClusterTarget kollect-system/nodes: bad", docs);
     expect(p.doc).toBe(1);
+  });
+
+  it("keeps a CEL error's expression and caret lines with their problem", () => {
+    const problems = attachProblems(
+      "invalid bundle:\nKollectProfile team-a/web: spec.attributes[1] (images).cel: CEL compile error: ERROR: <input>:1:10: Syntax error: missing ')'\n | object.x(\n | .........^",
+      docs,
+    );
+    expect(problems).toHaveLength(1);
+    expect(problems[0].doc).toBe(0);
+    expect(problems[0].message).toBe("spec.attributes[1] (images).cel: CEL compile error: ERROR: <input>:1:10: Syntax error: missing ')'\n | object.x(\n | .........^");
   });
 
   it("maps document numbers and keeps what it cannot place", () => {

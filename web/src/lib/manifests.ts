@@ -1,7 +1,8 @@
 // Multi-document YAML as the bundle editor sees it: documents with the kind, namespace and name
 // of the object each holds, and the hub's validation problems attached to the document they
-// name. Only what the editor needs is read (top-level kind, metadata.name/namespace); the hub
-// does the real parsing and validation.
+// name. Each document is parsed as YAML (block or flow style alike) only to read its kind and
+// metadata; the hub does the validation.
+import { parse } from "yaml";
 
 export interface Doc {
   text: string;
@@ -37,7 +38,31 @@ function unquote(v: string): string {
   return t;
 }
 
+function str(v: unknown): string {
+  return typeof v === "string" ? v : typeof v === "number" ? String(v) : "";
+}
+
+/**
+ * describeDoc reads kind, metadata.name and metadata.namespace with a YAML parser, so that
+ * `metadata: {name: web}` is read like its block form. A document that does not parse yet
+ * (someone is typing) falls back to a line scan of block style.
+ */
 export function describeDoc(text: string): Doc {
+  // A pasted text not split yet is named by its first document.
+  const first = splitDocs(text)[0];
+  let obj: unknown;
+  try {
+    obj = parse(first, { prettyErrors: false, strict: false });
+  } catch {
+    return { ...scanDoc(first), text };
+  }
+  if (obj === null || typeof obj !== "object" || Array.isArray(obj)) return { text, kind: "", name: "", namespace: "" };
+  const o = obj as Record<string, unknown>;
+  const meta = o.metadata !== null && typeof o.metadata === "object" ? (o.metadata as Record<string, unknown>) : {};
+  return { text, kind: str(o.kind), name: str(meta.name), namespace: str(meta.namespace) };
+}
+
+function scanDoc(text: string): Doc {
   let kind = "";
   let name = "";
   let namespace = "";
@@ -83,18 +108,28 @@ export interface Problem {
  * finds the document each line is about.
  */
 export function attachProblems(message: string, docs: Doc[]): Problem[] {
-  const lines = message.split("\n").map((l) => l.trim()).filter(Boolean);
+  // A problem can span lines: a CEL compile error ends with the expression and a caret under
+  // the offending column (" | object.spec…", " | ….^"), and a second error of the same
+  // expression starts "ERROR: <input>". Such lines continue the problem above them; they are
+  // not problems of their own.
+  const lines: string[] = [];
+  for (const raw of message.split("\n")) {
+    if (!raw.trim()) continue;
+    if (lines.length && /^(\s|\||ERROR: <input>)/.test(raw) && !lines[lines.length - 1].startsWith("invalid bundle:")) {
+      lines[lines.length - 1] += "\n" + raw.trimEnd();
+    } else lines.push(raw.trim());
+  }
   if (lines[0]?.startsWith("invalid bundle:")) {
     const rest = lines[0].slice("invalid bundle:".length).trim();
     lines.splice(0, 1, ...(rest ? [rest] : []));
   }
   return lines.map((line) => {
-    const docNum = line.match(/^document (\d+)(?: is not an object)?:\s*(.*)$/);
+    const docNum = line.match(/^document (\d+)(?: is not an object)?:\s*([\s\S]*)$/);
     if (docNum) {
       const i = Number(docNum[1]) - 1;
       return { subject: `document ${docNum[1]}`, message: docNum[2] || line, doc: i < docs.length ? i : -1 };
     }
-    const obj = line.match(/^(\S+) (?:([^\s/:]+)\/)?([^\s/:]+): (.*)$/);
+    const obj = line.match(/^(\S+) (?:([^\s/:]+)\/)?([^\s/:]+): ([\s\S]*)$/);
     if (!obj) return { subject: "", message: line, doc: -1 };
     const [, kind, ns = "", name, msg] = obj;
     let doc = docs.findIndex((d) => d.kind === kind && d.name === name && d.namespace === ns);

@@ -1,6 +1,8 @@
-// One bundle: its revisions, any revision's YAML, and the diff between two revisions.
+// One bundle: the objects clusters refused or failed to apply, its revisions, any revision's
+// YAML, and the diff between two revisions.
 import { useEffect, useState } from "react";
 import { useCan, useFleetSnapshot, useSession } from "../api/context";
+import { BundleRefusals } from "../components/BundleRefusals";
 import { ConfirmButton } from "../components/ConfirmButton";
 import { Diff } from "../components/Diff";
 import { ErrorBox } from "../components/ErrorBox";
@@ -94,6 +96,8 @@ export function BundleDetail({ name }: { name: string }) {
           </dl>
         </section>
       ) : null}
+
+      {snap.loaded ? <BundleRefusals fleet={fleet} bundle={name} clusters={snap.clusters.values()} /> : null}
 
       <h2>Revisions</h2>
       {revs.error ? <ErrorBox error={revs.error} onRetry={revs.reload} /> : null}

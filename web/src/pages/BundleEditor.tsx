@@ -50,7 +50,10 @@ export function BundleEditor({ name: existing }: { name?: string }) {
     );
   }, [existing, fleet]);
 
-  const manifests = joinDocs(docs);
+  // Normalised as if every document were split at its "---" lines: the editor splits a pasted
+  // text only when its area loses focus, possibly after a dry run, and what was validated must
+  // stay validated across that split.
+  const manifests = joinDocs(docs.flatMap(splitDocs));
   const key = JSON.stringify([name, description, selector, manifests, message, hold]);
   const upToDate = validated?.key === key;
   const activeRollout = snap.bundles.get(name)?.activeRolloutId;
@@ -67,10 +70,12 @@ export function BundleEditor({ name: existing }: { name?: string }) {
 
   const fail = (err: unknown) => {
     if (err instanceof ConnectError && err.code === Code.InvalidArgument) {
-      const parsed = attachProblems(err.rawMessage, docs.map(describeDoc));
-      setProblems(parsed);
-      // Problems that name no object of the editor (the bundle name, the selector) go on top.
-      if (parsed.every((p) => p.doc >= 0)) return;
+      // Each problem is shown once: under the object it names, or, when it names no object of
+      // the editor (the bundle name, the selector), in the box on top. The whole message is
+      // not shown again beside them.
+      // Against the documents as split: a pasted text is split by then (see manifests).
+      setProblems(attachProblems(err.rawMessage, docs.flatMap(splitDocs).map(describeDoc)));
+      return;
     }
     setError(err);
   };

@@ -8,6 +8,7 @@ import { ErrorBox } from "../components/ErrorBox";
 import { HeartbeatHistory } from "../components/HeartbeatHistory";
 import { ObjectProblems } from "../components/ObjectProblems";
 import { ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
+import { conditionHealth } from "../lib/conditions";
 import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
 import { Link, navigate } from "../lib/router";
 import { useQuery } from "../lib/useQuery";
@@ -93,7 +94,7 @@ function Status({ st }: { st: AgentStatus }) {
                   <td>
                     {i.conditions.map((c) => (
                       <div key={c.type}>
-                        <span className={`badge ${c.status === "True" ? "state-online" : "state-offline"}`}>
+                        <span className={`badge cond-${conditionHealth(c.type, c.status)}`}>
                           {c.type}={c.status}
                         </span>{" "}
                         {c.reason} <span className="muted">{c.message}</span>{" "}

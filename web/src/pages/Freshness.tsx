@@ -1,13 +1,15 @@
-// The export-freshness matrix: one row per cluster, one column per sink, each cell coloured by
-// the age of the last successful export and by the class of the last error. A cell opens the
-// cause: the full error, when the sink last worked, and a link to the cluster.
+// The export-freshness matrix: one row per cluster, one column per sink (kind, namespace and
+// name: two sinks of one name in two namespaces are two columns), each cell coloured by the age
+// of the last successful export and by the class of the last error. The cells of an offline
+// cluster are greyed out and give the age as of its last heartbeat: nothing newer is known. A
+// cell opens the cause: the full error, when the sink last worked, and a link to the cluster.
 import { useMemo, useState } from "react";
 import { useFleetSnapshot, useSession } from "../api/context";
 import { ErrorClassBadge, StateBadge } from "../components/Badges";
 import { ErrorBox } from "../components/ErrorBox";
 import { Table, type Column } from "../components/Table";
-import { SinkErrorClass, type SinkFreshness } from "../gen/kollect/fleet/v1/types_pb";
-import { absolute, durationMsOf, errorClassName, humanDuration, ms } from "../lib/format";
+import { ClusterState, SinkErrorClass, type Cluster, type SinkFreshness } from "../gen/kollect/fleet/v1/types_pb";
+import { absolute, agoMs, durationMsOf, errorClassName, humanDuration, ms } from "../lib/format";
 import { Link } from "../lib/router";
 import { useQuery } from "../lib/useQuery";
 
@@ -35,13 +37,36 @@ export function sinkKey(f: SinkFreshness): string {
   return `${f.sinkKind}/${f.sinkNamespace}/${f.sinkName}`;
 }
 
+/** "team-a/warehouse": what a column and a cell are named by (the kind goes under it). */
+export function sinkLabel(f: SinkFreshness): string {
+  return f.sinkNamespace ? `${f.sinkNamespace}/${f.sinkName}` : f.sinkName;
+}
+
+/** "KollectDatabaseSink" → "database". */
+export function sinkFamily(kind: string): string {
+  return kind.replace(/^Kollect/, "").replace(/Sink$/, "").toLowerCase() || kind;
+}
+
+/**
+ * For a cell of an offline cluster, its age when the cluster last reported (the hub's lag
+ * keeps growing with the hub's clock, but nothing after the last heartbeat is known); undefined
+ * for a cluster that is not offline.
+ */
+export function offlineAge(f: SinkFreshness, c: Cluster | undefined): { ageAtBeat?: number; beat?: number } | undefined {
+  if (!c || c.state !== ClusterState.OFFLINE) return undefined;
+  const beat = ms(c.lastHeartbeat);
+  const confirmed = ms(f.lastConfirmTime) ?? ms(f.lastSuccessTime);
+  return { beat, ageAtBeat: beat !== undefined && confirmed !== undefined ? Math.max(0, beat - confirmed) : undefined };
+}
+
 interface Row {
   cluster: string;
   cells: Map<string, SinkFreshness>;
 }
 
-function Cause({ f, onClose }: { f: SinkFreshness; onClose: () => void }) {
+function Cause({ f, cluster, onClose }: { f: SinkFreshness; cluster: Cluster | undefined; onClose: () => void }) {
   const lag = lagOf(f);
+  const off = offlineAge(f, cluster);
   return (
     <section className="panel drawer" aria-label="Export cause" aria-live="polite">
       <div className="topline">
@@ -52,6 +77,12 @@ function Cause({ f, onClose }: { f: SinkFreshness; onClose: () => void }) {
           Close
         </button>
       </div>
+      {off ? (
+        <p className="notice" data-testid="offline-note">
+          {f.cluster} is offline: its last heartbeat was {agoMs(off.beat)}. What follows is what it reported then
+          {off.ageAtBeat !== undefined ? `, when this sink's export was ${humanDuration(off.ageAtBeat)} old` : ""}; nothing newer is known.
+        </p>
+      ) : null}
       <dl className="kv">
         <dt>Sink type</dt>
         <dd>{f.sinkType}</dd>
@@ -140,10 +171,12 @@ export function Freshness() {
       (s): Column<Row> => ({
         key: sinkKey(s),
         header: (
-          <span title={`${s.sinkKind} ${s.sinkNamespace}/${s.sinkName}`}>
-            {s.sinkName}
+          <span title={`${s.sinkKind} ${sinkLabel(s)}`} data-sink={sinkKey(s)}>
+            {sinkLabel(s)}
             <br />
-            <span className="muted">{s.sinkType}</span>
+            <span className="muted">
+              {sinkFamily(s.sinkKind)} · {s.sinkType}
+            </span>
           </span>
         ),
         className: "cell",
@@ -155,12 +188,33 @@ export function Freshness() {
           const f = r.cells.get(sinkKey(s));
           if (!f) return <span className="muted cellbtn">–</span>;
           const lag = lagOf(f);
+          const err = f.errorClass ? `, ${errorClassName[f.errorClass]} error` : "";
+          const off = offlineAge(f, snap.clusters.get(r.cluster));
+          const pressed = selected !== null && sinkKey(selected) === sinkKey(f) && selected.cluster === f.cluster;
+          if (off) {
+            // Offline: the age the cluster last reported, not one that pretends to be current.
+            const age = lag === undefined ? "never exported" : off.ageAtBeat === undefined ? "age unknown" : `${humanDuration(off.ageAtBeat)} old`;
+            return (
+              <button
+                type="button"
+                className={`cellbtn cell-offline ${cellClass(f)}`}
+                title={`${f.cluster} is offline: as of its last heartbeat (${agoMs(off.beat)})`}
+                aria-label={`${f.cluster} ${sinkLabel(f)}: cluster offline; ${age} as of its last heartbeat ${agoMs(off.beat)}${err}`}
+                aria-pressed={pressed}
+                onClick={() => setSelected(f)}
+              >
+                <span className="offline-tag">offline</span> {lag === undefined ? "never" : off.ageAtBeat === undefined ? "?" : humanDuration(off.ageAtBeat)} at last
+                heartbeat
+                {f.errorClass ? ` · ${errorClassName[f.errorClass]}` : ""}
+              </button>
+            );
+          }
           return (
             <button
               type="button"
               className={`cellbtn ${cellClass(f)}`}
-              aria-label={`${f.cluster} ${f.sinkName}: ${lag === undefined ? "never exported" : humanDuration(lag) + " ago"}${f.errorClass ? ", " + errorClassName[f.errorClass] + " error" : ""}`}
-              aria-pressed={selected !== null && sinkKey(selected) === sinkKey(f) && selected.cluster === f.cluster}
+              aria-label={`${f.cluster} ${sinkLabel(f)}: ${lag === undefined ? "never exported" : humanDuration(lag) + " ago"}${err}`}
+              aria-pressed={pressed}
               onClick={() => setSelected(f)}
             >
               {lag === undefined ? "never" : humanDuration(lag)}
@@ -187,9 +241,10 @@ export function Freshness() {
         <span><i className="age-ancient" /> older, or terminal / circuit-open error</span>
         <span><i className="cls-transient" /> transient error</span>
         <span><i className="age-never" /> never exported</span>
+        <span><i className="cell-offline" /> cluster offline: age as of its last heartbeat</span>
       </div>
       {q.error ? <ErrorBox error={q.error} onRetry={q.reload} /> : null}
-      {selected ? <Cause f={selected} onClose={() => setSelected(null)} /> : null}
+      {selected ? <Cause f={selected} cluster={snap.clusters.get(selected.cluster)} onClose={() => setSelected(null)} /> : null}
       <div className="filters">
         <input type="search" aria-label="Filter clusters" placeholder="Cluster name" value={text} onChange={(e) => setText(e.target.value)} />
         <label>
