@@ -34,6 +34,10 @@ type stateRecord struct {
 	ExportedAt time.Time `json:"exportedAt"`
 	// ConfirmedAt is when the agent last confirmed the topic still holds it.
 	ConfirmedAt time.Time `json:"confirmedAt"`
+	// Writer is the agent (version and instance) that last exported or confirmed: the state
+	// record's provenance. Rows never carry it, so an agent upgrade rewrites no row. Records
+	// from before it name none (empty strings).
+	Writer export.Writer `json:"writer"`
 }
 
 // heldState is a state record and where it is in the topic.
@@ -48,19 +52,19 @@ type heldState struct {
 var statePartitioner = kgo.StickyKeyPartitioner(nil)
 
 // recordExport writes the state record after a successful export, unless the state the sink
-// holds already names this checksum (unchanged data writes nothing). A resync of unchanged
-// data keeps exportedAt, the last change.
+// holds already names this checksum and writer (unchanged data writes nothing). A resync of
+// unchanged data keeps exportedAt, the last change.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	s.mu.Lock()
 	held := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if held != nil && held.rec.Checksum == env.Checksum && !b.Resync {
+	if held != nil && held.rec.Checksum == env.Checksum && held.rec.Writer == env.Writer && !b.Resync {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
 	if held != nil && held.rec.Checksum == env.Checksum {
 		rec.ExportedAt = held.rec.ExportedAt
 	}
@@ -107,13 +111,14 @@ func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm produces the state record again with a new confirmedAt, and nothing else, when the
-// latest state record of the cluster's inventory in the topic names the confirmed checksum:
-// one record, under the state key, never a row's. The latest state record is read from the
-// topic, not assumed: Confirm reads the one partition the state key hashes to, from the
-// record the sink last wrote or read there (after a restart from the partition's start), to
-// its end. A state record that names another checksum, or none (never written, deleted by
-// retention, or the topic recreated), is sink.ErrNotHeld, and the agent exports in full.
+// Confirm produces the state record again with a new confirmedAt and the confirming writer,
+// and nothing else, when the latest state record of the cluster's inventory in the topic
+// names the confirmed checksum: one record, under the state key, never a row's. The latest
+// state record is read from the topic, not assumed: Confirm reads the one partition the state
+// key hashes to, from the record the sink last wrote or read there (after a restart from the
+// partition's start), to its end. A state record that names another checksum, or none (never
+// written, deleted by retention, or the topic recreated), is sink.ErrNotHeld, and the agent
+// exports in full.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
@@ -132,6 +137,7 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	}
 	rec := held.rec
 	rec.ConfirmedAt = c.At.UTC()
+	rec.Writer = c.Writer
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("kafka sink: confirming %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
 	}
