@@ -36,6 +36,11 @@ type stateRecord struct {
 	ExportedAt time.Time `json:"exportedAt"`
 	// ConfirmedAt is when the agent last confirmed the stream still holds it.
 	ConfirmedAt time.Time `json:"confirmedAt"`
+	// Writer is the agent (version and instance) that last exported or confirmed: the state's
+	// provenance. Events never carry it, so an agent upgrade publishes no row's event. It is
+	// part of the payload, hence of the Nats-Msg-Id digest: a confirmation by a new writer is
+	// a new message even at the same confirmedAt. Messages from before it name none.
+	Writer export.Writer `json:"writer"`
 }
 
 // stateSubject is the subject of a cluster's inventory's state messages, "" when the template
@@ -49,8 +54,8 @@ func (s *Sink) stateSubject(cluster, inventory string) string {
 }
 
 // recordExport publishes the state message after a successful export, unless the state this
-// sink last published names this checksum already (unchanged data publishes nothing). A resync
-// of unchanged data keeps exportedAt, the last change.
+// sink last published names this checksum and writer already (unchanged data publishes
+// nothing). A resync of unchanged data keeps exportedAt, the last change.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	subject := s.stateSubject(env.Cluster, env.Inventory)
@@ -60,12 +65,12 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if ok && held.Checksum == env.Checksum && !b.Resync {
+	if ok && held.Checksum == env.Checksum && held.Writer == env.Writer && !b.Resync {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
 	if ok && held.Checksum == env.Checksum {
 		rec.ExportedAt = held.ExportedAt
 	}
@@ -106,13 +111,13 @@ func (s *Sink) publishState(ctx context.Context, subject string, rec stateRecord
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm publishes the state message again with a new confirmedAt, and nothing else, when the
-// last message on the cluster's inventory's state subject (read from the stream, one direct
-// get) names the confirmed checksum: one message, on the state subject, expected to follow
-// that last one (a concurrent export's state is never overwritten by a confirmation). A state
-// naming another checksum, or none, is sink.ErrNotHeld: the agent exports in full. Without
-// {kind} in the subject template there is no state subject, and Confirm is the connection
-// test.
+// Confirm publishes the state message again with a new confirmedAt and the confirming writer,
+// and nothing else, when the last message on the cluster's inventory's state subject (read
+// from the stream, one direct get) names the confirmed checksum: one message, on the state
+// subject, expected to follow that last one (a concurrent export's state is never overwritten
+// by a confirmation). A state naming another checksum, or none, is sink.ErrNotHeld: the agent
+// exports in full. Without {kind} in the subject template there is no state subject, and
+// Confirm is the connection test.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	subject := s.stateSubject(c.Cluster, c.Inventory)
 	if subject == "" {
@@ -143,6 +148,7 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return notHeld(export.ShortChecksum(rec.Checksum))
 	}
 	rec.ConfirmedAt = c.At.UTC()
+	rec.Writer = c.Writer
 	if err := s.publishState(ctx, subject, rec, last.Sequence); err != nil {
 		return classify(fmt.Errorf("nats sink: confirming %s/%s on %s: %w", c.Cluster, c.Inventory, subject, err))
 	}
