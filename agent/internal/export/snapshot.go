@@ -100,3 +100,22 @@ type ChangeEvent struct {
 	Row           *Row       `json:"row"`
 	ObservedAt    time.Time  `json:"observedAt"`
 }
+
+// StateRecord is the state event sinks keep per (cluster, inventory) beside the change events
+// (a compacted Kafka record, a NATS state message): which snapshot the sink holds, when it last
+// changed and was last confirmed, and by whom. Readers tell it from a row's event by its
+// kollect-event header, "state".
+type StateRecord struct {
+	SchemaVersion string `json:"schemaVersion"`
+	Cluster       string `json:"cluster"`
+	Inventory     string `json:"inventory"`
+	Checksum      string `json:"checksum"`
+	Rows          int    `json:"rows"`
+	// ExportedAt is when the sink last received a snapshot with this checksum: the last change.
+	ExportedAt time.Time `json:"exportedAt"`
+	// ConfirmedAt is when the agent last confirmed the sink still holds it.
+	ConfirmedAt time.Time `json:"confirmedAt"`
+	// Writer is the agent that last exported or confirmed: the state's provenance. Row events
+	// never carry it, so an agent upgrade sends no row again. Records from before it name none.
+	Writer Writer `json:"writer"`
+}

@@ -16,13 +16,16 @@ import (
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// confirmSQL is the confirmation: one UPDATE of the state row, bound to its checksum.
+// confirmSQL is the confirmation: one UPDATE of the state row, bound to its checksum, which
+// also names the confirming agent as the row's writer.
 func (s *Sink) confirmSQL() string {
-	return "UPDATE " + s.ref(s.cfg.table+"_state") + " SET confirmed_at = CAST(@confirmed_at AS TIMESTAMP)\n" +
+	return "UPDATE " + s.ref(s.cfg.table+"_state") + " SET confirmed_at = CAST(@confirmed_at AS TIMESTAMP),\n" +
+		"  agent_version = CAST(@agent_version AS STRING), agent_instance = CAST(@agent_instance AS STRING)\n" +
 		"WHERE cluster = @cluster AND inventory = @inventory AND checksum = @checksum"
 }
 
-// Confirm moves the state row's confirmed_at, and nothing else, when the row still holds the
+// Confirm moves the state row's confirmed_at and names the confirming agent in its
+// agent_version and agent_instance, and nothing else, when the row still holds the
 // confirmed checksum: one DML UPDATE, no row written. A state row with another checksum, or
 // none, is sink.ErrNotHeld: the agent exports again in full. BigQuery reports the rows the
 // UPDATE matched; when it reports none (the emulator the tests run against reports no DML
@@ -34,7 +37,8 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	at := c.At.UTC().Truncate(time.Microsecond)
 	q := s.client.Query(s.confirmSQL())
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: c.Cluster}, {Name: "inventory", Value: c.Inventory},
-		{Name: "checksum", Value: c.Checksum}, {Name: "confirmed_at", Value: at}}
+		{Name: "checksum", Value: c.Checksum}, {Name: "confirmed_at", Value: at},
+		{Name: "agent_version", Value: c.Writer.Version}, {Name: "agent_instance", Value: c.Writer.Instance}}
 	fail := func(err error) error {
 		if isStatus(err, http.StatusNotFound) {
 			s.mu.Lock()

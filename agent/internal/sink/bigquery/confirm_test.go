@@ -9,6 +9,7 @@ import (
 
 	bq "cloud.google.com/go/bigquery"
 
+	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 )
 
@@ -94,8 +95,9 @@ func assertRowsUnchanged(t *testing.T, ds string, before []storedRow, count int6
 }
 
 // TestStateTableGainsConfirmedAt: a state table made before confirmed_at existed gets the
-// column when the sink provisions: one tables.patch of the state table, which BigQuery applies
-// to the table in place (a NULLABLE column may be added so), and no other write.
+// column, and the later agent_version and agent_instance, when the sink provisions: one
+// tables.patch of the state table, which BigQuery applies to the table in place (NULLABLE
+// columns may be added so), and no other write.
 //
 // The emulator answers the patch with the new schema but does not keep it (a later
 // tables.get, and queries, still lack the column), and it refuses ALTER TABLE … ADD COLUMN
@@ -111,7 +113,7 @@ func TestStateTableGainsConfirmedAt(t *testing.T) {
 	if err := c.Dataset(ds).Table("rows").Create(ctx, &bq.TableMetadata{Schema: rowsSchema}); err != nil {
 		t.Fatal(err)
 	}
-	old := stateSchema[:len(stateSchema)-1]
+	old := stateSchema[:len(stateSchema)-len(addedStateColumns)]
 	if old[len(old)-1].Name != "exported_at" {
 		t.Fatalf("the pre-confirmation schema ends with %s", old[len(old)-1].Name)
 	}
@@ -143,4 +145,84 @@ func TestStateTableGainsConfirmedAt(t *testing.T) {
 	} else if !patched {
 		t.Logf("the emulator kept no schema patch (see the comment): %d columns", len(md.Schema))
 	}
+}
+
+// TestStateTableGainsWriterColumns: a state table with confirmed_at but made before
+// agent_version and agent_instance gets those two in one tables.patch, and no other write
+// (what the emulator keeps of it: see TestStateTableGainsConfirmedAt).
+func TestStateTableGainsWriterColumns(t *testing.T) {
+	ctx := context.Background()
+	ds := newDataset(t)
+	c := admin(t)
+	if err := c.Dataset(ds).Create(ctx, &bq.DatasetMetadata{Location: "EU"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Dataset(ds).Table("rows").Create(ctx, &bq.TableMetadata{Schema: rowsSchema}); err != nil {
+		t.Fatal(err)
+	}
+	old := append(append(bq.Schema(nil), stateSchema[:len(stateSchema)-len(addedStateColumns)]...), confirmedAt)
+	if err := c.Dataset(ds).Table("rows_state").Create(ctx, &bq.TableMetadata{Schema: old}); err != nil {
+		t.Fatal(err)
+	}
+	s, rec := newSink(t, ds, "east")
+	if err := s.ensureProvisioned(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := mutations(rec.Calls()); len(m) != 1 || m["PATCH table"] != 1 {
+		t.Fatalf("provisioning over a state table without the writer columns made %v, want one tables.patch", m)
+	}
+}
+
+// writerOf reads the state row's agent_version and agent_instance (NULL reads as "").
+func writerOf(t *testing.T, ds string) export.Writer {
+	t.Helper()
+	rows := query(t, "SELECT agent_version, agent_instance FROM `"+server.Project+"."+ds+".rows_state` WHERE cluster = 'east' AND inventory = 'apps'")
+	if len(rows) != 1 {
+		t.Fatalf("%d state rows, want 1", len(rows))
+	}
+	v, _ := rows[0][0].(string)
+	i, _ := rows[0][1].(string)
+	return export.Writer{Version: v, Instance: i}
+}
+
+// TestStateNamesItsWriter, against the BigQuery emulator (a stand-in): the state row's
+// agent_version and agent_instance name the agent of the last export or confirmation; an
+// upgraded agent's confirmation renames the writer and rewrites no row (the rows table keeps
+// its row count and every row's updated_at), and an upgraded agent re-sending the same
+// snapshot in full after losing its baseline writes no row either.
+func TestStateNamesItsWriter(t *testing.T) {
+	ctx := context.Background()
+	ds := newDataset(t)
+	s, _ := newSink(t, ds, "east")
+	v1 := export.Writer{Version: "v0.1.0", Instance: "kollect-system@4f9c"}
+	a := &agent{sink: s, cluster: "east", inventory: "apps", writer: v1}
+	rows := mkRows("east", 10, 1)
+	if err := a.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if got := writerOf(t, ds); got != v1 {
+		t.Fatalf("after an export the state names %+v, want %+v", got, v1)
+	}
+	rowsBefore, countBefore := rowsOf(t, ds, ""), rowCount(t, ds)
+
+	v2 := export.Writer{Version: "v0.2.0", Instance: v1.Instance}
+	upgraded, _ := newSink(t, ds, "east")
+	_, exported, _ := stateOf(t, ds)
+	at := exported.Add(5 * time.Minute).UTC()
+	if err := upgraded.Confirm(ctx, sink.Confirmation{Cluster: "east", Inventory: "apps", Checksum: a.lastChecksum, At: at, Writer: v2}); err != nil {
+		t.Fatal(err)
+	}
+	if got := writerOf(t, ds); got != v2 {
+		t.Fatalf("after the upgraded agent's confirmation the state names %+v, want %+v", got, v2)
+	}
+	if _, _, confirmed := stateOf(t, ds); confirmed == nil || !confirmed.(time.Time).Equal(at) {
+		t.Fatalf("after the upgraded agent's confirmation confirmed_at is %v, want %v", confirmed, at)
+	}
+	assertRowsUnchanged(t, ds, rowsBefore, countBefore)
+
+	restarted := &agent{sink: upgraded, cluster: "east", inventory: "apps", writer: v2}
+	if err := restarted.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	assertRowsUnchanged(t, ds, rowsBefore, countBefore)
 }

@@ -34,13 +34,24 @@ var stateSchema = bq.Schema{
 	{Name: "checksum", Type: bq.StringFieldType, Required: true},
 	{Name: "item_count", Type: bq.IntegerFieldType, Required: true},
 	{Name: "exported_at", Type: bq.TimestampFieldType, Required: true},
-	confirmedAt,
+	confirmedAt, agentVersion, agentInstance,
 }
 
-// confirmedAt is when the agent last confirmed the state row's checksum is still the
-// inventory's (see Confirm). NULLABLE: BigQuery adds no REQUIRED column to an existing table,
-// and state tables made before it have none.
-var confirmedAt = &bq.FieldSchema{Name: "confirmed_at", Type: bq.TimestampFieldType}
+// The state table's later columns, which provisioning adds to tables made before them. All
+// NULLABLE: BigQuery adds no REQUIRED column to an existing table, and old rows have none.
+var (
+	// confirmedAt is when the agent last confirmed the state row's checksum is still the
+	// inventory's (see Confirm).
+	confirmedAt = &bq.FieldSchema{Name: "confirmed_at", Type: bq.TimestampFieldType}
+	// agentVersion and agentInstance name the agent (export.Writer) that last wrote the state
+	// row, by an export or a confirmation: provenance kept in the state only, never in rows,
+	// so that an agent upgrade rewrites no row.
+	agentVersion  = &bq.FieldSchema{Name: "agent_version", Type: bq.StringFieldType}
+	agentInstance = &bq.FieldSchema{Name: "agent_instance", Type: bq.StringFieldType}
+)
+
+// addedStateColumns are the state table's columns added after its first version, in order.
+var addedStateColumns = []*bq.FieldSchema{confirmedAt, agentVersion, agentInstance}
 
 // stageSchema is a staging table's: the row content without cluster and inventory (query
 // parameters supply them) and the operation to apply.
@@ -99,16 +110,26 @@ func (s *Sink) provision(ctx context.Context) error {
 	return nil
 }
 
-// migrateState adds confirmed_at to a state table made before it existed.
+// migrateState adds the columns a state table made before them lacks (confirmed_at,
+// agent_version, agent_instance): one schema patch, none when it has them all.
 func migrateState(ctx context.Context, tbl *bq.Table, md *bq.TableMetadata) error {
+	has := map[string]bool{}
 	for _, f := range md.Schema {
-		if f.Name == confirmedAt.Name {
-			return nil
+		has[f.Name] = true
+	}
+	schema := append(bq.Schema(nil), md.Schema...)
+	var added []string
+	for _, f := range addedStateColumns {
+		if !has[f.Name] {
+			schema = append(schema, f)
+			added = append(added, f.Name)
 		}
 	}
-	schema := append(append(bq.Schema(nil), md.Schema...), confirmedAt)
+	if len(added) == 0 {
+		return nil
+	}
 	if _, err := tbl.Update(ctx, bq.TableMetadataToUpdate{Schema: schema}, md.ETag); err != nil {
-		return fmt.Errorf("adding column %s to table %s: %w", confirmedAt.Name, tbl.TableID, err)
+		return fmt.Errorf("adding columns %s to table %s: %w", strings.Join(added, ", "), tbl.TableID, err)
 	}
 	return nil
 }
@@ -133,13 +154,16 @@ func (s *Sink) ddl() []string {
 		}
 		return out
 	}
-	return []string{
+	out := []string{
 		fmt.Sprintf("CREATE SCHEMA IF NOT EXISTS `%s.%s` OPTIONS (location = %q)", s.cfg.project, s.cfg.dataset, s.cfg.location),
 		table(s.cfg.table, rowsSchema, clustering),
 		table(s.cfg.table+"_state", stateSchema, nil),
-		// A state table made before confirmed_at gets it (a schema update, not this DDL).
-		"ALTER TABLE " + s.ref(s.cfg.table+"_state") + " ADD COLUMN IF NOT EXISTS confirmed_at TIMESTAMP",
 	}
+	// A state table made before a later column gets it (a schema update, not this DDL).
+	for _, f := range addedStateColumns {
+		out = append(out, "ALTER TABLE "+s.ref(s.cfg.table+"_state")+" ADD COLUMN IF NOT EXISTS "+f.Name+" "+string(f.Type))
+	}
+	return out
 }
 
 // ref is the quoted, fully qualified name of a table of the sink's dataset.

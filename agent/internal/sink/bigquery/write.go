@@ -90,6 +90,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 		{Name: "cluster", Value: env.Cluster}, {Name: "inventory", Value: env.Inventory},
 		{Name: "checksum", Value: env.Checksum}, {Name: "item_count", Value: int64(len(env.Rows))},
 		{Name: "exported_at", Value: at.UTC().Truncate(time.Microsecond)},
+		{Name: "agent_version", Value: env.Writer.Version}, {Name: "agent_instance", Value: env.Writer.Instance},
 		// TIMESTAMP keeps microseconds: the script finds the rows it wrote by this exact value.
 		{Name: "now", Value: time.Now().UTC().Truncate(time.Microsecond)},
 	}
@@ -143,10 +144,11 @@ func (s *Sink) script(stage string, full bool) string {
 	// already leaves the state row as it is, so static data writes nothing.
 	state := s.ref(s.cfg.table + "_state")
 	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, scope)
-	// An export confirms too: confirmed_at starts at exported_at.
-	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at, confirmed_at)\n"+
+	// An export confirms too: confirmed_at starts at exported_at. The state row, and only it,
+	// names the exporting agent.
+	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at, confirmed_at, agent_version, agent_instance)\n"+
 		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), "+
-		"CAST(@exported_at AS TIMESTAMP), CAST(@exported_at AS TIMESTAMP)\n"+
+		"CAST(@exported_at AS TIMESTAMP), CAST(@exported_at AS TIMESTAMP), CAST(@agent_version AS STRING), CAST(@agent_instance AS STRING)\n"+
 		"FROM (SELECT 1) WHERE (SELECT COUNT(*) FROM %s WHERE %s) = 0;\n", state, state, scope)
 	sb.WriteString("COMMIT TRANSACTION;")
 	return sb.String()

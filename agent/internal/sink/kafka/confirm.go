@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,19 +21,9 @@ func stateKey(cluster, inventory string) string {
 	return cluster + "/" + inventory + "/_state"
 }
 
-// stateRecord is the value of a state record: what the topic holds for one cluster's
-// inventory. A compacted topic keeps the latest per key.
-type stateRecord struct {
-	SchemaVersion string `json:"schemaVersion"`
-	Cluster       string `json:"cluster"`
-	Inventory     string `json:"inventory"`
-	Checksum      string `json:"checksum"`
-	Rows          int    `json:"rows"`
-	// ExportedAt is when the sink last wrote a snapshot with this checksum: the last change.
-	ExportedAt time.Time `json:"exportedAt"`
-	// ConfirmedAt is when the agent last confirmed the topic still holds it.
-	ConfirmedAt time.Time `json:"confirmedAt"`
-}
+// stateRecord is the value of a state record (export.StateRecord). A compacted topic keeps
+// the latest per key.
+type stateRecord = export.StateRecord
 
 // heldState is a state record and where it is in the topic.
 type heldState struct {
@@ -48,18 +37,23 @@ type heldState struct {
 var statePartitioner = kgo.StickyKeyPartitioner(nil)
 
 // recordExport writes the state record after a successful export, unless the state the sink
-// holds already names this checksum: unchanged data, a resync included, writes nothing.
+// holds already names this checksum and writer (unchanged data writes nothing).
+// A resync of unchanged data writes nothing either; an upgraded agent's export of unchanged
+// data renames the writer and keeps exportedAt, the last change.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	s.mu.Lock()
 	held := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if held != nil && held.rec.Checksum == env.Checksum {
+	if held != nil && held.rec.Checksum == env.Checksum && held.rec.Writer == env.Writer {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
+	if held != nil && held.rec.Checksum == env.Checksum {
+		rec.ExportedAt = held.rec.ExportedAt
+	}
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
 	}
@@ -103,13 +97,14 @@ func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm produces the state record again with a new confirmedAt, and nothing else, when the
-// latest state record of the cluster's inventory in the topic names the confirmed checksum:
-// one record, under the state key, never a row's. The latest state record is read from the
-// topic, not assumed: Confirm reads the one partition the state key hashes to, from the
-// record the sink last wrote or read there (after a restart from the partition's start), to
-// its end. A state record that names another checksum, or none (never written, deleted by
-// retention, or the topic recreated), is sink.ErrNotHeld, and the agent exports in full.
+// Confirm produces the state record again with a new confirmedAt and the confirming writer,
+// and nothing else, when the latest state record of the cluster's inventory in the topic
+// names the confirmed checksum: one record, under the state key, never a row's. The latest
+// state record is read from the topic, not assumed: Confirm reads the one partition the state
+// key hashes to, from the record the sink last wrote or read there (after a restart from the
+// partition's start), to its end. A state record that names another checksum, or none (never
+// written, deleted by retention, or the topic recreated), is sink.ErrNotHeld, and the agent
+// exports in full.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
@@ -128,6 +123,7 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	}
 	rec := held.rec
 	rec.ConfirmedAt = c.At.UTC()
+	rec.Writer = c.Writer
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("kafka sink: confirming %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
 	}

@@ -3,6 +3,8 @@ package kafka
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +113,50 @@ func TestConfirmProducesOnlyTheStateRecord(t *testing.T) {
 	}
 	if after := endOffsets(t, "confirm"); after != before {
 		t.Fatalf("an export of unchanged data produced records: %d → %d", before, after)
+	}
+}
+
+// TestStateNamesItsWriter, against kfake (a stand-in for Kafka): the state record names the
+// agent version and instance of the last export or confirmation; an upgraded agent's
+// confirmation renames the writer with one record, the state record, and produces no row
+// record (the row records' offsets and values stay as they were, and name no writer).
+func TestStateNamesItsWriter(t *testing.T) {
+	ctx := t.Context()
+	sk := newSink(t, spec(broker.Addr, "writer"), sink.Env{})
+	v1 := export.Writer{Version: "v0.1.0", Instance: "kollect-system@4f9c"}
+	ex := exporter{Writer: v1}
+	snap := export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})
+	if err := ex.Export(ctx, sk, snap); err != nil {
+		t.Fatal(err)
+	}
+	states := stateRecords(t, "writer")
+	if len(states) != 1 || states[0].Writer != v1 {
+		t.Fatalf("after an export the state records are %+v, want one naming %+v", states, v1)
+	}
+	rowsBefore := kcat(t, broker.Addr, "writer")
+	for key, msgs := range rowsBefore {
+		for _, m := range msgs {
+			if m.Payload != nil && strings.Contains(*m.Payload, v1.Instance) {
+				t.Fatalf("row record %s@%d names the writer: %s", key, m.Offset, *m.Payload)
+			}
+		}
+	}
+	before := endOffsets(t, "writer")
+
+	v2 := export.Writer{Version: "v0.2.0", Instance: v1.Instance}
+	upgraded := newSink(t, spec(broker.Addr, "writer"), sink.Env{})
+	at := states[0].ExportedAt.Add(5 * time.Minute)
+	if err := upgraded.Confirm(ctx, sink.Confirmation{Cluster: "c1", Inventory: "pods", Checksum: snap.Checksum, At: at, Writer: v2}); err != nil {
+		t.Fatal(err)
+	}
+	if after := endOffsets(t, "writer"); after != before+1 {
+		t.Fatalf("the upgraded agent's confirmation moved the end offsets %d → %d, want one record", before, after)
+	}
+	states = stateRecords(t, "writer")
+	if now := states[len(states)-1]; now.Writer != v2 || !now.ConfirmedAt.Equal(at) || now.Checksum != snap.Checksum {
+		t.Fatalf("after the upgraded agent's confirmation the state record is %+v, want writer %+v", now, v2)
+	}
+	if got := kcat(t, broker.Addr, "writer"); !reflect.DeepEqual(got, rowsBefore) {
+		t.Fatalf("the upgraded agent's confirmation changed the row records:\n%v\n→ %v", rowsBefore, got)
 	}
 }

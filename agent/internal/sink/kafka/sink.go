@@ -280,7 +280,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		Destination: fmt.Sprintf("kafka topic %s on %s", s.topic, strings.Join(s.brokers, ",")),
 		Paths:       []string{s.topic},
 	}
-	state := fmt.Sprintf("; and the inventory's state record (checksum, rows, exportedAt, confirmedAt), key %s, header %s=%s",
+	state := fmt.Sprintf("; and the inventory's state record (checksum, rows, exportedAt, confirmedAt, writer), key %s, header %s=%s",
 		stateKey(cluster, inventory), hEvent, evState)
 	if s.snapshot {
 		p.Message = fmt.Sprintf("snapshot chunks, key %s, headers %s=%s %s=%s %s=snapshot %s=true %s=<checksum> %s=<i>/<n>",

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,19 +23,11 @@ const (
 	evState   = "state"
 )
 
-// stateRecord is the payload of a state message: what the stream holds for one cluster's
-// inventory. The last message on the state subject is the current state.
-type stateRecord struct {
-	SchemaVersion string `json:"schemaVersion"`
-	Cluster       string `json:"cluster"`
-	Inventory     string `json:"inventory"`
-	Checksum      string `json:"checksum"`
-	Rows          int    `json:"rows"`
-	// ExportedAt is when the sink last published a snapshot with this checksum: the last change.
-	ExportedAt time.Time `json:"exportedAt"`
-	// ConfirmedAt is when the agent last confirmed the stream still holds it.
-	ConfirmedAt time.Time `json:"confirmedAt"`
-}
+// stateRecord is the payload of a state message (export.StateRecord). The last message on the
+// state subject is the current state. The writer is part of the payload, hence of the
+// Nats-Msg-Id digest: a confirmation by a new writer is a new message even at the same
+// confirmedAt.
+type stateRecord = export.StateRecord
 
 // stateSubject is the subject of a cluster's inventory's state messages, "" when the template
 // has no {kind}: the state would share the subject of the change events then, and the sink
@@ -49,8 +40,10 @@ func (s *Sink) stateSubject(cluster, inventory string) string {
 }
 
 // recordExport publishes the state message after a successful export, unless the state this
-// sink last published names this checksum already: unchanged data, a resync included,
-// publishes nothing.
+// sink last published names this checksum and writer already (unchanged data publishes
+// nothing).
+// A resync of unchanged data writes nothing either; an upgraded agent's export of unchanged
+// data renames the writer and keeps exportedAt, the last change.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	subject := s.stateSubject(env.Cluster, env.Inventory)
@@ -60,12 +53,15 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if ok && held.Checksum == env.Checksum {
+	if ok && held.Checksum == env.Checksum && held.Writer == env.Writer {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at}
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
+	if ok && held.Checksum == env.Checksum {
+		rec.ExportedAt = held.ExportedAt
+	}
 	if err := s.publishState(ctx, subject, rec); err != nil {
 		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 	}
@@ -103,13 +99,13 @@ func (s *Sink) publishState(ctx context.Context, subject string, rec stateRecord
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm publishes the state message again with a new confirmedAt, and nothing else, when the
-// last message on the cluster's inventory's state subject (read from the stream, one direct
-// get) names the confirmed checksum: one message, on the state subject, expected to follow
-// that last one (a concurrent export's state is never overwritten by a confirmation). A state
-// naming another checksum, or none, is sink.ErrNotHeld: the agent exports in full. Without
-// {kind} in the subject template there is no state subject, and Confirm is the connection
-// test.
+// Confirm publishes the state message again with a new confirmedAt and the confirming writer,
+// and nothing else, when the last message on the cluster's inventory's state subject (read
+// from the stream, one direct get) names the confirmed checksum: one message, on the state
+// subject, expected to follow that last one (a concurrent export's state is never overwritten
+// by a confirmation). A state naming another checksum, or none, is sink.ErrNotHeld: the agent
+// exports in full. Without {kind} in the subject template there is no state subject, and
+// Confirm is the connection test.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	subject := s.stateSubject(c.Cluster, c.Inventory)
 	if subject == "" {
@@ -140,6 +136,7 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return notHeld(export.ShortChecksum(rec.Checksum))
 	}
 	rec.ConfirmedAt = c.At.UTC()
+	rec.Writer = c.Writer
 	if err := s.publishState(ctx, subject, rec, last.Sequence); err != nil {
 		return classify(fmt.Errorf("nats sink: confirming %s/%s on %s: %w", c.Cluster, c.Inventory, subject, err))
 	}

@@ -3,6 +3,9 @@ package nats
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,5 +131,58 @@ func TestConfirmWithoutKindInTemplateIsTheConnectionTest(t *testing.T) {
 	}
 	if n := c.count(t, "NOKIND"); n != 1 {
 		t.Fatalf("a confirmation published: %d messages", n)
+	}
+}
+
+// TestStateNamesItsWriter, against nats-server with JetStream: the state message names the
+// agent version and instance of the last export or confirmation. An upgraded agent confirming
+// at the very confirmedAt the state already holds (so only the writer differs, and with it the
+// Nats-Msg-Id digest) publishes one message, on the state subject: the row subjects' messages
+// keep their sequences and payloads, name no writer, and the bucket gets no write.
+func TestStateNamesItsWriter(t *testing.T) {
+	ctx := t.Context()
+	sk := newSink(t, spec(server.URL, "WRITER", "writer"), defaultEnv)
+	v1 := export.Writer{Version: "v0.1.0", Instance: "kollect-system@4f9c"}
+	ex := exporter{Writer: v1}
+	snap := export.NewSnapshot([]export.Row{row("a", 1), row("b", 1)})
+	if err := ex.Export(ctx, sk, snap); err != nil {
+		t.Fatal(err)
+	}
+	c := dial(t, server.URL)
+	states := c.states(t, "WRITER")
+	if len(states) != 1 || states[0].Writer != v1 {
+		t.Fatalf("after an export the state messages are %+v, want one naming %+v", states, v1)
+	}
+	rowMessages := func() []string {
+		t.Helper()
+		var out []string
+		for _, m := range c.messages(t, "WRITER") {
+			if strings.Contains(string(m.Data), v1.Instance) {
+				t.Fatalf("event %d on %s names the writer: %s", m.Sequence, m.Subject, m.Data)
+			}
+			out = append(out, fmt.Sprintf("%d %s %s", m.Sequence, m.Subject, m.Data))
+		}
+		return out
+	}
+	rowsBefore, bucket, before := rowMessages(), c.count(t, "KV_writer"), c.count(t, "WRITER")
+
+	v2 := export.Writer{Version: "v0.2.0", Instance: v1.Instance}
+	upgraded := newSink(t, spec(server.URL, "WRITER", "writer"), defaultEnv)
+	at := states[0].ConfirmedAt
+	if err := upgraded.Confirm(ctx, sink.Confirmation{Cluster: "c1", Inventory: "pods", Checksum: snap.Checksum, At: at, Writer: v2}); err != nil {
+		t.Fatal(err)
+	}
+	if after := c.count(t, "WRITER"); after != before+1 {
+		t.Fatalf("the upgraded agent's confirmation took the stream from %d to %d messages, want one more", before, after)
+	}
+	states = c.states(t, "WRITER")
+	if now := states[len(states)-1]; len(states) != 2 || now.Writer != v2 || !now.ConfirmedAt.Equal(at) || now.Checksum != snap.Checksum {
+		t.Fatalf("after the upgraded agent's confirmation the state messages are %+v, want the last naming %+v", states, v2)
+	}
+	if got := rowMessages(); !slices.Equal(got, rowsBefore) {
+		t.Fatalf("the upgraded agent's confirmation changed the row subjects:\n%v\n→ %v", rowsBefore, got)
+	}
+	if kv := c.count(t, "KV_writer"); kv != bucket {
+		t.Fatalf("the upgraded agent's confirmation wrote the bucket: %d → %d messages", bucket, kv)
 	}
 }

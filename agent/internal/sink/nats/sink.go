@@ -314,7 +314,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		p.Message = fmt.Sprintf("snapshot chunks on %s, headers %s=snapshot %s=<checksum> %s=<i>/<n>, Nats-Msg-Id checksum:chunk",
 			subject, hEvent, hChecksum, hChunk)
 		if state := s.stateSubject(cluster, inventory); state != "" {
-			p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt) on %s, header %s=%s", state, hEvent, evState)
+			p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer) on %s, header %s=%s", state, hEvent, evState)
 		}
 		return p, nil
 	}
@@ -323,7 +323,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		"Nats-Msg-Id sha256(key, row digest, event type, batch time)", subject, hSchema, export.SchemaVersion,
 		hCluster, cluster, hInventory, inventory, hEvent, hKey, sample, hResync)
 	if state := s.stateSubject(cluster, inventory); state != "" {
-		p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt) on %s, header %s=%s", state, hEvent, evState)
+		p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer) on %s, header %s=%s", state, hEvent, evState)
 	}
 	if s.bucket != "" {
 		p.Paths = append(p.Paths, "kv:"+s.bucket+"/"+kvKey(sample))

@@ -18,6 +18,8 @@ type Exporter struct {
 	Accepted *export.Snapshot
 	// Gen is the last generation used; envelopes get Gen+1 and a time derived from it.
 	Gen int64
+	// Writer names the agent in every envelope (its Envelope.Writer).
+	Writer export.Writer
 }
 
 // Batch builds the next batch for next.
@@ -33,7 +35,7 @@ func (e *Exporter) Batch(next *export.Snapshot) *sink.Batch {
 	b := &sink.Batch{Diff: export.Compute(e.Accepted, next), Envelope: export.Envelope{
 		SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: inventory, Generation: e.Gen,
 		ExportedAt: time.Unix(1_800_000_000+e.Gen, 0).UTC(), ItemCount: len(next.Rows),
-		Checksum: next.Checksum, Rows: next.Rows}}
+		Checksum: next.Checksum, Rows: next.Rows, Writer: e.Writer}}
 	if e.Accepted != nil {
 		b.PreviousChecksum = e.Accepted.Checksum
 	}
