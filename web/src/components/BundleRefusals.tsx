@@ -12,6 +12,9 @@ import { ErrorBox } from "./ErrorBox";
 /** At most this many clusters are read; more are counted, not listed. */
 export const refusalClusterLimit = 20;
 
+/** How often the listed clusters' objects are read again. */
+export const refusalPollMs = 5_000;
+
 export interface Refusal {
   cluster: string;
   object: string;
@@ -54,7 +57,9 @@ export function BundleRefusals({ fleet, bundle, clusters }: { fleet: Fleet; bund
       return out;
     },
     [bundle, names],
-    { refresh },
+    // Also poll: a count that did not change can still hide a newer message, and one missed
+    // update of the live feed must not leave the list stale.
+    { refresh, intervalMs: refusalPollMs },
   );
   return (
     <section aria-labelledby="refusals">
