@@ -107,9 +107,11 @@ func row(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 }
 
 type exporter struct {
-	sink *Sink
-	prev *export.Snapshot
-	gen  int64
+	sink   *Sink
+	prev   *export.Snapshot
+	gen    int64
+	writer export.Writer
+	resync bool // every batch is a periodic resync
 }
 
 func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
@@ -118,8 +120,10 @@ func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
 	e.gen++
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
-			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
-		Diff: export.Compute(e.prev, snap),
+			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
+			Writer: e.writer},
+		Diff:   export.Compute(e.prev, snap),
+		Resync: e.resync,
 	}
 	if e.prev != nil {
 		b.PreviousChecksum = e.prev.Checksum

@@ -55,9 +55,10 @@ func pod(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 // exporter keeps the last accepted snapshot like the agent's delivery worker does, so batches
 // carry real diffs.
 type exporter struct {
-	sink *Sink
-	prev *export.Snapshot
-	gen  int64
+	sink   *Sink
+	prev   *export.Snapshot
+	gen    int64
+	writer export.Writer
 }
 
 func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row) Result {
@@ -66,7 +67,8 @@ func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row)
 	e.gen++
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
-			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
+			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
+			Writer: e.writer},
 		Diff: export.Compute(e.prev, snap),
 	}
 	if e.prev != nil {

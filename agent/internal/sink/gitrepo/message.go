@@ -29,7 +29,10 @@ type docChanges struct{ added, changed, removed []string }
 
 // Message is the full commit message: the subject, a body summarising rows added, changed
 // and removed (from the batch's diff, or from the documents written when the diff is full),
-// and trailers that let a reader match the commit to the export.
+// and trailers that let a reader match the commit to the export and name the agent that wrote
+// it (Kollect-Agent-Version, Kollect-Agent-Instance; left out when the batch names no writer).
+// The writer is in the message only, never in a document: an upgraded agent's export of the
+// same snapshot leaves the tree as it is, hence makes no commit.
 func Message(template string, b *sink.Batch, docs docChanges) string {
 	e := &b.Envelope
 	var sb strings.Builder
@@ -50,6 +53,12 @@ func Message(template string, b *sink.Batch, docs docChanges) string {
 	}
 	fmt.Fprintf(&sb, "\nKollect-Cluster: %s\nKollect-Inventory: %s\nKollect-Checksum: %s\nKollect-Generation: %d\n",
 		e.Cluster, e.Inventory, e.Checksum, e.Generation)
+	if e.Writer.Version != "" {
+		fmt.Fprintf(&sb, "Kollect-Agent-Version: %s\n", e.Writer.Version)
+	}
+	if e.Writer.Instance != "" {
+		fmt.Fprintf(&sb, "Kollect-Agent-Instance: %s\n", e.Writer.Instance)
+	}
 	return sb.String()
 }
 

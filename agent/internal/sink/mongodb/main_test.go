@@ -141,6 +141,7 @@ type agent struct {
 	cluster, inventory string
 	prev, pending      *export.Snapshot
 	lastChecksum       string
+	writer             export.Writer
 }
 
 func (a *agent) batch(rows []export.Row) *sink.Batch {
@@ -148,7 +149,7 @@ func (a *agent) batch(rows []export.Row) *sink.Batch {
 	a.pending = next
 	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
-			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows},
+			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer},
 		Diff:             export.Compute(a.prev, next),
 		PreviousChecksum: a.lastChecksum,
 	}

@@ -189,13 +189,15 @@ func checkBatch(cluster string, b *sink.Batch) error {
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm sets the state document's confirmed_at, and nothing else, when it still holds the
+// Confirm sets the state document's confirmed_at and writer (agent_version, agent_instance),
+// and nothing else, when it still holds the
 // confirmed checksum and no export is half done (no pending mark): one updateOne, no row
 // written. Otherwise it is sink.ErrNotHeld.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	res, err := s.state.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: stateID(c.Cluster, c.Inventory)}, {Key: "checksum", Value: c.Checksum}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(c.At)}}}})
+		bson.D{{Key: "$set", Value: bson.D{{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(c.At)},
+			{Key: "agent_version", Value: c.Writer.Version}, {Key: "agent_instance", Value: c.Writer.Instance}}}})
 	if err != nil {
 		return classify(fmt.Errorf("mongodb sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
 	}

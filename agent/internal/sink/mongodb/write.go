@@ -31,6 +31,11 @@ type stateDoc struct {
 	// ConfirmedAt is when the agent last confirmed Checksum is still the cluster's current
 	// snapshot (an export confirms too); absent in states written before confirmations.
 	ConfirmedAt bson.DateTime `bson:"confirmed_at,omitempty"`
+	// AgentVersion and AgentInstance name the agent of the last export or confirmation
+	// (export.Writer); absent in states written before provenance. Rows never carry them, so
+	// that an agent upgrade rewrites no row.
+	AgentVersion  string `bson:"agent_version,omitempty"`
+	AgentInstance string `bson:"agent_instance,omitempty"`
 }
 
 type mode int
@@ -112,7 +117,8 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
 		{Key: "$set", Value: bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
 			{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
-			{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)}}},
+			{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)},
+			{Key: "agent_version", Value: b.Envelope.Writer.Version}, {Key: "agent_instance", Value: b.Envelope.Writer.Instance}}},
 		{Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}},
 	}); err != nil {
 		return fmt.Errorf("saving state: %w", err)

@@ -88,9 +88,10 @@ func row(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 }
 
 type exporter struct {
-	sink *Sink
-	prev *export.Snapshot
-	gen  int64
+	sink   *Sink
+	prev   *export.Snapshot
+	gen    int64
+	writer export.Writer
 }
 
 func (e *exporter) batch(rows ...export.Row) *sink.Batch {
@@ -98,7 +99,8 @@ func (e *exporter) batch(rows ...export.Row) *sink.Batch {
 	e.gen++
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
-			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows},
+			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
+			Writer: e.writer},
 		Diff: export.Compute(e.prev, snap),
 	}
 	if e.prev != nil {

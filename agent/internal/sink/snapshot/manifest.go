@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"kollect.dev/agent/internal/export"
 )
 
 // Manifest describes one complete export of an inventory. Writers store every document first
@@ -30,7 +32,12 @@ type Manifest struct {
 	// Renderer identifies the rendering code: a new Kollect that renders differently
 	// rewrites documents even when the rows did not change.
 	Renderer string `json:"renderer"`
-	Files    []File `json:"files"`
+	// Writer names the agent of the last export or confirmation (its version and its
+	// installation's stable identity). Only the manifest carries it, never a document, and
+	// Current ignores it: an agent upgrade rewrites no document, its first confirmation
+	// renames the writer. Manifests written before provenance lack it.
+	Writer export.Writer `json:"writer,omitzero"`
+	Files  []File        `json:"files"`
 }
 
 // RendererVersion changes whenever the bytes rendered for the same rows change.

@@ -21,9 +21,9 @@ type ObjectStore[V any] interface {
 }
 
 // Confirm records in the manifest, and nowhere else, that the store still holds the snapshot
-// with c's checksum: the manifest is rewritten with a new confirmedAt (conditionally, like an
-// export's, so a concurrent writer is not overwritten) and no document is touched. A missing
-// manifest, or one of another checksum, is sink.ErrNotHeld.
+// with c's checksum: the manifest is rewritten with a new confirmedAt and c's writer
+// (conditionally, like an export's, so a concurrent writer is not overwritten) and no
+// document is touched. A missing manifest, or one of another checksum, is sink.ErrNotHeld.
 func Confirm[V any](ctx context.Context, store ObjectStore[V], manifestKey string, c sink.Confirmation) error {
 	m, version, err := store.ReadManifest(ctx, manifestKey)
 	if err != nil {
@@ -37,6 +37,7 @@ func Confirm[V any](ctx context.Context, store ObjectStore[V], manifestKey strin
 		return fmt.Errorf("%s holds %s: %w", manifestKey, held, sink.ErrNotHeld)
 	}
 	m.ConfirmedAt = c.At.UTC()
+	m.Writer = c.Writer
 	return store.PutManifest(ctx, manifestKey, m.Marshal(), version)
 }
 

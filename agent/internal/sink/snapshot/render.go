@@ -248,6 +248,7 @@ func (o Options) manifest(env *export.Envelope, files []File) Manifest {
 		PathTemplate:  o.Template,
 		Promoted:      o.Promoted,
 		Renderer:      RendererVersion,
+		Writer:        env.Writer,
 		Files:         files,
 	}
 }

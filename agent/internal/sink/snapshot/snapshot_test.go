@@ -134,6 +134,46 @@ func TestRenderIsDeterministicAndIgnoresExportTime(t *testing.T) {
 	}
 }
 
+// TestOnlyTheManifestNamesTheWriter: documents of every format render the same bytes whatever
+// agent writes them; the manifest names the writer, and Current ignores it, so an upgraded
+// agent rewrites nothing until it confirms.
+func TestOnlyTheManifestNamesTheWriter(t *testing.T) {
+	v1 := export.Writer{Version: "v0.1.0", Instance: "kollect-system@4f9c"}
+	v2 := export.Writer{Version: "v0.2.0", Instance: v1.Instance}
+	for _, format := range []v1alpha1.Format{"yaml", "json", "ndjson", "csv", "parquet"} {
+		o := mustOptions(t, format, "none", v1alpha1.LayoutByNamespace, "replicas")
+		env := envelope(sampleRows(t)...)
+		env.Writer = v1
+		a, err := o.Render(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Writer = v2
+		b, err := o.Render(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, f := range a.Files() {
+			if !bytes.Equal(f.Data, b.Files()[i].Data) {
+				t.Errorf("%s: %s differs between writers", format, f.Path)
+			}
+			if bytes.Contains(f.Data, []byte(v1.Instance)) {
+				t.Errorf("%s: %s names the writer", format, f.Path)
+			}
+		}
+		m, err := ParseManifest(a.Manifest.Marshal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Writer != v1 {
+			t.Errorf("%s: the manifest names %+v, want %+v", format, m.Writer, v1)
+		}
+		if !o.Current(m, env.Checksum) {
+			t.Errorf("%s: a manifest of another writer is not current", format)
+		}
+	}
+}
+
 func TestYAMLAndJSONDocumentsHoldTheRows(t *testing.T) {
 	env := envelope(sampleRows(t)...)
 	for _, format := range []v1alpha1.Format{"yaml", "json"} {
