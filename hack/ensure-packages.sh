@@ -26,7 +26,7 @@ for group in "$@"; do
       [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
     demo)
       [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
-      command -v psql >/dev/null || need+=(postgresql-client-15)
+      [ -x /usr/lib/postgresql/15/bin/psql ] || need+=(postgresql-client-15) # /usr/bin/psql alone is a wrapper
       command -v git >/dev/null || need+=(git) ;;
     tools) command -v shellcheck >/dev/null || need+=(shellcheck) ;;
     browser)
