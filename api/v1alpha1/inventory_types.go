@@ -184,6 +184,10 @@ type SinkExportStatus struct {
 	// it and the next export there is a full one. Empty in statuses written before it existed.
 	// +optional
 	Destination string `json:"destination,omitempty"`
+	// Coverage is a digest of the coverage the sink accepted with Checksum: when only the
+	// coverage changes (a target turns forbidden, its rows kept), the sink is told.
+	// +optional
+	Coverage string `json:"coverage,omitempty"`
 	// Rows is the item count of the last accepted export.
 	// +optional
 	Rows int64 `json:"rows,omitempty"`
@@ -228,6 +232,12 @@ type KollectInventoryStatus struct {
 	// Targets is the number of targets the inventory aggregates.
 	// +optional
 	Targets int32 `json:"targets,omitempty"`
+	// Coverage says, per target, how much of its objects the snapshot describes; every sink
+	// stores it beside the rows.
+	// +optional
+	// +listType=map
+	// +listMapKey=target
+	Coverage []TargetCoverage `json:"coverage,omitempty"`
 	// Sinks is the export state per sink.
 	// +optional
 	Sinks []SinkExportStatus `json:"sinks,omitempty"`

@@ -137,7 +137,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	reg := metricsRegistry(o)
 	mgr, _, err := build(cfg, o, termShared{
 		webhookServer: webhookServer, metricsAddr: o.MetricsAddr, healthAddr: o.HealthAddr,
-		colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
+		colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), invMetrics: inventory.NewMetrics(reg), factories: factories(o, reg),
 		writer: writer,
 	})
 	if err != nil {
@@ -196,6 +196,7 @@ type termShared struct {
 	metricsAddr, healthAddr string
 	colMetrics              *collector.Metrics
 	delMetrics              *delivery.Metrics
+	invMetrics              *inventory.Metrics
 	factories               sink.Factories
 	// writer is this agent in the sinks' state (writerIdentity).
 	writer export.Writer
@@ -315,7 +316,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 	targetRefresh := make(chan event.TypedGenericEvent[collector.TargetKey], 4096)
 	invChanged := make(chan event.TypedGenericEvent[inventory.Key], 4096)
 	invMgr := inventory.NewManager(col, inventory.Options{
-		Cluster: o.Cluster, Writer: sh.writer, Ready: mgr.Elected(), Metrics: sh.delMetrics, Log: o.Log.WithName("inventory"),
+		Cluster: o.Cluster, Writer: sh.writer, Ready: mgr.Elected(), Metrics: sh.delMetrics, Coverage: sh.invMetrics, Log: o.Log.WithName("inventory"),
 		Backoff:   o.Backoff,
 		OnStatus:  func(k inventory.Key) { send(invChanged, event.TypedGenericEvent[inventory.Key]{Object: k}) },
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },

@@ -23,6 +23,7 @@ import (
 
 	"kollect.dev/agent/internal/certs"
 	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/inventory"
 	"kollect.dev/agent/internal/inventory/delivery"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 )
@@ -51,7 +52,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 	}
 	log.Info("agent identity in the sinks' state", "version", writer.Version, "instance", writer.Instance)
 	reg := metricsRegistry(o)
-	sh := termShared{colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), factories: factories(o, reg),
+	sh := termShared{colMetrics: collector.NewMetrics(reg), delMetrics: delivery.NewMetrics(reg), invMetrics: inventory.NewMetrics(reg), factories: factories(o, reg),
 		metricsAddr: "0", healthAddr: "0", skipNames: true, writer: writer}
 	shell, err := newShell(cfg, o)
 	if err != nil {

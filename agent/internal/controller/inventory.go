@@ -65,7 +65,11 @@ type inventoryObject struct {
 	// missingKeys are the named targets that do not exist. They stay in the inventory's
 	// configuration so their last rows are kept: a missing target is unknown, not empty.
 	missingKeys []collector.TargetKey
-	sinks       []inventory.SinkRef
+	// notes explain targets the collector may not collect (coverage); deniedTargets are
+	// those scopes leave out.
+	notes         map[collector.TargetKey]inventory.TargetNote
+	deniedTargets map[collector.TargetKey]inventory.TargetNote
+	sinks         []inventory.SinkRef
 	// denied are scope problems: targets left out, sinks not bound, cadence raised.
 	denied   []scopeProblem
 	status   *kollectv1.KollectInventoryStatus
@@ -98,15 +102,18 @@ func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1
 	seen := map[collector.TargetKey]bool{}
 	for _, ref := range inv.Spec.Targets {
 		k := collector.TargetKey{Namespace: inv.Namespace, Name: ref.Name}
-		if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Name}, &kollectv1.KollectTarget{}); err != nil {
+		t := &kollectv1.KollectTarget{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: k.Namespace, Name: k.Name}, t); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return err
 			}
 			o.missing = append(o.missing, "KollectTarget "+k.String())
 			o.missingKeys = append(o.missingKeys, k)
+			o.note(k, kollectv1.CoverageFailed, "KollectTarget "+k.String()+" not found")
 			continue
 		}
 		seen[k] = true
+		o.noteTarget(k, t.Status.Conditions)
 	}
 	if inv.Spec.TargetSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(inv.Spec.TargetSelector)
@@ -118,7 +125,9 @@ func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1
 			return err
 		}
 		for _, t := range list.Items {
-			seen[collector.TargetKey{Namespace: t.Namespace, Name: t.Name}] = true
+			k := collector.TargetKey{Namespace: t.Namespace, Name: t.Name}
+			seen[k] = true
+			o.noteTarget(k, t.Status.Conditions)
 		}
 	}
 	o.targets = sortedKeys(seen)
@@ -139,9 +148,11 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 			}
 			o.missing = append(o.missing, string(ref.Kind)+" "+k.String())
 			o.missingKeys = append(o.missingKeys, k)
+			o.note(k, kollectv1.CoverageFailed, string(ref.Kind)+" "+k.String()+" not found")
 			continue
 		}
 		seen[k] = true
+		o.noteTarget(k, targetConditions(obj))
 	}
 	if inv.Spec.TargetSelector != nil {
 		sel, err := metav1.LabelSelectorAsSelector(inv.Spec.TargetSelector)
@@ -154,6 +165,7 @@ func (r *InventoryReconciler) resolveClusterTargets(ctx context.Context, inv *ko
 		}
 		for _, t := range list.Items {
 			seen[collector.TargetKey{Name: t.Name}] = true
+			o.noteTarget(collector.TargetKey{Name: t.Name}, t.Status.Conditions)
 		}
 	}
 	o.targets = sortedKeys(seen)
@@ -205,6 +217,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	cfg := inventory.Config{
 		Key: key, Generation: o.obj.GetGeneration(), Targets: withMissing(o.targets, o.missingKeys), Sinks: bindings,
 		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
+		Notes: o.notes, Denied: o.deniedTargets,
 	}
 	if o.timing.ResyncInterval != nil {
 		cfg.Resync = o.timing.ResyncInterval.Duration
@@ -303,7 +316,7 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 		// status written before destinations were recorded (empty) is trusted, so an agent
 		// upgrade rewrites nothing.
 		if p.Destination == "" || p.Destination == dest {
-			binding.Accepted, binding.AcceptedRows = p.Checksum, int(p.Rows)
+			binding.Accepted, binding.AcceptedRows, binding.AcceptedCoverage = p.Checksum, int(p.Rows), p.Coverage
 			if p.LastExportTime != nil {
 				binding.AcceptedAt = p.LastExportTime.Time
 			}
@@ -352,6 +365,9 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 	if st.Built {
 		s.ItemCount, s.Checksum = int64(st.ItemCount), st.Checksum
 	}
+	if st.Coverage != nil {
+		s.Coverage = st.Coverage
+	}
 	prior := map[string]kollectv1.SinkExportStatus{}
 	for _, p := range s.Sinks {
 		prior[string(p.Family)+"/"+p.Namespace+"/"+p.Name] = p
@@ -364,7 +380,7 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 			ns = "" // implied for namespaced inventories
 		}
 		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
-			Checksum: ws.Checksum, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
+			Checksum: ws.Checksum, Coverage: ws.Coverage, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
 		if ws.LastError != "" {
 			es.ErrorClass = string(ws.Class)
 			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))

@@ -43,6 +43,10 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 		if d, denied := r.Scopes.targetDenied(tk); denied {
 			o.denied = append(o.denied, scopeProblem{reason: d.Reason, message: fmt.Sprintf(
 				"target %s not permitted (%s: %s): its rows are not exported", tk, d.Reason, trimNotPermitted(d.Message))})
+			if o.deniedTargets == nil {
+				o.deniedTargets = map[collector.TargetKey]inventory.TargetNote{}
+			}
+			o.deniedTargets[tk] = inventory.TargetNote{State: kollectv1.CoverageDeniedByScope, Reason: d.Reason + ": " + trimNotPermitted(d.Message)}
 			continue
 		}
 		permitted = append(permitted, tk)

@@ -78,6 +78,10 @@ type Envelope struct {
 	// Writer is the agent writing the export. Sinks record it in their state (never in rows
 	// or data files, so that an agent upgrade rewrites no row): hence no JSON name.
 	Writer Writer `json:"-"`
+	// Coverage says, per target, how much of its objects Rows describe (sorted by target).
+	// Sinks store it in their state beside the rows, never inside a data file, hence no JSON
+	// name: it changes without the rows changing.
+	Coverage []Coverage `json:"-"`
 }
 
 // ChangeType is the kind of a change event.
@@ -118,4 +122,7 @@ type StateRecord struct {
 	// Writer is the agent that last exported or confirmed: the state's provenance. Row events
 	// never carry it, so an agent upgrade sends no row again. Records from before it name none.
 	Writer Writer `json:"writer"`
+	// Coverage is the snapshot's coverage per target: which targets' rows are complete and
+	// which are unknown (kept from earlier) and why.
+	Coverage []Coverage `json:"coverage"`
 }

@@ -28,7 +28,8 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 	unconfirmed := map[string]bool{} // an inventory of the sink has no confirmation yet
 	var out []*fleetv1.InventoryStatus
 	add := func(ns, name string, st kollectv1.KollectInventoryStatus) {
-		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions)})
+		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions),
+			Coverage: coverage(st.Coverage)})
 		for _, s := range st.Sinks {
 			sns := s.Namespace
 			if sns == "" {
@@ -136,4 +137,14 @@ func errorClass(c string) fleetv1.SinkErrorClass {
 	default:
 		return fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
 	}
+}
+
+// coverage maps an inventory's coverage to the heartbeat's.
+func coverage(c []kollectv1.TargetCoverage) []*fleetv1.TargetCoverage {
+	out := make([]*fleetv1.TargetCoverage, 0, len(c))
+	for _, e := range c {
+		out = append(out, &fleetv1.TargetCoverage{Target: e.Target, State: string(e.State), Rows: e.Rows,
+			ExtractionErrors: e.ExtractionErrors, Reason: e.Reason})
+	}
+	return out
 }

@@ -51,8 +51,18 @@ type SinkBinding struct {
 	Accepted     string
 	AcceptedRows int
 	AcceptedAt   time.Time
+	// AcceptedCoverage is the digest of the coverage the status says the sink accepted.
+	AcceptedCoverage string
 	// ConfirmedAt is the sink's last confirmation the status records.
 	ConfirmedAt time.Time
+}
+
+// TargetNote is what the controller knows of a target that the collector cannot say: why it
+// is not collected (its object or profile is missing, its kind not served), or that a scope
+// leaves it out. It becomes the target's coverage.
+type TargetNote struct {
+	State  kollectv1.CoverageState
+	Reason string
 }
 
 // Config is the desired state of one inventory.
@@ -67,4 +77,9 @@ type Config struct {
 	// Confirm is how often the sinks are confirmed while nothing changes; zero never.
 	Confirm time.Duration
 	Suspend bool
+	// Notes explain targets of Targets the collector does not collect.
+	Notes map[collector.TargetKey]TargetNote
+	// Denied are the targets scopes leave out (not in Targets): their coverage says so, and
+	// their rows leave the sinks.
+	Denied map[collector.TargetKey]TargetNote
 }

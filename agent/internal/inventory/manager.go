@@ -23,9 +23,11 @@ type Manager struct {
 	col     *collector.Collector
 	ready   <-chan struct{}
 	metrics *delivery.Metrics
-	log     logr.Logger
-	backoff delivery.Backoff
-	store   lastStore
+	// coverage records each inventory's coverage as metrics.
+	coverage *Metrics
+	log      logr.Logger
+	backoff  delivery.Backoff
+	store    lastStore
 	// onStatus is called (without blocking) when an inventory's status may have changed;
 	// onTargets when the listed targets' counts may have changed.
 	onStatus  func(Key)
@@ -61,6 +63,7 @@ type Options struct {
 	// Ready gates exports (the leader-election channel); nil exports at once.
 	Ready     <-chan struct{}
 	Metrics   *delivery.Metrics
+	Coverage  *Metrics
 	Log       logr.Logger
 	Backoff   delivery.Backoff
 	OnStatus  func(Key)
@@ -72,7 +75,7 @@ type Options struct {
 
 // NewManager returns a manager fed by col.
 func NewManager(col *collector.Collector, o Options) *Manager {
-	m := &Manager{cluster: o.Cluster, writer: o.Writer, col: col, ready: o.Ready, metrics: o.Metrics, log: o.Log, backoff: o.Backoff,
+	m := &Manager{cluster: o.Cluster, writer: o.Writer, col: col, ready: o.Ready, metrics: o.Metrics, coverage: o.Coverage, log: o.Log, backoff: o.Backoff,
 		store: lastStore{dir: o.StateDir}, onStatus: o.OnStatus, onTargets: o.OnTargets, invs: map[Key]*runner{}, bindings: map[string]string{},
 		lastGVK: map[collector.TargetKey]schema.GroupVersionKind{}}
 	if m.onStatus == nil {
@@ -153,6 +156,7 @@ func (m *Manager) Remove(key Key) {
 	if r != nil {
 		r.stop()
 	}
+	m.coverage.forget(key.String())
 	m.store.remove(key)
 }
 
@@ -231,6 +235,8 @@ type Status struct {
 	CarriedFrom time.Time
 	// Incomplete lists targets whose rows are carried over or missing, with the reason.
 	Incomplete []TargetProblem
+	// Coverage is the last snapshot's coverage per target, sorted by target.
+	Coverage []export.Coverage
 	// Failed counts objects whose extraction failed, per target.
 	Failed map[collector.TargetKey]int
 	// Behind lists targets whose watch is behind (collector.BehindOptions): their rows are

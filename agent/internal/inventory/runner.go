@@ -2,12 +2,14 @@ package inventory
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory/delivery"
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // runner is one inventory: its debounce loop, its last snapshot and its sink workers.
@@ -26,6 +28,9 @@ type runner struct {
 	resync  bool
 	// complete says the last snapshot had every target synced and known: it may be confirmed.
 	complete bool
+	// coverage of the last snapshot, and its digest.
+	coverage       []export.Coverage
+	coverageDigest string
 	// stored is the snapshot the state directory held when this process first needed earlier
 	// rows (loaded once, only while r.last is nil), and storedAt when it was built.
 	stored       *export.Snapshot
@@ -62,7 +67,8 @@ func (r *runner) setConfig(cfg Config) bool {
 }
 
 func sameConfig(a, b Config) bool {
-	if a.Generation != b.Generation || a.Suspend != b.Suspend || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) {
+	if a.Generation != b.Generation || a.Suspend != b.Suspend || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) ||
+		!maps.Equal(a.Notes, b.Notes) || !maps.Equal(a.Denied, b.Denied) {
 		return false
 	}
 	for i := range a.Targets {
@@ -108,18 +114,18 @@ func (r *runner) syncWorkersLocked() {
 	}
 	for ref, b := range want {
 		if h, ok := r.workers[ref]; ok {
-			h.w.Seed(b.Accepted, b.AcceptedRows, b.AcceptedAt)
+			h.w.Seed(b.Accepted, b.AcceptedCoverage, b.AcceptedRows, b.AcceptedAt)
 			h.w.SetConfirmInterval(r.cfg.Confirm)
 			continue
 		}
-		accepted, rows, at, confirmed := b.Accepted, b.AcceptedRows, b.AcceptedAt, b.ConfirmedAt
+		accepted, coverage, rows, at, confirmed := b.Accepted, b.AcceptedCoverage, b.AcceptedRows, b.AcceptedAt, b.ConfirmedAt
 		if r.m.bindingChanged(r.key, b) {
 			// New configuration: the new destination holds nothing.
-			accepted, rows, at, confirmed = "", 0, time.Time{}, time.Time{}
+			accepted, coverage, rows, at, confirmed = "", "", 0, time.Time{}, time.Time{}
 		}
 		w := delivery.NewWorker(delivery.WorkerOptions{
 			Name: ref.String(), Inventory: r.cfg.Key.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
-			Log: r.m.log, Accepted: accepted, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
+			Log: r.m.log, Accepted: accepted, AcceptedCoverage: coverage, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
 			ConfirmedAt: confirmed, ConfirmInterval: r.cfg.Confirm,
 			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },
 		})
@@ -205,22 +211,23 @@ func (r *runner) build() {
 	var behind []TargetProblem
 	syncing := false
 	failed := map[collector.TargetKey]int{}
+	coverage := make([]export.Coverage, 0, len(cfg.Targets)+len(cfg.Denied))
 	for _, tk := range cfg.Targets {
 		st, err := r.m.col.Collect(tk)
+		var p TargetProblem
 		switch {
 		case err != nil:
-			incomplete = append(incomplete, TargetProblem{Target: tk, Reason: err.Error()})
+			p = TargetProblem{Target: tk, Reason: err.Error()}
 		case st.Forbidden:
-			incomplete = append(incomplete, TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()})
+			p = TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()}
 		case st.Quarantined:
 			// Its profile is no longer evaluated: its rows are unknown, not empty.
-			incomplete = append(incomplete, TargetProblem{Target: tk, Quarantined: true, Reason: st.Err.Error()})
+			p = TargetProblem{Target: tk, Quarantined: true, Reason: st.Err.Error()}
 		case !st.Synced:
-			p := TargetProblem{Target: tk, Syncing: true, Reason: "waiting for the watch to sync"}
+			p = TargetProblem{Target: tk, Syncing: true, Reason: "waiting for the watch to sync"}
 			if st.Err != nil {
 				p.Syncing, p.Reason = false, st.Err.Error()
 			}
-			incomplete = append(incomplete, p)
 			syncing = syncing || p.Syncing
 		default:
 			rows = append(rows, st.Rows...)
@@ -228,9 +235,16 @@ func (r *runner) build() {
 			if st.Behind != "" {
 				behind = append(behind, TargetProblem{Target: tk, Reason: st.Behind})
 			}
+			coverage = append(coverage, export.Coverage{Target: tk.String(), State: kollectv1.CoverageComplete,
+				Rows: int64(len(st.Rows)), ExtractionErrors: int64(len(st.Failed))})
 			continue
 		}
+		incomplete = append(incomplete, p)
 		unknown = append(unknown, tk)
+		coverage = append(coverage, unknownCoverage(p, cfg.Notes))
+	}
+	for tk, note := range cfg.Denied {
+		coverage = append(coverage, export.Coverage{Target: tk.String(), State: note.State, Reason: note.Reason})
 	}
 	// A target whose rows are unknown keeps the rows it had: from this process's last
 	// snapshot, or after a restart from the one the state directory kept. With neither, the
@@ -244,9 +258,19 @@ func (r *runner) build() {
 			holdExport = from == nil
 		}
 	}
+	kept := map[string]int64{}
 	for _, tk := range unknown {
-		rows = append(rows, rowsOfTarget(from, tk.String())...)
+		carried := rowsOfTarget(from, tk.String())
+		rows = append(rows, carried...)
+		kept[tk.String()] = int64(len(carried))
 	}
+	for i := range coverage {
+		if n, ok := kept[coverage[i].Target]; ok {
+			coverage[i].Rows = n
+		}
+	}
+	coverage = export.NormalizeCoverage(coverage)
+	coverageDigest := export.CoverageDigest(coverage)
 	name := cfg.Key.String()
 	for i := range rows {
 		rows[i].Cluster, rows[i].Inventory = r.m.cluster, name
@@ -254,7 +278,7 @@ func (r *runner) build() {
 	r.m.onTargets(cfg.Targets)
 
 	r.mu.Lock()
-	r.st.Incomplete, r.st.Failed, r.st.Held, r.st.Behind = incomplete, failed, holdExport, behind
+	r.st.Incomplete, r.st.Failed, r.st.Held, r.st.Behind, r.st.Coverage = incomplete, failed, holdExport, behind, coverage
 	if len(unknown) == 0 {
 		r.st.CarriedFrom = time.Time{}
 	} else if prev == nil {
@@ -275,11 +299,15 @@ func (r *runner) build() {
 	}
 	complete := len(incomplete) == 0
 	completeness := complete != r.complete // the workers must stop (or may start) confirming
-	r.complete = complete
+	coverageChanged := coverageDigest != r.coverageDigest
+	r.complete, r.coverage, r.coverageDigest = complete, coverage, coverageDigest
+	if coverageChanged && r.ctx.Err() == nil { // a removed inventory keeps no series
+		r.m.coverage.setCoverage(name, coverage)
+	}
 	r.stored = nil // r.last holds whatever it carried over from now on
 	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
 	var offer []*delivery.Worker
-	if (changed || resync || completeness) && !cfg.Suspend {
+	if (changed || resync || completeness || coverageChanged) && !cfg.Suspend {
 		for _, h := range r.workers {
 			offer = append(offer, h.w)
 		}
@@ -316,7 +344,7 @@ func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
 
 func (r *runner) job(resync bool) *delivery.Job {
 	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync, Writer: r.m.writer,
-		Complete: r.complete}
+		Complete: r.complete, Coverage: r.coverage, CoverageDigest: r.coverageDigest}
 }
 
 func (r *runner) status() Status {
@@ -329,4 +357,22 @@ func (r *runner) status() Status {
 	}
 	sortSinks(st.Sinks)
 	return st
+}
+
+// unknownCoverage is the coverage of a target whose rows are not known now: what the collector
+// said, or what the controller knows of a target the collector does not collect.
+func unknownCoverage(p TargetProblem, notes map[collector.TargetKey]TargetNote) export.Coverage {
+	c := export.Coverage{Target: p.Target.String(), State: kollectv1.CoverageFailed, Reason: p.Reason}
+	switch {
+	case p.Forbidden:
+		c.State = kollectv1.CoverageForbidden
+	case p.Syncing:
+		c.State = kollectv1.CoverageSyncing
+	case p.Quarantined:
+	default:
+		if n, ok := notes[p.Target]; ok {
+			c.State, c.Reason = n.State, n.Reason
+		}
+	}
+	return c
 }

@@ -8,7 +8,9 @@ import (
 	"kollect.dev/agent/internal/export"
 )
 
-// Batch is one export of one inventory to one sink.
+// Batch is one export of one inventory to one sink. A batch may carry the checksum the sink
+// holds already, with an empty diff, when only Envelope.Coverage changed (a target turned
+// forbidden and its rows were kept): Export then writes the coverage and no row.
 type Batch struct {
 	// Envelope carries the full current snapshot.
 	Envelope export.Envelope
@@ -55,6 +57,9 @@ type Confirmation struct {
 	At time.Time
 	// Writer is the agent confirming; the state records it as its last writer.
 	Writer export.Writer
+	// Coverage is the coverage the sink accepted with the checksum (always complete: only a
+	// complete snapshot is confirmed), for sinks that rewrite their whole state record.
+	Coverage []export.Coverage
 }
 
 // ErrNotHeld is returned (wrapped) by Confirm when the sink's state names another snapshot

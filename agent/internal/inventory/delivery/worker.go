@@ -27,6 +27,18 @@ type Job struct {
 	// Complete says every target of the snapshot is synced and known: only such a snapshot
 	// is confirmed (see WorkerOptions.ConfirmInterval).
 	Complete bool
+	// Coverage is the snapshot's coverage per target, normalized, and CoverageDigest its
+	// export.CoverageDigest: a sink is exported to when either the checksum or the digest
+	// differs from what it accepted.
+	Coverage       []export.Coverage
+	CoverageDigest string
+}
+
+// settled is the job as the worker keeps it once the sink accepted it: no resync pending.
+func (j *Job) settled() *Job {
+	c := *j
+	c.Resync = false
+	return &c
 }
 
 // Status is a worker's view of its sink.
@@ -34,6 +46,8 @@ type Status struct {
 	// Checksum and Rows of the last snapshot the sink accepted.
 	Checksum string
 	Rows     int
+	// Coverage is the digest of the coverage the sink accepted with Checksum.
+	Coverage string
 	// LastExport is when the sink last accepted a snapshot (zero if never in this process and
 	// unknown from status): when its content last changed.
 	LastExport time.Time
@@ -112,6 +126,8 @@ type WorkerOptions struct {
 	Accepted     string
 	AcceptedRows int
 	AcceptedAt   time.Time
+	// AcceptedCoverage is the digest of the coverage accepted with Accepted (from status).
+	AcceptedCoverage string
 	// ConfirmedAt is the last confirmation before this process started (from status).
 	ConfirmedAt time.Time
 	// ConfirmInterval is how often, while nothing changes, the worker confirms that the sink
@@ -138,7 +154,7 @@ func NewWorker(o WorkerOptions) *Worker {
 	o.Metrics.confirmInterval(o.Name, o.Inventory, o.ConfirmInterval)
 	return &Worker{Name: o.Name, inventory: o.Inventory, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
 		onStatus: o.OnStatus, ready: o.Ready, confirmEvery: o.ConfirmInterval, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
-		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, LastExport: o.AcceptedAt, LastConfirm: o.ConfirmedAt}}
+		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, Coverage: o.AcceptedCoverage, LastExport: o.AcceptedAt, LastConfirm: o.ConfirmedAt}}
 }
 
 // Offer hands the worker the newest snapshot; an older one not yet exported is replaced.
@@ -186,13 +202,13 @@ func (w *Worker) Kick() {
 
 // Seed sets what the sink is believed to hold from status another replica wrote, as long as
 // this worker has not exported itself (a standby taking over).
-func (w *Worker) Seed(checksum string, rows int, at time.Time) {
+func (w *Worker) Seed(checksum, coverage string, rows int, at time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.accepted != nil || w.status.Failures > 0 || checksum == "" {
 		return
 	}
-	w.status.Checksum, w.status.Rows, w.status.LastExport = checksum, rows, at
+	w.status.Checksum, w.status.Coverage, w.status.Rows, w.status.LastExport = checksum, coverage, rows, at
 }
 
 // Status returns the current status.
@@ -243,10 +259,10 @@ func (w *Worker) Run(ctx context.Context) {
 func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	w.mu.Lock()
 	job := w.desired
-	prevSum := w.status.Checksum
+	prevSum, prevCoverage, prevExport := w.status.Checksum, w.status.Coverage, w.status.LastExport
 	accepted := w.accepted
 	w.mu.Unlock()
-	if job == nil || (job.Snapshot.Checksum == prevSum && !job.Resync) {
+	if job == nil || (job.Snapshot.Checksum == prevSum && job.CoverageDigest == prevCoverage && !job.Resync) {
 		return false
 	}
 	if accepted != nil && accepted.Checksum != prevSum {
@@ -256,7 +272,7 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		Envelope: export.Envelope{
 			SchemaVersion: export.SchemaVersion, Cluster: job.Cluster, Inventory: job.Inventory,
 			Generation: job.Generation, ExportedAt: time.Now().UTC(), ItemCount: job.Snapshot.Len(),
-			Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Rows, Writer: job.Writer,
+			Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Rows, Writer: job.Writer, Coverage: job.Coverage,
 		},
 		Diff:             export.Compute(accepted, job.Snapshot),
 		PreviousChecksum: prevSum,
@@ -277,14 +293,18 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	w.mu.Lock()
 	if err == nil {
 		w.accepted = job.Snapshot
-		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), LastExport: batch.Envelope.ExportedAt,
-			LastAttempt: start, LastConfirm: w.status.LastConfirm}
+		w.status = Status{Checksum: job.Snapshot.Checksum, Rows: job.Snapshot.Len(), Coverage: job.CoverageDigest,
+			LastExport: batch.Envelope.ExportedAt, LastAttempt: start, LastConfirm: w.status.LastConfirm}
+		if job.Snapshot.Checksum == prevSum && !job.Resync && !prevExport.IsZero() {
+			// Only the coverage changed: the rows did not, and neither did their change time.
+			w.status.LastExport = prevExport
+		}
 		if job.Complete {
 			w.status.LastConfirm = batch.Envelope.ExportedAt
 			w.nextConfirm = time.Now().Add(w.confirmEvery)
 		}
 		if w.desired == job {
-			w.desired = &Job{Snapshot: job.Snapshot, Cluster: job.Cluster, Inventory: job.Inventory, Generation: job.Generation, Complete: job.Complete}
+			w.desired = job.settled()
 		}
 		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len(), job.Complete)
 	} else {
@@ -391,7 +411,7 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 		w.nextConfirm = time.Now().Add(min(w.confirmEvery, firstConfirmRetry))
 	}
 	w.mu.Unlock()
-	if job == nil || !job.Complete || st.Checksum == "" || job.Snapshot.Checksum != st.Checksum {
+	if job == nil || !job.Complete || st.Checksum == "" || job.Snapshot.Checksum != st.Checksum || job.CoverageDigest != st.Coverage {
 		// Nothing current to confirm: the watches are syncing, a target is unknown, or a
 		// change waits for its export. Freshness ages, as it should.
 		return
@@ -401,7 +421,8 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 	at := time.Now().UTC()
 	var err error
 	if c, ok := w.sink.(sink.Confirmer); ok {
-		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at, Writer: job.Writer})
+		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at, Writer: job.Writer,
+			Coverage: job.Coverage})
 	} else {
 		err = w.sink.Probe(cctx)
 	}
@@ -413,7 +434,7 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 		w.log.Info("the sink holds another snapshot than the one it accepted: exporting again in full", "sink", w.Name,
 			"inventory", job.Inventory, "reason", err.Error())
 		w.mu.Lock()
-		w.status.Checksum, w.accepted = "", nil
+		w.status.Checksum, w.status.Coverage, w.accepted = "", "", nil
 		w.mu.Unlock()
 		select {
 		case w.wake <- struct{}{}:

@@ -896,11 +896,14 @@ func (x *Condition) GetLastTransitionTime() *timestamppb.Timestamp {
 
 // InventoryStatus summarises one KollectInventory / KollectClusterInventory on an agent.
 type InventoryStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	ItemCount     int64                  `protobuf:"varint,3,opt,name=item_count,json=itemCount,proto3" json:"item_count,omitempty"`
-	Conditions    []*Condition           `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Namespace  string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Name       string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	ItemCount  int64                  `protobuf:"varint,3,opt,name=item_count,json=itemCount,proto3" json:"item_count,omitempty"`
+	Conditions []*Condition           `protobuf:"bytes,4,rep,name=conditions,proto3" json:"conditions,omitempty"`
+	// coverage says, per target, how much of its objects the rows describe (the inventory's
+	// status.coverage): the hub's rollout gate and the cluster page read it.
+	Coverage      []*TargetCoverage `protobuf:"bytes,5,rep,name=coverage,proto3" json:"coverage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -963,6 +966,92 @@ func (x *InventoryStatus) GetConditions() []*Condition {
 	return nil
 }
 
+func (x *InventoryStatus) GetCoverage() []*TargetCoverage {
+	if x != nil {
+		return x.Coverage
+	}
+	return nil
+}
+
+// TargetCoverage is one target's coverage in an inventory (kollect.dev/v1alpha1 TargetCoverage).
+type TargetCoverage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// target is namespace/name, or name for a cluster target.
+	Target string `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// state is complete, syncing, forbidden, kindNotServed, deniedByScope, failed or retired.
+	State            string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Rows             int64  `protobuf:"varint,3,opt,name=rows,proto3" json:"rows,omitempty"`
+	ExtractionErrors int64  `protobuf:"varint,4,opt,name=extraction_errors,json=extractionErrors,proto3" json:"extraction_errors,omitempty"`
+	Reason           string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *TargetCoverage) Reset() {
+	*x = TargetCoverage{}
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TargetCoverage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TargetCoverage) ProtoMessage() {}
+
+func (x *TargetCoverage) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TargetCoverage.ProtoReflect.Descriptor instead.
+func (*TargetCoverage) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *TargetCoverage) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *TargetCoverage) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *TargetCoverage) GetRows() int64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *TargetCoverage) GetExtractionErrors() int64 {
+	if x != nil {
+		return x.ExtractionErrors
+	}
+	return 0
+}
+
+func (x *TargetCoverage) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // SinkStatus summarises one sink's exports on an agent.
 type SinkStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -988,7 +1077,7 @@ type SinkStatus struct {
 
 func (x *SinkStatus) Reset() {
 	*x = SinkStatus{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1000,7 +1089,7 @@ func (x *SinkStatus) String() string {
 func (*SinkStatus) ProtoMessage() {}
 
 func (x *SinkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[9]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1013,7 +1102,7 @@ func (x *SinkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SinkStatus.ProtoReflect.Descriptor instead.
 func (*SinkStatus) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{9}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SinkStatus) GetKind() string {
@@ -1097,7 +1186,7 @@ type AgentStatus struct {
 
 func (x *AgentStatus) Reset() {
 	*x = AgentStatus{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1198,7 @@ func (x *AgentStatus) String() string {
 func (*AgentStatus) ProtoMessage() {}
 
 func (x *AgentStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[10]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1211,7 @@ func (x *AgentStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStatus.ProtoReflect.Descriptor instead.
 func (*AgentStatus) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{10}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *AgentStatus) GetAgentVersion() string {
@@ -1189,7 +1278,7 @@ type ClusterBundle struct {
 
 func (x *ClusterBundle) Reset() {
 	*x = ClusterBundle{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1201,7 +1290,7 @@ func (x *ClusterBundle) String() string {
 func (*ClusterBundle) ProtoMessage() {}
 
 func (x *ClusterBundle) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[11]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1214,7 +1303,7 @@ func (x *ClusterBundle) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterBundle.ProtoReflect.Descriptor instead.
 func (*ClusterBundle) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{11}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ClusterBundle) GetBundle() string {
@@ -1285,7 +1374,7 @@ type Cluster struct {
 
 func (x *Cluster) Reset() {
 	*x = Cluster{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1386,7 @@ func (x *Cluster) String() string {
 func (*Cluster) ProtoMessage() {}
 
 func (x *Cluster) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[12]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1399,7 @@ func (x *Cluster) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cluster.ProtoReflect.Descriptor instead.
 func (*Cluster) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{12}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cluster) GetName() string {
@@ -1463,7 +1552,7 @@ type HeartbeatRecord struct {
 
 func (x *HeartbeatRecord) Reset() {
 	*x = HeartbeatRecord{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1475,7 +1564,7 @@ func (x *HeartbeatRecord) String() string {
 func (*HeartbeatRecord) ProtoMessage() {}
 
 func (x *HeartbeatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[13]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1488,7 +1577,7 @@ func (x *HeartbeatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRecord.ProtoReflect.Descriptor instead.
 func (*HeartbeatRecord) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{13}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *HeartbeatRecord) GetTime() *timestamppb.Timestamp {
@@ -1570,7 +1659,7 @@ type SinkFreshness struct {
 
 func (x *SinkFreshness) Reset() {
 	*x = SinkFreshness{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1671,7 @@ func (x *SinkFreshness) String() string {
 func (*SinkFreshness) ProtoMessage() {}
 
 func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1684,7 @@ func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SinkFreshness.ProtoReflect.Descriptor instead.
 func (*SinkFreshness) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SinkFreshness) GetCluster() string {
@@ -1689,7 +1778,7 @@ type BootstrapToken struct {
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1701,7 +1790,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1714,7 +1803,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *BootstrapToken) GetId() string {
@@ -1797,7 +1886,7 @@ type APIToken struct {
 
 func (x *APIToken) Reset() {
 	*x = APIToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1898,7 @@ func (x *APIToken) String() string {
 func (*APIToken) ProtoMessage() {}
 
 func (x *APIToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1911,7 @@ func (x *APIToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIToken.ProtoReflect.Descriptor instead.
 func (*APIToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *APIToken) GetId() string {
@@ -1892,7 +1981,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +1993,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2006,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -2021,7 +2110,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12L\n" +
-	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\x9f\x01\n" +
+	"\x14last_transition_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x12lastTransitionTime\"\xdd\x01\n" +
 	"\x0fInventoryStatus\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -2029,7 +2118,14 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"item_count\x18\x03 \x01(\x03R\titemCount\x12;\n" +
 	"\n" +
 	"conditions\x18\x04 \x03(\v2\x1b.kollect.fleet.v1.ConditionR\n" +
-	"conditions\"\xa0\x03\n" +
+	"conditions\x12<\n" +
+	"\bcoverage\x18\x05 \x03(\v2 .kollect.fleet.v1.TargetCoverageR\bcoverage\"\x97\x01\n" +
+	"\x0eTargetCoverage\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
+	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12+\n" +
+	"\x11extraction_errors\x18\x04 \x01(\x03R\x10extractionErrors\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa0\x03\n" +
 	"\n" +
 	"SinkStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
@@ -2176,7 +2272,7 @@ func file_kollect_fleet_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_kollect_fleet_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(ClusterState)(0),                // 0: kollect.fleet.v1.ClusterState
 	(ApplyResult)(0),                 // 1: kollect.fleet.v1.ApplyResult
@@ -2191,66 +2287,68 @@ var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(*AppliedBundle)(nil),            // 10: kollect.fleet.v1.AppliedBundle
 	(*Condition)(nil),                // 11: kollect.fleet.v1.Condition
 	(*InventoryStatus)(nil),          // 12: kollect.fleet.v1.InventoryStatus
-	(*SinkStatus)(nil),               // 13: kollect.fleet.v1.SinkStatus
-	(*AgentStatus)(nil),              // 14: kollect.fleet.v1.AgentStatus
-	(*ClusterBundle)(nil),            // 15: kollect.fleet.v1.ClusterBundle
-	(*Cluster)(nil),                  // 16: kollect.fleet.v1.Cluster
-	(*HeartbeatRecord)(nil),          // 17: kollect.fleet.v1.HeartbeatRecord
-	(*SinkFreshness)(nil),            // 18: kollect.fleet.v1.SinkFreshness
-	(*BootstrapToken)(nil),           // 19: kollect.fleet.v1.BootstrapToken
-	(*APIToken)(nil),                 // 20: kollect.fleet.v1.APIToken
-	(*AuditEvent)(nil),               // 21: kollect.fleet.v1.AuditEvent
-	nil,                              // 22: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 23: kollect.fleet.v1.Cluster.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 24: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 25: google.protobuf.Duration
+	(*TargetCoverage)(nil),           // 13: kollect.fleet.v1.TargetCoverage
+	(*SinkStatus)(nil),               // 14: kollect.fleet.v1.SinkStatus
+	(*AgentStatus)(nil),              // 15: kollect.fleet.v1.AgentStatus
+	(*ClusterBundle)(nil),            // 16: kollect.fleet.v1.ClusterBundle
+	(*Cluster)(nil),                  // 17: kollect.fleet.v1.Cluster
+	(*HeartbeatRecord)(nil),          // 18: kollect.fleet.v1.HeartbeatRecord
+	(*SinkFreshness)(nil),            // 19: kollect.fleet.v1.SinkFreshness
+	(*BootstrapToken)(nil),           // 20: kollect.fleet.v1.BootstrapToken
+	(*APIToken)(nil),                 // 21: kollect.fleet.v1.APIToken
+	(*AuditEvent)(nil),               // 22: kollect.fleet.v1.AuditEvent
+	nil,                              // 23: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 24: kollect.fleet.v1.Cluster.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 25: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
 }
 var file_kollect_fleet_v1_types_proto_depIdxs = []int32{
-	22, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	23, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
 	5,  // 1: kollect.fleet.v1.LabelSelector.match_expressions:type_name -> kollect.fleet.v1.LabelSelectorRequirement
 	4,  // 2: kollect.fleet.v1.Bundle.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	24, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
-	24, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
+	25, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
+	25, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 5: kollect.fleet.v1.BundleRevision.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
 	6,  // 6: kollect.fleet.v1.BundleRevision.objects:type_name -> kollect.fleet.v1.ObjectRef
-	24, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
+	25, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
 	6,  // 8: kollect.fleet.v1.ObjectResult.object:type_name -> kollect.fleet.v1.ObjectRef
 	1,  // 9: kollect.fleet.v1.ObjectResult.result:type_name -> kollect.fleet.v1.ApplyResult
 	9,  // 10: kollect.fleet.v1.AppliedBundle.objects:type_name -> kollect.fleet.v1.ObjectResult
-	24, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	25, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	11, // 12: kollect.fleet.v1.InventoryStatus.conditions:type_name -> kollect.fleet.v1.Condition
-	24, // 13: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
-	24, // 14: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
-	2,  // 15: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	24, // 16: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
-	10, // 17: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
-	12, // 18: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
-	13, // 19: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
-	24, // 20: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
-	23, // 21: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
-	0,  // 22: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
-	24, // 23: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	24, // 24: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	15, // 25: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
-	24, // 26: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
-	24, // 27: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
-	24, // 28: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 29: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
-	24, // 30: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
-	25, // 31: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
-	2,  // 32: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	24, // 33: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
-	24, // 34: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 35: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 36: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
-	24, // 37: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
-	24, // 38: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
-	24, // 39: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	40, // [40:40] is the sub-list for method output_type
-	40, // [40:40] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	13, // 13: kollect.fleet.v1.InventoryStatus.coverage:type_name -> kollect.fleet.v1.TargetCoverage
+	25, // 14: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
+	25, // 15: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
+	2,  // 16: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
+	25, // 17: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
+	10, // 18: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
+	12, // 19: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
+	14, // 20: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
+	25, // 21: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
+	24, // 22: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
+	0,  // 23: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
+	25, // 24: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	25, // 25: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	16, // 26: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
+	25, // 27: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
+	25, // 28: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
+	25, // 29: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 30: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
+	25, // 31: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
+	26, // 32: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
+	2,  // 33: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
+	25, // 34: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
+	25, // 35: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 36: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
+	3,  // 37: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
+	25, // 38: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
+	25, // 39: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
+	25, // 40: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_types_proto_init() }
@@ -2264,7 +2362,7 @@ func file_kollect_fleet_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_types_proto_rawDesc), len(file_kollect_fleet_v1_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
