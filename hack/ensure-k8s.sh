@@ -12,10 +12,6 @@ hash=$(cd "$mod" && find . -type f \( -name '*.go' -o -name 'go.mod' -o -name 'g
 out=$(kollect_cache)/k8s-$k8s-etcd-$etcd-$hash
 if [ ! -x "$out/kube-apiserver" ] || [ ! -x "$out/etcd" ] || [ ! -x "$out/kubectl" ]; then
   echo "building kube-apiserver $k8s, etcd $etcd and kubectl into $out (cold: ~10 min)" >&2
-  mkdir -p "$(dirname "$out")"
-  tmp=$(mktemp -d "$out.tmp.XXXXXX")
-  timed control-plane "$mod/build.sh" "$tmp" >&2 || { rm -rf "$tmp"; exit 1; }
-  # Another build may have finished first: keep its result.
-  mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
+  build_into "$out" control-plane "$mod/build.sh"
 fi
 echo "$out"

@@ -17,16 +17,12 @@ cache=$(kollect_cache)/servers
 
 # build NAME: builds hack/servers/NAME into its cache directory unless it is there.
 build() {
-  local name=$1 dir=$here/servers/$1 hash out tmp
+  local name=$1 dir=$here/servers/$1 hash out
   hash=$(cd "$dir" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
   out=$cache/$name-$hash
   if [ ! -d "$out" ]; then
     echo "building test server $name into $out" >&2
-    mkdir -p "$cache"
-    tmp=$(mktemp -d "$out.tmp.XXXXXX")
-    timed "server $name" "$dir/build.sh" "$tmp" >&2 || { rm -rf "$tmp"; return 1; }
-    # Another build may have finished first: keep its result.
-    mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
+    build_into "$out" "server $name" "$dir/build.sh" || return 1
   fi
   echo "$out"
 }

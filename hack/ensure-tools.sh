@@ -18,12 +18,7 @@ hash=$(cat "$mod/go.mod" "$mod/go.sum" "$mod/build.sh" "$0" | sha256sum | cut -c
 out=$(kollect_cache)/tools-helm-$helm-kubeconform-$kubeconform-$hash
 if [ ! -x "$out/helm" ] || [ ! -x "$out/kubeconform" ]; then
   echo "building helm $helm and kubeconform $kubeconform into $out (cold: a few minutes)" >&2
-  mkdir -p "$(dirname "$out")"
-  tmp=$(mktemp -d "$out.tmp.XXXXXX")
-  timed tools "$mod/build.sh" "$tmp" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform >&2 ||
-    { rm -rf "$tmp"; exit 1; }
-  # Another build may have finished first: keep its result.
-  mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp"
+  build_into "$out" tools "$mod/build.sh" helm.sh/helm/v3/cmd/helm github.com/yannh/kubeconform/cmd/kubeconform
 fi
 # shellcheck checks e2e/kind-fleet/run.sh in the chart tests; it is a Debian package, not a Go
 # module.

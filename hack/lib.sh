@@ -39,3 +39,26 @@ timed() {
   echo "phase $name: $((SECONDS - start)) s$([ $rc = 0 ] || echo " (failed, exit $rc)")" >&2
   return $rc
 }
+
+# build_into OUT NAME CMD [ARG...]: runs CMD TMP ARG... (TMP a fresh directory beside OUT) and
+# renames it to OUT, unless OUT exists. Concurrent callers for the same OUT (several `make`
+# or `go test` runs on a cold machine) wait for the first build instead of repeating it, and
+# an interrupted build never leaves a half-filled OUT.
+build_into() {
+  local out=$1 name=$2 cmd=$3 tmp lockfd
+  shift 3
+  mkdir -p "$(dirname "$out")"
+  exec {lockfd}>"$out.lock"
+  if ! flock -n "$lockfd"; then
+    echo "waiting for another build of $name into $out" >&2
+    flock "$lockfd"
+  fi
+  if [ -e "$out" ]; then
+    exec {lockfd}>&-
+    return 0
+  fi
+  tmp=$(mktemp -d "$out.tmp.XXXXXX")
+  timed "$name" "$cmd" "$tmp" "$@" >&2 || { rm -rf "$tmp"; exec {lockfd}>&-; return 1; }
+  mv -T "$tmp" "$out" 2>/dev/null || rm -rf "$tmp" # a build without this lock finished first
+  exec {lockfd}>&-
+}
