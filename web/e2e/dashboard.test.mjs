@@ -262,6 +262,15 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   await degraded.waitFor();
   assert.match(await degraded.getAttribute("class"), /cond-bad/);
   assert.match(await page.getByRole("table", { name: "Inventories" }).getByText("Degraded=False").getAttribute("class"), /cond-good/);
+  // Coverage per target: the forbidden target is red and says why, the complete one green
+  // with its extraction errors counted.
+  const invs = page.getByRole("table", { name: "Inventories" });
+  const forbidden = invs.getByText("forbidden", { exact: true });
+  await forbidden.waitFor();
+  assert.match(await forbidden.getAttribute("class"), /cov-bad/);
+  await invs.getByText("the agent may not list or watch secrets: its rows are the last known ones").waitFor();
+  await invs.getByText("100 rows, 2 extraction errors").waitFor();
+  assert.match(await invs.getByRole("row").filter({ hasText: "team-a/config" }).getByText("complete", { exact: true }).getAttribute("class"), /cov-good/);
   // The cluster that stopped heartbeating still has its page, with what it last reported.
   await go("/clusters/edge-7");
   await page.getByRole("heading", { name: /edge-7\s+(stale|offline)/ }).waitFor();

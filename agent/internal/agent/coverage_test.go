@@ -162,6 +162,17 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 		c := condition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Forbidden", fmt.Sprint(c)
 	})
+	// This agent has no earlier rows of the secrets (a new cache directory): the export
+	// waits, and the coverage counts no rows of them in its snapshot.
+	eventually(t, 10*time.Second, "status.coverage says secrets are forbidden", func() (bool, string) {
+		_ = cp.Client.Get(context.Background(), client.ObjectKeyFromObject(inv), inv)
+		for _, c := range inv.Status.Coverage {
+			if c.Target == ns+"/secrets" {
+				return c.State == kollectv1.CoverageForbidden && c.Reason != "", fmt.Sprintf("%+v", c)
+			}
+		}
+		return false, fmt.Sprintf("%+v", inv.Status.Coverage)
+	})
 	eventually(t, 10*time.Second, "a Warning event on the target", func() (bool, string) {
 		var evs eventsv1.EventList
 		_ = cp.Client.List(context.Background(), &evs, client.InNamespace(ns))

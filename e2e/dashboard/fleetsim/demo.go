@@ -67,6 +67,11 @@ func Demo() []Cluster {
 	staging.Sinks[0].Error = "git push: context deadline exceeded"
 	staging.Sinks[0].Class = fleetv1.SinkErrorClass_SINK_ERROR_CLASS_TRANSIENT
 	staging.Inventories[1].Degraded = "Forbidden"
+	staging.Inventories[1].Coverage = []*fleetv1.TargetCoverage{
+		{Target: "team-a/configmaps", State: "complete", Rows: 100, ExtractionErrors: 2},
+		{Target: "team-a/secrets", State: "forbidden", Rows: 36,
+			Reason: "the agent may not list or watch secrets: its rows are the last known ones"},
+	}
 	staging.RefuseObject = "KollectSnapshotSink/inventory-repo"
 	staging.RefuseMessage = "refused: namespace kollect-system is outside this agent's allowed namespaces (team-b)"
 

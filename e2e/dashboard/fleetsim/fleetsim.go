@@ -26,6 +26,9 @@ type Inventory struct {
 	// Degraded reports Degraded=True with this reason (Degraded=False otherwise), as the agent
 	// does when a target is forbidden while the inventory still exports.
 	Degraded string
+	// Coverage is reported as the inventory's coverage per target; nil reports one complete
+	// target, <namespace>/<name>, holding every item.
+	Coverage []*fleetv1.TargetCoverage
 	// Growth, when set, adds Growth.By items every Growth.Every since the agent registered: an
 	// inventory that grows in steps, as a cluster's does while workloads are added.
 	Growth struct {
@@ -315,8 +318,12 @@ func (a *agent) report(ctx context.Context) error {
 		if inv.Degraded != "" {
 			degraded.Status, degraded.Reason, degraded.Message = "True", inv.Degraded, "a target's resources may not be listed: its rows are the last known ones"
 		}
+		coverage := inv.Coverage
+		if coverage == nil {
+			coverage = []*fleetv1.TargetCoverage{{Target: inv.Namespace + "/" + inv.Name, State: "complete", Rows: inv.count(a.start, now)}}
+		}
 		st.Inventories = append(st.Inventories, &fleetv1.InventoryStatus{Namespace: inv.Namespace, Name: inv.Name,
-			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond, degraded}})
+			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond, degraded}, Coverage: coverage})
 	}
 	for _, s := range a.spec.Sinks {
 		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,

@@ -19,6 +19,7 @@ const (
 	GateInventoriesReady = "inventoriesReady"
 	GateSinkErrors       = "sinkErrors"
 	GateItemCount        = "itemCount"
+	GateCoverage         = "coverage"
 	GateOffline          = "offline"
 	GateProgressDeadline = "progressDeadline"
 )
@@ -76,9 +77,12 @@ func Baseline(st *fleetv1.AgentStatus) store.Baseline {
 	if st == nil {
 		return store.Baseline{}
 	}
-	b := store.Baseline{Observed: true, ItemCounts: map[string]int64{}}
+	b := store.Baseline{Observed: true, ItemCounts: map[string]int64{}, Coverage: map[string]string{}}
 	for _, inv := range st.GetInventories() {
 		b.ItemCounts[inventoryKey(inv)] = inv.GetItemCount()
+		for _, c := range inv.GetCoverage() {
+			b.Coverage[inventoryKey(inv)+"|"+c.GetTarget()] = c.GetState()
+		}
 	}
 	for _, s := range st.GetSinks() {
 		if s.GetLastError() != "" {
@@ -107,10 +111,19 @@ func Evaluate(g *fleetv1.RolloutGates, t Target, base store.Baseline, st *fleetv
 		return r
 	}
 	var wait *Result
+	if !g.GetSkipCoverage() {
+		// Before inventoriesReady: a lost target is what makes an inventory not ready, and
+		// this gate names the target and why.
+		if r := coverage(base, st); r.Verdict == Fail {
+			return r
+		} else if r.Verdict == Wait {
+			wait = &r
+		}
+	}
 	if !g.GetSkipInventoriesReady() {
 		if r := inventoriesReady(st); r.Verdict == Fail {
 			return r
-		} else if r.Verdict == Wait {
+		} else if r.Verdict == Wait && wait == nil {
 			wait = &r
 		}
 	}

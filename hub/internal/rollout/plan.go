@@ -83,7 +83,7 @@ func Validate(st *fleetv1.RolloutStrategy) (*fleetv1.RolloutStrategy, error) {
 // RollbackStrategy is a rollback's default: one wave, only the applied gate, no min_healthy.
 func RollbackStrategy() *fleetv1.RolloutStrategy {
 	return &fleetv1.RolloutStrategy{ProgressDeadline: durationpb.New(DefaultProgressDeadline),
-		Gates: &fleetv1.RolloutGates{SkipInventoriesReady: true, SkipSinkErrors: true}}
+		Gates: &fleetv1.RolloutGates{SkipInventoriesReady: true, SkipSinkErrors: true, SkipCoverage: true}}
 }
 
 // EncodeStrategy and DecodeStrategy convert the stored form (protobuf JSON).

@@ -97,6 +97,8 @@ type Baseline struct {
 	ItemCounts map[string]int64 `json:"itemCounts,omitempty"`
 	// SinkErrors lists "kind/namespace/name" of the sinks already failing.
 	SinkErrors []string `json:"sinkErrors,omitempty"`
+	// Coverage maps "inventory|target" to the target's coverage state.
+	Coverage map[string]string `json:"coverage,omitempty"`
 }
 
 // RolloutFilter selects rollouts to list.

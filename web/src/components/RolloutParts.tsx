@@ -30,6 +30,7 @@ export function strategyText(s: RolloutStrategy | undefined): string[] {
   const gates = ["applied"];
   if (!g?.skipInventoriesReady) gates.push("inventories ready");
   if (!g?.skipSinkErrors) gates.push("no new sink errors");
+  if (!g?.skipCoverage) gates.push("no target loses coverage");
   if (g?.maxItemCountChangePercent) gates.push(`item counts within ±${g.maxItemCountChangePercent} %`);
   out.push(`gates: ${gates.join(", ")}`);
   return out;

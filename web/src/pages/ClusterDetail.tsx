@@ -7,8 +7,9 @@ import { ConfirmButton } from "../components/ConfirmButton";
 import { ErrorBox } from "../components/ErrorBox";
 import { HeartbeatHistory } from "../components/HeartbeatHistory";
 import { ObjectProblems } from "../components/ObjectProblems";
-import { ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
+import { ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster, type TargetCoverage } from "../gen/kollect/fleet/v1/types_pb";
 import { conditionHealth } from "../lib/conditions";
+import { coverageHealth } from "../lib/coverage";
 import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
 import { Link, navigate } from "../lib/router";
 import { useQuery } from "../lib/useQuery";
@@ -69,6 +70,28 @@ function LabelEditor({ cluster, onSaved }: { cluster: Cluster; onSaved: () => vo
   );
 }
 
+/** One line per target: its coverage state, rows, extraction errors and, when not complete, why. */
+function Coverage({ entries }: { entries: TargetCoverage[] }) {
+  if (!entries.length) return <span className="muted">not reported</span>;
+  return (
+    <>
+      {entries.map((c) => (
+        <div key={c.target}>
+          {c.target}{" "}
+          <span className={`badge cov-${coverageHealth(c.state)}`} title="coverage: how much of the target's objects the rows describe">
+            {c.state}
+          </span>{" "}
+          <span className="muted">
+            {count(c.rows)} rows
+            {c.extractionErrors > 0n ? `, ${count(c.extractionErrors)} extraction errors` : ""}
+          </span>
+          {c.state !== "complete" && c.reason ? <div className="muted">{c.reason}</div> : null}
+        </div>
+      ))}
+    </>
+  );
+}
+
 function Status({ st }: { st: AgentStatus }) {
   return (
     <>
@@ -80,6 +103,7 @@ function Status({ st }: { st: AgentStatus }) {
               <tr>
                 <th>Inventory</th>
                 <th className="num">Items</th>
+                <th>Coverage</th>
                 <th>Conditions</th>
               </tr>
             </thead>
@@ -91,6 +115,9 @@ function Status({ st }: { st: AgentStatus }) {
                     {i.name}
                   </td>
                   <td className="num">{count(i.itemCount)}</td>
+                  <td>
+                    <Coverage entries={i.coverage} />
+                  </td>
                   <td>
                     {i.conditions.map((c) => (
                       <div key={c.type}>

@@ -23,6 +23,7 @@ export interface StrategyForm {
   requireApproval: boolean;
   skipInventoriesReady: boolean;
   skipSinkErrors: boolean;
+  skipCoverage: boolean;
   maxItemChange: string;
 }
 
@@ -37,6 +38,7 @@ export const defaultForm: StrategyForm = {
   requireApproval: false,
   skipInventoriesReady: false,
   skipSinkErrors: false,
+  skipCoverage: false,
   maxItemChange: "0",
 };
 
@@ -57,6 +59,7 @@ export function toStrategy(f: StrategyForm): RolloutStrategy {
     gates: {
       skipInventoriesReady: f.skipInventoriesReady,
       skipSinkErrors: f.skipSinkErrors,
+      skipCoverage: f.skipCoverage,
       maxItemCountChangePercent: num(f.maxItemChange, "Item count change"),
     },
   });
@@ -180,6 +183,10 @@ export function StartRollout() {
             </label>
             <label>
               <input type="checkbox" checked={!form.skipSinkErrors} onChange={(e) => set("skipSinkErrors", !e.target.checked)} /> no new sink error
+            </label>
+            <label>
+              <input type="checkbox" checked={!form.skipCoverage} onChange={(e) => set("skipCoverage", !e.target.checked)} /> no target loses
+              coverage
             </label>
             {input("maxItemChange", "Max item count change (%)", "0: off")}
           </fieldset>

@@ -87,7 +87,7 @@ type strategyFlags struct {
 	minHealthy, progressDeadline    time.Duration
 	requireApproval                 bool
 	itemCountChange                 float64
-	skipInventoryGate, skipSinkGate bool
+	skipInventoryGate, skipSinkGate, skipCoverageGate bool
 }
 
 func (f *strategyFlags) bind(c *cobra.Command) {
@@ -102,6 +102,7 @@ func (f *strategyFlags) bind(c *cobra.Command) {
 	fl.Float64Var(&f.itemCountChange, "max-item-count-change", 0, "Fail a cluster whose inventory item count moves by more than this percentage (0: no check).")
 	fl.BoolVar(&f.skipInventoryGate, "skip-inventory-gate", false, "Do not require every inventory to be Ready.")
 	fl.BoolVar(&f.skipSinkGate, "skip-sink-gate", false, "Do not fail clusters on new sink export errors.")
+	fl.BoolVar(&f.skipCoverageGate, "skip-coverage-gate", false, "Do not fail clusters whose targets lose coverage (forbidden, kind not served, …) with the move.")
 }
 
 func (f *strategyFlags) strategy() (*fleetv1.RolloutStrategy, error) {
@@ -111,7 +112,7 @@ func (f *strategyFlags) strategy() (*fleetv1.RolloutStrategy, error) {
 		ProgressDeadline: durationpb.New(f.progressDeadline),
 		MaxFailures:      f.maxFailures,
 		RequireApproval:  f.requireApproval,
-		Gates: &fleetv1.RolloutGates{SkipInventoriesReady: f.skipInventoryGate, SkipSinkErrors: f.skipSinkGate,
+		Gates: &fleetv1.RolloutGates{SkipInventoriesReady: f.skipInventoryGate, SkipSinkErrors: f.skipSinkGate, SkipCoverage: f.skipCoverageGate,
 			MaxItemCountChangePercent: f.itemCountChange},
 	}
 	switch {

@@ -97,6 +97,9 @@ func gatesText(g *fleetv1.RolloutGates) string {
 	if !g.GetSkipSinkErrors() {
 		gates = append(gates, "sinkErrors")
 	}
+	if !g.GetSkipCoverage() {
+		gates = append(gates, "coverage")
+	}
 	if p := g.GetMaxItemCountChangePercent(); p > 0 {
 		gates = append(gates, "itemCount ±"+strconv.FormatFloat(p, 'f', -1, 64)+"%")
 	}

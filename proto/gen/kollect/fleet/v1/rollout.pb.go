@@ -419,8 +419,12 @@ type RolloutGates struct {
 	// more than this percentage (up or down) from its count when the cluster was moved; 0 turns
 	// the check off.
 	MaxItemCountChangePercent float64 `protobuf:"fixed64,3,opt,name=max_item_count_change_percent,json=maxItemCountChangePercent,proto3" json:"max_item_count_change_percent,omitempty"`
-	unknownFields             protoimpl.UnknownFields
-	sizeCache                 protoimpl.SizeCache
+	// skip_coverage drops the check that no target lost its coverage with the move: a target
+	// that is forbidden, of a kind not served, denied by a scope or failing after the move,
+	// and was not so before it (a new target included), fails the cluster with the reason.
+	SkipCoverage  bool `protobuf:"varint,4,opt,name=skip_coverage,json=skipCoverage,proto3" json:"skip_coverage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RolloutGates) Reset() {
@@ -472,6 +476,13 @@ func (x *RolloutGates) GetMaxItemCountChangePercent() float64 {
 		return x.MaxItemCountChangePercent
 	}
 	return 0
+}
+
+func (x *RolloutGates) GetSkipCoverage() bool {
+	if x != nil {
+		return x.SkipCoverage
+	}
+	return false
 }
 
 // RolloutCluster is one cluster of a rollout.
@@ -1587,11 +1598,12 @@ const file_kollect_fleet_v1_rollout_proto_rawDesc = "" +
 	"\bWaveSize\x12\x16\n" +
 	"\x05count\x18\x01 \x01(\x05H\x00R\x05count\x12\x1a\n" +
 	"\apercent\x18\x02 \x01(\x05H\x00R\apercentB\x06\n" +
-	"\x04size\"\xb0\x01\n" +
+	"\x04size\"\xd5\x01\n" +
 	"\fRolloutGates\x124\n" +
 	"\x16skip_inventories_ready\x18\x01 \x01(\bR\x14skipInventoriesReady\x12(\n" +
 	"\x10skip_sink_errors\x18\x02 \x01(\bR\x0eskipSinkErrors\x12@\n" +
-	"\x1dmax_item_count_change_percent\x18\x03 \x01(\x01R\x19maxItemCountChangePercent\"\xde\x02\n" +
+	"\x1dmax_item_count_change_percent\x18\x03 \x01(\x01R\x19maxItemCountChangePercent\x12#\n" +
+	"\rskip_coverage\x18\x04 \x01(\bR\fskipCoverage\"\xde\x02\n" +
 	"\x0eRolloutCluster\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x12\n" +
 	"\x04wave\x18\x02 \x01(\x05R\x04wave\x12;\n" +
