@@ -82,11 +82,11 @@ func hubRolloutCmd(env *cmdutil.Env) *cobra.Command {
 
 // strategyFlags are the flags of `rollout start` that make a RolloutStrategy.
 type strategyFlags struct {
-	canary, waveSize                string
-	maxConcurrency, maxFailures     int32
-	minHealthy, progressDeadline    time.Duration
-	requireApproval                 bool
-	itemCountChange                 float64
+	canary, waveSize                                  string
+	maxConcurrency, maxFailures                       int32
+	minHealthy, progressDeadline                      time.Duration
+	requireApproval                                   bool
+	itemCountChange                                   float64
 	skipInventoryGate, skipSinkGate, skipCoverageGate bool
 }
 
