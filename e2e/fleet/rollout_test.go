@@ -116,8 +116,9 @@ func TestRollouts(t *testing.T) {
 	})
 
 	// b) A target for a kind no cluster serves: the hub accepts it, the canary's inventory is
-	// not Ready (TargetsIncomplete), the rollout pauses after the canary naming the gate, and
-	// a rollback puts the canary's objects back.
+	// not Ready (TargetsIncomplete) and its coverage says the target's kind is not served; the
+	// rollout pauses after the canary naming the coverage gate, the target and why, and a
+	// rollback puts the canary's objects back.
 	t.Run("failing inventory pauses and rolls back", func(t *testing.T) {
 		broken := baseRevision
 		broken.attrs, broken.widgets = []string{"color", "size"}, true
@@ -136,10 +137,11 @@ func TestRollouts(t *testing.T) {
 			return c.Status == "False" && c.Reason == "TargetsIncomplete", fmt.Sprintf("%+v", c)
 		})
 		paused := f.waitPhase(t, r.GetId(), 60*time.Second, fleetv1.RolloutPhase_ROLLOUT_PHASE_PAUSED)
-		if c := clusterOf(paused, ro1); c.GetState() != fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED || c.GetGate() != "inventoriesReady" {
-			t.Fatalf("the canary did not fail the inventoriesReady gate:\n%s", describeRollout(paused))
+		if c := clusterOf(paused, ro1); c.GetState() != fleetv1.RolloutClusterState_ROLLOUT_CLUSTER_STATE_FAILED || c.GetGate() != "coverage" ||
+			!strings.Contains(c.GetMessage(), "widgets of inventory") || !strings.Contains(c.GetMessage(), "is kindNotServed") {
+			t.Fatalf("the canary did not fail the coverage gate naming the widgets target:\n%s", describeRollout(paused))
 		}
-		if !strings.Contains(paused.GetMessage(), "inventoriesReady") {
+		if !strings.Contains(paused.GetMessage(), "coverage") {
 			t.Fatalf("the pause message does not name the gate:\n%s", describeRollout(paused))
 		}
 		if d := f.desired(t); d[ro2] != 2 || d[ro3] != 2 {
@@ -147,11 +149,11 @@ func TestRollouts(t *testing.T) {
 		}
 		// A paused rollout ends a watch with exit code 1 and the reason.
 		out, code := f.kollect("hub", "rollout", "status", fmt.Sprint(r.GetId()), "--watch")
-		if code != 1 || !strings.Contains(out, "inventoriesReady") {
+		if code != 1 || !strings.Contains(out, "coverage") {
 			t.Fatalf("status --watch of a paused rollout: exit %d:\n%s", code, out)
 		}
 		t.Logf("rollout status --watch:\n%s", out)
-		if out, code = f.kollect("hub", "rollout", "status", fmt.Sprint(r.GetId())); code != 0 || !hasLine(out, ro1, "FAILED", "inventoriesReady") {
+		if out, code = f.kollect("hub", "rollout", "status", fmt.Sprint(r.GetId())); code != 0 || !hasLine(out, ro1, "FAILED", "coverage") {
 			t.Fatalf("status of a paused rollout: exit %d:\n%s", code, out)
 		}
 		t.Logf("rollout status:\n%s", out)

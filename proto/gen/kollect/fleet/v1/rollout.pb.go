@@ -492,8 +492,8 @@ type RolloutCluster struct {
 	// wave is the index into Rollout.waves.
 	Wave  int32               `protobuf:"varint,2,opt,name=wave,proto3" json:"wave,omitempty"`
 	State RolloutClusterState `protobuf:"varint,3,opt,name=state,proto3,enum=kollect.fleet.v1.RolloutClusterState" json:"state,omitempty"`
-	// gate names the gate that is failing or failed: applied, inventoriesReady, sinkErrors,
-	// itemCount, offline, progressDeadline. Empty when every gate passes.
+	// gate names the gate that is failing or failed: applied, coverage, inventoriesReady,
+	// sinkErrors, itemCount, offline, progressDeadline. Empty when every gate passes.
 	Gate    string                 `protobuf:"bytes,4,opt,name=gate,proto3" json:"gate,omitempty"`
 	Message string                 `protobuf:"bytes,5,opt,name=message,proto3" json:"message,omitempty"`
 	MovedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=moved_at,json=movedAt,proto3" json:"moved_at,omitempty"`

@@ -193,8 +193,8 @@ export type RolloutCluster = Message<"kollect.fleet.v1.RolloutCluster"> & {
   state: RolloutClusterState;
 
   /**
-   * gate names the gate that is failing or failed: applied, inventoriesReady, sinkErrors,
-   * itemCount, offline, progressDeadline. Empty when every gate passes.
+   * gate names the gate that is failing or failed: applied, coverage, inventoriesReady,
+   * sinkErrors, itemCount, offline, progressDeadline. Empty when every gate passes.
    *
    * @generated from field: string gate = 4;
    */
