@@ -46,7 +46,7 @@ func TestDemo(t *testing.T) {
 			"Deployment shop/cart",
 			"+    replicas: 5",
 			"$ psql postgres://kollect_agent@127.0.0.1:",
-			" cluster | rows | confirmed_ago | changed_ago",
+			" cluster | rows | coverage | confirmed_ago | changed_ago",
 		},
 	}, {
 		name: "SIGTERM to make while starting", sig: syscall.SIGTERM, after: "creating sample workloads",
@@ -219,11 +219,11 @@ func descendants(pid int) map[int]string {
 }
 
 // fleetRow is one answer line of docs/examples/demo-fleet.sql in psql's aligned output:
-// " east    |   14 | 00:00:03      | 00:00:01".
-var fleetRow = regexp.MustCompile(`(?m)^ (\S+)\s+\|\s+(\d+)\s+\|\s+(\S+)\s+\|\s+(\S+)\s*$`)
+// " east    |   14 | complete | 00:00:03      | 00:00:01".
+var fleetRow = regexp.MustCompile(`(?m)^ (\S+)\s+\|\s+(\d+)\s+\|\s+(.+?)\s+\|\s+(\S+)\s+\|\s+(\S+)\s*$`)
 
-// checkFleetQuery asserts the psql answer the demo printed: both clusters, each with rows and
-// a confirmation age.
+// checkFleetQuery asserts the psql answer the demo printed: both clusters, each with rows,
+// complete coverage and a confirmation age.
 func checkFleetQuery(t *testing.T, out string) {
 	t.Helper()
 	i := strings.Index(out, "$ psql ")
@@ -235,6 +235,9 @@ func checkFleetQuery(t *testing.T, out string) {
 	for _, m := range fleetRow.FindAllStringSubmatch(out[i:], -1) {
 		n, _ := strconv.Atoi(m[2])
 		rows[m[1]] = n
+		if m[3] != "complete" {
+			t.Errorf("the psql answer says cluster %s's coverage is %q, want complete:\n%s", m[1], m[3], out[i:])
+		}
 	}
 	for _, cluster := range []string{"east", "west"} {
 		if rows[cluster] <= 0 {
