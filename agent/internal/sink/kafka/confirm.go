@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -37,20 +38,27 @@ type heldState struct {
 var statePartitioner = kgo.StickyKeyPartitioner(nil)
 
 // recordExport writes the state record after a successful export, unless the state the sink
-// holds already names this checksum and writer (unchanged data writes nothing).
+// holds already names this checksum, writer and coverage (unchanged data writes nothing).
 // A resync of unchanged data writes nothing either; an upgraded agent's export of unchanged
-// data renames the writer and keeps exportedAt, the last change.
+// data renames the writer, and a coverage-only batch (coverageOnly) rewrites the coverage:
+// both keep exportedAt, the last change of the rows.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	s.mu.Lock()
 	held := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if held != nil && held.rec.Checksum == env.Checksum && held.rec.Writer == env.Writer {
+	return s.recordState(ctx, env, held)
+}
+
+// recordState writes the state of env unless held says it all already.
+func (s *Sink) recordState(ctx context.Context, env *export.Envelope, held *heldState) error {
+	if held != nil && held.rec.Checksum == env.Checksum && held.rec.Writer == env.Writer && slices.Equal(held.rec.Coverage, env.Coverage) {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer,
+		Coverage: slices.Clone(env.Coverage)} // the envelope's list is shared with the other sinks
 	if held != nil && held.rec.Checksum == env.Checksum {
 		rec.ExportedAt = held.rec.ExportedAt
 	}
@@ -58,6 +66,35 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
 	}
 	return nil
+}
+
+// coverageOnly handles a batch that repeats the checksum the sink accepted last (only the
+// coverage changed): when the latest state record names that checksum, the topic holds the
+// rows, so only the state record is produced (or nothing, when it says the same already) and
+// no row's record. It reports false when the state names another checksum or none (the
+// topic was recreated, another agent wrote there): the batch is then exported as any other.
+// After a restart the batch is full (the agent lost the rows it diffs against), and
+// re-sending every row would tell consumers nothing new.
+func (s *Sink) coverageOnly(ctx context.Context, b *sink.Batch) (bool, error) {
+	env := &b.Envelope
+	if b.Resync || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
+		return false, nil
+	}
+	s.mu.Lock()
+	held := s.states[env.Cluster+"/"+env.Inventory]
+	s.mu.Unlock()
+	if held == nil || held.rec.Checksum != env.Checksum {
+		// Not known in memory (a restarted agent): the topic tells, and exportedAt is kept.
+		read, err := s.readState(ctx, env.Cluster, env.Inventory)
+		if err != nil {
+			return false, classify(fmt.Errorf("reading the state of %s/%s in %s: %w", env.Cluster, env.Inventory, s.topic, err))
+		}
+		held = read
+	}
+	if held == nil || held.rec.Checksum != env.Checksum {
+		return false, nil
+	}
+	return true, s.recordState(ctx, env, held)
 }
 
 // writeState produces one state record and waits for its acknowledgement.
@@ -121,6 +158,11 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return fmt.Errorf("kafka sink: the state record of %s/%s in %s names %s, not checksum %s: %w", c.Cluster, c.Inventory,
 			s.topic, names, export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
 	}
+	// The record read back, coverage included, is rewritten with only confirmedAt and the
+	// writer changed: the coverage is what was exported with this checksum, and the
+	// confirmation states nothing about it (c.Coverage equals it whenever the agent confirms,
+	// which it does only for the coverage the sink accepted; a caller that names none must
+	// not erase it).
 	rec := held.rec
 	rec.ConfirmedAt = c.At.UTC()
 	rec.Writer = c.Writer

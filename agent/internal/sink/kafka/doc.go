@@ -7,8 +7,9 @@
 // Headers carry the schema version, cluster, inventory, event type and, for full re-sends,
 // a resync mark. Pending events survive failed exports in a bounded eventbuf.Buffer.
 //
-// After an export that changes data, and at every confirmation (sink.Confirmer), the sink
-// produces the inventory's state record under cluster/inventory/_state (see confirm.go).
+// After an export that changes data or coverage, and at every confirmation (sink.Confirmer),
+// the sink produces the inventory's state record, coverage per target included, under
+// cluster/inventory/_state (see confirm.go).
 //
 // In snapshot mode the envelope is produced as numbered chunks under the topic's message
 // size limit instead. The delivery semantics are documented in docs/sinks/events.md.

@@ -186,11 +186,15 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets s
 }
 
 // Export delivers the batch's change events (or the snapshot in snapshot mode), then the
-// inventory's state record when it changes (see Confirm). It returns nil once the broker
-// acknowledged every owed event and the state record; on failure the events stay owed and
-// the delivery worker's retry, or the next batch, delivers them.
+// inventory's state record, with the batch's coverage, when it changes (see Confirm). A batch
+// whose only change is the coverage produces the state record alone (see coverageOnly). It
+// returns nil once the broker acknowledged every owed event and the state record; on failure
+// the events stay owed and the delivery worker's retry, or the next batch, delivers them.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureTopic(ctx); err != nil {
+		return err
+	}
+	if done, err := s.coverageOnly(ctx, b); done || err != nil {
 		return err
 	}
 	if s.snapshot {
@@ -280,7 +284,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		Destination: fmt.Sprintf("kafka topic %s on %s", s.topic, strings.Join(s.brokers, ",")),
 		Paths:       []string{s.topic},
 	}
-	state := fmt.Sprintf("; and the inventory's state record (checksum, rows, exportedAt, confirmedAt, writer), key %s, header %s=%s",
+	state := fmt.Sprintf("; and the inventory's state record (checksum, rows, exportedAt, confirmedAt, writer, coverage), key %s, header %s=%s",
 		stateKey(cluster, inventory), hEvent, evState)
 	if s.snapshot {
 		p.Message = fmt.Sprintf("snapshot chunks, key %s, headers %s=%s %s=%s %s=snapshot %s=true %s=<checksum> %s=<i>/<n>",

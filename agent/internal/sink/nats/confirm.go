@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,10 +41,11 @@ func (s *Sink) stateSubject(cluster, inventory string) string {
 }
 
 // recordExport publishes the state message after a successful export, unless the state this
-// sink last published names this checksum and writer already (unchanged data publishes
-// nothing).
+// sink last published names this checksum, writer and coverage already (unchanged data
+// publishes nothing).
 // A resync of unchanged data writes nothing either; an upgraded agent's export of unchanged
-// data renames the writer and keeps exportedAt, the last change.
+// data renames the writer, and a coverage-only batch (coverageOnly) rewrites the coverage:
+// both keep exportedAt, the last change of the rows.
 func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
 	subject := s.stateSubject(env.Cluster, env.Inventory)
@@ -53,19 +55,82 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if ok && held.Checksum == env.Checksum && held.Writer == env.Writer {
+	var last *stateRecord
+	if ok {
+		last = &held
+	}
+	return s.recordState(ctx, subject, env, last)
+}
+
+// recordState publishes the state of env on subject unless held says it all already.
+func (s *Sink) recordState(ctx context.Context, subject string, env *export.Envelope, held *stateRecord) error {
+	if held != nil && held.Checksum == env.Checksum && held.Writer == env.Writer && slices.Equal(held.Coverage, env.Coverage) {
 		return nil
 	}
 	at := env.ExportedAt.UTC()
 	rec := stateRecord{SchemaVersion: export.SchemaVersion, Cluster: env.Cluster, Inventory: env.Inventory,
-		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer}
-	if ok && held.Checksum == env.Checksum {
+		Checksum: env.Checksum, Rows: len(env.Rows), ExportedAt: at, ConfirmedAt: at, Writer: env.Writer,
+		Coverage: slices.Clone(env.Coverage)} // the envelope's list is shared with the other sinks
+	if held != nil && held.Checksum == env.Checksum {
 		rec.ExportedAt = held.ExportedAt
 	}
 	if err := s.publishState(ctx, subject, rec); err != nil {
 		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 	}
 	return nil
+}
+
+// coverageOnly handles a batch that repeats the checksum the sink accepted last (only the
+// coverage changed): when the last state message names that checksum, the stream holds the
+// rows, so only the state message is published (or nothing, when it says the same already),
+// no event and no bucket entry. It reports false when the state names another checksum or
+// none, or the template leaves no state subject: the batch is then exported as any other.
+// After a restart the batch is full (the agent lost the rows it diffs against), and
+// re-sending every row would tell consumers nothing new.
+func (s *Sink) coverageOnly(ctx context.Context, b *sink.Batch) (bool, error) {
+	env := &b.Envelope
+	subject := s.stateSubject(env.Cluster, env.Inventory)
+	if subject == "" || b.Resync || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
+		return false, nil
+	}
+	s.mu.Lock()
+	held, ok := s.states[env.Cluster+"/"+env.Inventory]
+	s.mu.Unlock()
+	if !ok || held.Checksum != env.Checksum {
+		// Not known in memory (a restarted agent): the stream tells, and exportedAt is kept.
+		rec, _, err := s.lastState(ctx, subject)
+		if err != nil {
+			return false, classify(fmt.Errorf("reading the state of %s/%s from stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
+		}
+		if rec == nil {
+			return false, nil
+		}
+		held = *rec
+	}
+	if held.Checksum != env.Checksum {
+		return false, nil
+	}
+	return true, s.recordState(ctx, subject, env, &held)
+}
+
+// lastState reads the last message on the state subject: nil when there is none or it is no
+// state message, with its sequence.
+func (s *Sink) lastState(ctx context.Context, subject string) (*stateRecord, uint64, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, 0, fmt.Errorf("looking up stream %s: %w", s.stream, s.disconnected(err))
+	}
+	last, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, 0, nil
+	} else if err != nil {
+		return nil, 0, s.disconnected(err)
+	}
+	var rec stateRecord
+	if last.Header.Get(hEvent) != evState || json.Unmarshal(last.Data, &rec) != nil {
+		return nil, last.Sequence, nil
+	}
+	return &rec, last.Sequence, nil
 }
 
 // publishState publishes one state message and waits for the stream's acknowledgement. The
@@ -135,6 +200,11 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if rec.Checksum != c.Checksum {
 		return notHeld(export.ShortChecksum(rec.Checksum))
 	}
+	// The message read back, coverage included, is published again with only confirmedAt and
+	// the writer changed: the coverage is what was exported with this checksum, and the
+	// confirmation states nothing about it (c.Coverage equals it whenever the agent confirms,
+	// which it does only for the coverage the sink accepted; a caller that names none must
+	// not erase it).
 	rec.ConfirmedAt = c.At.UTC()
 	rec.Writer = c.Writer
 	if err := s.publishState(ctx, subject, rec, last.Sequence); err != nil {

@@ -8,7 +8,8 @@
 // row per key (deleted on removal) for consumers that want state rather than history; after an
 // agent restart it also tells the sink which rows consumers hold, so rows deleted meanwhile get
 // their delete events. Pending events survive failed exports in a bounded eventbuf.Buffer.
-// After an export that changes data, and at every confirmation (sink.Confirmer), the sink
-// publishes the inventory's state on the subject with {kind} = _state (see confirm.go).
+// After an export that changes data or coverage, and at every confirmation (sink.Confirmer),
+// the sink publishes the inventory's state, coverage per target included, on the subject with
+// {kind} = _state (see confirm.go).
 // The delivery semantics are documented in docs/sinks/events.md.
 package nats

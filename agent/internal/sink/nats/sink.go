@@ -181,10 +181,15 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 }
 
 // Export delivers the batch's change events (or the snapshot in snapshot mode), then the
-// inventory's state message when it changes (see Confirm). It returns nil once the stream
-// acknowledged every owed event and the state message.
+// inventory's state message, with the batch's coverage, when it changes (see Confirm). A
+// batch whose only change is the coverage publishes the state message alone (see
+// coverageOnly). It returns nil once the stream acknowledged every owed event and the state
+// message.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureStream(ctx); err != nil {
+		return err
+	}
+	if done, err := s.coverageOnly(ctx, b); done || err != nil {
 		return err
 	}
 	if s.snapshot {
@@ -314,7 +319,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		p.Message = fmt.Sprintf("snapshot chunks on %s, headers %s=snapshot %s=<checksum> %s=<i>/<n>, Nats-Msg-Id checksum:chunk",
 			subject, hEvent, hChecksum, hChunk)
 		if state := s.stateSubject(cluster, inventory); state != "" {
-			p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer) on %s, header %s=%s", state, hEvent, evState)
+			p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer, coverage) on %s, header %s=%s", state, hEvent, evState)
 		}
 		return p, nil
 	}
@@ -323,7 +328,7 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 		"Nats-Msg-Id sha256(key, row digest, event type, batch time)", subject, hSchema, export.SchemaVersion,
 		hCluster, cluster, hInventory, inventory, hEvent, hKey, sample, hResync)
 	if state := s.stateSubject(cluster, inventory); state != "" {
-		p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer) on %s, header %s=%s", state, hEvent, evState)
+		p.Message += fmt.Sprintf("; the inventory's state (checksum, rows, exportedAt, confirmedAt, writer, coverage) on %s, header %s=%s", state, hEvent, evState)
 	}
 	if s.bucket != "" {
 		p.Paths = append(p.Paths, "kv:"+s.bucket+"/"+kvKey(sample))
