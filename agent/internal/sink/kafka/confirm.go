@@ -62,6 +62,11 @@ func (s *Sink) recordState(ctx context.Context, env *export.Envelope, held *held
 	if held != nil && held.rec.Checksum == env.Checksum {
 		rec.ExportedAt = held.rec.ExportedAt
 	}
+	if held != nil && !export.Complete(env.Coverage) {
+		// Rows the agent cannot currently see are not confirmed current: confirmedAt stays,
+		// as the agent's own confirmation does (it confirms only complete snapshots).
+		rec.ConfirmedAt = held.rec.ConfirmedAt
+	}
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
 	}

@@ -113,7 +113,7 @@ func TestCoverageInTheStateRecord(t *testing.T) {
 	oneRecordAdded(t, topic, before)
 	now := stateRecords(t, topic)[1]
 	if !reflect.DeepEqual(now.Coverage, forbidden) || now.Checksum != snap.Checksum || now.Rows != 2 ||
-		!now.ExportedAt.Equal(first.ExportedAt) || !now.ConfirmedAt.Equal(b.Envelope.ExportedAt) {
+		!now.ExportedAt.Equal(first.ExportedAt) || !now.ConfirmedAt.Equal(first.ConfirmedAt) { // a forbidden target is not confirmed current
 		t.Fatalf("state record after the coverage change: %+v (first %+v)", now, first)
 	}
 	if got := kcat(t, broker.Addr, topic); !reflect.DeepEqual(got, rowsBefore) {

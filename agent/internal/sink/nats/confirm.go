@@ -74,6 +74,11 @@ func (s *Sink) recordState(ctx context.Context, subject string, env *export.Enve
 	if held != nil && held.Checksum == env.Checksum {
 		rec.ExportedAt = held.ExportedAt
 	}
+	if held != nil && !export.Complete(env.Coverage) {
+		// Rows the agent cannot currently see are not confirmed current: confirmedAt stays,
+		// as the agent's own confirmation does (it confirms only complete snapshots).
+		rec.ConfirmedAt = held.ConfirmedAt
+	}
 	if err := s.publishState(ctx, subject, rec); err != nil {
 		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 	}
