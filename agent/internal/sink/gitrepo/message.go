@@ -106,10 +106,18 @@ func coverageSummary(sb *strings.Builder, cov []export.Coverage) {
 		sb.WriteString("\nCoverage: none recorded.\n")
 		return
 	}
-	var others []string
+	complete, others := CoverageCounts(cov)
+	fmt.Fprintf(sb, "\nCoverage: %d of %d targets complete.\n", complete, len(cov))
+	list(sb, "Not complete", others)
+}
+
+// CoverageCounts counts the complete targets and describes the others as "target: state
+// (reason)", for commit bodies and merge-request descriptions.
+func CoverageCounts(cov []export.Coverage) (complete int, others []string) {
 	for i := range cov {
 		c := &cov[i]
 		if c.State.Known() {
+			complete++
 			continue
 		}
 		item := c.Target + ": " + string(c.State)
@@ -118,8 +126,7 @@ func coverageSummary(sb *strings.Builder, cov []export.Coverage) {
 		}
 		others = append(others, item)
 	}
-	fmt.Fprintf(sb, "\nCoverage: %d of %d targets complete.\n", len(cov)-len(others), len(cov))
-	list(sb, "Not complete", others)
+	return complete, others
 }
 
 // firstLine keeps a reason to one line of a commit body.
