@@ -3,8 +3,9 @@
 # Usage: ensure-packages.sh [servers|tools|browser|demo]...   (no argument: all of them)
 #   servers  PostgreSQL 15, git, kcat, clang (the BigQuery emulator's cgo build), and the
 #            independent read-back clients of the sinks e2e: s3cmd (S3) and python3-pymongo
-#            (MongoDB, run by Debian's /usr/bin/python3), and Prometheus (the documented alerts
-#            are evaluated by a real one)
+#            (MongoDB, run by Debian's /usr/bin/python3), Prometheus (the documented alerts
+#            are evaluated by a real one), and jq and curl (the snapshot sinks' tests run the
+#            documented coverage reads)
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
 #   demo     what `make demo` runs beside its own binaries: PostgreSQL 15 (server and psql) and git
@@ -22,6 +23,8 @@ for group in "$@"; do
       command -v kcat >/dev/null || need+=(kcat)
       command -v clang++ >/dev/null || need+=(clang)
       [ -x /usr/bin/s3cmd ] || need+=(s3cmd)
+      command -v jq >/dev/null || need+=(jq)
+      command -v curl >/dev/null || need+=(curl)
       /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo)
       [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
     demo)

@@ -112,6 +112,8 @@ type exporter struct {
 	gen    int64
 	writer export.Writer
 	resync bool // every batch is a periodic resync
+	// coverage goes into every envelope: changing it alone makes a coverage-only batch.
+	coverage []export.Coverage
 }
 
 func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
@@ -121,7 +123,7 @@ func (e *exporter) export(t testing.TB, rows ...export.Row) Stats {
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
-			Writer: e.writer},
+			Writer: e.writer, Coverage: e.coverage},
 		Diff:   export.Compute(e.prev, snap),
 		Resync: e.resync,
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/gitrepo"
 	v1alpha1 "kollect.dev/api/v1alpha1"
@@ -130,7 +131,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 		return err
 	}
 	description := fmt.Sprintf("Inventory **%s** of cluster **%s**: %d items, checksum `%s`.\n\nThis merge request is kept up to date by Kollect: each export with changes adds a commit to `%s`.",
-		b.Envelope.Inventory, b.Envelope.Cluster, b.Envelope.ItemCount, b.Envelope.Checksum, source)
+		b.Envelope.Inventory, b.Envelope.Cluster, b.Envelope.ItemCount, b.Envelope.Checksum, source) + coverageNote(b.Envelope.Coverage)
 	switch {
 	case mr == nil:
 		// Also after a retry whose push succeeded but whose API call failed: the branch
@@ -147,6 +148,28 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	}
 	return nil
 }
+
+// coverageNote tells a reviewer which targets' rows are not complete (kept from earlier, or
+// removed by a scope). It is part of the description so that a change of coverage alone,
+// which commits only the coverage file, also updates the merge request.
+func coverageNote(cov []export.Coverage) string {
+	if len(cov) == 0 {
+		return ""
+	}
+	complete, others := gitrepo.CoverageCounts(cov)
+	note := fmt.Sprintf("\n\nCoverage: %d of %d targets complete.", complete, len(cov))
+	for i, o := range others {
+		if i == maxNotComplete {
+			note += "\n- …"
+			break
+		}
+		note += "\n- " + o
+	}
+	return note
+}
+
+// maxNotComplete bounds the targets a description names; the coverage file lists them all.
+const maxNotComplete = 20
 
 // Probe checks the repository over git and the project over the API.
 func (s *Sink) Probe(ctx context.Context) error {

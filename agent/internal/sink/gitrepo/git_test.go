@@ -59,6 +59,8 @@ type exporter struct {
 	prev   *export.Snapshot
 	gen    int64
 	writer export.Writer
+	// coverage goes into every envelope: changing it alone makes a coverage-only batch.
+	coverage []export.Coverage
 }
 
 func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row) Result {
@@ -68,7 +70,7 @@ func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row)
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
-			Writer: e.writer},
+			Writer: e.writer, Coverage: e.coverage},
 		Diff: export.Compute(e.prev, snap),
 	}
 	if e.prev != nil {

@@ -24,12 +24,16 @@ func Subject(template, cluster, inventory, itemCount, checksumShort string) stri
 		"{itemCount}", itemCount, "{checksumShort}", checksumShort).Replace(template)
 }
 
-// docChanges is what a commit did to documents, for the body when the diff is unknown.
-type docChanges struct{ added, changed, removed []string }
+// docChanges is what a commit did to documents, for the body when the diff is unknown, and
+// whether it changed the coverage file.
+type docChanges struct {
+	added, changed, removed []string
+	coverage                bool
+}
 
 // Message is the full commit message: the subject, a body summarising rows added, changed
 // and removed (from the batch's diff, or from the documents written when the diff is full),
-// and trailers that let a reader match the commit to the export and name the agent that wrote
+// a coverage summary when the coverage file changed, and trailers that let a reader match the commit to the export and name the agent that wrote
 // it (Kollect-Agent-Version, Kollect-Agent-Instance; left out when the batch names no writer).
 // The writer is in the message only, never in a document: an upgraded agent's export of the
 // same snapshot leaves the tree as it is, hence makes no commit.
@@ -50,6 +54,9 @@ func Message(template string, b *sink.Batch, docs docChanges) string {
 		list(&sb, "Added", names(b.Diff.Added))
 		list(&sb, "Changed", names(b.Diff.Changed))
 		list(&sb, "Removed", names(b.Diff.Deleted))
+	}
+	if docs.coverage {
+		coverageSummary(&sb, e.Coverage)
 	}
 	fmt.Fprintf(&sb, "\nKollect-Cluster: %s\nKollect-Inventory: %s\nKollect-Checksum: %s\nKollect-Generation: %d\n",
 		e.Cluster, e.Inventory, e.Checksum, e.Generation)
@@ -90,4 +97,40 @@ func list(sb *strings.Builder, title string, items []string) {
 		}
 		fmt.Fprintf(sb, "  %s\n", it)
 	}
+}
+
+// coverageSummary counts complete targets and names the others with their state and reason,
+// so a reader of the log sees why rows were kept without opening the coverage file.
+func coverageSummary(sb *strings.Builder, cov []export.Coverage) {
+	if len(cov) == 0 {
+		sb.WriteString("\nCoverage: none recorded.\n")
+		return
+	}
+	complete, others := CoverageCounts(cov)
+	fmt.Fprintf(sb, "\nCoverage: %d of %d targets complete.\n", complete, len(cov))
+	list(sb, "Not complete", others)
+}
+
+// CoverageCounts counts the complete targets and describes the others as "target: state
+// (reason)", for commit bodies and merge-request descriptions.
+func CoverageCounts(cov []export.Coverage) (complete int, others []string) {
+	for i := range cov {
+		c := &cov[i]
+		if c.State.Known() {
+			complete++
+			continue
+		}
+		item := c.Target + ": " + string(c.State)
+		if c.Reason != "" {
+			item += " (" + firstLine(c.Reason) + ")"
+		}
+		others = append(others, item)
+	}
+	return complete, others
+}
+
+// firstLine keeps a reason to one line of a commit body.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }

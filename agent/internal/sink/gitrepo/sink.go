@@ -35,11 +35,15 @@ type Sink struct {
 
 	mu     sync.Mutex
 	mirror *mirror
-	// published maps a branch to the checksum this sink last found or put there. Other
-	// agents only ever touch their own files, so while the checksum is unchanged there is
-	// nothing to render or fetch; a resync checks the branch again.
-	published map[string]string
+	// published maps a branch, cluster and inventory to the checksum and coverage digest
+	// this sink last found or put there. Other agents only ever touch their own files, so
+	// while both are unchanged there is nothing to render or fetch; a resync checks the
+	// branch again.
+	published map[string]held
 }
+
+// held is what a branch is known to hold for one inventory.
+type held struct{ checksum, coverage string }
 
 var _ sink.Sink = (*Sink)(nil)
 
@@ -76,7 +80,7 @@ func Open(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Seriali
 	if err != nil {
 		return nil, err
 	}
-	return &Sink{cfg: c, opts: opts, env: env, branch: c.Branch, mirror: m, published: map[string]string{}}, nil
+	return &Sink{cfg: c, opts: opts, env: env, branch: c.Branch, mirror: m, published: map[string]held{}}, nil
 }
 
 // Branch is the branch the sink commits to.
@@ -100,17 +104,22 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 
 // Publish commits the batch's documents on top of branch, starting from base when branch
 // does not exist yet (merge-request branches), or from an empty history when neither does.
-// It commits only when the tree changes and retries on a concurrent push.
+// It commits only when the tree changes and retries on a concurrent push. The coverage file
+// is written in the same commit as the documents; a batch that changes only the coverage
+// commits that file alone.
 func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) (Result, error) {
 	ctx = egress.NewContext(ctx, s.env.Guard())
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
 	key := branch + "\x00" + b.Envelope.Cluster + "\x00" + b.Envelope.Inventory
-	if !b.Resync && s.published[key] == b.Envelope.Checksum {
+	want := held{b.Envelope.Checksum, export.CoverageDigest(b.Envelope.Coverage)}
+	if !b.Resync && s.published[key] == want {
 		return Result{Subject: subject}, nil
 	}
-	incremental := !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.published[key] == b.PreviousChecksum
+	// The diff applies when the branch holds its starting point, whatever coverage it holds:
+	// a coverage-only batch has an empty diff and renders no document.
+	incremental := !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.published[key].checksum == b.PreviousChecksum
 	ch, err := s.change(b, incremental)
 	if err != nil {
 		return Result{}, err
@@ -141,12 +150,12 @@ func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) 
 			return Result{}, err
 		}
 		if commit.IsZero() {
-			s.published[key] = b.Envelope.Checksum
+			s.published[key] = want
 			return Result{Subject: subject, Attempts: attempt}, nil
 		}
 		err = s.mirror.push(ctx, branch, commit)
 		if err == nil {
-			s.published[key] = b.Envelope.Checksum
+			s.published[key] = want
 			s.env.Log.V(1).Info("pushed", "branch", branch, "commit", commit.String(), "attempts", attempt)
 			return Result{Commit: commit, Subject: subject, Attempts: attempt}, nil
 		}
@@ -165,12 +174,17 @@ func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) 
 
 // change is what an export writes: documents (with their blob hashes), and either the
 // matcher of owned files to prune (a full render) or explicit paths to remove (a render of
-// the documents a diff touches).
+// the documents a diff touches), and the coverage file (nil when the batch carries no
+// coverage: a file there is removed).
 type change struct {
 	files  []snapshot.File
 	blobs  []plumbing.Hash
 	prune  *snapshot.Matcher
 	remove []string
+
+	coveragePath string
+	coverage     *snapshot.File
+	coverageBlob plumbing.Hash
 }
 
 // change renders the batch: only the documents its diff touches when incremental (the branch
@@ -192,8 +206,16 @@ func (s *Sink) change(b *sink.Batch, incremental bool) (*change, error) {
 		ch.files, ch.prune = rendered.Files(), rendered.Matcher
 	}
 	ch.blobs = make([]plumbing.Hash, len(ch.files))
+	ch.coveragePath = s.opts.CoveragePath(b.Envelope.Cluster, b.Envelope.Inventory)
 	for i, f := range ch.files {
+		if f.Path == ch.coveragePath {
+			// Only a template that spells the coverage file's name gets here.
+			return nil, sink.Terminalf("layout pathTemplate %q puts a document at %s, the inventory's coverage file", s.opts.Template, f.Path)
+		}
 		ch.blobs[i] = plumbing.ComputeHash(plumbing.BlobObject, f.Data)
+	}
+	if f, ok := s.opts.CoverageFile(&b.Envelope); ok {
+		ch.coverage, ch.coverageBlob = &f, plumbing.ComputeHash(plumbing.BlobObject, f.Data)
 	}
 	return ch, nil
 }
@@ -214,6 +236,7 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 	// 100k loose objects would cost 100k temporary files, and the push reads packs faster.
 	staging := memory.NewStorage()
 	ed := newTreeEditor(store, staging, baseTree)
+	var err error
 	var docs docChanges
 	keep := make(map[string]bool, len(ch.files))
 	blobs := ch.blobs
@@ -236,22 +259,13 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 			docs.added = append(docs.added, f.Path)
 		}
 		if !stored[blobs[i]] {
-			obj := staging.NewEncodedObject()
-			obj.SetType(plumbing.BlobObject)
-			w, err := obj.Writer()
-			if err != nil {
+			if err := stageBlob(staging, f); err != nil {
 				return plumbing.ZeroHash, "", err
-			}
-			if _, err := w.Write(f.Data); err != nil {
-				return plumbing.ZeroHash, "", err
-			}
-			if err := w.Close(); err != nil {
-				return plumbing.ZeroHash, "", err
-			}
-			if _, err := staging.SetEncodedObject(obj); err != nil {
-				return plumbing.ZeroHash, "", fmt.Errorf("storing %s: %w", f.Path, err)
 			}
 		}
+	}
+	if docs.coverage, err = putCoverage(ed, staging, ch, stored); err != nil {
+		return plumbing.ZeroHash, "", err
 	}
 	if m := ch.prune; m != nil {
 		// Prune: documents of this cluster and inventory that the export no longer holds.
@@ -306,6 +320,43 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 		stored[bh] = true // a retry on a newer tip reuses them
 	}
 	return h, subject, nil
+}
+
+// putCoverage brings the coverage file to the batch's coverage (removing it when the batch
+// carries none) and reports whether that changed the tree.
+func putCoverage(ed *treeEditor, staging *memory.Storage, ch *change, stored map[plumbing.Hash]bool) (bool, error) {
+	if ch.coverage == nil {
+		_, ok, err := ed.Get(ch.coveragePath)
+		if err != nil || !ok {
+			return false, err
+		}
+		return true, ed.Delete(ch.coveragePath)
+	}
+	changed, err := ed.Put(ch.coveragePath, ch.coverageBlob)
+	if err != nil || !changed || stored[ch.coverageBlob] {
+		return changed, err
+	}
+	return true, stageBlob(staging, *ch.coverage)
+}
+
+// stageBlob stores f's bytes as a blob in the staging storage.
+func stageBlob(staging *memory.Storage, f snapshot.File) error {
+	obj := staging.NewEncodedObject()
+	obj.SetType(plumbing.BlobObject)
+	w, err := obj.Writer()
+	if err != nil {
+		return fmt.Errorf("storing %s: %w", f.Path, err)
+	}
+	if _, err := w.Write(f.Data); err != nil {
+		return fmt.Errorf("storing %s: %w", f.Path, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("storing %s: %w", f.Path, err)
+	}
+	if _, err := staging.SetEncodedObject(obj); err != nil {
+		return fmt.Errorf("storing %s: %w", f.Path, err)
+	}
+	return nil
 }
 
 // storePack moves the staged objects into the mirror as one packfile (loose objects when the

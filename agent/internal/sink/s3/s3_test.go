@@ -92,6 +92,8 @@ type exporter struct {
 	prev   *export.Snapshot
 	gen    int64
 	writer export.Writer
+	// coverage goes into every envelope: changing it alone makes a coverage-only batch.
+	coverage []export.Coverage
 }
 
 func (e *exporter) batch(rows ...export.Row) *sink.Batch {
@@ -100,7 +102,7 @@ func (e *exporter) batch(rows ...export.Row) *sink.Batch {
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
 			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
-			Writer: e.writer},
+			Writer: e.writer, Coverage: e.coverage},
 		Diff: export.Compute(e.prev, snap),
 	}
 	if e.prev != nil {

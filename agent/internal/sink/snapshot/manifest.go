@@ -37,7 +37,13 @@ type Manifest struct {
 	// Current ignores it: an agent upgrade rewrites no document, its first confirmation
 	// renames the writer. Manifests written before provenance lack it.
 	Writer export.Writer `json:"writer,omitzero"`
-	Files  []File        `json:"files"`
+	// Coverage is the snapshot's coverage per target, sorted by target: which targets' rows
+	// are all of their objects (complete) and which are kept from earlier or removed, and why.
+	// It lives here beside the files, never in a document, and changes without them: a
+	// coverage change alone rewrites the manifest only. Current ignores it, like Writer.
+	// Manifests written before coverage lack it.
+	Coverage []export.Coverage `json:"coverage,omitempty"`
+	Files    []File            `json:"files"`
 }
 
 // RendererVersion changes whenever the bytes rendered for the same rows change.

@@ -99,10 +99,11 @@ func ManifestPath(cluster, inventory string) string {
 
 // Matcher recognises the paths this template produces for one cluster and inventory: the
 // files an export owns and may prune. Row placeholders match one path segment (or part of
-// one); the manifest never matches.
+// one); the manifest and the coverage file never match.
 type Matcher struct {
 	re       *regexp.Regexp
 	manifest string
+	coverage string
 	// Prefix is the longest directory every matching path starts with ("" or ending in "/"),
 	// for listing a store.
 	Prefix string
@@ -151,12 +152,13 @@ func (o Options) Matcher(cluster, inventory string) *Matcher {
 	if varying {
 		prefix = prefix[:strings.LastIndexByte(prefix, '/')+1]
 	}
-	return &Matcher{re: regexp.MustCompile(re.String()), manifest: ManifestPath(cluster, inventory), Prefix: prefix}
+	return &Matcher{re: regexp.MustCompile(re.String()), manifest: ManifestPath(cluster, inventory),
+		coverage: o.CoveragePath(cluster, inventory), Prefix: prefix}
 }
 
 // Match reports whether path is one of this inventory's documents.
 func (m *Matcher) Match(path string) bool {
-	return path != m.manifest && m.re.MatchString(path)
+	return path != m.manifest && path != m.coverage && m.re.MatchString(path)
 }
 
 // SamplePath is a document path with the row placeholders shown as <namespace>, <kind>, …,

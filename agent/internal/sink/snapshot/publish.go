@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 )
 
@@ -49,16 +50,18 @@ type Publication struct {
 
 // Publish brings an object store to the batch's snapshot: documents that changed first, then
 // the manifest, then the pruning of documents the snapshot no longer holds, so a reader that
-// trusts the manifest never sees a torn export. Unchanged stores are not written at all, and
-// when the store holds the previous snapshot only the documents the diff touches are
-// rendered.
+// trusts the manifest never sees a torn export. Unchanged stores are not written at all, a
+// store whose documents are current but whose manifest records another coverage gets the
+// manifest alone, and when the store holds the previous snapshot only the documents the diff
+// touches are rendered.
 func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manifestKey string, b *sink.Batch) (Publication, error) {
 	old, version, err := store.ReadManifest(ctx, manifestKey)
 	if err != nil {
 		return Publication{}, err
 	}
 	if !b.Resync && o.Current(old, b.Envelope.Checksum) {
-		return Publication{Unchanged: len(old.Files)}, nil
+		// The documents are the snapshot's already; only the coverage may have changed.
+		return publishCoverage(ctx, store, manifestKey, old, version, &b.Envelope, len(old.Files))
 	}
 	var rendered *Rendered
 	var plan Plan
@@ -83,7 +86,8 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 	if len(plan.Write) == 0 && len(plan.Delete) == 0 && o.Current(old, b.Envelope.Checksum) {
 		// A resync that found the store already holding this snapshot: nothing to repair, and
 		// a manifest rewritten only for a new exportedAt would be a write while data is static.
-		return Publication{Unchanged: plan.Unchanged}, nil
+		// A new coverage is still recorded.
+		return publishCoverage(ctx, store, manifestKey, old, version, &b.Envelope, plan.Unchanged)
 	}
 	if err := store.PutAll(ctx, plan.Write); err != nil {
 		return Publication{}, err
@@ -95,4 +99,32 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 		return Publication{}, err
 	}
 	return Publication{Written: len(plan.Write), Unchanged: plan.Unchanged, Deleted: len(plan.Delete), ManifestWritten: true}, nil
+}
+
+// publishCoverage records env's coverage in old, the manifest of a store that already holds
+// env's documents, by rewriting the manifest alone (conditionally, like any manifest write):
+// no document is written, and a coverage equal to the stored one writes nothing at all.
+// exportedAt stays, since the documents did not change; the export names its writer, and
+// confirms the snapshot (confirmedAt) only when every target is complete, as the delivery
+// worker does: kept rows of a forbidden target are not confirmed current.
+func publishCoverage[V any](ctx context.Context, store ObjectStore[V], manifestKey string, old *Manifest, version V, env *export.Envelope, unchanged int) (Publication, error) {
+	if SameCoverage(old.Coverage, env.Coverage) {
+		return Publication{Unchanged: unchanged}, nil
+	}
+	m := *old
+	m.Coverage = env.Coverage
+	m.Generation = env.Generation
+	m.Writer = env.Writer
+	if export.Complete(env.Coverage) {
+		m.ConfirmedAt = env.ExportedAt.UTC()
+	}
+	if err := store.PutManifest(ctx, manifestKey, m.Marshal(), version); err != nil {
+		return Publication{}, err
+	}
+	return Publication{Unchanged: unchanged, ManifestWritten: true}, nil
+}
+
+// SameCoverage reports whether two normalized coverage lists say the same.
+func SameCoverage(a, b []export.Coverage) bool {
+	return export.CoverageDigest(a) == export.CoverageDigest(b)
 }

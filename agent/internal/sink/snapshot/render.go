@@ -249,6 +249,7 @@ func (o Options) manifest(env *export.Envelope, files []File) Manifest {
 		Promoted:      o.Promoted,
 		Renderer:      RendererVersion,
 		Writer:        env.Writer,
+		Coverage:      env.Coverage,
 		Files:         files,
 	}
 }
