@@ -92,6 +92,11 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 	if err := store.PutAll(ctx, plan.Write); err != nil {
 		return Publication{}, err
 	}
+	if old != nil && !export.Complete(b.Envelope.Coverage) {
+		// Kept rows of a target the agent cannot see are not confirmed current: confirmedAt
+		// stays, as the delivery worker's confirmation does.
+		rendered.Manifest.ConfirmedAt = old.ConfirmedAt
+	}
 	if err := store.PutManifest(ctx, manifestKey, rendered.Manifest.Marshal(), version); err != nil {
 		return Publication{}, err
 	}
