@@ -3,6 +3,7 @@ package sinktest
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,8 +11,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"kollect.dev/testenv"
 )
 
 var shellBlock = regexp.MustCompile("(?s)```sh\n(.*?)```")
@@ -21,7 +20,7 @@ var shellBlock = regexp.MustCompile("(?s)```sh\n(.*?)```")
 // from what the sink stores.
 func DocCommand(t testing.TB, page, marker string) string {
 	t.Helper()
-	root, err := testenv.RepoRoot()
+	root, err := repoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,4 +57,24 @@ func Shell(t testing.TB, dir string, env []string, line string) string {
 		t.Fatalf("%s: %v\n%s", line, err, stderr.String())
 	}
 	return stdout.String()
+}
+
+// repoRoot is the nearest directory above the test's working directory holding go.work. The
+// sink wing imports nothing of the project's test harness (see backends' leaf test), so it
+// finds the root itself.
+func repoRoot() (string, error) {
+	start, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := start; ; {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.work in %s or above it", start)
+		}
+		dir = parent
+	}
 }
