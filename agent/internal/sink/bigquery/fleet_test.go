@@ -15,21 +15,32 @@ import (
 // documented queries are the tested ones.
 func fleetQueries(t *testing.T) []string {
 	t.Helper()
-	doc, err := os.ReadFile("../../../../docs/sinks/bigquery.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, section, ok := strings.Cut(string(doc), "## Fleet questions")
+	_, section, ok := strings.Cut(readDoc(t), "## Fleet questions")
 	if !ok {
 		t.Fatal("docs/sinks/bigquery.md has no fleet questions section")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
-	var out []string
-	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(section, -1) {
-		out = append(out, m[1])
-	}
+	out := sqlBlocks(section)
 	if len(out) != 4 {
 		t.Fatalf("%d fleet queries in the docs, want 4", len(out))
+	}
+	return out
+}
+
+func readDoc(t *testing.T) string {
+	t.Helper()
+	doc, err := os.ReadFile("../../../../docs/sinks/bigquery.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(doc)
+}
+
+// sqlBlocks returns the contents of the sql code blocks of a page's text.
+func sqlBlocks(text string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile("(?s)```sql\n(.*?)```").FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
 	}
 	return out
 }

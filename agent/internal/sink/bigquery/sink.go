@@ -172,9 +172,11 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 	p.Statements = append(s.ddl(),
 		fmt.Sprintf("SELECT checksum, item_count FROM %s WHERE cluster = %q AND inventory = %q", s.ref(s.cfg.table+"_state"), cluster, inventory),
 		"tabledata.insertAll into "+s.ref(s.cfg.table+"_stage_<random>")+" (expires after 1h): changed rows, or every row on a full reconcile",
-		s.script("<stage>", true),
+		s.script("<stage>", true, "-- only when the coverage changed:\n"+
+			"DELETE FROM "+s.ref(s.cfg.table+"_coverage")+" WHERE cluster = @cluster AND inventory = @inventory AND target IN (<changed or gone targets>);\n"+
+			"INSERT INTO "+s.ref(s.cfg.table+"_coverage")+" (cluster, inventory, target, state, row_count, extraction_errors, reason, updated_at) VALUES (<changed or new entries>);\n"),
 		"-- a confirmation, while nothing changes:\n"+s.confirmSQL())
-	st, err := s.readState(ctx, cluster, inventory)
+	st, _, err := s.readState(ctx, cluster, inventory)
 	switch {
 	case err != nil:
 		p.Message = fmt.Sprintf("state unreadable (%v): the first export provisions the dataset and tables", err)

@@ -38,7 +38,7 @@ func TestProvisionsDatasetAndTables(t *testing.T) {
 	if !slices.Equal(cols, want) {
 		t.Fatalf("rows schema %v", cols)
 	}
-	if got := tables(t, ds); !slices.Equal(got, []string{"rows", "rows_state"}) {
+	if got := tables(t, ds); !slices.Equal(got, []string{"rows", "rows_coverage", "rows_covered", "rows_state"}) {
 		t.Fatalf("tables %v (a staging table left behind?)", got)
 	}
 	if got := uids(t, ds, "east"); !slices.Equal(got, []string{"east-000", "east-001"}) {
@@ -235,7 +235,7 @@ func TestInterruptedExportConverges(t *testing.T) {
 					t.Fatalf("stale row %+v", r)
 				}
 			}
-			if got := tables(t, ds); !slices.Equal(got, []string{"rows", "rows_state"}) {
+			if got := tables(t, ds); !slices.Equal(got, []string{"rows", "rows_coverage", "rows_covered", "rows_state"}) {
 				t.Fatalf("staging tables left behind: %v", got)
 			}
 		})
@@ -260,7 +260,7 @@ func TestFailedScriptLeavesNothing(t *testing.T) {
 		"('upsert', 'deployments', 'apps', 'v1', 'Deployment', 'ns', 'app-001', 'east-001', '{\"image\":\"app:9\"}'), "+
 		"('upsert', 'deployments', 'apps', 'v1', 'Deployment', 'ns', 'app-new', 'east-new', '{not json')")
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	q := admin(t).Query(s.script(ref+".stage_manual`", false))
+	q := admin(t).Query(s.script(ref+".stage_manual`", false, ""))
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: "east"}, {Name: "inventory", Value: "apps"},
 		{Name: "checksum", Value: "sha256:never"}, {Name: "item_count", Value: int64(3)},
 		{Name: "exported_at", Value: now}, {Name: "now", Value: now}}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
 // insertChunk bounds one insertAll request (the API limits requests to 10 MB and recommends
@@ -26,37 +28,66 @@ type state struct {
 	count    int64
 }
 
-func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*state, error) {
-	q := s.client.Query("SELECT checksum, item_count FROM " + s.ref(s.cfg.table+"_state") +
-		" WHERE cluster = @cluster AND inventory = @inventory")
+// readState reads, in one query, the state row (nil without one) and the coverage of this
+// cluster and inventory, sorted by target. The query starts with "SELECT checksum" like the
+// state read always did (the tests tell reads from writes by it).
+func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*state, []export.Coverage, error) {
+	q := s.client.Query("SELECT checksum, item_count, CAST(NULL AS STRING) AS target, CAST(NULL AS STRING) AS state,\n" +
+		"  CAST(NULL AS INT64) AS row_count, CAST(NULL AS INT64) AS extraction_errors, CAST(NULL AS STRING) AS reason\n" +
+		"FROM " + s.ref(s.cfg.table+"_state") + " WHERE cluster = @cluster AND inventory = @inventory\n" +
+		"UNION ALL\n" +
+		"SELECT CAST(NULL AS STRING), CAST(NULL AS INT64), target, state, row_count, extraction_errors, reason\n" +
+		"FROM " + s.ref(s.cfg.table+"_coverage") + " WHERE cluster = @cluster AND inventory = @inventory")
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: cluster}, {Name: "inventory", Value: inventory}}
 	it, err := q.Read(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("reading state: %w", err)
+		return nil, nil, fmt.Errorf("reading state: %w", err)
 	}
-	var row []bq.Value
-	switch err := it.Next(&row); {
-	case errors.Is(err, iterator.Done):
-		return nil, nil
-	case err != nil:
-		return nil, fmt.Errorf("reading state: %w", err)
+	var st *state
+	var cov []export.Coverage
+	for {
+		var row []bq.Value
+		err := it.Next(&row)
+		if errors.Is(err, iterator.Done) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading state: %w", err)
+		}
+		if target, ok := row[2].(string); ok {
+			c := export.Coverage{Target: target}
+			cs, _ := row[3].(string)
+			c.State = v1alpha1.CoverageState(cs)
+			c.Rows, _ = row[4].(int64)
+			c.ExtractionErrors, _ = row[5].(int64)
+			c.Reason, _ = row[6].(string)
+			cov = append(cov, c)
+			continue
+		}
+		st = &state{}
+		st.checksum, _ = row[0].(string)
+		st.count, _ = row[1].(int64)
 	}
-	st := &state{}
-	st.checksum, _ = row[0].(string)
-	st.count, _ = row[1].(int64)
-	return st, nil
+	slices.SortFunc(cov, func(a, b export.Coverage) int { return strings.Compare(a.Target, b.Target) })
+	return st, cov, nil
 }
 
 func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	env := &b.Envelope
-	st, err := s.readState(ctx, env.Cluster, env.Inventory)
+	st, stored, err := s.readState(ctx, env.Cluster, env.Inventory)
 	if err != nil {
 		return err
 	}
+	covSQL, covParams := s.coverageSQL(diffCoverage(stored, batchCoverage(env)))
 	var full bool
 	switch {
 	case st != nil && st.checksum == env.Checksum && !b.Resync:
-		return nil
+		if covSQL == "" {
+			return nil
+		}
+		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
+		// staged or written.
+		return s.exportCoverage(ctx, env, covSQL, covParams)
 	case st != nil && st.checksum == b.PreviousChecksum && !b.Diff.Full && !b.Resync:
 		full = false
 	default:
@@ -85,7 +116,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	q := s.client.Query(s.script(s.ref(stage), full))
+	q := s.client.Query(s.script(s.ref(stage), full, covSQL))
 	q.Parameters = []bq.QueryParameter{
 		{Name: "cluster", Value: env.Cluster}, {Name: "inventory", Value: env.Inventory},
 		{Name: "checksum", Value: env.Checksum}, {Name: "item_count", Value: int64(len(env.Rows))},
@@ -94,8 +125,39 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 		// TIMESTAMP keeps microseconds: the script finds the rows it wrote by this exact value.
 		{Name: "now", Value: time.Now().UTC().Truncate(time.Microsecond)},
 	}
+	q.Parameters = append(q.Parameters, covParams...)
 	if _, err := q.Read(ctx); err != nil {
 		return fmt.Errorf("applying the staged rows: %w", err)
+	}
+	return nil
+}
+
+// exportCoverage is the transaction of a batch whose rows the state holds already: the
+// coverage change, and the state's writer and, when every target is complete, confirmed_at
+// (the export confirms, as the delivery worker counts it). checksum, item_count and
+// exported_at, the rows' last change, stay.
+func (s *Sink) exportCoverage(ctx context.Context, env *export.Envelope, covSQL string, covParams []bq.QueryParameter) error {
+	at := env.ExportedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	confirm := ""
+	params := []bq.QueryParameter{
+		{Name: "cluster", Value: env.Cluster}, {Name: "inventory", Value: env.Inventory}, {Name: "checksum", Value: env.Checksum},
+		{Name: "agent_version", Value: env.Writer.Version}, {Name: "agent_instance", Value: env.Writer.Instance},
+		{Name: "now", Value: time.Now().UTC().Truncate(time.Microsecond)},
+	}
+	if export.Complete(batchCoverage(env)) {
+		confirm = ", confirmed_at = CAST(@exported_at AS TIMESTAMP)"
+		params = append(params, bq.QueryParameter{Name: "exported_at", Value: at.UTC().Truncate(time.Microsecond)})
+	}
+	q := s.client.Query("BEGIN TRANSACTION;\n" + covSQL +
+		"UPDATE " + s.ref(s.cfg.table+"_state") + " SET agent_version = CAST(@agent_version AS STRING), agent_instance = CAST(@agent_instance AS STRING)" + confirm + "\n" +
+		"WHERE cluster = @cluster AND inventory = @inventory AND checksum = @checksum;\n" +
+		"COMMIT TRANSACTION;")
+	q.Parameters = append(params, covParams...)
+	if _, err := q.Read(ctx); err != nil {
+		return fmt.Errorf("writing the coverage: %w", err)
 	}
 	return nil
 }
@@ -111,7 +173,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 // run alike. Rows are matched on target || '/' || uid, which is unambiguous because a
 // Kubernetes UID never holds a '/'. CAST of the parameters is a no-op on BigQuery, where
 // they are typed; the emulator needs it to type parameters in a SELECT list.
-func (s *Sink) script(stage string, full bool) string {
+func (s *Sink) script(stage string, full bool, coverage string) string {
 	rows := s.ref(s.cfg.table)
 	scope := "cluster = @cluster AND inventory = @inventory"
 	key := "CONCAT(target, '/', uid)"
@@ -140,7 +202,9 @@ func (s *Sink) script(stage string, full bool) string {
 		fmt.Fprintf(&sb, "\n  OR %s NOT IN (SELECT %s FROM %s)", key, key, stage)
 	}
 	sb.WriteString(");\n")
-	// 4. The state, only when it changes: a resync that finds the table holding this checksum
+	// 4. The coverage, when it changed (coverageSQL).
+	sb.WriteString(coverage)
+	// 5. The state, only when it changes: a resync that finds the table holding this checksum
 	// already leaves the state row as it is, so static data writes nothing.
 	state := s.ref(s.cfg.table + "_state")
 	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, scope)

@@ -1,6 +1,7 @@
 // Package mongodb is the MongoDB database sink: one document per exported row in a collection
 // with a unique index on the identity (cluster, inventory, target, uid), and one state document
-// per (cluster, inventory) in <collection>_state holding the last accepted checksum.
+// per (cluster, inventory) in <collection>_state holding the last accepted checksum, and one
+// coverage document per (cluster, inventory, target) in <collection>_coverage (coverage.go).
 //
 // Documents use the identity key "cluster/inventory/target/uid" as _id, so every write and
 // delete addresses one document by primary key: that is what MongoDB-wire servers without a
@@ -16,9 +17,15 @@
 //
 //  1. the state document is marked pending (the target checksum), before any row is written;
 //  2. rows are upserted and deleted (unordered bulk writes, each idempotent);
-//  3. the state document gets the new checksum and loses the pending mark, last.
+//  3. the coverage documents that differ are replaced, those of targets no longer covered
+//     deleted;
+//  4. the state document gets the new checksum and loses the pending mark, last.
 //
-// A crash between 1 and 3 leaves the mark, and the next export, whatever its diff, does a
+// A batch whose checksum the state holds but whose coverage differs writes step 3 and the
+// state's writer only: no row, no pending mark (coverage writes are idempotent and compared
+// again by the next export).
+//
+// A crash between 1 and 4 leaves the mark, and the next export, whatever its diff, does a
 // full reconcile: a diff computed against the last committed snapshot cannot repair rows a
 // half-applied later export already touched. Readers may see a half-applied export for the
 // duration of one; the state document tells which checksum is complete.

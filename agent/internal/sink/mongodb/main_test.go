@@ -142,6 +142,8 @@ type agent struct {
 	prev, pending      *export.Snapshot
 	lastChecksum       string
 	writer             export.Writer
+	// coverage is the next batches' coverage, as the delivery worker sends it.
+	coverage []export.Coverage
 }
 
 func (a *agent) batch(rows []export.Row) *sink.Batch {
@@ -149,7 +151,8 @@ func (a *agent) batch(rows []export.Row) *sink.Batch {
 	a.pending = next
 	return &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
-			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer},
+			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer,
+			Coverage: a.coverage},
 		Diff:             export.Compute(a.prev, next),
 		PreviousChecksum: a.lastChecksum,
 	}

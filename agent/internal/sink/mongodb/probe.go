@@ -46,9 +46,12 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 	id := stateID(cluster, inventory)
 	p.Statements = append(p.Statements,
 		fmt.Sprintf("db.%s.findOne({_id: %q})", s.state.Name(), id),
+		fmt.Sprintf("db.%s.find({cluster: %q, inventory: %q})", s.coverage.Name(), cluster, inventory),
 		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {pending: <checksum>}}, {upsert: true})", s.state.Name(), id),
 		fmt.Sprintf("db.%s.bulkWrite([updateOne({_id: \"%s/<target>/<uid>\"}, {$set: …, $setOnInsert: {first_seen}}, {upsert: true}), deleteMany({_id: {$in: [removed keys]}, cluster: %q, inventory: %q}), …], {ordered: false})",
 			s.rows.Name(), id, cluster, inventory),
+		fmt.Sprintf("db.%s.bulkWrite([replaceOne({_id: \"%s/<target>\"}, {…, state, rows, extraction_errors, reason, updated_at}, {upsert: true}), deleteMany({_id: {$in: [targets no longer covered]}, cluster: %q, inventory: %q})], {ordered: false})  // only when the coverage changed",
+			s.coverage.Name(), id, cluster, inventory),
 		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {checksum, item_count, exported_at}, $unset: {pending: \"\"}})", s.state.Name(), id),
 	)
 	var st stateDoc

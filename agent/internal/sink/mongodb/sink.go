@@ -25,6 +25,8 @@ type Sink struct {
 	client *mongo.Client
 	rows   *mongo.Collection
 	state  *mongo.Collection
+	// coverage holds one document per (cluster, inventory, target): see coverage.go.
+	coverage *mongo.Collection
 
 	mu      sync.Mutex
 	indexed bool
@@ -70,7 +72,8 @@ func open(ctx context.Context, spec *v1alpha1.MongoDBSinkConfig, env sink.Env, o
 	}
 	db := client.Database(s.database)
 	return &Sink{env: env, dest: s.destination, client: client,
-		rows: db.Collection(s.collection), state: db.Collection(s.collection + "_state")}, nil
+		rows: db.Collection(s.collection), state: db.Collection(s.collection + "_state"),
+		coverage: db.Collection(s.collection + "_coverage")}, nil
 }
 
 // Close disconnects.
@@ -160,7 +163,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureIndexes(ctx); err != nil {
 		return err
 	}
-	w := &writer{rows: s.rows, state: s.state, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory}
+	w := &writer{rows: s.rows, state: s.state, coverage: s.coverage, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory}
 	if err := w.export(ctx, b); err != nil {
 		return classify(fmt.Errorf("mongodb sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
 	}

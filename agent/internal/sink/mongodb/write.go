@@ -18,6 +18,7 @@ import (
 // writer applies one batch.
 type writer struct {
 	rows, state        *mongo.Collection
+	coverage           *mongo.Collection
 	cluster, inventory string
 }
 
@@ -70,13 +71,26 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	default:
 		st = &doc
 	}
+	storedCov, err := w.readCoverage(ctx)
+	if err != nil {
+		return err
+	}
+	cov := batchCoverage(&b.Envelope)
+	covChanged := !slices.Equal(storedCov, cov)
+	now := bson.NewDateTimeFromTime(time.Now())
 	m := decide(st, b)
 	if m == modeUnchanged {
-		return nil
+		if !covChanged {
+			return nil
+		}
+		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
+		// written. Coverage documents are idempotent, so no pending mark is needed either.
+		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
+			return err
+		}
+		return w.touchState(ctx, &b.Envelope, export.Complete(cov))
 	}
-	now := bson.NewDateTimeFromTime(time.Now())
 	var models []mongo.WriteModel
-	var err error
 	if m == modeDiff {
 		models, err = w.diffModels(b, now)
 	} else {
@@ -86,7 +100,14 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 		return err
 	}
 	if len(models) == 0 && st != nil && st.Pending == "" && st.Checksum == b.Envelope.Checksum {
-		return nil // a resync that found nothing to repair
+		// A resync that found no row to repair.
+		if !covChanged {
+			return nil
+		}
+		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
+			return err
+		}
+		return w.touchState(ctx, &b.Envelope, export.Complete(cov))
 	}
 	// 1. Mark the export pending before touching rows.
 	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
@@ -109,7 +130,14 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 			return err
 		}
 	}
-	// 3. The new state, last.
+	// 3. The coverage, beside the rows: an interruption before step 4 leaves the pending mark,
+	// and the next export compares the coverage again.
+	if covChanged {
+		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
+			return err
+		}
+	}
+	// 4. The new state, last.
 	at := b.Envelope.ExportedAt
 	if at.IsZero() {
 		at = time.Now()
@@ -143,6 +171,11 @@ const updateChunk = 25
 // updateChunk updates. Every chunk runs even when one fails, like a single unordered bulk
 // write; the errors are joined.
 func (w *writer) bulk(ctx context.Context, models []mongo.WriteModel) error {
+	return w.bulkInto(ctx, w.rows, models)
+}
+
+// bulkInto is bulk into another collection than the rows.
+func (w *writer) bulkInto(ctx context.Context, coll *mongo.Collection, models []mongo.WriteModel) error {
 	var errs []error
 	for start := 0; start < len(models); {
 		end, updates := start, 0
@@ -156,7 +189,7 @@ func (w *writer) bulk(ctx context.Context, models []mongo.WriteModel) error {
 			end++
 		}
 		chunk := models[start:end]
-		if _, err := w.rows.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false)); err != nil {
+		if _, err := coll.BulkWrite(ctx, chunk, options.BulkWrite().SetOrdered(false)); err != nil {
 			if ctx.Err() != nil {
 				return fmt.Errorf("writing row operations %d-%d of %d: %w", start, end, len(models), err)
 			}

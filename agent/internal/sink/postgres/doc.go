@@ -4,11 +4,16 @@
 //
 // Every export runs in one transaction under a per-(cluster, inventory) advisory lock:
 //
-//   - state checksum equal to the envelope's: nothing is written;
+//   - state checksum equal to the envelope's: no row is written (and nothing at all when the
+//     coverage table holds the envelope's coverage too);
 //   - state checksum equal to the batch's PreviousChecksum and the diff not Full: the diff is
 //     staged with COPY into a temporary table, upserted, and removed keys are deleted;
 //   - otherwise (first export, restart with changed data, drift, resync): a full reconcile of
 //     that (cluster, inventory) only, deleting its rows that the snapshot no longer holds.
+//
+// The batch's per-target coverage goes to <table>_coverage in the same transaction, entry by
+// entry and only when it differs from what is stored, so a target turning forbidden (its rows
+// kept, the checksum unchanged) rewrites one coverage entry and no row.
 //
 // Upserts only rewrite rows whose content changed (ON CONFLICT … WHERE … IS DISTINCT FROM), so
 // updated_at means "content last changed" and a reconcile of equal data writes no row. Every

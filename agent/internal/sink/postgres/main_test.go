@@ -157,6 +157,8 @@ type agent struct {
 	prev, pending      *export.Snapshot
 	lastChecksum       string
 	writer             export.Writer
+	// coverage is the next batches' coverage, as the delivery worker sends it.
+	coverage []export.Coverage
 }
 
 // export sends rows as the next snapshot and remembers it when the sink accepted it.
@@ -172,7 +174,8 @@ func (a *agent) batch(rows []export.Row) *sink.Batch {
 	next := export.NewSnapshot(append([]export.Row(nil), rows...))
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: a.cluster, Inventory: a.inventory,
-			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer},
+			ExportedAt: time.Now(), ItemCount: next.Len(), Checksum: next.Checksum, Rows: next.Rows, Writer: a.writer,
+			Coverage: a.coverage},
 		Diff:             export.Compute(a.prev, next),
 		PreviousChecksum: a.lastChecksum,
 	}

@@ -35,9 +35,11 @@ type names struct {
 
 func (n names) ident(obj string) string { return pgx.Identifier{n.schema, obj}.Sanitize() }
 
-// Rows is the rows table, State the state table, Migrations the migrations ledger.
+// Rows is the rows table, State the state table, Coverage the coverage table, Migrations the
+// migrations ledger.
 func (n names) Rows() string       { return n.ident(n.table) }
 func (n names) State() string      { return n.ident(n.table + "_state") }
+func (n names) Coverage() string   { return n.ident(n.table + "_coverage") }
 func (n names) Migrations() string { return n.ident("schema_migrations") }
 func (n names) Schema() string     { return pgx.Identifier{n.schema}.Sanitize() }
 
@@ -47,10 +49,12 @@ func (n names) Index(suffix string) string {
 	return pgx.Identifier{n.table + "_" + suffix + "_idx"}.Sanitize()
 }
 
-// derived lists every unquoted name the migrations create, for the length check.
+// derived lists every unquoted name the migrations create, for the length check. No suffix
+// may be longer than "_image_usage": the documented limit of 51 characters for a table name
+// holds since the first release.
 func (n names) derived() []string {
 	var out []string
-	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx"} {
+	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx", "_coverage", "_covered"} {
 		out = append(out, n.table+s)
 	}
 	return out

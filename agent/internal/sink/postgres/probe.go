@@ -91,10 +91,12 @@ func (s *Sink) exportStatements(cluster, inventory string) []string {
 	c, i := lit(cluster), lit(inventory)
 	return []string{
 		"BEGIN",
-		fmt.Sprintf("SELECT checksum FROM %s WHERE cluster = %s AND inventory = %s", s.names.State(), c, i),
+		fmt.Sprintf("SELECT (SELECT checksum FROM %s WHERE cluster = %s AND inventory = %s), (SELECT json_agg(…) FROM %s WHERE …)", s.names.State(), c, i, s.names.Coverage()),
 		"COPY " + stageTable + " FROM STDIN (FORMAT binary)  -- changed rows, or every row on a full reconcile",
 		fmt.Sprintf("INSERT INTO %s … SELECT %s, %s, … FROM %s ON CONFLICT (cluster, inventory, target, uid) DO UPDATE … WHERE … IS DISTINCT FROM …", s.names.Rows(), c, i, stageTable),
 		fmt.Sprintf("DELETE FROM %s WHERE cluster = %s AND inventory = %s AND (removed keys | keys not staged)", s.names.Rows(), c, i),
+		fmt.Sprintf("INSERT INTO %s … ON CONFLICT (cluster, inventory, target) DO UPDATE … WHERE … IS DISTINCT FROM …  -- only when the coverage changed", s.names.Coverage()),
+		fmt.Sprintf("DELETE FROM %s WHERE cluster = %s AND inventory = %s AND NOT (target = ANY (covered targets))", s.names.Coverage(), c, i),
 		fmt.Sprintf("INSERT INTO %s … ON CONFLICT (cluster, inventory) DO UPDATE SET checksum = …", s.names.State()),
 		"COMMIT",
 	}

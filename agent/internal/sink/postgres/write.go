@@ -2,8 +2,8 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,19 +57,20 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	if _, err := w.tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lockKey); err != nil {
 		return fmt.Errorf("locking: %w", err)
 	}
-	var stored string
-	found := true
-	err := w.tx.QueryRow(ctx, "SELECT checksum FROM "+w.n.State()+" WHERE cluster = $1 AND inventory = $2",
-		w.cluster, w.inventory).Scan(&stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		found = false
-	} else if err != nil {
-		return fmt.Errorf("reading state: %w", err)
+	stored, found, storedCov, err := w.readState(ctx)
+	if err != nil {
+		return err
 	}
+	cov := batchCoverage(&b.Envelope)
+	covChanged := !slices.Equal(storedCov, cov)
 	m := decide(stored, found, b)
 	switch m {
 	case modeUnchanged:
-		return nil
+		if !covChanged {
+			return nil
+		}
+		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
+		// written, below.
 	case modeDiff:
 		if err := w.upsert(ctx, b.Diff.Upserts()); err != nil {
 			return err
@@ -97,7 +98,15 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 			return err
 		}
 	}
+	if covChanged {
+		if err := w.saveCoverage(ctx, cov); err != nil {
+			return err
+		}
+	}
 	if found && stored == b.Envelope.Checksum {
+		if covChanged {
+			return w.touchState(ctx, &b.Envelope, export.Complete(cov))
+		}
 		return nil // a resync that found nothing to repair: the state is already right
 	}
 	return w.saveState(ctx, &b.Envelope)
