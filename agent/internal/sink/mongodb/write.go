@@ -142,13 +142,18 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, bson.D{
-		{Key: "$set", Value: bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
-			{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
-			{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)},
-			{Key: "agent_version", Value: b.Envelope.Writer.Version}, {Key: "agent_instance", Value: b.Envelope.Writer.Instance}}},
-		{Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}},
-	}); err != nil {
+	set := bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
+		{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
+		{Key: "agent_version", Value: b.Envelope.Writer.Version}, {Key: "agent_instance", Value: b.Envelope.Writer.Instance}}
+	confirm := bson.E{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)}
+	update := bson.D{{Key: "$set", Value: append(set, confirm)}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}
+	if !export.Complete(cov) {
+		// Kept rows of a target the agent cannot see are not confirmed current: confirmed_at
+		// stays as it was (absent from a state never confirmed), as the delivery worker's
+		// confirmation does.
+		update = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}
+	}
+	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update); err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
 	return nil

@@ -260,3 +260,37 @@ func TestDocCoverageQueryAnswers(t *testing.T) {
 		t.Fatalf("the documented query answers %v, want %s", got, want)
 	}
 }
+
+// TestIncompleteExportKeepsConfirmedAt: an export whose rows changed while a target is
+// unknown moves exported_at (the change) but not confirmed_at: the kept rows of the unknown
+// target are not confirmed current, as the delivery worker does not confirm them either.
+func TestIncompleteExportKeepsConfirmedAt(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s, _ := newSink(t, db, "east")
+	pool := connect(t, db)
+	svcs := services("east", "apps", 2)
+	a := &agent{sink: s, cluster: "east", inventory: "apps",
+		coverage: []export.Coverage{complete("deployments", 4), complete("services", 2)}}
+	if err := a.export(ctx, append(sinktest.Deployments("east", "apps", 4, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	exported, confirmed := stateTimes(t, pool, "east")
+	time.Sleep(10 * time.Millisecond) // the next export's time must differ from the first's
+	a.coverage = []export.Coverage{complete("deployments", 5), {Target: "services", State: "forbidden", Rows: 2, Reason: "forbidden"}}
+	if err := a.export(ctx, append(sinktest.Deployments("east", "apps", 5, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	e, c := stateTimes(t, pool, "east")
+	if !e.After(exported) || !c.Equal(confirmed) {
+		t.Fatalf("an export of changed rows with a forbidden target: exported_at %v -> %v (must move), confirmed_at %v -> %v (must stay)",
+			exported, e, confirmed, c)
+	}
+	a.coverage = []export.Coverage{complete("deployments", 4), complete("services", 2)}
+	if err := a.export(ctx, append(sinktest.Deployments("east", "apps", 4, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, c2 := stateTimes(t, pool, "east"); !c2.After(c) {
+		t.Fatalf("a complete export did not confirm: confirmed_at %v -> %v", c, c2)
+	}
+}

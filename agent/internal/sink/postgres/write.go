@@ -220,8 +220,12 @@ func (w *writer) saveState(ctx context.Context, env *export.Envelope) error {
 VALUES ($1, $2, $3, $4, $5, $5, $6, $7)
 ON CONFLICT (cluster, inventory) DO UPDATE
    SET checksum = EXCLUDED.checksum, item_count = EXCLUDED.item_count, exported_at = EXCLUDED.exported_at,
-       confirmed_at = EXCLUDED.confirmed_at, agent_version = EXCLUDED.agent_version, agent_instance = EXCLUDED.agent_instance`,
-		w.cluster, w.inventory, env.Checksum, int64(len(env.Rows)), at, env.Writer.Version, env.Writer.Instance)
+       confirmed_at = CASE WHEN $8::boolean THEN EXCLUDED.confirmed_at ELSE `+w.n.State()+`.confirmed_at END,
+       agent_version = EXCLUDED.agent_version, agent_instance = EXCLUDED.agent_instance`,
+		w.cluster, w.inventory, env.Checksum, int64(len(env.Rows)), at, env.Writer.Version, env.Writer.Instance,
+		// Kept rows of a target the agent cannot see are not confirmed current: confirmed_at
+		// stays, as the delivery worker's confirmation does.
+		export.Complete(env.Coverage))
 	if err != nil {
 		return fmt.Errorf("saving state: %w", err)
 	}
