@@ -10,6 +10,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -24,9 +25,7 @@ func services(cluster string, n int) []export.Row {
 	return out
 }
 
-func complete(target string, rows int64) export.Coverage {
-	return export.Coverage{Target: target, State: v1alpha1.CoverageComplete, Rows: rows}
-}
+var complete = sinktest.Complete
 
 // storedEntry is one coverage row as the emulator holds it.
 type storedEntry struct {

@@ -12,23 +12,9 @@ import (
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
-	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
-// services builds n Service rows of target "services".
-func services(cluster, inventory string, n int) []export.Row {
-	out := make([]export.Row, n)
-	for i := range out {
-		r := sinktest.Deployment(cluster, inventory, 100+i, map[string]any{"port": 80 + i})
-		r.Group, r.Kind, r.Target = "", "Service", "services"
-		out[i] = r
-	}
-	return out
-}
-
-func complete(target string, rows int64) export.Coverage {
-	return export.Coverage{Target: target, State: v1alpha1.CoverageComplete, Rows: rows}
-}
+var services, complete = sinktest.Services, sinktest.Complete
 
 // coverageRow is one stored coverage entry with its row version.
 type coverageRow struct {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"kollect.dev/agent/internal/export"
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // Deployment builds row i of an inventory of Deployments with the given attributes; its UID is
@@ -29,4 +30,21 @@ func Deployments(cluster, inventory string, n, version int) []export.Row {
 		})
 	}
 	return rows
+}
+
+// Services builds n Service rows of target "services", beside Deployments' rows in a
+// snapshot with two targets.
+func Services(cluster, inventory string, n int) []export.Row {
+	out := make([]export.Row, n)
+	for i := range out {
+		r := Deployment(cluster, inventory, 100+i, map[string]any{"port": 80 + i})
+		r.Group, r.Kind, r.Target = "", "Service", "services"
+		out[i] = r
+	}
+	return out
+}
+
+// Complete is a complete coverage entry of target with rows rows.
+func Complete(target string, rows int64) export.Coverage {
+	return export.Coverage{Target: target, State: kollectv1.CoverageComplete, Rows: rows}
 }
