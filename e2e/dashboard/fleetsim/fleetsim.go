@@ -27,7 +27,7 @@ type Inventory struct {
 	// does when a target is forbidden while the inventory still exports.
 	Degraded string
 	// Coverage is reported as the inventory's coverage per target; nil reports one complete
-	// target, <namespace>/<name>, holding every item.
+	// target, <namespace>/all-<name>, holding every item.
 	Coverage []*fleetv1.TargetCoverage
 	// Growth, when set, adds Growth.By items every Growth.Every since the agent registered: an
 	// inventory that grows in steps, as a cluster's does while workloads are added.
@@ -320,7 +320,7 @@ func (a *agent) report(ctx context.Context) error {
 		}
 		coverage := inv.Coverage
 		if coverage == nil {
-			coverage = []*fleetv1.TargetCoverage{{Target: inv.Namespace + "/" + inv.Name, State: "complete", Rows: inv.count(a.start, now)}}
+			coverage = []*fleetv1.TargetCoverage{{Target: inv.Namespace + "/all-" + inv.Name, State: "complete", Rows: inv.count(a.start, now)}}
 		}
 		st.Inventories = append(st.Inventories, &fleetv1.InventoryStatus{Namespace: inv.Namespace, Name: inv.Name,
 			ItemCount: inv.count(a.start, now), Conditions: []*fleetv1.Condition{cond, degraded}, Coverage: coverage})
