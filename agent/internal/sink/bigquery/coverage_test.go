@@ -235,3 +235,36 @@ func TestDocCoverageQueryAnswers(t *testing.T) {
 		t.Fatalf("the documented query answers %v, want %s", got, want)
 	}
 }
+
+// TestIncompleteExportKeepsConfirmedAt, against the BigQuery emulator: an export of changed
+// rows while a target is forbidden moves exported_at but not confirmed_at (the kept rows are
+// not confirmed current); the next complete export confirms again.
+func TestIncompleteExportKeepsConfirmedAt(t *testing.T) {
+	ctx := context.Background()
+	ds := newDataset(t)
+	s, _ := newSink(t, ds, "east")
+	svcs := services("east", 2)
+	a := &agent{sink: s, cluster: "east", inventory: "apps",
+		coverage: []export.Coverage{complete("deployments", 4), complete("services", 2)}}
+	if err := a.export(ctx, append(mkRows("east", 4, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	exported, confirmed := stateTimes(t, ds, "east")
+	time.Sleep(10 * time.Millisecond) // the next export's time must differ from the first's
+	a.coverage = []export.Coverage{complete("deployments", 5), {Target: "services", State: "forbidden", Rows: 2, Reason: "forbidden"}}
+	if err := a.export(ctx, append(mkRows("east", 5, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	e, c := stateTimes(t, ds, "east")
+	if !e.After(exported) || !c.Equal(confirmed) {
+		t.Fatalf("an export of changed rows with a forbidden target: exported_at %v -> %v (must move), confirmed_at %v -> %v (must stay)",
+			exported, e, confirmed, c)
+	}
+	a.coverage = []export.Coverage{complete("deployments", 4), complete("services", 2)}
+	if err := a.export(ctx, append(mkRows("east", 4, 1), svcs...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, c2 := stateTimes(t, ds, "east"); !c2.After(c) {
+		t.Fatalf("a complete export did not confirm: confirmed_at %v -> %v", c, c2)
+	}
+}

@@ -174,7 +174,7 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 		"tabledata.insertAll into "+s.ref(s.cfg.table+"_stage_<random>")+" (expires after 1h): changed rows, or every row on a full reconcile",
 		s.script("<stage>", true, "-- only when the coverage changed:\n"+
 			"DELETE FROM "+s.ref(s.cfg.table+"_coverage")+" WHERE cluster = @cluster AND inventory = @inventory AND target IN (<changed or gone targets>);\n"+
-			"INSERT INTO "+s.ref(s.cfg.table+"_coverage")+" (cluster, inventory, target, state, row_count, extraction_errors, reason, updated_at) VALUES (<changed or new entries>);\n"),
+			"INSERT INTO "+s.ref(s.cfg.table+"_coverage")+" (cluster, inventory, target, state, row_count, extraction_errors, reason, updated_at) VALUES (<changed or new entries>);\n", true),
 		"-- a confirmation, while nothing changes:\n"+s.confirmSQL())
 	st, _, err := s.readState(ctx, cluster, inventory)
 	switch {

@@ -260,7 +260,7 @@ func TestFailedScriptLeavesNothing(t *testing.T) {
 		"('upsert', 'deployments', 'apps', 'v1', 'Deployment', 'ns', 'app-001', 'east-001', '{\"image\":\"app:9\"}'), "+
 		"('upsert', 'deployments', 'apps', 'v1', 'Deployment', 'ns', 'app-new', 'east-new', '{not json')")
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	q := admin(t).Query(s.script(ref+".stage_manual`", false, ""))
+	q := admin(t).Query(s.script(ref+".stage_manual`", false, "", true))
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: "east"}, {Name: "inventory", Value: "apps"},
 		{Name: "checksum", Value: "sha256:never"}, {Name: "item_count", Value: int64(3)},
 		{Name: "exported_at", Value: now}, {Name: "now", Value: now}}

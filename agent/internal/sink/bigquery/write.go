@@ -116,7 +116,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	if at.IsZero() {
 		at = time.Now()
 	}
-	q := s.client.Query(s.script(s.ref(stage), full, covSQL))
+	q := s.client.Query(s.script(s.ref(stage), full, covSQL, export.Complete(batchCoverage(&b.Envelope))))
 	q.Parameters = []bq.QueryParameter{
 		{Name: "cluster", Value: env.Cluster}, {Name: "inventory", Value: env.Inventory},
 		{Name: "checksum", Value: env.Checksum}, {Name: "item_count", Value: int64(len(env.Rows))},
@@ -173,7 +173,7 @@ func (s *Sink) exportCoverage(ctx context.Context, env *export.Envelope, covSQL 
 // run alike. Rows are matched on target || '/' || uid, which is unambiguous because a
 // Kubernetes UID never holds a '/'. CAST of the parameters is a no-op on BigQuery, where
 // they are typed; the emulator needs it to type parameters in a SELECT list.
-func (s *Sink) script(stage string, full bool, coverage string) string {
+func (s *Sink) script(stage string, full bool, coverage string, complete bool) string {
 	rows := s.ref(s.cfg.table)
 	scope := "cluster = @cluster AND inventory = @inventory"
 	key := "CONCAT(target, '/', uid)"
@@ -207,9 +207,17 @@ func (s *Sink) script(stage string, full bool, coverage string) string {
 	// 5. The state, only when it changes: a resync that finds the table holding this checksum
 	// already leaves the state row as it is, so static data writes nothing.
 	state := s.ref(s.cfg.table + "_state")
-	fmt.Fprintf(&sb, "DELETE FROM %s WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, scope)
-	// An export confirms too: confirmed_at starts at exported_at. The state row, and only it,
-	// names the exporting agent.
+	// An export of a complete snapshot confirms too (confirmed_at = exported_at); one whose
+	// coverage is not complete keeps confirmed_at, as the delivery worker's confirmation does:
+	// kept rows of a target the agent cannot see are not confirmed current. The state row, and
+	// only it, names the exporting agent.
+	confirm := ""
+	if complete {
+		confirm = ", confirmed_at = CAST(@exported_at AS TIMESTAMP)"
+	}
+	fmt.Fprintf(&sb, "UPDATE %s SET checksum = CAST(@checksum AS STRING), item_count = CAST(@item_count AS INT64), "+
+		"exported_at = CAST(@exported_at AS TIMESTAMP)%s, agent_version = CAST(@agent_version AS STRING), agent_instance = CAST(@agent_instance AS STRING)\n"+
+		"WHERE %s AND checksum != CAST(@checksum AS STRING);\n", state, confirm, scope)
 	fmt.Fprintf(&sb, "INSERT INTO %s (cluster, inventory, checksum, item_count, exported_at, confirmed_at, agent_version, agent_instance)\n"+
 		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), CAST(@checksum AS STRING), CAST(@item_count AS INT64), "+
 		"CAST(@exported_at AS TIMESTAMP), CAST(@exported_at AS TIMESTAMP), CAST(@agent_version AS STRING), CAST(@agent_instance AS STRING)\n"+
