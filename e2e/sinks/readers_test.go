@@ -37,13 +37,16 @@ func run(ctx context.Context, name string, args ...string) (string, error) {
 // contractRow is a row in the export contract's JSON (snapshot documents, change events).
 type contractRow struct {
 	Cluster, Inventory, Target, Group, Version, Kind, Namespace, Name, UID string
+	Profile                                                                string
+	ProfileGeneration                                                      int64 `json:"profileGeneration"`
 	Attributes                                                             json.RawMessage
 }
 
 func (c contractRow) row() (row, error) {
 	a, err := canonJSON(c.Attributes)
 	return row{Cluster: c.Cluster, Inventory: c.Inventory, Target: c.Target, Group: c.Group, Version: c.Version,
-		Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID, Attributes: a}, err
+		Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, UID: c.UID, Profile: c.Profile,
+		ProfileGeneration: c.ProfileGeneration, Attributes: a}, err
 }
 
 // ndjsonRows parses an NDJSON snapshot document into rows.
@@ -373,7 +376,7 @@ func (p *pgReader) psql(ctx context.Context, sql string) (string, error) {
 func (p *pgReader) rows(ctx context.Context) (rowSet, error) {
 	out, err := p.psql(ctx, `SELECT json_build_object('cluster', cluster, 'inventory', inventory, 'target', target,
 		'group', api_group, 'version', version, 'kind', kind, 'namespace', namespace, 'name', name, 'uid', uid,
-		'attributes', attributes) FROM kollect.rows`)
+		'profile', profile, 'profileGeneration', profile_generation, 'attributes', attributes) FROM kollect.rows`)
 	if err != nil {
 		return nil, err
 	}
@@ -430,6 +433,8 @@ type mongoDump struct {
 		Cluster, Inventory, Target, Version, Kind, Namespace, Name string
 		UID                                                        string          `json:"uid"`
 		APIGroup                                                   string          `json:"api_group"`
+		Profile                                                    string          `json:"profile"`
+		ProfileGeneration                                          int64           `json:"profile_generation"`
 		Attributes                                                 json.RawMessage `json:"attributes"`
 		Digest                                                     string          `json:"digest"`
 		FirstSeen                                                  string          `json:"first_seen"`
@@ -455,7 +460,8 @@ func (m *mongoReader) rows(ctx context.Context) (rowSet, error) {
 	got := rowSet{}
 	for _, r := range d.Rows {
 		cr := contractRow{Cluster: r.Cluster, Inventory: r.Inventory, Target: r.Target, Group: r.APIGroup, Version: r.Version,
-			Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID, Attributes: r.Attributes}
+			Kind: r.Kind, Namespace: r.Namespace, Name: r.Name, UID: r.UID, Profile: r.Profile,
+			ProfileGeneration: r.ProfileGeneration, Attributes: r.Attributes}
 		row, err := cr.row()
 		if err != nil {
 			return nil, err
@@ -530,17 +536,21 @@ func (b *bqReader) table(name string) string {
 
 func (b *bqReader) rows(ctx context.Context) (rowSet, error) {
 	rows, err := b.query(ctx, `SELECT cluster, inventory, target, api_group, version, kind, namespace, name, uid,
-		TO_JSON_STRING(attributes) FROM `+b.table("rows"))
+		TO_JSON_STRING(attributes), profile, CAST(profile_generation AS STRING) FROM `+b.table("rows"))
 	if err != nil {
 		return nil, err
 	}
 	got := rowSet{}
 	for _, c := range rows {
-		if len(c) != 10 {
+		if len(c) != 12 {
 			return nil, fmt.Errorf("row of %d cells: %v", len(c), c)
 		}
+		gen, err := strconv.ParseInt(c[11], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("profile_generation %q: %w", c[11], err)
+		}
 		r, err := contractRow{Cluster: c[0], Inventory: c[1], Target: c[2], Group: c[3], Version: c[4], Kind: c[5],
-			Namespace: c[6], Name: c[7], UID: c[8], Attributes: json.RawMessage(c[9])}.row()
+			Namespace: c[6], Name: c[7], UID: c[8], Profile: c[10], ProfileGeneration: gen, Attributes: json.RawMessage(c[9])}.row()
 		if err != nil {
 			return nil, err
 		}

@@ -244,6 +244,22 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 	assertStatic(t, sinks, start, end, fmt.Sprintf("(d) over %s around an agent restart with unchanged data",
 		time.Since(windowStart).Round(time.Second)), knownRestartWrites)
 	checkRows(t, ctx, sinks, want2, "(d) after the restart")
+
+	// (e) Provenance: an edit of the services profile that changes no value (a description)
+	// is a new generation, and every sink's services rows say so; no other row changes.
+	var svcProfile kollectv1.KollectProfile
+	must(t, c.Get(ctx, client.ObjectKey{Namespace: sinkNS, Name: "services"}, &svcProfile))
+	oldGen := svcProfile.Generation
+	svcProfile.Spec.Attributes[0].Description = "the Service's spec.type"
+	must(t, c.Update(ctx, &svcProfile))
+	want3, err := expectedRows(ctx, c)
+	must(t, err)
+	for k, r := range want3 {
+		if r.Target == "services" && r.ProfileGeneration == oldGen {
+			t.Fatalf("(e) the services profile's generation did not move from %d (row %s)", oldGen, k)
+		}
+	}
+	waitRows(t, ctx, sinks, want3, "(e) the services profile's new generation")
 	t.Logf("suite done in %s", time.Since(began).Round(time.Millisecond))
 }
 

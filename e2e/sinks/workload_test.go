@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/testenv"
 )
 
@@ -37,6 +38,9 @@ var (
 // row is one exported row in a canonical, client-independent form.
 type row struct {
 	Cluster, Inventory, Target, Group, Version, Kind, Namespace, Name, UID string
+	// Profile and ProfileGeneration are the row's provenance.
+	Profile           string
+	ProfileGeneration int64
 	// Attributes is the attribute object re-encoded with sorted keys.
 	Attributes string
 }
@@ -44,8 +48,8 @@ type row struct {
 func (r row) key() string { return r.Target + "/" + r.UID }
 
 func (r row) String() string {
-	return fmt.Sprintf("%s/%s %s %s/%s %s/%s/%s (%s) %s", r.Cluster, r.Inventory, r.Target, r.Group, r.Version,
-		r.Kind, r.Namespace, r.Name, r.UID, r.Attributes)
+	return fmt.Sprintf("%s/%s %s %s/%s %s/%s/%s (%s) %s@%d %s", r.Cluster, r.Inventory, r.Target, r.Group, r.Version,
+		r.Kind, r.Namespace, r.Name, r.UID, r.Profile, r.ProfileGeneration, r.Attributes)
 }
 
 // rowSet is rows by key (target/uid).
@@ -246,6 +250,15 @@ func applyYAML(ctx context.Context, c client.Client, stream string) error {
 // client: what every sink must hold.
 func expectedRows(ctx context.Context, c client.Client) (rowSet, error) {
 	want := rowSet{}
+	// Each target's profile has the target's name; the rows carry its current generation.
+	generations := map[string]int64{}
+	for _, name := range []string{"deployments", "configmaps", "services"} {
+		p := &kollectv1.KollectProfile{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: sinkNS, Name: name}, p); err != nil {
+			return nil, err
+		}
+		generations[name] = p.Generation
+	}
 	add := func(target, group, kind string, m metav1.Object, attrs map[string]any) error {
 		raw, err := json.Marshal(attrs)
 		if err != nil {
@@ -257,7 +270,8 @@ func expectedRows(ctx context.Context, c client.Client) (rowSet, error) {
 		}
 		version := "v1"
 		r := row{Cluster: cluster, Inventory: inventory, Target: target, Group: group, Version: version, Kind: kind,
-			Namespace: m.GetNamespace(), Name: m.GetName(), UID: string(m.GetUID()), Attributes: a}
+			Namespace: m.GetNamespace(), Name: m.GetName(), UID: string(m.GetUID()),
+			Profile: sinkNS + "/" + target, ProfileGeneration: generations[target], Attributes: a}
 		want[r.key()] = r
 		return nil
 	}

@@ -372,7 +372,8 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 		}
 		st.Rows = append(st.Rows, export.Row{
 			Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-			Namespace: it.namespace, Name: it.name, UID: it.uid, Attributes: ex.json,
+			Namespace: it.namespace, Name: it.name, UID: it.uid,
+			Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.json,
 		})
 	}
 	sortFailed(st.Failed)

@@ -70,7 +70,7 @@ func TestMetadataOnlyProfilesWatchMetadata(t *testing.T) {
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	key := TargetKey{Namespace: ns, Name: "teams"}
 	meta := compile(t, kollectv1.Attribute{Name: "team", JSONPath: "{.metadata.labels.team}"})
-	tgt, err := NewTarget(key, kollectv1.TargetSelection{}, gvk, gvr, true, "meta@1", meta)
+	tgt, err := NewTarget(key, kollectv1.TargetSelection{}, gvk, gvr, true, ProfileRef{Key: "meta@1"}, meta)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestMetadataOnlyProfilesWatchMetadata(t *testing.T) {
 	}
 
 	full := compile(t, kollectv1.Attribute{Name: "size", CEL: "size(object.data.blob)", Type: kollectv1.AttributeInt})
-	tgt2, err := NewTarget(TargetKey{Namespace: ns, Name: "sizes"}, kollectv1.TargetSelection{}, gvk, gvr, true, "full@1", full)
+	tgt2, err := NewTarget(TargetKey{Namespace: ns, Name: "sizes"}, kollectv1.TargetSelection{}, gvk, gvr, true, ProfileRef{Key: "full@1"}, full)
 	if err != nil {
 		t.Fatal(err)
 	}

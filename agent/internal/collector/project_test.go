@@ -42,7 +42,7 @@ func cm(ns, name string, lbls map[string]string, data map[string]any) *unstructu
 
 func target(t *testing.T, key TargetKey, sel kollectv1.TargetSelection, profileKey string, prof *profile.Compiled) *Target {
 	t.Helper()
-	tg, err := NewTarget(key, sel, cmGVK, cmGVR, true, profileKey, prof)
+	tg, err := NewTarget(key, sel, cmGVK, cmGVR, true, ProfileRef{Key: profileKey}, prof)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +289,8 @@ func BenchmarkTransformNotSelected(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	shop, _ := NewTarget(TargetKey{Namespace: "shop", Name: "heavy"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, "shop/heavy@1/u", heavy)
-	other, _ := NewTarget(TargetKey{Namespace: "other", Name: "cheap"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, "other/cheap@1/u", cheap)
+	shop, _ := NewTarget(TargetKey{Namespace: "shop", Name: "heavy"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, ProfileRef{Key: "shop/heavy@1/u"}, heavy)
+	other, _ := NewTarget(TargetKey{Namespace: "other", Name: "cheap"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true, ProfileRef{Key: "other/cheap@1/u"}, cheap)
 	w := projector([]*Target{shop, other}, nil, nil, nil)
 	tr := w.transform(nil)
 	obj := cm("other", "o", nil, map[string]any{"blob": strings.Repeat("x", 200)})

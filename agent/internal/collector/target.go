@@ -34,9 +34,11 @@ type Target struct {
 	GVK        schema.GroupVersionKind
 	Resource   schema.GroupVersionResource
 	Namespaced bool
-	// ProfileKey identifies the compiled profile (namespace/name@generation).
+	// ProfileKey identifies the compiled profile (namespace/name@generation/uid).
 	ProfileKey string
 	Profile    *profile.Compiled
+	// provenance is what the target's rows say about the profile that produced them.
+	provenance ProfileRef
 
 	// Namespace selection (namespaced kinds only). OwnNamespace restricts a KollectTarget
 	// without an explicit selection to its own namespace.
@@ -50,11 +52,21 @@ type Target struct {
 	matchExpr            string
 }
 
+// ProfileRef names the profile generation a target extracts with.
+type ProfileRef struct {
+	// Key identifies the compiled generation in the collector (namespace/name@generation/uid):
+	// a profile deleted and created again under its name is another profile.
+	Key string
+	// Name (namespace/name) and Generation are the provenance every row of the target carries.
+	Name       string
+	Generation int64
+}
+
 // NewTarget compiles a target's selection. ownNamespace is the namespace of a KollectTarget
 // ("" for a cluster target).
 func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
-	namespaced bool, profileKey string, prof *profile.Compiled) (*Target, error) {
-	t := &Target{Key: key, GVK: gvk, Resource: gvr, Namespaced: namespaced, ProfileKey: profileKey, Profile: prof,
+	namespaced bool, ref ProfileRef, prof *profile.Compiled) (*Target, error) {
+	t := &Target{Key: key, GVK: gvk, Resource: gvr, Namespaced: namespaced, ProfileKey: ref.Key, Profile: prof, provenance: ref,
 		labelSelector: labels.Everything(), fieldSelector: fields.Everything()}
 	if ns := sel.Namespaces; ns != nil {
 		t.includeNS, t.excludeNS = ns.Include, ns.Exclude
@@ -109,6 +121,9 @@ func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVer
 // NamespacePatterns returns the include patterns; a watch may be limited to these
 // namespaces when they are plain names.
 func (t *Target) NamespacePatterns() []string { return t.includeNS }
+
+// Provenance names the profile generation the target's rows come from.
+func (t *Target) Provenance() ProfileRef { return t.provenance }
 
 // needsLabels reports whether selection must look at labels in the agent.
 func (t *Target) needsLabels() bool { return !t.labelSelector.Empty() }

@@ -171,8 +171,8 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 		r.Collector.RemoveTarget(key)
 		return ctrl.Result{}, false, d.Reason, d.Message + notPermitted
 	}
-	profileKey := ProfileKey(prof)
-	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, profileKey, compiled)
+	ref := collector.ProfileRef{Key: ProfileKey(prof), Name: prof.Namespace + "/" + prof.Name, Generation: prof.Generation}
+	target, err := collector.NewTarget(key, t.selection, gvk, mapping.Resource, namespaced, ref, compiled)
 	if err != nil {
 		r.Collector.RemoveTarget(key)
 		return ctrl.Result{}, false, kollectv1.ReasonInvalidSelection, err.Error()

@@ -13,12 +13,12 @@ func row(target, ns, name, uid string, attrs map[string]any) Row {
 		panic(err)
 	}
 	return Row{Cluster: "c1", Inventory: "inv", Target: target, Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: ns, Name: name, UID: uid, Attributes: raw}
+		Kind: "Deployment", Namespace: ns, Name: name, UID: uid, Profile: "ns/p", ProfileGeneration: 2, Attributes: raw}
 }
 
 func TestCanonicalJSONSortsKeysAndKeepsUnicode(t *testing.T) {
 	r := row("t", "ns", "a<b>", "u1", map[string]any{"z": 1, "a": "ü", "m": map[string]any{"y": true, "b": nil}})
-	want := `{"attributes":{"a":"ü","m":{"b":null,"y":true},"z":1},"cluster":"c1","group":"apps","inventory":"inv","kind":"Deployment","name":"a<b>","namespace":"ns","target":"t","uid":"u1","version":"v1"}`
+	want := `{"attributes":{"a":"ü","m":{"b":null,"y":true},"z":1},"cluster":"c1","group":"apps","inventory":"inv","kind":"Deployment","name":"a<b>","namespace":"ns","profile":"ns/p","profileGeneration":2,"target":"t","uid":"u1","version":"v1"}`
 	if got := string(r.CanonicalJSON()); got != want {
 		t.Fatalf("canonical JSON\n got %s\nwant %s", got, want)
 	}
@@ -40,6 +40,12 @@ func TestChecksumIgnoresInputOrderButNotContent(t *testing.T) {
 	c := []Row{a[0], row("t", "ns", "b", "2", map[string]any{"r": 3})}
 	if s3 := NewSnapshot(c); s3.Checksum == s1.Checksum {
 		t.Fatal("checksum did not change with an attribute")
+	}
+	// Provenance is content: a new profile generation with the same values is a change.
+	d := []Row{a[0], a[1]}
+	d[1].ProfileGeneration++
+	if s4 := NewSnapshot(d); s4.Checksum == s1.Checksum {
+		t.Fatal("checksum did not change with the profile generation")
 	}
 	if s1.Rows[0].Name != "a" {
 		t.Fatalf("rows not sorted: %v", s1.Rows)

@@ -16,16 +16,21 @@ const SchemaVersion = "kollect.dev/v1"
 // result as a canonical JSON object (keys sorted); it is kept encoded because every sink
 // either stores JSON (JSONB, documents, events) or decodes it once.
 type Row struct {
-	Cluster    string          `json:"cluster"`
-	Inventory  string          `json:"inventory"`
-	Target     string          `json:"target"`
-	Group      string          `json:"group"`
-	Version    string          `json:"version"`
-	Kind       string          `json:"kind"`
-	Namespace  string          `json:"namespace"`
-	Name       string          `json:"name"`
-	UID        string          `json:"uid"`
-	Attributes json.RawMessage `json:"attributes"`
+	Cluster   string `json:"cluster"`
+	Inventory string `json:"inventory"`
+	Target    string `json:"target"`
+	Group     string `json:"group"`
+	Version   string `json:"version"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	UID       string `json:"uid"`
+	// Profile (namespace/name) and ProfileGeneration name the rule that produced the row:
+	// its provenance. A profile edit that leaves every value alone still changes the rows,
+	// because a reader must be able to tell which rule a value came from.
+	Profile           string          `json:"profile"`
+	ProfileGeneration int64           `json:"profileGeneration"`
+	Attributes        json.RawMessage `json:"attributes"`
 }
 
 // Key identifies a row across the fleet.
@@ -76,6 +81,8 @@ type canonicalRow struct {
 	Kind       string          `json:"kind"`
 	Name       string          `json:"name"`
 	Namespace  string          `json:"namespace"`
+	Profile    string          `json:"profile"`
+	ProfileGen int64           `json:"profileGeneration"`
 	Target     string          `json:"target"`
 	UID        string          `json:"uid"`
 	Version    string          `json:"version"`
@@ -91,8 +98,9 @@ func (r *Row) CanonicalJSON() []byte {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	// Encoding a struct of strings and a valid RawMessage cannot fail.
-	_ = enc.Encode(canonicalRow{attrs, r.Cluster, r.Group, r.Inventory, r.Kind, r.Name, r.Namespace, r.Target, r.UID, r.Version})
+	// Encoding a struct of strings, an integer and a valid RawMessage cannot fail.
+	_ = enc.Encode(canonicalRow{attrs, r.Cluster, r.Group, r.Inventory, r.Kind, r.Name, r.Namespace, r.Profile,
+		r.ProfileGeneration, r.Target, r.UID, r.Version})
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 }
 

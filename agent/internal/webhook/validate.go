@@ -108,7 +108,7 @@ func stripAttr(msg, name string) string {
 func validateTarget(ctx context.Context, r *Result, l Lookup, ns, name, profileNS, profileName string, sel kollectv1.TargetSelection) error {
 	spec := field.NewPath("spec")
 	key := collector.TargetKey{Namespace: ns, Name: name}
-	if _, err := collector.NewTarget(key, sel, schema.GroupVersionKind{}, schema.GroupVersionResource{}, true, "", nil); err != nil {
+	if _, err := collector.NewTarget(key, sel, schema.GroupVersionKind{}, schema.GroupVersionResource{}, true, collector.ProfileRef{}, nil); err != nil {
 		r.Errors = append(r.Errors, selectionError(spec, sel, err))
 	}
 	prof, err := l.Profile(ctx, profileNS, profileName)

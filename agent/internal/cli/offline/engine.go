@@ -214,7 +214,10 @@ func (c *Config) compile(k collector.TargetKey, resolve Resolver) (*collector.Ta
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", k, err)
 	}
-	t, err := collector.NewTarget(k, def.selection, gvk, gvr, namespaced, def.profileRef.String(), prof)
+	// A profile read from a file has the generation written in it (usually none, 0): the rows
+	// say so rather than pretend to the generation the cluster would give it.
+	ref := collector.ProfileRef{Key: def.profileRef.String(), Name: def.profileRef.String(), Generation: p.Generation}
+	t, err := collector.NewTarget(k, def.selection, gvk, gvr, namespaced, ref, prof)
 	if err != nil {
 		return nil, fmt.Errorf("target %s: %w", k, err)
 	}
@@ -251,7 +254,8 @@ func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (la
 			byInv[j.Inventory] = append(byInv[j.Inventory], export.Row{
 				Cluster: cluster, Inventory: j.Inventory, Target: t.Key.String(),
 				Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()), Attributes: attrs,
+				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()),
+				Profile: t.Provenance().Name, ProfileGeneration: t.Provenance().Generation, Attributes: attrs,
 			})
 		}
 	}

@@ -25,7 +25,19 @@ var rowsSchema = bq.Schema{
 	{Name: "attributes", Type: bq.JSONFieldType, Required: true},
 	{Name: "first_seen", Type: bq.TimestampFieldType, Required: true},
 	{Name: "updated_at", Type: bq.TimestampFieldType, Required: true},
+	profileColumn, profileGenerationColumn,
 }
+
+// The rows table's later columns: the row's provenance, the profile (namespace/name) and its
+// generation that produced it. NULLABLE for the reason the state's later columns are; a row
+// written before them has NULL until the agent exports it again.
+var (
+	profileColumn           = &bq.FieldSchema{Name: "profile", Type: bq.StringFieldType}
+	profileGenerationColumn = &bq.FieldSchema{Name: "profile_generation", Type: bq.IntegerFieldType}
+)
+
+// addedRowColumns are the rows table's columns added after its first version, in order.
+var addedRowColumns = []*bq.FieldSchema{profileColumn, profileGenerationColumn}
 
 // stateSchema is the state table's.
 var stateSchema = bq.Schema{
@@ -64,6 +76,8 @@ var stageSchema = bq.Schema{
 	{Name: "namespace", Type: bq.StringFieldType, Required: true},
 	{Name: "name", Type: bq.StringFieldType, Required: true},
 	{Name: "uid", Type: bq.StringFieldType, Required: true},
+	{Name: "profile", Type: bq.StringFieldType, Required: true},
+	{Name: "profile_generation", Type: bq.IntegerFieldType, Required: true},
 	// JSON text, parsed by the script (PARSE_JSON): the emulator stores a JSON value sent
 	// through insertAll as a JSON string, BigQuery parses it; PARSE_JSON is the same on both.
 	// Never NULL ("{}" for deletes): the emulator's TO_JSON_STRING fails on NULL.
@@ -88,7 +102,7 @@ func (s *Sink) provision(ctx context.Context) error {
 		}
 	}
 	// The view reads the state's later columns: it is created only over a state table that
-	// has them all (see migrateState).
+	// has them all (see addColumns).
 	stateCurrent := true
 	for _, t := range []struct {
 		name   string
@@ -97,12 +111,23 @@ func (s *Sink) provision(ctx context.Context) error {
 	}{{s.cfg.table, rowsSchema, clustering}, {s.cfg.table + "_state", stateSchema, nil}, {s.cfg.table + "_coverage", coverageSchema, nil}} {
 		tbl := ds.Table(t.name)
 		if md, err := tbl.Metadata(ctx); err == nil {
-			if t.name == s.cfg.table+"_state" {
-				current, err := migrateState(ctx, tbl, md)
+			switch t.name {
+			case s.cfg.table + "_state":
+				current, err := addColumns(ctx, tbl, md, addedStateColumns)
 				if err != nil {
 					return err
 				}
 				stateCurrent = current
+			case s.cfg.table:
+				current, err := addColumns(ctx, tbl, md, addedRowColumns)
+				if err != nil {
+					return err
+				}
+				if !current {
+					// Only the emulator: exports would fail on every statement naming them.
+					return fmt.Errorf("table %s lacks the columns profile and profile_generation after the schema patch; "+
+						"add them (ALTER TABLE ADD COLUMN, both NULLABLE)", t.name)
+				}
 			}
 			continue
 		} else if !isStatus(err, http.StatusNotFound) {
@@ -131,18 +156,19 @@ func (s *Sink) provision(ctx context.Context) error {
 	return nil
 }
 
-// migrateState adds the columns a state table made before them lacks (confirmed_at,
-// agent_version, agent_instance): one schema patch, none when it has them all. It reports
-// whether the table has them all afterwards, read back after a patch: BigQuery applies the
-// patch, the emulator the tests run against does not.
-func migrateState(ctx context.Context, tbl *bq.Table, md *bq.TableMetadata) (bool, error) {
+// addColumns adds the columns a table made before them lacks (the state's confirmed_at,
+// agent_version and agent_instance, the rows' profile and profile_generation): one schema
+// patch, none when it has them all. It reports whether the table has them all afterwards,
+// read back after a patch: BigQuery applies the patch, the emulator the tests run against
+// does not.
+func addColumns(ctx context.Context, tbl *bq.Table, md *bq.TableMetadata, columns []*bq.FieldSchema) (bool, error) {
 	has := map[string]bool{}
 	for _, f := range md.Schema {
 		has[f.Name] = true
 	}
 	schema := append(bq.Schema(nil), md.Schema...)
 	var added []string
-	for _, f := range addedStateColumns {
+	for _, f := range columns {
 		if !has[f.Name] {
 			schema = append(schema, f)
 			added = append(added, f.Name)
@@ -162,7 +188,7 @@ func migrateState(ctx context.Context, tbl *bq.Table, md *bq.TableMetadata) (boo
 	for _, f := range after.Schema {
 		has[f.Name] = true
 	}
-	for _, f := range addedStateColumns {
+	for _, f := range columns {
 		if !has[f.Name] {
 			return false, nil
 		}

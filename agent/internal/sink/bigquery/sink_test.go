@@ -34,7 +34,8 @@ func TestProvisionsDatasetAndTables(t *testing.T) {
 	}
 	want := []string{"cluster:STRING:true", "inventory:STRING:true", "target:STRING:true", "api_group:STRING:true",
 		"version:STRING:true", "kind:STRING:true", "namespace:STRING:true", "name:STRING:true", "uid:STRING:true",
-		"attributes:JSON:true", "first_seen:TIMESTAMP:true", "updated_at:TIMESTAMP:true"}
+		"attributes:JSON:true", "first_seen:TIMESTAMP:true", "updated_at:TIMESTAMP:true",
+		"profile:STRING:false", "profile_generation:INTEGER:false"}
 	if !slices.Equal(cols, want) {
 		t.Fatalf("rows schema %v", cols)
 	}

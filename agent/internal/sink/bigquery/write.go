@@ -181,9 +181,13 @@ func (s *Sink) script(stage string, full bool, coverage string, complete bool) s
 	for _, c := range []string{"api_group", "version", "kind", "namespace", "name"} {
 		changed = append(changed, "T."+c+" != S."+c)
 	}
-	changed = append(changed, "TO_JSON_STRING(T.attributes) != TO_JSON_STRING(PARSE_JSON(S.attributes))")
-	insert := "INSERT INTO " + rows + " (cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at)\n" +
-		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), S.target, S.api_group, S.version, S.kind, S.namespace, S.name, S.uid, PARSE_JSON(S.attributes), "
+	// A row from before the provenance columns has NULL there: IFNULL makes it differ.
+	changed = append(changed, "IFNULL(T.profile, '') != S.profile", "IFNULL(T.profile_generation, -1) != S.profile_generation",
+		"TO_JSON_STRING(T.attributes) != TO_JSON_STRING(PARSE_JSON(S.attributes))")
+	insert := "INSERT INTO " + rows + " (cluster, inventory, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, " +
+		"attributes, first_seen, updated_at)\n" +
+		"SELECT CAST(@cluster AS STRING), CAST(@inventory AS STRING), S.target, S.api_group, S.version, S.kind, S.namespace, S.name, S.uid, " +
+		"S.profile, S.profile_generation, PARSE_JSON(S.attributes), "
 	now := "CAST(@now AS TIMESTAMP)"
 	var sb strings.Builder
 	sb.WriteString("BEGIN TRANSACTION;\n")
@@ -249,6 +253,7 @@ func (r *stageRow) Save() (map[string]bq.Value, string, error) {
 	}
 	return map[string]bq.Value{
 		"op": r.op, "target": r.row.Target, "api_group": r.row.Group, "version": r.row.Version, "kind": r.row.Kind,
-		"namespace": r.row.Namespace, "name": r.row.Name, "uid": r.row.UID, "attributes": attrs,
+		"namespace": r.row.Namespace, "name": r.row.Name, "uid": r.row.UID,
+		"profile": r.row.Profile, "profile_generation": r.row.ProfileGeneration, "attributes": attrs,
 	}, r.op + "/" + r.row.Key().String(), nil
 }

@@ -152,6 +152,7 @@ func rowFields(r *export.Row) (bson.D, error) {
 		{Key: "cluster", Value: r.Cluster}, {Key: "inventory", Value: r.Inventory}, {Key: "target", Value: r.Target},
 		{Key: "api_group", Value: r.Group}, {Key: "version", Value: r.Version}, {Key: "kind", Value: r.Kind},
 		{Key: "namespace", Value: r.Namespace}, {Key: "name", Value: r.Name}, {Key: "uid", Value: r.UID},
+		{Key: "profile", Value: r.Profile}, {Key: "profile_generation", Value: r.ProfileGeneration},
 		{Key: "attributes", Value: attrs}, {Key: "digest", Value: digest(r)},
 	}, nil
 }

@@ -64,6 +64,8 @@ func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sin
 			Namespace  string        `bson:"namespace"`
 			Name       string        `bson:"name"`
 			UID        string        `bson:"uid"`
+			Profile    string        `bson:"profile"`
+			ProfileGen int64         `bson:"profile_generation"`
 			Attributes bson.D        `bson:"attributes"`
 			FirstSeen  bson.DateTime `bson:"first_seen"`
 			UpdatedAt  bson.DateTime `bson:"updated_at"`
@@ -77,7 +79,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sin
 		}
 		out = append(out, sink.StoredRow{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
 			Group: d.Group, Version: d.Version, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, UID: d.UID,
-			Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
+			Profile: d.Profile, ProfileGeneration: d.ProfileGen, Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
 	}
 	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)

@@ -46,7 +46,8 @@ func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilt
 	if limit <= 0 {
 		limit = 1000
 	}
-	q := "SELECT cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at FROM " + n.Rows()
+	q := "SELECT cluster, inventory, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, " +
+		"attributes, first_seen, updated_at FROM " + n.Rows()
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
@@ -59,7 +60,7 @@ func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilt
 		var rec sink.StoredRow
 		var attrs []byte
 		err := r.Scan(&rec.Cluster, &rec.Inventory, &rec.Target, &rec.Group, &rec.Version, &rec.Kind,
-			&rec.Namespace, &rec.Name, &rec.UID, &attrs, &rec.FirstSeen, &rec.UpdatedAt)
+			&rec.Namespace, &rec.Name, &rec.UID, &rec.Profile, &rec.ProfileGeneration, &attrs, &rec.FirstSeen, &rec.UpdatedAt)
 		rec.Attributes = canonical(attrs)
 		return rec, err
 	})

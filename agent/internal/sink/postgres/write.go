@@ -16,7 +16,7 @@ import (
 // so pooled connections never carry one over.
 const stageTable = "kollect_stage"
 
-var stageColumns = []string{"target", "api_group", "version", "kind", "namespace", "name", "uid", "attributes"}
+var stageColumns = []string{"target", "api_group", "version", "kind", "namespace", "name", "uid", "profile", "profile_generation", "attributes"}
 
 // writer applies one batch inside one transaction.
 type writer struct {
@@ -120,7 +120,8 @@ func (w *writer) upsert(ctx context.Context, rows []export.Row) error {
 		return nil
 	}
 	if _, err := w.tx.Exec(ctx, `CREATE TEMP TABLE `+stageTable+` (
-    target text, api_group text, version text, kind text, namespace text, name text, uid text, attributes jsonb
+    target text, api_group text, version text, kind text, namespace text, name text, uid text,
+    profile text, profile_generation bigint, attributes jsonb
 ) ON COMMIT DROP`); err != nil {
 		return fmt.Errorf("creating the staging table: %w", err)
 	}
@@ -132,16 +133,19 @@ func (w *writer) upsert(ctx context.Context, rows []export.Row) error {
 		return fmt.Errorf("copied %d of %d rows", n, len(rows))
 	}
 	_, err = w.tx.Exec(ctx, `INSERT INTO `+w.n.Rows()+` AS r
-    (cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at)
-SELECT $1, $2, target, api_group, version, kind, namespace, name, uid, attributes, now(), now()
+    (cluster, inventory, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, attributes,
+     first_seen, updated_at)
+SELECT $1, $2, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, attributes, now(), now()
   FROM `+stageTable+`
 ON CONFLICT (cluster, inventory, target, uid) DO UPDATE
    SET api_group = EXCLUDED.api_group, version = EXCLUDED.version, kind = EXCLUDED.kind,
-       namespace = EXCLUDED.namespace, name = EXCLUDED.name, attributes = EXCLUDED.attributes,
+       namespace = EXCLUDED.namespace, name = EXCLUDED.name, profile = EXCLUDED.profile,
+       profile_generation = EXCLUDED.profile_generation, attributes = EXCLUDED.attributes,
        updated_at = EXCLUDED.updated_at
- WHERE (r.api_group, r.version, r.kind, r.namespace, r.name, r.attributes)
+ WHERE (r.api_group, r.version, r.kind, r.namespace, r.name, r.profile, r.profile_generation, r.attributes)
        IS DISTINCT FROM
-       (EXCLUDED.api_group, EXCLUDED.version, EXCLUDED.kind, EXCLUDED.namespace, EXCLUDED.name, EXCLUDED.attributes)`,
+       (EXCLUDED.api_group, EXCLUDED.version, EXCLUDED.kind, EXCLUDED.namespace, EXCLUDED.name, EXCLUDED.profile,
+        EXCLUDED.profile_generation, EXCLUDED.attributes)`,
 		w.cluster, w.inventory)
 	if err != nil {
 		return fmt.Errorf("upserting %d rows: %w", len(rows), err)
@@ -252,7 +256,8 @@ func (s *rowSource) Values() ([]any, error) {
 	if len(attrs) == 0 {
 		attrs = []byte("{}")
 	}
-	s.vals = append(append(s.vals[:0], s.prefix...), r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID, attrs)
+	s.vals = append(append(s.vals[:0], s.prefix...), r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID,
+		r.Profile, r.ProfileGeneration, attrs)
 	return s.vals, nil
 }
 

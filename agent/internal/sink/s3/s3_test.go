@@ -243,11 +243,11 @@ func TestFirstExportPrunesLeftoversWithoutManifest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(recs[0], ",") != "cluster,inventory,target,group,version,kind,namespace,name,uid,image,ready,replicas" || len(recs) != 3 {
+	if strings.Join(recs[0], ",") != "cluster,inventory,target,group,version,kind,namespace,name,uid,profile,profileGeneration,image,ready,replicas" || len(recs) != 3 {
 		t.Fatalf("csv %v", recs)
 	}
-	if strings.Join(recs[1], ",") != "east,workloads,deploys,apps,v1,Deployment,shop,api,u-shop-api,app:api,false,0" ||
-		strings.Join(recs[2], ",") != "east,workloads,deploys,apps,v1,Deployment,shop,web,u-shop-web,app:web,true,3" {
+	if strings.Join(recs[1], ",") != "east,workloads,deploys,apps,v1,Deployment,shop,api,u-shop-api,,0,app:api,false,0" ||
+		strings.Join(recs[2], ",") != "east,workloads,deploys,apps,v1,Deployment,shop,web,u-shop-web,,0,app:web,true,3" {
 		t.Fatalf("csv rows %v", recs[1:])
 	}
 }

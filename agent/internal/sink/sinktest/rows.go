@@ -16,7 +16,7 @@ func Deployment(cluster, inventory string, i int, attrs map[string]any) export.R
 	}
 	return export.Row{Cluster: cluster, Inventory: inventory, Target: "deployments", Group: "apps", Version: "v1",
 		Kind: "Deployment", Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%05d", i),
-		UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Attributes: raw}
+		UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Profile: "fleet/deployments", ProfileGeneration: 3, Attributes: raw}
 }
 
 // Deployments builds n rows whose attributes (replicas, image, labels) depend on version, so

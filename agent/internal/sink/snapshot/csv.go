@@ -14,9 +14,16 @@ import (
 // IdentityColumns lead every CSV and Parquet document, in this order.
 var IdentityColumns = []string{"cluster", "inventory", "target", "group", "version", "kind", "namespace", "name", "uid"}
 
+// ProvenanceColumns follow them: the profile and its generation that produced the row. In
+// Parquet the generation is an int64, everywhere else it is written in decimal.
+var ProvenanceColumns = []string{"profile", "profileGeneration"}
+
 func identityValues(r *export.Row) []string {
 	return []string{r.Cluster, r.Inventory, r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID}
 }
+
+// leadingColumns are the columns before the attributes in CSV documents.
+var leadingColumns = append(append([]string{}, IdentityColumns...), ProvenanceColumns...)
 
 // attributeColumns is the promoted attributes in their configured order, then every other
 // attribute key found in rows, sorted: a column per attribute, stable for stable data.
@@ -73,18 +80,20 @@ func encodeCSV(promoted []string, rows []*export.Row) ([]byte, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(rows) * 200)
 	w := csv.NewWriter(&buf)
-	if err := w.Write(append(append([]string{}, IdentityColumns...), cols...)); err != nil {
+	if err := w.Write(append(append([]string{}, leadingColumns...), cols...)); err != nil {
 		return nil, err
 	}
-	record := make([]string, len(IdentityColumns)+len(cols))
+	record := make([]string, len(leadingColumns)+len(cols))
 	for i, r := range rows {
 		copy(record, identityValues(r))
+		record[len(IdentityColumns)] = r.Profile
+		record[len(IdentityColumns)+1] = strconv.FormatInt(r.ProfileGeneration, 10)
 		for j, c := range cols {
 			cell, err := csvCell(attrs[i][c])
 			if err != nil {
 				return nil, fmt.Errorf("attribute %s of %s: %w", c, r.Key(), err)
 			}
-			record[len(IdentityColumns)+j] = cell
+			record[len(leadingColumns)+j] = cell
 		}
 		if err := w.Write(record); err != nil {
 			return nil, err

@@ -20,7 +20,7 @@ const AttributesColumn = "attributes"
 // PromotedColumn is the Parquet column name of a promoted attribute: its own name unless that
 // clashes with an identity column or the attributes column.
 func PromotedColumn(attr string) string {
-	if attr == AttributesColumn || contains(IdentityColumns, attr) {
+	if attr == AttributesColumn || contains(IdentityColumns, attr) || contains(ProvenanceColumns, attr) {
 		return "attr_" + attr
 	}
 	return attr
@@ -80,8 +80,9 @@ func parquetCodec(c v1alpha1.Compression) compress.Codec {
 	}
 }
 
-// encodeParquet writes typed identity columns (required strings), the attributes as a JSON
-// column, and one optional typed column per promoted attribute.
+// encodeParquet writes typed identity columns (required strings), the provenance (profile, a
+// string, and profileGeneration, an int64), the attributes as a JSON column, and one optional
+// typed column per promoted attribute.
 func encodeParquet(o Options, rows []*export.Row) ([]byte, error) {
 	attrs := make([]map[string]any, len(rows))
 	kinds := make([]promotedKind, len(o.Promoted))
@@ -99,6 +100,8 @@ func encodeParquet(o Options, rows []*export.Row) ([]byte, error) {
 	for _, c := range IdentityColumns {
 		group[c] = parquet.String()
 	}
+	group[ProvenanceColumns[0]] = parquet.String()
+	group[ProvenanceColumns[1]] = parquet.Int(64)
 	for j, p := range o.Promoted {
 		var n parquet.Node
 		switch kinds[j] {
@@ -139,7 +142,11 @@ func encodeParquet(o Options, rows []*export.Row) ([]byte, error) {
 			c := index[IdentityColumns[j]]
 			row[c] = parquet.ByteArrayValue([]byte(v)).Level(0, 0, c)
 		}
-		c := index[AttributesColumn]
+		c := index[ProvenanceColumns[0]]
+		row[c] = parquet.ByteArrayValue([]byte(r.Profile)).Level(0, 0, c)
+		c = index[ProvenanceColumns[1]]
+		row[c] = parquet.Int64Value(r.ProfileGeneration).Level(0, 0, c)
+		c = index[AttributesColumn]
 		attrJSON := []byte(r.Attributes)
 		if len(attrJSON) == 0 {
 			attrJSON = []byte("{}")

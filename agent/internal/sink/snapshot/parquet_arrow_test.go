@@ -44,7 +44,7 @@ func TestParquetReadsBackWithArrow(t *testing.T) {
 			}
 		}
 		for c, want := range map[string]arrow.Type{"cluster": arrow.STRING, "uid": arrow.STRING, "replicas": arrow.INT64,
-			"cpu": arrow.FLOAT64, "ready": arrow.BOOL, "image": arrow.STRING} {
+			"cpu": arrow.FLOAT64, "ready": arrow.BOOL, "image": arrow.STRING, "profile": arrow.STRING, "profileGeneration": arrow.INT64} {
 			if types[c] == nil || types[c].ID() != want {
 				t.Errorf("%s: column %s is %v, want %v", comp, c, types[c], want)
 			}
@@ -54,6 +54,9 @@ func TestParquetReadsBackWithArrow(t *testing.T) {
 				if cells[c][i] != identityValues(&row)[j] {
 					t.Errorf("%s row %d: %s = %v", comp, i, c, cells[c][i])
 				}
+			}
+			if cells["profile"][i] != row.Profile || cells["profileGeneration"][i] != row.ProfileGeneration {
+				t.Errorf("%s row %d: provenance %v@%v, want %s@%d", comp, i, cells["profile"][i], cells["profileGeneration"][i], row.Profile, row.ProfileGeneration)
 			}
 			if fmt.Sprint(cells["attributes"][i]) != string(row.Attributes) {
 				t.Errorf("%s row %d: attributes %v, want %s", comp, i, cells["attributes"][i], row.Attributes)

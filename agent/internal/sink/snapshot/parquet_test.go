@@ -77,6 +77,7 @@ func TestParquetReadsBackThroughColumnPages(t *testing.T) {
 	}
 	wantTypes := map[string]format.Type{
 		"cluster": format.ByteArray, "uid": format.ByteArray, "attributes": format.ByteArray,
+		"profile": format.ByteArray, "profileGeneration": format.Int64,
 		"replicas": format.Int64, "cpu": format.Double, "ready": format.Boolean, "labels": format.ByteArray,
 		"attr_name": format.ByteArray,
 	}
@@ -90,6 +91,9 @@ func TestParquetReadsBackThroughColumnPages(t *testing.T) {
 			if got := string(cols[c][i].ByteArray()); got != identityValues(&want)[j] {
 				t.Errorf("row %d %s = %q", i, c, got)
 			}
+		}
+		if p, g := string(cols["profile"][i].ByteArray()), cols["profileGeneration"][i].Int64(); p != want.Profile || g != want.ProfileGeneration {
+			t.Errorf("row %d provenance %s@%d, want %s@%d", i, p, g, want.Profile, want.ProfileGeneration)
 		}
 		if got := string(cols["attributes"][i].ByteArray()); got != string(want.Attributes) {
 			t.Errorf("row %d attributes %s, want %s", i, got, want.Attributes)

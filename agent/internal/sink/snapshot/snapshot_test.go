@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +28,8 @@ func row(t *testing.T, ns, kind, name string, attrs map[string]any) export.Row {
 		group = ""
 	}
 	return export.Row{Cluster: "east", Inventory: "workloads", Target: "all", Group: group, Version: "v1",
-		Kind: kind, Namespace: ns, Name: name, UID: "uid-" + ns + "-" + name, Attributes: raw}
+		Kind: kind, Namespace: ns, Name: name, UID: "uid-" + ns + "-" + name,
+		Profile: "kollect/" + strings.ToLower(kind) + "s", ProfileGeneration: int64(len(name)), Attributes: raw}
 }
 
 func envelope(rows ...export.Row) *export.Envelope {
@@ -249,7 +251,7 @@ func TestCSVReadsBackWithEncodingCSV(t *testing.T) {
 		t.Fatal(err)
 	}
 	header := strings.Join(records[0], ",")
-	if header != "cluster,inventory,target,group,version,kind,namespace,name,uid,replicas,cpu,image,labels,note,ready" {
+	if header != "cluster,inventory,target,group,version,kind,namespace,name,uid,profile,profileGeneration,replicas,cpu,image,labels,note,ready" {
 		t.Fatalf("header %s", header)
 	}
 	if len(records) != 5 {
@@ -261,10 +263,13 @@ func TestCSVReadsBackWithEncodingCSV(t *testing.T) {
 		if strings.Join(rec[:9], "|") != strings.Join(identityValues(&want), "|") {
 			t.Errorf("row %d identity %v", i, rec[:9])
 		}
-		for j, col := range records[0][9:] {
+		if rec[9] != want.Profile || rec[10] != strconv.FormatInt(want.ProfileGeneration, 10) {
+			t.Errorf("row %d provenance %v, want %s@%d", i, rec[9:11], want.Profile, want.ProfileGeneration)
+		}
+		for j, col := range records[0][11:] {
 			cell, _ := csvCell(attrs[col])
-			if rec[9+j] != cell {
-				t.Errorf("row %d %s = %q, want %q", i, col, rec[9+j], cell)
+			if rec[11+j] != cell {
+				t.Errorf("row %d %s = %q, want %q", i, col, rec[11+j], cell)
 			}
 		}
 	}
