@@ -92,6 +92,12 @@ const (
 	ReasonExportFailed = "ExportFailed"
 	// ReasonSuspended (Synced=False): exports are suspended.
 	ReasonSuspended = "Suspended"
+	// ReasonRetiring (Ready=False, Synced=False): the inventory is deleted and the agent is
+	// applying its deletionPolicy in every sink; the message names the sinks not done yet.
+	ReasonRetiring = "Retiring"
+	// ReasonRetireTimedOut (a Warning event): the deletionTimeout passed before every sink took
+	// the inventory's last write; the event names the sinks whose data stayed as it was.
+	ReasonRetireTimedOut = "RetireTimedOut"
 )
 
 // Reasons of sink conditions (KollectSnapshotSink, KollectDatabaseSink, KollectEventSink).

@@ -97,6 +97,59 @@ type ExportTiming struct {
 // DefaultConfirmInterval is the confirmInterval of an inventory that does not set one.
 const DefaultConfirmInterval = 5 * time.Minute
 
+// DeletionPolicy says what deleting an inventory does to the data it exported.
+// +kubebuilder:validation:Enum=Retain;Delete
+type DeletionPolicy string
+
+// Deletion policies.
+const (
+	// DeletionRetain keeps the rows in every sink; each target's coverage becomes retired and
+	// confirmations stop, so readers see the rows are no longer kept current.
+	DeletionRetain DeletionPolicy = "Retain"
+	// DeletionDelete removes the inventory's rows and coverage from every sink (event sinks get
+	// a tombstone per row); the sinks' state records stay, with no rows.
+	DeletionDelete DeletionPolicy = "Delete"
+)
+
+// DefaultDeletionTimeout is the deletionTimeout of an inventory that does not set one.
+const DefaultDeletionTimeout = 5 * time.Minute
+
+// FinalizerRetire holds a deleted inventory until every sink took its last write (the retired
+// coverage, or the removal of its rows), or its deletionTimeout passed. The agent adds it; an
+// agent uninstalled before its inventories leaves it behind, and removing it by hand is safe.
+const FinalizerRetire = "kollect.dev/retire-exports"
+
+// InventoryDeletion is what deleting an inventory (or a bundle pruning it) does to its rows.
+type InventoryDeletion struct {
+	// DeletionPolicy is Retain (the default: rows stay, coverage says retired, confirmations
+	// stop) or Delete (rows and coverage are removed from every sink, tombstones on event
+	// sinks).
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+	// DeletionTimeout bounds how long the agent holds the deleted inventory waiting for every
+	// sink to take its last write (5m by default). After it the inventory goes, a Warning event
+	// names the sinks that did not, and their data stays as it was.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('24h')",message="deletionTimeout must be between 0s and 24h"
+	DeletionTimeout *metav1.Duration `json:"deletionTimeout,omitempty"`
+}
+
+// Policy returns the deletion policy, Retain when unset.
+func (d InventoryDeletion) Policy() DeletionPolicy {
+	if d.DeletionPolicy == "" {
+		return DeletionRetain
+	}
+	return d.DeletionPolicy
+}
+
+// Timeout returns the deletion timeout, DefaultDeletionTimeout when unset.
+func (d InventoryDeletion) Timeout() time.Duration {
+	if d.DeletionTimeout == nil {
+		return DefaultDeletionTimeout
+	}
+	return d.DeletionTimeout.Duration
+}
+
 // KollectInventorySpec aggregates targets into one canonical snapshot and exports it.
 // +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
 // +kubebuilder:validation:XValidation:rule="duration(self.debounce) <= duration(self.maxDelay)",message="debounce must not exceed maxDelay"
@@ -112,8 +165,9 @@ type KollectInventorySpec struct {
 	TargetSelector *metav1.LabelSelector `json:"targetSelector,omitempty"`
 	// Sinks receive the exports.
 	// +optional
-	Sinks        SinkReferences `json:"sinks,omitempty"`
-	ExportTiming `json:",inline"`
+	Sinks             SinkReferences `json:"sinks,omitempty"`
+	ExportTiming      `json:",inline"`
+	InventoryDeletion `json:",inline"`
 	// Suspend stops exports; collection continues so a resume is immediate.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
@@ -157,8 +211,9 @@ type KollectClusterInventorySpec struct {
 	TargetSelector *metav1.LabelSelector `json:"targetSelector,omitempty"`
 	// Sinks receive the exports.
 	// +optional
-	Sinks        ClusterSinkReferences `json:"sinks,omitempty"`
-	ExportTiming `json:",inline"`
+	Sinks             ClusterSinkReferences `json:"sinks,omitempty"`
+	ExportTiming      `json:",inline"`
+	InventoryDeletion `json:",inline"`
 	// Suspend stops exports; collection continues so a resume is immediate.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`

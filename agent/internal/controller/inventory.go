@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -53,12 +52,19 @@ type builtSink struct {
 	policy string
 	sink   sink.Sink
 	reads  *secretReads
+	// last is the binding last made of it: a retiring inventory keeps exporting through it
+	// when the sink object, its Secret or its scope are deleted with the inventory (a
+	// namespace or a bundle deleted as a whole).
+	last *inventory.SinkBinding
 }
 
 // inventoryObject abstracts over the two inventory kinds.
 type inventoryObject struct {
-	obj     client.Object
-	timing  kollectv1.ExportTiming
+	obj      client.Object
+	timing   kollectv1.ExportTiming
+	deletion kollectv1.InventoryDeletion
+	// retire is the deletion policy being applied; "" while the inventory lives.
+	retire  kollectv1.DeletionPolicy
 	suspend bool
 	targets []collector.TargetKey
 	missing []string
@@ -83,8 +89,8 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 		if err := r.Get(ctx, nn, inv); err != nil {
 			return nil, err
 		}
-		o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, suspend: inv.Spec.Suspend, status: &inv.Status,
-			sinks:    clusterSinkRefs(inv.Spec.Sinks),
+		o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
+			status: &inv.Status, sinks: clusterSinkRefs(inv.Spec.Sinks),
 			statusOf: func(o client.Object) any { return o.(*kollectv1.KollectClusterInventory).Status }}
 		return o, r.resolveClusterTargets(ctx, inv, o)
 	}
@@ -92,8 +98,8 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 	if err := r.Get(ctx, nn, inv); err != nil {
 		return nil, err
 	}
-	o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, suspend: inv.Spec.Suspend, status: &inv.Status,
-		sinks:    sinkRefs(inv.Namespace, inv.Spec.Sinks),
+	o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
+		status: &inv.Status, sinks: sinkRefs(inv.Namespace, inv.Spec.Sinks),
 		statusOf: func(o client.Object) any { return o.(*kollectv1.KollectInventory).Status }}
 	return o, r.resolveTargets(ctx, inv, o)
 }
@@ -209,6 +215,17 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	step, err := r.retirePrepare(ctx, o)
+	switch {
+	case err != nil:
+		return ctrl.Result{}, err
+	case step == retireGone:
+		r.Manager.Remove(key)
+		r.forget(key)
+		return ctrl.Result{}, nil
+	case step == retireRun:
+		o.retire = o.deletion.Policy()
+	}
 	before := o.obj.DeepCopyObject().(client.Object)
 	if err := r.applyScopes(ctx, key, o); err != nil {
 		return ctrl.Result{}, err
@@ -217,7 +234,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	cfg := inventory.Config{
 		Key: key, Generation: o.obj.GetGeneration(), Targets: withMissing(o.targets, o.missingKeys), Sinks: bindings,
 		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
-		Notes: o.notes, Denied: o.deniedTargets,
+		Notes: o.notes, Denied: o.deniedTargets, Retire: o.retire,
 	}
 	if o.timing.ResyncInterval != nil {
 		cfg.Resync = o.timing.ResyncInterval.Duration
@@ -244,108 +261,17 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	}
 	st, _ := r.Manager.Status(key)
 	fillInventoryStatus(o, st, sinkProblems, destinations(bindings))
+	if o.retire != "" {
+		res, err := r.retireFinish(ctx, o, st)
+		if err != nil || o.obj.GetDeletionTimestamp() != nil && len(o.obj.GetFinalizers()) == 0 {
+			return res, err // let go: the object is gone, or about to be, with its status
+		}
+		if result.RequeueAfter == 0 || (res.RequeueAfter > 0 && res.RequeueAfter < result.RequeueAfter) {
+			result = res
+		}
+	}
 	r.eventOnNewProblem(before, o)
 	return result, patchStatusIfChanged(ctx, r.Client, before, o.obj, o.statusOf)
-}
-
-// sinkRetry is how soon an inventory retries building a sink that failed to build.
-const sinkRetry = 30 * time.Second
-
-// bindings builds (or reuses) the sinks of an inventory.
-func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o *inventoryObject) ([]inventory.SinkBinding, []string) {
-	prior := map[inventory.SinkRef]kollectv1.SinkExportStatus{}
-	for _, s := range o.status.Sinks {
-		ns := s.Namespace
-		if ns == "" {
-			ns = key.Namespace
-		}
-		prior[inventory.SinkRef{Family: s.Family, Namespace: ns, Name: s.Name}] = s
-	}
-	var out []inventory.SinkBinding
-	var problems []string
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.built == nil {
-		r.built = map[string]builtSink{}
-	}
-	for _, ref := range o.sinks {
-		obj := newSinkObject(ref.Family)
-		if err := r.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, obj); err != nil {
-			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, errMessage(err)))
-			continue
-		}
-		so := asSinkObject(obj)
-		cacheKey := key.String() + "|" + ref.String()
-		// Judged on every pass, not only at build: a scope that stops allowing the sink's
-		// ambient credentials stops a sink already running, and new allowedDestinations
-		// rebuild it with the narrower guard.
-		policy, err := r.Sinks.policy(ctx, obj)
-		if err != nil {
-			delete(r.built, cacheKey)
-			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
-			continue
-		}
-		id := bindingID(obj)
-		b, ok := r.built[cacheKey]
-		// A rotated credential (the Secret fixed after a wrong password) needs a new client:
-		// the sink is rebuilt, and its worker replaced, without anyone editing the sink.
-		if !ok || b.id != id || b.policy != policy.key || b.reads.rotated(ctx, time.Now()) {
-			s, reads, err := r.Sinks.buildWatched(ctx, so, "inventory-"+key.String())
-			if err != nil {
-				problems = append(problems, err.Error())
-				continue
-			}
-			if ok && b.id == id {
-				logf.FromContext(ctx).Info("a Secret of the sink changed: rebuilt its client", "inventory", key.String(), "sink", ref.String())
-			}
-			b = builtSink{id: id, policy: policy.key, sink: s, reads: reads}
-			r.built[cacheKey] = b
-		}
-		dest, err := sink.Destination(obj)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s sink %s/%s: %v", ref.Family, ref.Namespace, ref.Name, err))
-			continue
-		}
-		p := prior[ref]
-		// New scopes' destinations replace the worker like a rotated Secret does, keeping what
-		// the sink accepted: the destination is the same, only the guard is narrower.
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest() + policy.key, Destination: dest, Sink: b.sink, Timeout: so.timeout}
-		// What the status remembers holds only for the destination it was accepted into: a
-		// bucket, table, repository, path or format edited while the agent was down, or the
-		// sink re-created under the same name, is a destination that holds nothing yet. A
-		// status written before destinations were recorded (empty) is trusted, so an agent
-		// upgrade rewrites nothing.
-		if p.Destination == "" || p.Destination == dest {
-			binding.Accepted, binding.AcceptedRows, binding.AcceptedCoverage = p.Checksum, int(p.Rows), p.Coverage
-			if p.LastExportTime != nil {
-				binding.AcceptedAt = p.LastExportTime.Time
-			}
-			if p.LastConfirmTime != nil {
-				binding.ConfirmedAt = p.LastConfirmTime.Time
-			}
-		}
-		out = append(out, binding)
-	}
-	return out, problems
-}
-
-// destinations maps each bound sink to its destination digest, recorded beside the checksum.
-func destinations(bindings []inventory.SinkBinding) map[inventory.SinkRef]string {
-	out := make(map[inventory.SinkRef]string, len(bindings))
-	for _, b := range bindings {
-		out[b.Ref] = b.Destination
-	}
-	return out
-}
-
-func (r *InventoryReconciler) forget(key inventory.Key) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for k := range r.built {
-		if strings.HasPrefix(k, key.String()+"|") {
-			delete(r.built, k)
-		}
-	}
 }
 
 func errMessage(err error) string {

@@ -82,4 +82,7 @@ type Config struct {
 	// Denied are the targets scopes leave out (not in Targets): their coverage says so, and
 	// their rows leave the sinks.
 	Denied map[collector.TargetKey]TargetNote
+	// Retire is set once the inventory is deleted: the last export applies this deletion
+	// policy in every sink (see retire.go), ignoring Suspend, and no confirmation follows.
+	Retire kollectv1.DeletionPolicy
 }

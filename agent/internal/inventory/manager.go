@@ -243,6 +243,8 @@ type Status struct {
 	// exported as far as they are projected, but events are waiting.
 	Behind []TargetProblem
 	Sinks  []SinkStatus
+	// Retire is the progress of a deleted inventory's last export; nil unless it retires.
+	Retire *RetireProgress
 }
 
 // TargetProblem explains why a target's rows are not current.

@@ -36,6 +36,8 @@ type runner struct {
 	stored       *export.Snapshot
 	storedAt     time.Time
 	storedLoaded bool
+	// retireBuilt: r.last was built by the retiring configuration (see retire.go).
+	retireBuilt bool
 }
 
 type workerHandle struct {
@@ -67,7 +69,7 @@ func (r *runner) setConfig(cfg Config) bool {
 }
 
 func sameConfig(a, b Config) bool {
-	if a.Generation != b.Generation || a.Suspend != b.Suspend || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) ||
+	if a.Generation != b.Generation || a.Suspend != b.Suspend || a.Retire != b.Retire || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) ||
 		!maps.Equal(a.Notes, b.Notes) || !maps.Equal(a.Denied, b.Denied) {
 		return false
 	}
@@ -132,7 +134,7 @@ func (r *runner) syncWorkersLocked() {
 		ctx, cancel := context.WithCancel(r.ctx)
 		r.workers[ref] = &workerHandle{id: b.ID, credentials: b.Credentials, w: w, cancel: cancel}
 		r.m.goTracked(func() { w.Run(ctx) })
-		if r.last != nil && !r.cfg.Suspend {
+		if r.last != nil && r.exporting() {
 			w.Offer(r.job(false))
 		}
 	}
@@ -182,6 +184,9 @@ func (r *runner) loop() {
 				first = now
 			}
 			due := now.Add(cfg.Debounce)
+			if cfg.Retire != "" {
+				due = now // a deleted inventory is held until it retires: no reason to wait
+			}
 			if limit := first.Add(cfg.MaxDelay); cfg.MaxDelay > 0 && due.After(limit) {
 				due = limit
 			}
@@ -269,6 +274,10 @@ func (r *runner) build() {
 			coverage[i].Rows = n
 		}
 	}
+	if cfg.Retire != "" {
+		rows, coverage = retiredContent(cfg.Retire, prev, rows, coverage)
+		incomplete, holdExport = nil, holdExport && cfg.Retire == kollectv1.DeletionRetain
+	}
 	coverage = export.NormalizeCoverage(coverage)
 	coverageDigest := export.CoverageDigest(coverage)
 	name := cfg.Key.String()
@@ -297,7 +306,8 @@ func (r *runner) build() {
 	if changed {
 		r.last = snap
 	}
-	complete := len(incomplete) == 0
+	// A retired inventory's data is no longer kept current: nothing confirms it.
+	complete := len(incomplete) == 0 && cfg.Retire == ""
 	completeness := complete != r.complete // the workers must stop (or may start) confirming
 	coverageChanged := coverageDigest != r.coverageDigest
 	r.complete, r.coverage, r.coverageDigest = complete, coverage, coverageDigest
@@ -305,9 +315,10 @@ func (r *runner) build() {
 		r.m.coverage.setCoverage(name, coverage)
 	}
 	r.stored = nil // r.last holds whatever it carried over from now on
+	r.retireBuilt = cfg.Retire != ""
 	r.st.Built, r.st.ItemCount, r.st.Checksum = true, r.last.Len(), r.last.Checksum
 	var offer []*delivery.Worker
-	if (changed || resync || completeness || coverageChanged) && !cfg.Suspend {
+	if (changed || resync || completeness || coverageChanged) && (!cfg.Suspend || cfg.Retire != "") {
 		for _, h := range r.workers {
 			offer = append(offer, h.w)
 		}
@@ -342,6 +353,10 @@ func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
 	return r.stored, r.storedAt
 }
 
+// exporting reports whether snapshots go to the workers: not while suspended, unless the
+// inventory is retiring (its deletion policy is applied even so).
+func (r *runner) exporting() bool { return !r.cfg.Suspend || r.cfg.Retire != "" }
+
 func (r *runner) job(resync bool) *delivery.Job {
 	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync, Writer: r.m.writer,
 		Complete: r.complete, Coverage: r.coverage, CoverageDigest: r.coverageDigest}
@@ -356,6 +371,7 @@ func (r *runner) status() Status {
 		st.Sinks = append(st.Sinks, SinkStatus{Ref: ref, Status: h.w.Status()})
 	}
 	sortSinks(st.Sinks)
+	st.Retire = r.retireProgressLocked(st.Sinks)
 	return st
 }
 

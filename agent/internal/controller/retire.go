@@ -1,0 +1,84 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"kollect.dev/agent/internal/inventory"
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// An inventory carries the finalizer kollectv1.FinalizerRetire from its first reconcile by
+// the elected agent. Deleted, it retires: its last export applies the deletion policy in
+// every sink (inventory/retire.go), and the finalizer goes once every sink took it, or once
+// the deletion timeout passed, whichever comes first. A standby agent never touches it.
+
+// retireStep is what the reconcile does with a loaded inventory before configuring it.
+type retireStep int
+
+const (
+	retireNone retireStep = iota // live: export as usual
+	retireRun                    // deleted: configure the retiring export
+	retireGone                   // deleted and no longer ours to hold: stop it
+)
+
+// retirePrepare adds the finalizer to a live inventory (elected agents only), and says
+// whether a deleted one retires or is done with.
+func (r *InventoryReconciler) retirePrepare(ctx context.Context, o *inventoryObject) (retireStep, error) {
+	if o.obj.GetDeletionTimestamp().IsZero() {
+		if !elected(r.Elected) || controllerutil.ContainsFinalizer(o.obj, kollectv1.FinalizerRetire) {
+			return retireNone, nil
+		}
+		orig := o.obj.DeepCopyObject().(client.Object)
+		controllerutil.AddFinalizer(o.obj, kollectv1.FinalizerRetire)
+		if err := r.Patch(ctx, o.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			return retireNone, fmt.Errorf("adding finalizer %s: %w", kollectv1.FinalizerRetire, err)
+		}
+		return retireNone, nil
+	}
+	if !controllerutil.ContainsFinalizer(o.obj, kollectv1.FinalizerRetire) {
+		return retireGone, nil
+	}
+	return retireRun, nil
+}
+
+// retireFinish reports a retiring inventory's progress in its conditions and lets it go when
+// every sink took the last export or the timeout passed. It returns when to look again.
+func (r *InventoryReconciler) retireFinish(ctx context.Context, o *inventoryObject, st inventory.Status) (ctrl.Result, error) {
+	p := st.Retire
+	if p == nil {
+		p = &inventory.RetireProgress{Policy: o.deletion.Policy(), Pending: []string{"the last snapshot is not built yet"}}
+	}
+	deadline := o.obj.GetDeletionTimestamp().Add(o.deletion.Timeout())
+	log := logf.FromContext(ctx)
+	if !p.Done && time.Now().Before(deadline) {
+		msg := fmt.Sprintf("deleted, applying deletionPolicy %s in every sink until %s; waiting for: %s",
+			p.Policy, deadline.UTC().Format(time.RFC3339), strings.Join(p.Pending, "; "))
+		gen := o.obj.GetGeneration()
+		setCondition(&o.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonRetiring, msg)
+		setCondition(&o.status.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonRetiring, msg)
+		return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
+	}
+	if !p.Done {
+		msg := fmt.Sprintf("deletionTimeout %s passed before every sink took the last export of deletionPolicy %s; "+
+			"their data stays as it was: %s", o.deletion.Timeout(), p.Policy, strings.Join(p.Pending, "; "))
+		r.Recorder.Eventf(o.obj, nil, corev1.EventTypeWarning, kollectv1.ReasonRetireTimedOut, "Retire", "%s", eventNote(msg))
+		log.Info("gave up retiring an inventory", "pending", p.Pending, "policy", p.Policy)
+	} else {
+		log.Info("retired an inventory in every sink", "policy", p.Policy)
+	}
+	orig := o.obj.DeepCopyObject().(client.Object)
+	controllerutil.RemoveFinalizer(o.obj, kollectv1.FinalizerRetire)
+	if err := r.Patch(ctx, o.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s: %w", kollectv1.FinalizerRetire, client.IgnoreNotFound(err))
+	}
+	return ctrl.Result{}, nil
+}
