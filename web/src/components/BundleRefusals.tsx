@@ -29,8 +29,12 @@ export function clustersNotApplying(clusters: Iterable<Cluster>, bundle: string)
     .sort((a, b) => a.name.localeCompare(b.name));
 }
 
-export function BundleRefusals({ fleet, bundle, clusters }: { fleet: Fleet; bundle: string; clusters: Iterable<Cluster> }) {
-  const affected = clustersNotApplying(clusters, bundle);
+// clusters is the live fleet's map, not an iterable: this component also renders on its own (its
+// reads answering, its poll) with the props of its parent's last render, and a one-shot iterator
+// such as Map.values() would then be empty, so the list would say every cluster applied the
+// bundle until the parent happened to render again.
+export function BundleRefusals({ fleet, bundle, clusters }: { fleet: Fleet; bundle: string; clusters: ReadonlyMap<string, Cluster> }) {
+  const affected = clustersNotApplying(clusters.values(), bundle);
   const read = affected.slice(0, refusalClusterLimit);
   const names = read.map((c) => c.name);
   // Read again when a cluster's count of objects not applied changes.

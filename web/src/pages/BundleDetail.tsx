@@ -97,7 +97,7 @@ export function BundleDetail({ name }: { name: string }) {
         </section>
       ) : null}
 
-      {snap.loaded ? <BundleRefusals fleet={fleet} bundle={name} clusters={snap.clusters.values()} /> : null}
+      {snap.loaded ? <BundleRefusals fleet={fleet} bundle={name} clusters={snap.clusters} /> : null}
 
       <h2>Revisions</h2>
       {revs.error ? <ErrorBox error={revs.error} onRetry={revs.reload} /> : null}
