@@ -32,19 +32,7 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 		pg  *testenv.Postgres
 		hub *hubProc
 	)
-	must(t, parallel(
-		func() (err error) {
-			if cp, err = testenv.Start("confirm", testenv.Options{}); err == nil {
-				t.Cleanup(func() { _ = testenv.StopAll([]*testenv.ControlPlane{cp}) })
-			}
-			return err
-		},
-		func() (err error) {
-			if pg, err = testenv.StartPostgres(); err == nil {
-				t.Cleanup(pg.Stop)
-			}
-			return err
-		},
+	must(t, parallel(controlPlane(t, "confirm", &cp), postgresServer(t, &pg),
 		func() (err error) { hub, err = startHub(t); return err },
 	))
 	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)

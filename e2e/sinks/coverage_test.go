@@ -23,32 +23,8 @@ import (
 func TestUnknownTargetIsMarkedNotDeleted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var (
-		cp *testenv.ControlPlane
-		pg *testenv.Postgres
-	)
-	must(t, parallel(
-		func() (err error) {
-			if cp, err = testenv.Start("coverage", testenv.Options{}); err == nil {
-				t.Cleanup(func() { _ = testenv.StopAll([]*testenv.ControlPlane{cp}) })
-			}
-			return err
-		},
-		func() (err error) {
-			if pg, err = testenv.StartPostgres(); err == nil {
-				t.Cleanup(pg.Stop)
-			}
-			return err
-		},
-	))
-	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
-	must(t, err)
+	cp, pgURL, pgs := postgresCluster(t, ctx, "coverage")
 	c := cp.Client
-	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sinkNS}}))
-	must(t, seedWorkloads(ctx, c))
-	must(t, applyYAML(ctx, c, kollectConfig))
-	pgs := postgresSink(pg, pgURL)
-	must(t, applyYAML(ctx, c, pgs.manifest))
 	inv := newInventory(kollectv1.ClusterSinkReferences{Database: []kollectv1.NamespacedObjectReference{{Name: "postgres", Namespace: sinkNS}}})
 	must(t, c.Create(ctx, inv))
 	a := newAgent(t, cp)

@@ -58,19 +58,7 @@ func TestSinkOutageThroughTheShippedAgent(t *testing.T) {
 		nats  *testenv.NATS
 		hub   *hubProc
 	)
-	err = parallel(
-		func() (err error) {
-			if cp, err = testenv.Start("outage", testenv.Options{}); err == nil {
-				t.Cleanup(func() { _ = testenv.StopAll([]*testenv.ControlPlane{cp}) })
-			}
-			return err
-		},
-		func() (err error) {
-			if pg, err = testenv.StartPostgres(); err == nil {
-				t.Cleanup(pg.Stop)
-			}
-			return err
-		},
+	err = parallel(controlPlane(t, "outage", &cp), postgresServer(t, &pg),
 		func() (err error) {
 			if kafka, err = testenv.StartKafka(testenv.KafkaOptions{}); err == nil {
 				t.Cleanup(kafka.Stop)

@@ -24,32 +24,8 @@ import (
 func TestDeletedInventoriesApplyTheirDeletionPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var (
-		cp *testenv.ControlPlane
-		pg *testenv.Postgres
-	)
-	must(t, parallel(
-		func() (err error) {
-			if cp, err = testenv.Start("retire", testenv.Options{}); err == nil {
-				t.Cleanup(func() { _ = testenv.StopAll([]*testenv.ControlPlane{cp}) })
-			}
-			return err
-		},
-		func() (err error) {
-			if pg, err = testenv.StartPostgres(); err == nil {
-				t.Cleanup(pg.Stop)
-			}
-			return err
-		},
-	))
-	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
-	must(t, err)
+	cp, pgURL, _ := postgresCluster(t, ctx, "retire")
 	c := cp.Client
-	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: sinkNS}}))
-	must(t, seedWorkloads(ctx, c))
-	must(t, applyYAML(ctx, c, kollectConfig))
-	pgs := postgresSink(pg, pgURL)
-	must(t, applyYAML(ctx, c, pgs.manifest))
 	refs := kollectv1.ClusterSinkReferences{Database: []kollectv1.NamespacedObjectReference{{Name: "postgres", Namespace: sinkNS}}}
 	keep := newInventory(refs)
 	doomed := newInventory(refs)
