@@ -3,26 +3,19 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/spf13/cobra"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"kollect.dev/agent/internal/cli/output"
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sink/mongodb"
-	"kollect.dev/agent/internal/sink/postgres"
 )
 
 type queryFlags struct {
-	postgresURL, schema, table         string
-	mongoURI, database, collection     string
+	db                                 dbFlags
 	cluster, inventory, kind, ns, name string
 	attrs                              []string
 	limit                              int
@@ -59,12 +52,7 @@ func newQueryCmd(env *Env) *cobra.Command {
 		},
 	}
 	fl := c.Flags()
-	fl.StringVar(&f.postgresURL, "postgres", "", "PostgreSQL URL of the sink's database.")
-	fl.StringVar(&f.schema, "schema", "kollect", "Schema of the PostgreSQL sink.")
-	fl.StringVar(&f.table, "table", "rows", "Table of the PostgreSQL sink.")
-	fl.StringVar(&f.mongoURI, "mongodb", "", "MongoDB URI of the sink's deployment.")
-	fl.StringVar(&f.database, "database", "", "MongoDB database of the sink.")
-	fl.StringVar(&f.collection, "collection", "rows", "MongoDB collection of the sink.")
+	f.db.register(fl, false)
 	fl.StringVar(&f.cluster, "cluster", "", "Only rows of this cluster.")
 	fl.StringVar(&f.inventory, "inventory", "", "Only rows of this inventory (namespace/name or a cluster inventory's name).")
 	fl.StringVar(&f.kind, "kind", "", "Only rows of this kind.")
@@ -89,11 +77,8 @@ func validFormat(f string) bool {
 
 // filter checks the flags and parses --attr values.
 func (f *queryFlags) filter() (sink.RowFilter, error) {
-	switch {
-	case (f.postgresURL == "") == (f.mongoURI == ""):
-		return sink.RowFilter{}, errors.New("give exactly one of --postgres and --mongodb")
-	case f.mongoURI != "" && f.database == "":
-		return sink.RowFilter{}, errors.New("--mongodb needs --database")
+	if err := f.db.check(); err != nil {
+		return sink.RowFilter{}, err
 	}
 	pf := sink.RowFilter{Cluster: f.cluster, Inventory: f.inventory, Kind: f.kind, Namespace: f.ns, Name: f.name, Limit: f.limit}
 	for _, kv := range f.attrs {
@@ -113,30 +98,24 @@ func (f *queryFlags) filter() (sink.RowFilter, error) {
 	return pf, nil
 }
 
+// rowQuerier is the read both database sinks of `kollect query` have (postgres.Sink.Query,
+// mongodb.Sink.Query).
+type rowQuerier interface {
+	Query(ctx context.Context, f sink.RowFilter) ([]sink.StoredRow, error)
+}
+
 // run connects to the database, a connection error being exit code 2.
 func (f *queryFlags) run(ctx context.Context, pf sink.RowFilter) ([]export.Row, error) {
-	if f.postgresURL != "" {
-		conn, err := pgx.Connect(ctx, f.postgresURL)
-		if err != nil {
-			return nil, usage(fmt.Errorf("connecting to PostgreSQL: %w", err))
-		}
-		defer conn.Close(context.Background())
-		recs, err := postgres.Query(ctx, conn, f.schema, f.table, pf)
-		if err != nil {
-			return nil, usage(err)
-		}
-		rows := make([]export.Row, len(recs))
-		for i := range recs {
-			rows[i] = recs[i].Row
-		}
-		return rows, nil
-	}
-	client, err := mongo.Connect(options.Client().ApplyURI(f.mongoURI).SetTimeout(f.timeout))
+	s, err := f.db.open(ctx)
 	if err != nil {
-		return nil, usage(fmt.Errorf("connecting to MongoDB: %w", err))
+		return nil, usage(err)
 	}
-	defer client.Disconnect(context.Background())
-	recs, err := mongodb.Query(ctx, client.Database(f.database).Collection(f.collection), pf)
+	defer s.Close()
+	q, ok := s.(rowQuerier)
+	if !ok {
+		return nil, usage(fmt.Errorf("%s cannot be queried", f.db.destination()))
+	}
+	recs, err := q.Query(ctx, pf)
 	if err != nil {
 		return nil, usage(err)
 	}

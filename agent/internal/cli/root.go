@@ -51,6 +51,7 @@ func NewRoot(env *Env) *cobra.Command {
 		newRenderCmd(env),
 		newCollectCmd(env),
 		newQueryCmd(env),
+		newSinksCmd(env),
 		hubcmd.New(env),
 		newVersionCmd(env),
 	)

@@ -1,8 +1,9 @@
 // Package sink is the contract between the agent and its sink backends: the Sink interface
 // and the Batch it receives (the snapshot envelope and the diff against what the sink
 // accepted last), previews, the transient and terminal error classes that drive retries, the
-// Env every backend is built with (cluster, secret access, cache directory, logger) and the
-// query types of the database sinks.
+// Env every backend is built with (cluster, secret access, cache directory, logger), and the
+// query types and the Purger (what a sink holds of a cluster, and its removal) of the
+// database sinks.
 //
 // Factory is the one constructor shape of every backend (each backend's New is one), and
 // Factories a table of them keyed by Key ("family/type").

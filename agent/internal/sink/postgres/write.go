@@ -53,9 +53,8 @@ func decide(stored string, found bool, b *sink.Batch) mode {
 func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	// Serialise exports of this (cluster, inventory) across agents and pool connections; the
 	// next statement's snapshot then sees whatever the previous holder committed.
-	lockKey := w.n.schema + "." + w.n.table + "/" + w.cluster + "/" + w.inventory
-	if _, err := w.tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", lockKey); err != nil {
-		return fmt.Errorf("locking: %w", err)
+	if err := lockInventory(ctx, w.tx, w.n, w.cluster, w.inventory); err != nil {
+		return err
 	}
 	stored, found, storedCov, err := w.readState(ctx)
 	if err != nil {
@@ -110,6 +109,16 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 		return nil // a resync that found nothing to repair: the state is already right
 	}
 	return w.saveState(ctx, &b.Envelope)
+}
+
+// lockInventory takes the transaction-scoped advisory lock of one (cluster, inventory) of the
+// sink's table, which every export and purge of it holds.
+func lockInventory(ctx context.Context, tx pgx.Tx, n names, cluster, inventory string) error {
+	key := n.schema + "." + n.table + "/" + cluster + "/" + inventory
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key); err != nil {
+		return fmt.Errorf("locking %s/%s: %w", cluster, inventory, err)
+	}
+	return nil
 }
 
 // upsert stages rows with COPY and merges them: new keys are inserted, existing keys are

@@ -1,0 +1,259 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
+)
+
+// newSinksCmd groups the commands that work on a shared database sink directly.
+func newSinksCmd(env *Env) *cobra.Command {
+	c := &cobra.Command{
+		Use:   "sinks",
+		Short: "Maintain the shared database sinks directly",
+		Args:  cobra.NoArgs,
+	}
+	c.AddCommand(newPurgeCmd(env))
+	return c
+}
+
+type purgeFlags struct {
+	db                 dbFlags
+	cluster, inventory string
+	dryRun, force      bool
+	retiredAfter       time.Duration
+	output             string
+	timeout            time.Duration
+}
+
+// purgeFormats are the output formats of sinks purge.
+var purgeFormats = []string{"table", "json"}
+
+func newPurgeCmd(env *Env) *cobra.Command {
+	var f purgeFlags
+	c := &cobra.Command{
+		Use: "purge --cluster NAME (--postgres URL | --mongodb URI --database DB | --bigquery PROJECT --dataset D) " +
+			"[--inventory INV] [--dry-run] [--force]",
+		Short: "Remove a retired cluster's rows, coverage and state from a shared database sink",
+		Long: "purge removes from a PostgreSQL, MongoDB or BigQuery sink every row, coverage entry and state record of " +
+			"one cluster (of one inventory with --inventory), and nothing of any other cluster. It refuses while the " +
+			"cluster's agent wrote its state within --retired-after (it is probably alive and would write the rows " +
+			"again) unless --force. --dry-run prints what would be removed and removes nothing.",
+		Example: "  kollect sinks purge --postgres postgres://admin@db/inventory --cluster old-eu-1 --dry-run\n" +
+			"  kollect sinks purge --mongodb mongodb://mongo:27017 --database inventory --cluster old-eu-1\n" +
+			"  kollect sinks purge --bigquery acme-fleet --dataset kollect --cluster old-eu-1 --inventory shop/workloads",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.check(); err != nil {
+				return usage(err)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			defer cancel()
+			return f.run(ctx, env.Out)
+		},
+	}
+	fl := c.Flags()
+	f.db.register(fl, true)
+	fl.StringVar(&f.cluster, "cluster", "", "The cluster whose rows, coverage and state to remove (required).")
+	fl.StringVar(&f.inventory, "inventory", "", "Only this inventory of the cluster (namespace/name or a cluster inventory's name).")
+	fl.BoolVar(&f.dryRun, "dry-run", false, "Print what would be removed and remove nothing.")
+	fl.BoolVar(&f.force, "force", false, "Purge even when the cluster's agent wrote its state within --retired-after.")
+	fl.DurationVar(&f.retiredAfter, "retired-after", time.Hour,
+		"A cluster is retired when its state was last confirmed or changed longer ago than this.")
+	fl.StringVarP(&f.output, "output", "o", "table", "Output format: "+strings.Join(purgeFormats, ", ")+".")
+	fl.DurationVar(&f.timeout, "timeout", 5*time.Minute, "Give up after this long.")
+	_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(purgeFormats, cobra.ShellCompDirectiveNoFileComp))
+	return c
+}
+
+func (f *purgeFlags) check() error {
+	if err := f.db.check(); err != nil {
+		return err
+	}
+	switch {
+	case f.cluster == "":
+		return errors.New("--cluster is required: purge removes one cluster's data")
+	case f.retiredAfter <= 0:
+		return errors.New("--retired-after must be positive (--force skips the check)")
+	case f.output != "table" && f.output != "json":
+		return fmt.Errorf("unknown output format %q (want one of %s)", f.output, strings.Join(purgeFormats, ", "))
+	}
+	return nil
+}
+
+// scope names what the command works on, for messages.
+func (f *purgeFlags) scope() string {
+	if f.inventory != "" {
+		return fmt.Sprintf("cluster %s inventory %s", f.cluster, f.inventory)
+	}
+	return "cluster " + f.cluster
+}
+
+// run reads what the sink holds, checks the cluster is retired and purges. Errors of the
+// database are exit code 2 like query's; nothing held and a refusal are findings, 1.
+func (f *purgeFlags) run(ctx context.Context, out io.Writer) error {
+	s, err := f.db.open(ctx)
+	if err != nil {
+		return usage(err)
+	}
+	defer s.Close()
+	held, err := s.Holdings(ctx, f.cluster, f.inventory)
+	if err != nil {
+		return usage(err)
+	}
+	if len(held) == 0 {
+		return findings("%s: nothing held in %s (no row, coverage entry or state record): check the name with kollect query",
+			f.scope(), f.db.destination())
+	}
+	now := time.Now()
+	cutoff := now.Add(-f.retiredAfter)
+	late := sink.NotRetired(held, cutoff)
+	if f.dryRun {
+		return f.report(out, held, cutoff, now, false, late)
+	}
+	if len(late) > 0 && !f.force {
+		return findings("%s", refusal(f.cluster, late, f.retiredAfter, now))
+	}
+	guard := cutoff
+	if f.force {
+		guard = time.Time{}
+	}
+	removed, err := s.Purge(ctx, f.cluster, f.inventory, guard)
+	if err == nil && len(removed) == 0 {
+		// Someone else purged it since Holdings read it.
+		_, err := fmt.Fprintf(out, "removed nothing: %s held nothing any more in %s\n", f.scope(), f.db.destination())
+		return err
+	}
+	if len(removed) > 0 {
+		if rerr := f.report(out, removed, cutoff, now, true, nil); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	if errors.Is(err, sink.ErrNotRetired) {
+		return findings("%v: nothing more was removed; its agent is back, stop it first or pass --force", err)
+	}
+	if err != nil {
+		return usage(err)
+	}
+	return nil
+}
+
+// refusal says which inventories' agents wrote recently, when, and what to do.
+func refusal(cluster string, late []sink.Holding, retiredAfter time.Duration, now time.Time) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "refusing to purge cluster %s: its agent wrote the state within --retired-after %s, so it is probably "+
+		"still running and would write the rows again:", cluster, retiredAfter)
+	for _, h := range late {
+		what := "confirmed"
+		if h.ChangedAt.After(h.ConfirmedAt) {
+			what = "changed"
+		}
+		fmt.Fprintf(&sb, "\n  inventory %s: %s %s (%s), by %s", h.Inventory, what, ago(h.LastSeen(), now),
+			h.LastSeen().UTC().Format(time.RFC3339), writer(h.Writer))
+	}
+	sb.WriteString("\nstop that agent (or remove the sink from its inventories) and purge once --retired-after has passed, or pass --force")
+	return sb.String()
+}
+
+// purgeEntry is one inventory of the report.
+type purgeEntry struct {
+	sink.Holding
+	// Retired is whether the state was last written before the cutoff.
+	Retired bool `json:"retired"`
+}
+
+// purgeReport is what -o json prints.
+type purgeReport struct {
+	Cluster      string       `json:"cluster"`
+	Inventory    string       `json:"inventory,omitempty"`
+	Destination  string       `json:"destination"`
+	DryRun       bool         `json:"dryRun"`
+	Removed      bool         `json:"removed"`
+	RetiredAfter string       `json:"retiredAfter"`
+	Inventories  []purgeEntry `json:"inventories"`
+}
+
+// report prints the holdings, per inventory, and the totals: what would be removed (dry run)
+// or what was.
+func (f *purgeFlags) report(out io.Writer, hs []sink.Holding, cutoff, now time.Time, removed bool, late []sink.Holding) error {
+	rep := purgeReport{Cluster: f.cluster, Inventory: f.inventory, Destination: f.db.destination(), DryRun: f.dryRun,
+		Removed: removed, RetiredAfter: f.retiredAfter.String()}
+	var rows, cov, states int
+	for _, h := range hs {
+		rep.Inventories = append(rep.Inventories, purgeEntry{Holding: h, Retired: h.Retired(cutoff)})
+		rows, cov, states = rows+h.Rows, cov+h.CoverageEntries, states+h.StateRecords
+	}
+	if f.output == "json" {
+		js, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encoding the report: %w", err)
+		}
+		_, err = fmt.Fprintf(out, "%s\n", js)
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CLUSTER\tINVENTORY\tROWS\tCOVERAGE\tSTATE\tCHANGED\tCONFIRMED\tWRITER\tRETIRED")
+	for _, e := range rep.Inventories {
+		retired := "yes"
+		if !e.Retired {
+			retired = "no"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", f.cluster, e.Inventory, e.Rows, e.CoverageEntries, e.StateRecords,
+			stamp(e.ChangedAt, now), stamp(e.ConfirmedAt, now), writer(e.Writer), retired)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	totals := fmt.Sprintf("%d rows, %d coverage entries and %d state records of %s from %s", rows, cov, states, f.scope(), rep.Destination)
+	var err error
+	switch {
+	case removed:
+		_, err = fmt.Fprintf(out, "removed %s\n", totals)
+	case len(late) > 0 && !f.force:
+		_, err = fmt.Fprintf(out, "dry run: nothing removed; a purge would be refused: %d inventories were written within --retired-after %s (pass --force to purge anyway) and would remove %s\n",
+			len(late), f.retiredAfter, totals)
+	default:
+		_, err = fmt.Fprintf(out, "dry run: nothing removed; a purge would remove %s\n", totals)
+	}
+	return err
+}
+
+// stamp is a time with its age, "-" when unset.
+func stamp(t, now time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339) + " (" + ago(t, now) + ")"
+}
+
+// ago is how long before now t was; a time ahead of now (a clock skewed agent) says so.
+func ago(t, now time.Time) string {
+	d := now.Sub(t).Round(time.Second)
+	if d < 0 {
+		return (-d).String() + " ahead"
+	}
+	return d.String() + " ago"
+}
+
+// writer names the agent of a state, "-" when it names none (states from before provenance).
+func writer(w export.Writer) string {
+	switch {
+	case w.Version == "" && w.Instance == "":
+		return "-"
+	case w.Instance == "":
+		return w.Version
+	case w.Version == "":
+		return w.Instance
+	}
+	return w.Version + " " + w.Instance
+}

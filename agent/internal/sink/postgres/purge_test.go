@@ -1,0 +1,185 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktest"
+)
+
+// exportAt exports n Deployments of cluster's inventory, with their coverage entry, as an
+// agent did at the time at.
+func exportAt(t *testing.T, s *Sink, cluster, inventory string, n int, at time.Time) {
+	t.Helper()
+	a := &agent{sink: s, cluster: cluster, inventory: inventory,
+		writer:   export.Writer{Version: "v0.1.0", Instance: "kollect-system@" + cluster},
+		coverage: []export.Coverage{sinktest.Complete("deployments", int64(n))}}
+	b := a.batch(sinktest.Deployments(cluster, inventory, n, 1))
+	b.Envelope.ExportedAt = at
+	if err := s.Export(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fingerprint is every row, coverage entry and state row of a cluster with its xmin and
+// updated_at (confirmed_at for the state): any rewrite or removal changes it.
+func fingerprint(t *testing.T, pool *pgxpool.Pool, cluster string) string {
+	t.Helper()
+	var s string
+	err := pool.QueryRow(context.Background(), `SELECT concat_ws(' | ',
+  (SELECT string_agg(inventory || '/' || target || '/' || uid || '@' || xmin::text || '@' || updated_at::text, ',' ORDER BY inventory, target, uid)
+     FROM kollect.rows WHERE cluster = $1),
+  (SELECT string_agg(inventory || '/' || target || '@' || xmin::text || '@' || updated_at::text, ',' ORDER BY inventory, target)
+     FROM kollect.rows_coverage WHERE cluster = $1),
+  (SELECT string_agg(inventory || '@' || xmin::text || '@' || confirmed_at::text, ',' ORDER BY inventory)
+     FROM kollect.rows_state WHERE cluster = $1))`, cluster).Scan(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// held counts a cluster's rows, coverage entries and state rows.
+func held(t *testing.T, pool *pgxpool.Pool, cluster string) [3]int {
+	t.Helper()
+	var out [3]int
+	for i, table := range []string{"kollect.rows", "kollect.rows_coverage", "kollect.rows_state"} {
+		out[i] = count(t, pool, "SELECT count(*) FROM "+table+" WHERE cluster = $1", cluster)
+	}
+	return out
+}
+
+// TestPurgeRemovesOneClusterOnly: Holdings reports per inventory what the tables hold; a
+// cutoff before the agent's last write refuses and removes nothing; a purge of one
+// inventory, then of the rest, removes exactly that cluster's rows, coverage and state and
+// reports it, while the other cluster's rows keep their xmin and updated_at.
+func TestPurgeRemovesOneClusterOnly(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	east, _ := newSink(t, db, "east")
+	west, _ := newSink(t, db, "west")
+	pool := connect(t, db)
+	old := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Microsecond)
+	exportAt(t, east, "east", "apps", 5, old)
+	exportAt(t, east, "east", "web", 3, old)
+	exportAt(t, west, "west", "apps", 4, old)
+	westBefore := fingerprint(t, pool, "west")
+	if westBefore == "" || held(t, pool, "west") != [3]int{4, 1, 1} {
+		t.Fatalf("west was not seeded: %q", westBefore)
+	}
+
+	w := export.Writer{Version: "v0.1.0", Instance: "kollect-system@east"}
+	apps := sink.Holding{Inventory: "apps", Rows: 5, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
+	web := sink.Holding{Inventory: "web", Rows: 3, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
+	got, err := east.Holdings(ctx, "east", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, []sink.Holding{apps, web}) {
+		t.Fatalf("holdings of east:\n%+v\nwant\n%+v", got, []sink.Holding{apps, web})
+	}
+	if got, err := east.Holdings(ctx, "east", "web"); err != nil || !reflect.DeepEqual(got, []sink.Holding{web}) {
+		t.Fatalf("holdings of east/web: %+v, %v", got, err)
+	}
+	if got, err := east.Holdings(ctx, "nobody", ""); err != nil || len(got) != 0 {
+		t.Fatalf("holdings of an unknown cluster: %+v, %v", got, err)
+	}
+
+	// The agent wrote after this cutoff: nothing goes.
+	if _, err := east.Purge(ctx, "east", "", old.Add(-time.Minute)); !errors.Is(err, sink.ErrNotRetired) {
+		t.Fatalf("purge with a cutoff before the last write: %v, want ErrNotRetired", err)
+	}
+	if got := held(t, pool, "east"); got != [3]int{8, 2, 2} {
+		t.Fatalf("a refused purge left east with %v", got)
+	}
+	// An agent's sink purges its own cluster only.
+	if _, err := west.Purge(ctx, "east", "", time.Time{}); err == nil || sink.ClassOf(err) != sink.Terminal {
+		t.Fatalf("west's sink purging east: %v, want a terminal error", err)
+	}
+
+	removed, err := east.Purge(ctx, "east", "web", old.Add(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(removed, []sink.Holding{web}) {
+		t.Fatalf("purge of east/web removed %+v, want %+v", removed, web)
+	}
+	if got := held(t, pool, "east"); got != [3]int{5, 1, 1} {
+		t.Fatalf("after purging east/web east holds %v, want apps only", got)
+	}
+	if n := count(t, pool, "SELECT count(*) FROM kollect.rows WHERE inventory = 'web'"); n != 0 {
+		t.Fatalf("%d rows of web left", n)
+	}
+
+	removed, err = east.Purge(ctx, "east", "", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(removed, []sink.Holding{apps}) {
+		t.Fatalf("purge of east removed %+v, want %+v", removed, apps)
+	}
+	if got := held(t, pool, "east"); got != [3]int{} {
+		t.Fatalf("after the purge east holds %v", got)
+	}
+	if got := fingerprint(t, pool, "west"); got != westBefore {
+		t.Fatalf("the purge of east touched west:\nbefore %s\nafter  %s", westBefore, got)
+	}
+	if removed, err := east.Purge(ctx, "east", "", time.Time{}); err != nil || len(removed) != 0 {
+		t.Fatalf("purging a purged cluster: %+v, %v", removed, err)
+	}
+}
+
+// TestPurgeChecksTheCutoffUnderTheExportLock: a purge waits for the advisory lock an export
+// of the inventory holds, and judges the cutoff on what that export committed: an agent that
+// confirmed meanwhile keeps its rows.
+func TestPurgeChecksTheCutoffUnderTheExportLock(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s, _ := newSink(t, db, "east")
+	pool := connect(t, db)
+	exportAt(t, s, "east", "apps", 5, time.Now().Add(-3*time.Hour))
+
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if err := lockInventory(ctx, tx, names{schema: "kollect", table: "rows"}, "east", "apps"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.Purge(ctx, "east", "", time.Now().Add(-time.Hour))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the purge did not wait for the export's lock: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	// The export holding the lock confirms, as a live agent's does, and commits.
+	if _, err := tx.Exec(ctx, "UPDATE kollect.rows_state SET confirmed_at = now() WHERE cluster = 'east' AND inventory = 'apps'"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, sink.ErrNotRetired) {
+			t.Fatalf("purge after a confirmation under the lock: %v, want ErrNotRetired", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the purge did not finish after the lock was released")
+	}
+	if got := held(t, pool, "east"); got != [3]int{5, 1, 1} {
+		t.Fatalf("east holds %v after a refused purge", got)
+	}
+}
