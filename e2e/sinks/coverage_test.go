@@ -7,12 +7,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/testenv"
 )
 
 // TestUnknownTargetIsMarkedNotDeleted is issue 19 point 2 through the shipped kollect-agent:

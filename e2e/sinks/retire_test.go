@@ -7,13 +7,10 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
-	"kollect.dev/testenv"
 )
 
 // TestDeletedInventoriesApplyTheirDeletionPolicy is issue 19 point 4 through the shipped
