@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -260,6 +261,23 @@ func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
 		}
 	}
 	waitRows(t, ctx, sinks, want3, "(e) the services profile's new generation")
+
+	// (f) Deleting the inventory with deletionPolicy Delete empties every sink: rows deleted
+	// from the databases, tombstones on the event sinks, documents pruned from the snapshot
+	// sinks, each read back with its own client; then the inventory goes.
+	inv := &kollectv1.KollectClusterInventory{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: inventory}, inv))
+	inv.Spec.DeletionPolicy = kollectv1.DeletionDelete
+	must(t, c.Update(ctx, inv))
+	must(t, c.Delete(ctx, inv))
+	waitRows(t, ctx, sinks, rowSet{}, "(f) the deleted inventory's rows removed")
+	deadline := time.Now().Add(30 * time.Second)
+	for err := c.Get(ctx, client.ObjectKey{Name: inventory}, inv); !apierrors.IsNotFound(err); err = c.Get(ctx, client.ObjectKey{Name: inventory}, inv) {
+		if time.Now().After(deadline) {
+			t.Fatalf("(f) the deleted inventory is still there: finalizers %v, err %v, status %+v", inv.Finalizers, err, inv.Status.Conditions)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 	t.Logf("suite done in %s", time.Since(began).Round(time.Millisecond))
 }
 
