@@ -34,8 +34,8 @@ func TestSecondWriterIsRefused(t *testing.T) {
 	pool := connect(t, db)
 	type stateRow struct {
 		checksum, version, instance, contVersion, contInstance string
-		lastWrite                                               time.Time
-		contendedAt                                             *time.Time
+		lastWrite                                              time.Time
+		contendedAt                                            *time.Time
 	}
 	state := func() stateRow {
 		t.Helper()
