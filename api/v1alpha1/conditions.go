@@ -98,6 +98,13 @@ const (
 	// ReasonRetireTimedOut (a Warning event): the deletionTimeout passed before every sink took
 	// the inventory's last write; the event names the sinks whose data stayed as it was.
 	ReasonRetireTimedOut = "RetireTimedOut"
+	// ReasonWriterConflict (Degraded=True): another agent writes the same cluster and
+	// inventory to a shared sink: two agents run with the same --cluster-name. The agent that
+	// held the sink first keeps writing; the other's exports are refused and write no row.
+	// Both report it, and the message names the sink and the other agent's instance and
+	// version. It clears once the other has not written for the conflict window (two confirm
+	// intervals, 10 minutes without confirmations).
+	ReasonWriterConflict = "WriterConflict"
 )
 
 // Reasons of sink conditions (KollectSnapshotSink, KollectDatabaseSink, KollectEventSink).

@@ -299,7 +299,7 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 		prior[string(p.Family)+"/"+p.Namespace+"/"+p.Name] = p
 	}
 	s.Sinks = nil
-	var failing, pending []string
+	var failing, pending, conflicts, refused []string
 	for _, ws := range st.Sinks {
 		ns := ws.Ref.Namespace
 		if o.obj.GetNamespace() != "" {
@@ -307,7 +307,17 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 		}
 		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
 			Checksum: ws.Checksum, Coverage: ws.Coverage, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
-		if ws.LastError != "" {
+		switch {
+		case ws.Conflict != nil:
+			// Both agents report it: the refused one's LastError is the refusal, the holder's
+			// export succeeded but its sink's lastError says who contends it.
+			conflicts = append(conflicts, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.Conflict.Message))
+			es.LastError = ws.Conflict.Message
+			if ws.Conflict.Refused {
+				es.ErrorClass = string(ws.Class)
+				refused = append(refused, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.Conflict.Message))
+			}
+		case ws.LastError != "":
 			es.ErrorClass = string(ws.Class)
 			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))
 		}
@@ -381,7 +391,7 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 		reason string
 		msgs   []string
 	}{{kollectv1.ReasonBudgetExceeded, quarantined}, {kollectv1.ReasonForbidden, forbidden}, {kollectv1.ReasonSinkInvalid, sinkProblems},
-		{kollectv1.ReasonExportFailed, failing}} {
+		{kollectv1.ReasonExportFailed, failing}, {kollectv1.ReasonWriterConflict, conflicts}} {
 		if len(c.msgs) > 0 {
 			problems, reason = append(problems, c.msgs...), c.reason
 		}
@@ -418,6 +428,9 @@ func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems [
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "no snapshot built yet")
 	case len(failing) > 0:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportFailed, strings.Join(failing, "; "))
+	case len(refused) > 0:
+		// Not ExportPending: a refused sink does not catch up by itself.
+		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonWriterConflict, strings.Join(refused, "; "))
 	case len(pending) > 0:
 		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "exporting to "+strings.Join(pending, ", "))
 	default:

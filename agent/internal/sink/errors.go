@@ -50,9 +50,14 @@ func TerminalError(err error) error {
 // Terminalf formats a terminal error.
 func Terminalf(format string, args ...any) error { return TerminalError(fmt.Errorf(format, args...)) }
 
-// ClassOf returns the class of err: the innermost classification wins, unclassified errors and
-// context deadlines are transient.
+// ClassOf returns the class of err: a writer conflict is terminal, else the innermost
+// classification wins; unclassified errors and context deadlines are transient.
 func ClassOf(err error) ErrorClass {
+	if errors.Is(err, ErrWriterConflict) {
+		// Retrying cannot help while the other agent writes; the worker waits a confirm
+		// interval between attempts.
+		return Terminal
+	}
 	var c *classified
 	if errors.As(err, &c) {
 		return c.class

@@ -22,13 +22,20 @@ type Batch struct {
 	PreviousChecksum string
 	// Resync marks a periodic full re-send requested by the inventory's resyncInterval.
 	Resync bool
+	// ConflictWindow is how long another writer of the same (cluster, inventory) holds the
+	// sink after its last write (see WriterCheck); zero means DefaultConflictWindow.
+	ConflictWindow time.Duration
 }
 
 // Sink is a destination of inventory exports. The agent calls a Sink from one goroutine per
 // sink, with a deadline on every call, and retries failed calls with backoff: Export must be
 // idempotent for the same batch.
 type Sink interface {
-	// Export writes the batch. It returns nil only when the sink durably holds the snapshot.
+	// Export writes the batch. It returns nil only when the sink durably holds the snapshot,
+	// or a *ContendedError: the sink holds it too, and another agent tried to write the same
+	// (cluster, inventory) within the window. A sink that keeps a state record returns a
+	// *WriterConflictError, having written no row, when another agent holds the state (see
+	// WriterCheck).
 	Export(ctx context.Context, b *Batch) error
 	// Probe checks that the sink is reachable and usable with its credentials, without
 	// writing inventory data.
@@ -43,7 +50,9 @@ type Sink interface {
 // Confirm records, without writing a row, that the sink still holds the snapshot with the
 // given checksum, so its readers can tell a quiet cluster from a dead agent. A sink without
 // it is confirmed by its connection test alone, and its readers see the confirmation in the
-// agent's status, metrics and the hub only.
+// agent's status, metrics and the hub only. Confirm checks the writer as Export does: a
+// *WriterConflictError when another agent holds the state, a *ContendedError after a
+// successful confirmation that another agent contends.
 type Confirmer interface {
 	Confirm(ctx context.Context, c Confirmation) error
 }
@@ -60,6 +69,8 @@ type Confirmation struct {
 	// Coverage is the coverage the sink accepted with the checksum (always complete: only a
 	// complete snapshot is confirmed), for sinks that rewrite their whole state record.
 	Coverage []export.Coverage
+	// ConflictWindow is as in Batch.
+	ConflictWindow time.Duration
 }
 
 // ErrNotHeld is returned (wrapped) by Confirm when the sink's state names another snapshot

@@ -17,6 +17,7 @@ type Metrics struct {
 	confirms    *prometheus.CounterVec
 	interval    *prometheus.GaugeVec
 	rows        *prometheus.GaugeVec
+	conflict    *prometheus.GaugeVec
 }
 
 // NewMetrics registers the delivery workers' metrics with reg.
@@ -47,8 +48,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		rows: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kollect_exported_rows", Help: "Rows in the last snapshot a sink accepted.",
 		}, []string{"sink", "inventory"}),
+		conflict: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "kollect_export_writer_conflict",
+			Help: "1 while another agent writes the same cluster and inventory to the sink (two agents with one --cluster-name), else 0.",
+		}, []string{"sink", "inventory"}),
 	}
-	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.lastConfirm, m.confirms, m.interval, m.rows)
+	reg.MustRegister(m.duration, m.errors, m.lastSuccess, m.lastConfirm, m.confirms, m.interval, m.rows, m.conflict)
 	return m
 }
 
@@ -87,6 +92,20 @@ func (m *Metrics) confirmInterval(name, inventory string, d time.Duration) {
 		return
 	}
 	m.interval.WithLabelValues(name, inventory).Set(d.Seconds())
+	// The conflict gauge has a series from the start too, so an alert on it sees a 0.
+	m.conflict.WithLabelValues(name, inventory)
+}
+
+// writerConflict records whether the sink's last answer reported another writer.
+func (m *Metrics) writerConflict(name, inventory string, on bool) {
+	if m == nil || inventory == "" {
+		return
+	}
+	v := 0.0
+	if on {
+		v = 1
+	}
+	m.conflict.WithLabelValues(name, inventory).Set(v)
 }
 
 // initSink makes a sink's confirmation counters visible at zero before the first one, so an

@@ -63,6 +63,21 @@ type Status struct {
 	Class sink.ErrorClass
 	// Failures counts consecutive failures; the breaker opens at BreakerThreshold.
 	Failures int
+	// Conflict is set while another agent writes the same (cluster, inventory) to the sink
+	// (two agents run with one --cluster-name); nil once a write meets no conflict.
+	Conflict *Conflict
+}
+
+// Conflict is a writer conflict the sink reported (sink.WriterConflictError or
+// sink.ContendedError). It is never modified once in a Status.
+type Conflict struct {
+	// Refused: the other agent holds the sink and this one's writes are refused. Otherwise
+	// this agent holds it, and the other's writes are refused.
+	Refused bool
+	// Other is the other agent.
+	Other export.Writer
+	// Message is the sink's report, naming both agents and what to do.
+	Message string
 }
 
 // Backoff shapes retries.
@@ -277,12 +292,16 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		Diff:             export.Compute(accepted, job.Snapshot),
 		PreviousChecksum: prevSum,
 		Resync:           job.Resync,
+		ConflictWindow:   w.conflictWindow(),
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.timeout)
 	start := time.Now()
 	err := w.sink.Export(callCtx, batch)
 	cancel()
+	// A contended export succeeded: the sink holds the batch and reports the other agent.
+	conflict, err := conflictOf(err)
 	w.metrics.observe(w.Name, job.Inventory, time.Since(start), err)
+	w.metrics.writerConflict(w.Name, job.Inventory, conflict != nil)
 	if err != nil && ctx.Err() != nil {
 		return false // shutting down; the next process resumes from status
 	}
@@ -306,11 +325,14 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		if w.desired == job {
 			w.desired = job.settled()
 		}
+		w.status.Conflict = conflict
 		w.metrics.success(w.Name, job.Inventory, batch.Envelope.ExportedAt, job.Snapshot.Len(), job.Complete)
 	} else {
+		// A refusal keeps the accepted checksum: the sink still holds whatever it held.
 		w.status.LastError = err.Error()
 		w.status.Class = sink.ClassOf(err)
 		w.status.LastAttempt = start
+		w.status.Conflict = conflict
 		w.status.Failures++
 		if w.status.Class == sink.Transient && w.status.Failures >= w.backoff.BreakerThreshold {
 			w.status.Class = sink.CircuitOpen
@@ -319,6 +341,10 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	st := w.status
 	w.mu.Unlock()
 	w.onStatus(st)
+	if conflict != nil && err == nil {
+		w.log.Error(errors.New(conflict.Message), "another agent writes the same cluster and inventory to the sink", "sink", w.Name,
+			"inventory", job.Inventory, "other", conflict.Other.Instance)
+	}
 	if err != nil {
 		// Error level: this is the line an operator greps for when a sink is behind.
 		w.log.Error(err, "export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures)
@@ -332,7 +358,9 @@ func (w *Worker) waitToRetry(ctx context.Context, delay time.Duration) bool {
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	var probe <-chan time.Time
-	if every := w.backoff.ProbeInterval; every > 0 && delay > every {
+	// A refused writer is not waiting for the sink to answer, which it does: probing would
+	// turn the wait into a retry every ProbeInterval.
+	if every := w.backoff.ProbeInterval; every > 0 && delay > every && !w.refused() {
 		t := time.NewTicker(every)
 		defer t.Stop()
 		probe = t.C
@@ -362,6 +390,11 @@ func (w *Worker) waitToRetry(ctx context.Context, delay time.Duration) bool {
 func (w *Worker) retryDelay() time.Duration {
 	st := w.Status()
 	b := w.backoff
+	if st.Conflict != nil && st.Conflict.Refused {
+		// The other agent keeps the sink until it stops writing for the window: asking again
+		// sooner than it confirms cannot succeed, and every refusal is a state write.
+		return w.conflictRetry()
+	}
 	if st.Class == sink.Terminal {
 		return b.TerminalDelay
 	}
@@ -422,12 +455,28 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 	var err error
 	if c, ok := w.sink.(sink.Confirmer); ok {
 		err = c.Confirm(cctx, sink.Confirmation{Cluster: job.Cluster, Inventory: job.Inventory, Checksum: st.Checksum, At: at, Writer: job.Writer,
-			Coverage: job.Coverage})
+			Coverage: job.Coverage, ConflictWindow: w.conflictWindow()})
 	} else {
 		err = w.sink.Probe(cctx)
 	}
+	conflict, err := conflictOf(err)
+	if ctx.Err() == nil {
+		w.metrics.writerConflict(w.Name, job.Inventory, conflict != nil)
+	}
 	switch {
 	case ctx.Err() != nil:
+		return
+	case conflict != nil && conflict.Refused:
+		// The sink holds another agent's snapshot now (it took over while this one was away,
+		// or both run): keep the accepted checksum and try again at the next interval.
+		w.metrics.confirmation(w.Name, job.Inventory, failed, at)
+		w.log.Error(err, "confirming the sink refused: another agent writes the same cluster and inventory", "sink", w.Name,
+			"inventory", job.Inventory, "other", conflict.Other.Instance)
+		w.mu.Lock()
+		w.status.Conflict, w.status.LastError, w.status.Class, w.status.LastAttempt = conflict, err.Error(), sink.ClassOf(err), at
+		st = w.status
+		w.mu.Unlock()
+		w.onStatus(st)
 		return
 	case errors.Is(err, sink.ErrNotHeld):
 		w.metrics.confirmation(w.Name, job.Inventory, notHeld, at)
@@ -448,9 +497,57 @@ func (w *Worker) confirmOnce(ctx context.Context) {
 		return
 	}
 	w.metrics.confirmation(w.Name, job.Inventory, confirmed, at)
+	if conflict != nil {
+		w.log.Error(errors.New(conflict.Message), "another agent writes the same cluster and inventory to the sink", "sink", w.Name,
+			"inventory", job.Inventory, "other", conflict.Other.Instance)
+	}
 	w.mu.Lock()
 	w.status.LastConfirm = at
+	w.status.Conflict = conflict
+	if st.Conflict != nil && st.Conflict.Refused {
+		// This agent holds the sink again: the refusal is over.
+		w.status.LastError, w.status.Class, w.status.Failures = "", "", 0
+	}
 	st = w.status
 	w.mu.Unlock()
 	w.onStatus(st)
+}
+
+// conflictWindow is how long the sink is held for this agent after its last write.
+func (w *Worker) conflictWindow() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return sink.ConflictWindow(w.confirmEvery)
+}
+
+// conflictRetry is how long a refused worker waits: a confirm interval, the holder's rhythm
+// (the window when confirmations are off).
+func (w *Worker) conflictRetry() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.confirmEvery > 0 {
+		return w.confirmEvery
+	}
+	return sink.DefaultConflictWindow
+}
+
+// conflictOf splits a sink call's result: a *sink.ContendedError is a success (nil error) with
+// a conflict to report, a *sink.WriterConflictError a failure with a conflict.
+func conflictOf(err error) (*Conflict, error) {
+	var contended *sink.ContendedError
+	if errors.As(err, &contended) {
+		return &Conflict{Other: contended.Contender, Message: err.Error()}, nil
+	}
+	var refused *sink.WriterConflictError
+	if errors.As(err, &refused) {
+		return &Conflict{Refused: true, Other: refused.Holder, Message: err.Error()}, err
+	}
+	return nil, err
+}
+
+// refused reports whether the last attempt was refused by a writer conflict.
+func (w *Worker) refused() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.status.Conflict != nil && w.status.Conflict.Refused
 }

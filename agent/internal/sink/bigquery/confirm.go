@@ -29,10 +29,24 @@ func (s *Sink) confirmSQL() string {
 // confirmed checksum: one DML UPDATE, no row written. A state row with another checksum, or
 // none, is sink.ErrNotHeld: the agent exports again in full. BigQuery reports the rows the
 // UPDATE matched; when it reports none (the emulator the tests run against reports no DML
-// statistics at all), the state row is read back to tell.
+// statistics at all), the state row is read back to tell. The state row is read first for the
+// writer check: another agent's state refuses the confirmation, as it refuses an export.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureProvisioned(ctx); err != nil {
 		return err
+	}
+	refusal, contention, err := s.checkConfirmation(ctx, c)
+	switch {
+	case err != nil:
+		return classify(fmt.Errorf("bigquery sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
+	case refusal != nil:
+		return fmt.Errorf("bigquery sink %s: %w", s.dest, refusal)
+	}
+	reported := func() error {
+		if contention != nil {
+			return fmt.Errorf("bigquery sink %s: %w", s.dest, contention)
+		}
+		return nil
 	}
 	at := c.At.UTC().Truncate(time.Microsecond)
 	q := s.client.Query(s.confirmSQL())
@@ -60,14 +74,14 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return fail(err)
 	}
 	if qs, ok := status.Statistics.Details.(*bq.QueryStatistics); ok && qs.NumDMLAffectedRows > 0 {
-		return nil
+		return reported()
 	}
 	held, confirmed, err := s.readConfirmation(ctx, c.Cluster, c.Inventory)
 	if err != nil {
 		return fail(err)
 	}
 	if held == c.Checksum && confirmed.Equal(at) {
-		return nil // the UPDATE matched; no statistics said so
+		return reported() // the UPDATE matched; no statistics said so
 	}
 	names := "none"
 	if held != "" {

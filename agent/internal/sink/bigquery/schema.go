@@ -46,7 +46,7 @@ var stateSchema = bq.Schema{
 	{Name: "checksum", Type: bq.StringFieldType, Required: true},
 	{Name: "item_count", Type: bq.IntegerFieldType, Required: true},
 	{Name: "exported_at", Type: bq.TimestampFieldType, Required: true},
-	confirmedAt, agentVersion, agentInstance,
+	confirmedAt, agentVersion, agentInstance, contenderVersion, contenderInstance, contendedAt,
 }
 
 // The state table's later columns, which provisioning adds to tables made before them. All
@@ -60,10 +60,15 @@ var (
 	// so that an agent upgrade rewrites no row.
 	agentVersion  = &bq.FieldSchema{Name: "agent_version", Type: bq.StringFieldType}
 	agentInstance = &bq.FieldSchema{Name: "agent_instance", Type: bq.StringFieldType}
+	// contenderVersion, contenderInstance and contendedAt are the contender mark: the last
+	// other agent (same cluster name) whose write was refused, and when; NULL when none.
+	contenderVersion  = &bq.FieldSchema{Name: "contender_version", Type: bq.StringFieldType}
+	contenderInstance = &bq.FieldSchema{Name: "contender_instance", Type: bq.StringFieldType}
+	contendedAt       = &bq.FieldSchema{Name: "contended_at", Type: bq.TimestampFieldType}
 )
 
 // addedStateColumns are the state table's columns added after its first version, in order.
-var addedStateColumns = []*bq.FieldSchema{confirmedAt, agentVersion, agentInstance}
+var addedStateColumns = []*bq.FieldSchema{confirmedAt, agentVersion, agentInstance, contenderVersion, contenderInstance, contendedAt}
 
 // stageSchema is a staging table's: the row content without cluster and inventory (query
 // parameters supply them) and the operation to apply.

@@ -100,7 +100,8 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureProvisioned(ctx); err != nil {
 		return err
 	}
-	if err := s.export(ctx, b); err != nil {
+	outcome, err := s.export(ctx, b)
+	if err != nil {
 		if isStatus(err, http.StatusNotFound) {
 			// The dataset or a table vanished under us: provision again on the retry.
 			s.mu.Lock()
@@ -109,6 +110,9 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			return sink.TransientError(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
 		}
 		return classify(fmt.Errorf("bigquery sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+	}
+	if outcome != nil {
+		return fmt.Errorf("bigquery sink %s: %w", s.dest, outcome)
 	}
 	return nil
 }

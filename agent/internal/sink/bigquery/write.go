@@ -26,6 +26,12 @@ const stageTTL = time.Hour
 type state struct {
 	checksum string
 	count    int64
+	// holder is the state's writer and lastWrite the later of exported_at and confirmed_at;
+	// contender and contendedAt the contender mark (see writers.go).
+	holder      export.Writer
+	lastWrite   time.Time
+	contender   export.Writer
+	contendedAt time.Time
 }
 
 // readState reads, in one query, the state row (nil without one) and the coverage of this
@@ -33,10 +39,13 @@ type state struct {
 // state read always did (the tests tell reads from writes by it).
 func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*state, []export.Coverage, error) {
 	q := s.client.Query("SELECT checksum, item_count, CAST(NULL AS STRING) AS target, CAST(NULL AS STRING) AS state,\n" +
-		"  CAST(NULL AS INT64) AS row_count, CAST(NULL AS INT64) AS extraction_errors, CAST(NULL AS STRING) AS reason\n" +
+		"  CAST(NULL AS INT64) AS row_count, CAST(NULL AS INT64) AS extraction_errors, CAST(NULL AS STRING) AS reason,\n" +
+		"  agent_version, agent_instance, exported_at, confirmed_at, contender_version, contender_instance, contended_at\n" +
 		"FROM " + s.ref(s.cfg.table+"_state") + " WHERE cluster = @cluster AND inventory = @inventory\n" +
 		"UNION ALL\n" +
-		"SELECT CAST(NULL AS STRING), CAST(NULL AS INT64), target, state, row_count, extraction_errors, reason\n" +
+		"SELECT CAST(NULL AS STRING), CAST(NULL AS INT64), target, state, row_count, extraction_errors, reason,\n" +
+		"  CAST(NULL AS STRING), CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP), CAST(NULL AS TIMESTAMP), CAST(NULL AS STRING),\n" +
+		"  CAST(NULL AS STRING), CAST(NULL AS TIMESTAMP)\n" +
 		"FROM " + s.ref(s.cfg.table+"_coverage") + " WHERE cluster = @cluster AND inventory = @inventory")
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: cluster}, {Name: "inventory", Value: inventory}}
 	it, err := q.Read(ctx)
@@ -67,27 +76,49 @@ func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*state
 		st = &state{}
 		st.checksum, _ = row[0].(string)
 		st.count, _ = row[1].(int64)
+		st.holder.Version, _ = row[7].(string)
+		st.holder.Instance, _ = row[8].(string)
+		st.lastWrite, _ = row[9].(time.Time)
+		if confirmed, ok := row[10].(time.Time); ok && confirmed.After(st.lastWrite) {
+			st.lastWrite = confirmed
+		}
+		st.contender.Version, _ = row[11].(string)
+		st.contender.Instance, _ = row[12].(string)
+		st.contendedAt, _ = row[13].(time.Time)
 	}
 	slices.SortFunc(cov, func(a, b export.Coverage) int { return strings.Compare(a.Target, b.Target) })
 	return st, cov, nil
 }
 
-func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
+// export writes the batch; outcome is the writer conflict to report (see writers.go): a
+// refusal, after which only the contender mark was written, or the contention of an export
+// that succeeded.
+func (s *Sink) export(ctx context.Context, b *sink.Batch) (outcome, err error) {
 	env := &b.Envelope
 	st, stored, err := s.readState(ctx, env.Cluster, env.Inventory)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	at := env.ExportedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	check := s.check(st, env.Cluster, env.Inventory, env.Writer, at, b.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		return refusal, s.markContender(ctx, env.Cluster, env.Inventory, env.Writer, at)
+	}
+	takeover := s.takeover(check)
+	outcome = check.Contention()
 	covSQL, covParams := s.coverageSQL(diffCoverage(stored, batchCoverage(env)))
 	var full bool
 	switch {
 	case st != nil && st.checksum == env.Checksum && !b.Resync:
-		if covSQL == "" {
-			return nil
+		if covSQL == "" && !takeover {
+			return outcome, nil
 		}
-		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
-		// staged or written.
-		return s.exportCoverage(ctx, env, covSQL, covParams)
+		// Only the coverage changed (a target turned forbidden, its rows kept), or the writer
+		// (a takeover of the same rows): no row is staged or written.
+		return outcome, s.exportCoverage(ctx, env, covSQL, covParams)
 	case st != nil && st.checksum == b.PreviousChecksum && !b.Diff.Full && !b.Resync:
 		full = false
 	default:
@@ -96,7 +127,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	stage := s.cfg.table + "_stage_" + randomSuffix()
 	tbl := s.client.Dataset(s.cfg.dataset).Table(stage)
 	if err := tbl.Create(ctx, &bq.TableMetadata{Schema: stageSchema, ExpirationTime: time.Now().Add(stageTTL)}); err != nil {
-		return fmt.Errorf("creating staging table: %w", err)
+		return nil, fmt.Errorf("creating staging table: %w", err)
 	}
 	// Dropping it is tidiness, not correctness: it expires anyway.
 	defer func() { _ = tbl.Delete(context.WithoutCancel(ctx)) }()
@@ -109,12 +140,8 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	ins := tbl.Inserter()
 	for start := 0; start < len(staged); start += insertChunk {
 		if err := ins.Put(ctx, staged[start:min(start+insertChunk, len(staged))]); err != nil {
-			return fmt.Errorf("staging rows %d-%d of %d: %w", start, min(start+insertChunk, len(staged)), len(staged), err)
+			return nil, fmt.Errorf("staging rows %d-%d of %d: %w", start, min(start+insertChunk, len(staged)), len(staged), err)
 		}
-	}
-	at := env.ExportedAt
-	if at.IsZero() {
-		at = time.Now()
 	}
 	q := s.client.Query(s.script(s.ref(stage), full, covSQL, export.Complete(batchCoverage(&b.Envelope))))
 	q.Parameters = []bq.QueryParameter{
@@ -127,9 +154,9 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	}
 	q.Parameters = append(q.Parameters, covParams...)
 	if _, err := q.Read(ctx); err != nil {
-		return fmt.Errorf("applying the staged rows: %w", err)
+		return nil, fmt.Errorf("applying the staged rows: %w", err)
 	}
-	return nil
+	return outcome, nil
 }
 
 // exportCoverage is the transaction of a batch whose rows the state holds already: the

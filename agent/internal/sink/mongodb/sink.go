@@ -17,8 +17,9 @@ import (
 )
 
 // Sink exports inventories into a MongoDB collection. One delivery worker calls it per
-// sink; two agents must not share a cluster name (their exports of one inventory would race,
-// as nothing serialises them without transactions).
+// sink. A second agent with the same cluster name is refused by the writer check on the
+// state document (writers.go), which, without transactions, cannot catch two first exports
+// onto an empty state at the same moment.
 type Sink struct {
 	env    sink.Env
 	dest   string
@@ -163,9 +164,12 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureIndexes(ctx); err != nil {
 		return err
 	}
-	w := &writer{rows: s.rows, state: s.state, coverage: s.coverage, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory}
+	w := &writer{rows: s.rows, state: s.state, coverage: s.coverage, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory, log: s.env.Log}
 	if err := w.export(ctx, b); err != nil {
 		return classify(fmt.Errorf("mongodb sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
+	}
+	if w.outcome != nil {
+		return fmt.Errorf("mongodb sink %s: %w", s.dest, w.outcome)
 	}
 	return nil
 }
@@ -193,10 +197,28 @@ func checkBatch(cluster string, b *sink.Batch) error {
 var _ sink.Confirmer = (*Sink)(nil)
 
 // Confirm sets the state document's confirmed_at and writer (agent_version, agent_instance),
-// and nothing else, when it still holds the
-// confirmed checksum and no export is half done (no pending mark): one updateOne, no row
-// written. Otherwise it is sink.ErrNotHeld.
+// and nothing else, when it still holds the confirmed checksum and no export is half done (no
+// pending mark): one updateOne, no row written. Otherwise it is sink.ErrNotHeld. It reads the
+// state first for the writer check: another agent's state refuses it, as it refuses an export.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	w := &writer{state: s.state, cluster: c.Cluster, inventory: c.Inventory, log: s.env.Log}
+	st, err := w.readState(ctx)
+	if err != nil {
+		return classify(fmt.Errorf("mongodb sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
+	}
+	if st != nil {
+		check := w.check(st, c.Writer, c.At, c.ConflictWindow)
+		if refusal := check.Refusal(); refusal != nil {
+			if err := w.markContender(ctx, c.Writer, c.At); err != nil {
+				return classify(fmt.Errorf("mongodb sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
+			}
+			return fmt.Errorf("mongodb sink %s: %w", s.dest, refusal)
+		}
+		if st.Checksum == c.Checksum && st.Pending == "" {
+			w.takeover(check, st)
+		}
+		w.outcome = check.Contention()
+	}
 	res, err := s.state.UpdateOne(ctx,
 		bson.D{{Key: "_id", Value: stateID(c.Cluster, c.Inventory)}, {Key: "checksum", Value: c.Checksum}, {Key: "pending", Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(c.At)},
@@ -207,6 +229,9 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if res.MatchedCount == 0 {
 		return fmt.Errorf("mongodb sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
 			export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	}
+	if w.outcome != nil {
+		return fmt.Errorf("mongodb sink %s: %w", s.dest, w.outcome)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -20,6 +21,10 @@ type writer struct {
 	rows, state        *mongo.Collection
 	coverage           *mongo.Collection
 	cluster, inventory string
+	log                logr.Logger
+	// outcome is the writer conflict Export returns: a refusal (only the contender mark was
+	// written) or the contention of a successful export.
+	outcome error
 }
 
 // stateDoc is a (cluster, inventory) state document.
@@ -37,6 +42,11 @@ type stateDoc struct {
 	// that an agent upgrade rewrites no row.
 	AgentVersion  string `bson:"agent_version,omitempty"`
 	AgentInstance string `bson:"agent_instance,omitempty"`
+	// ContenderVersion, ContenderInstance and ContendedAt are the contender mark: the last
+	// other agent (same cluster name) whose write was refused, and when. Absent when none.
+	ContenderVersion  string        `bson:"contender_version,omitempty"`
+	ContenderInstance string        `bson:"contender_instance,omitempty"`
+	ContendedAt       bson.DateTime `bson:"contended_at,omitempty"`
 }
 
 type mode int
@@ -62,15 +72,21 @@ func decide(st *stateDoc, b *sink.Batch) mode {
 
 func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	id := stateID(w.cluster, w.inventory)
-	var st *stateDoc
-	var doc stateDoc
-	switch err := w.state.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&doc); {
-	case errors.Is(err, mongo.ErrNoDocuments):
-	case err != nil:
-		return fmt.Errorf("reading state: %w", err)
-	default:
-		st = &doc
+	st, err := w.readState(ctx)
+	if err != nil {
+		return err
 	}
+	at := b.Envelope.ExportedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	check := w.check(st, b.Envelope.Writer, at, b.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		w.outcome = refusal
+		return w.markContender(ctx, b.Envelope.Writer, at)
+	}
+	takeover := w.takeover(check, st)
+	w.outcome = check.Contention()
 	storedCov, err := w.readCoverage(ctx)
 	if err != nil {
 		return err
@@ -81,6 +97,10 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	m := decide(st, b)
 	if m == modeUnchanged {
 		if !covChanged {
+			if takeover {
+				// The same rows (two empty inventories), another writer: the state says so.
+				return w.touchState(ctx, &b.Envelope, export.Complete(cov))
+			}
 			return nil
 		}
 		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
@@ -138,10 +158,6 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 		}
 	}
 	// 4. The new state, last.
-	at := b.Envelope.ExportedAt
-	if at.IsZero() {
-		at = time.Now()
-	}
 	set := bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
 		{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
 		{Key: "agent_version", Value: b.Envelope.Writer.Version}, {Key: "agent_instance", Value: b.Envelope.Writer.Instance}}

@@ -26,29 +26,61 @@ func batchCoverage(env *export.Envelope) []export.Coverage {
 	return slices.CompactFunc(c, func(a, b export.Coverage) bool { return a.Target == b.Target })
 }
 
-// readState reads, in one round trip, the stored checksum (found is false without a state
-// row) and the stored coverage of this cluster and inventory, sorted by target.
-func (w *writer) readState(ctx context.Context) (checksum string, found bool, cov []export.Coverage, err error) {
-	var sum *string
+// state is what the state table holds of this cluster and inventory (found is false without
+// a state row): the checksum, who wrote it last and when, the contender mark, and the coverage,
+// sorted by target.
+type state struct {
+	checksum    string
+	found       bool
+	holder      export.Writer
+	lastWrite   time.Time
+	contender   export.Writer
+	contendedAt time.Time
+	coverage    []export.Coverage
+}
+
+// readState reads the state in one round trip.
+func (w *writer) readState(ctx context.Context) (state, error) {
+	var st state
+	var sum, hv, hi, cv, ci *string
+	var last, contended *time.Time
 	var raw []byte
-	err = w.tx.QueryRow(ctx, `SELECT
-    (SELECT checksum FROM `+w.n.State()+` WHERE cluster = $1 AND inventory = $2),
-    (SELECT json_agg(json_build_object('target', target, 'state', state, 'rows', rows,
+	err := w.tx.QueryRow(ctx, `SELECT s.checksum, s.agent_version, s.agent_instance, greatest(s.exported_at, s.confirmed_at),
+       s.contender_version, s.contender_instance, s.contended_at,
+       (SELECT json_agg(json_build_object('target', target, 'state', state, 'rows', rows,
             'extractionErrors', extraction_errors, 'reason', reason) ORDER BY target)
-       FROM `+w.n.Coverage()+` WHERE cluster = $1 AND inventory = $2)`,
-		w.cluster, w.inventory).Scan(&sum, &raw)
+          FROM `+w.n.Coverage()+` WHERE cluster = $1 AND inventory = $2)
+  FROM (SELECT 1) AS one
+  LEFT JOIN `+w.n.State()+` s ON s.cluster = $1 AND s.inventory = $2`,
+		w.cluster, w.inventory).Scan(&sum, &hv, &hi, &last, &cv, &ci, &contended, &raw)
 	if err != nil {
-		return "", false, nil, fmt.Errorf("reading state: %w", err)
+		return st, fmt.Errorf("reading state: %w", err)
 	}
 	if raw != nil {
-		if err := json.Unmarshal(raw, &cov); err != nil {
-			return "", false, nil, fmt.Errorf("reading coverage: %w", err)
+		if err := json.Unmarshal(raw, &st.coverage); err != nil {
+			return st, fmt.Errorf("reading coverage: %w", err)
 		}
 	}
 	if sum == nil {
-		return "", false, cov, nil
+		return st, nil
 	}
-	return *sum, true, cov, nil
+	st.checksum, st.found = *sum, true
+	st.holder = export.Writer{Version: deref(hv), Instance: deref(hi)}
+	st.contender = export.Writer{Version: deref(cv), Instance: deref(ci)}
+	if last != nil {
+		st.lastWrite = *last
+	}
+	if contended != nil {
+		st.contendedAt = *contended
+	}
+	return st, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // saveCoverage makes the coverage table hold exactly cov for this cluster and inventory:

@@ -110,8 +110,9 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureSchema(ctx); err != nil {
 		return err
 	}
+	w := &writer{n: s.names, cluster: env.Cluster, inventory: env.Inventory, log: s.env.Log}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		w := &writer{tx: tx, n: s.names, cluster: env.Cluster, inventory: env.Inventory}
+		w.tx, w.outcome = tx, nil
 		return w.export(ctx, b)
 	})
 	if err != nil {
@@ -123,6 +124,10 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
 		return s.stepError(fmt.Sprintf("exporting %s/%s", env.Cluster, env.Inventory), err)
+	}
+	if w.outcome != nil {
+		// Committed: the refused export's contender mark, or the contended export's rows.
+		return fmt.Errorf("postgres sink %s: %w", s.dest, w.outcome)
 	}
 	return nil
 }
@@ -161,21 +166,27 @@ func checkBatch(cluster string, b *sink.Batch) error {
 
 var _ sink.Confirmer = (*Sink)(nil)
 
-// Confirm moves the state row's confirmed_at, and nothing else, when the row still holds the
-// confirmed checksum: one small UPDATE, no row written. A state row with another checksum, or
-// none, is sink.ErrNotHeld: the agent exports again in full.
+// Confirm moves the state row's confirmed_at (and the writer), and nothing else, when the row
+// still holds the confirmed checksum: one small UPDATE under the export lock, no row written. A
+// state row with another checksum, or none, is sink.ErrNotHeld: the agent exports again in
+// full. A state another agent holds refuses it, as it refuses an export.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureSchema(ctx); err != nil {
 		return err
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE `+s.names.State()+` SET confirmed_at = $4, agent_version = $5, agent_instance = $6
- WHERE cluster = $1 AND inventory = $2 AND checksum = $3`, c.Cluster, c.Inventory, c.Checksum, c.At, c.Writer.Version, c.Writer.Instance)
-	if err != nil {
-		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), err)
-	}
-	if tag.RowsAffected() == 0 {
+	w := &writer{n: s.names, cluster: c.Cluster, inventory: c.Inventory, log: s.env.Log}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		w.tx, w.outcome = tx, nil
+		return w.confirm(ctx, c)
+	})
+	switch {
+	case errors.Is(err, sink.ErrNotHeld):
 		return fmt.Errorf("postgres sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
 			export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
+	case err != nil:
+		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), err)
+	case w.outcome != nil:
+		return fmt.Errorf("postgres sink %s: %w", s.dest, w.outcome)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/jackc/pgx/v5"
 
 	"kollect.dev/agent/internal/export"
@@ -23,6 +24,11 @@ type writer struct {
 	tx                 pgx.Tx
 	n                  names
 	cluster, inventory string
+	log                logr.Logger
+	// outcome is the writer conflict to return once the transaction committed: the
+	// *sink.WriterConflictError of a refused export (whose contender mark must commit), or
+	// the *sink.ContendedError of a successful one.
+	outcome error
 }
 
 // mode is the path an export takes.
@@ -50,16 +56,40 @@ func decide(stored string, found bool, b *sink.Batch) mode {
 	}
 }
 
-func (w *writer) export(ctx context.Context, b *sink.Batch) error {
-	// Serialise exports of this (cluster, inventory) across agents and pool connections; the
-	// next statement's snapshot then sees whatever the previous holder committed.
+// lock serialises exports, confirmations and purges of this (cluster, inventory) across
+// agents and pool connections; the next statement's snapshot then sees whatever the previous
+// holder committed.
+func (w *writer) lock(ctx context.Context) error {
 	if err := lockInventory(ctx, w.tx, w.n, w.cluster, w.inventory); err != nil {
 		return err
 	}
-	stored, found, storedCov, err := w.readState(ctx)
+	return nil
+}
+
+func (w *writer) export(ctx context.Context, b *sink.Batch) error {
+	if err := w.lock(ctx); err != nil {
+		return err
+	}
+	st, err := w.readState(ctx)
 	if err != nil {
 		return err
 	}
+	at := b.Envelope.ExportedAt
+	if at.IsZero() {
+		at = time.Now()
+	}
+	check := w.check(st, b.Envelope.Writer, at, b.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		w.outcome = refusal
+		return w.markContender(ctx, b.Envelope.Writer, at)
+	}
+	takeover := check.TakesOver()
+	if takeover {
+		w.log.Info("taking over the state of another agent that has not written for the conflict window", "cluster", w.cluster,
+			"inventory", w.inventory, "previous", st.holder.Instance, "previousVersion", st.holder.Version, "lastWrite", st.lastWrite)
+	}
+	w.outcome = check.Contention()
+	stored, found, storedCov := st.checksum, st.found, st.coverage
 	cov := batchCoverage(&b.Envelope)
 	covChanged := !slices.Equal(storedCov, cov)
 	m := decide(stored, found, b)
@@ -103,7 +133,8 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 		}
 	}
 	if found && stored == b.Envelope.Checksum {
-		if covChanged {
+		if covChanged || takeover {
+			// takeover: the rows are the same (two empty inventories), but the writer is not.
 			return w.touchState(ctx, &b.Envelope, export.Complete(cov))
 		}
 		return nil // a resync that found nothing to repair: the state is already right
