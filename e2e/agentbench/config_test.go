@@ -46,10 +46,12 @@ spec:
     - {name: entries, cel: "size(object.data)", type: int}`
 
 // timing is every inventory's: a debounce of 1 s as BenchmarkAgentMemory used (so that the
-// time to the first export compares with its figures), the default maxDelay, no periodic
-// resync and no confirmations, so that the static window sees only the agent's idle cost.
+// time to the first export compares with its figures), the default maxDelay (spelled out: the
+// typed object would send 0s), no periodic resync and no confirmations, so that the static
+// window sees only the agent's idle cost.
 const timing = `
   debounce: 1s
+  maxDelay: 1m
   confirmInterval: 0s`
 
 // manifests is the configuration of a shape, exporting to the database at pgPort.
