@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"kollect.dev/testenv"
 )
 
@@ -46,6 +49,9 @@ func agentBinary(b *testing.B) string {
 }
 
 func TestMain(m *testing.M) {
+	// envtest logs through controller-runtime's logger; unset, it prints a stack trace into
+	// the benchmark's output.
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
