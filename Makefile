@@ -86,8 +86,10 @@ lint: ## gofmt and go vet over every module.
 	go vet $(PKGS)
 
 .PHONY: bench
+# The timeout is go test's per package: e2e/agentbench's opt-in sizes (KOLLECT_BENCH_LARGE,
+# KOLLECT_BENCH_TENANTS) take several minutes each, past go test's default of 10.
 bench: k8s-bins servers ## Run the benchmarks.
-	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem $(PKGS)
+	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
 
 # FUZZ_TARGETS are "package FuzzName" pairs; `make test` runs their seed corpora as tests.
 FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/webhook/:FuzzAdmissionDecoding \

@@ -27,15 +27,37 @@ func ProcessCPU(pid int) (time.Duration, error) {
 
 // ProcessRSSMiB is a process's resident set size in MiB, from /proc.
 func ProcessRSSMiB(pid int) (float64, error) {
+	m, err := ProcessMemory(pid)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m["VmRSS"]
+	if !ok {
+		return 0, fmt.Errorf("process %d: no VmRSS in /proc status", pid)
+	}
+	return v, nil
+}
+
+// ProcessMemory is every kB figure of a process's /proc status (VmRSS, VmHWM — the peak
+// resident set —, RssAnon, RssFile, VmSwap, …) in MiB, keyed by the name without its colon:
+// one read gives a consistent set, so a benchmark can say what part of the resident set is
+// the binary's mapped pages (RssFile) and what part is memory it allocated (RssAnon).
+func ProcessMemory(pid int) (map[string]float64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, fmt.Errorf("reading the memory of process %d: %w", pid, err)
+		return nil, fmt.Errorf("reading the memory of process %d: %w", pid, err)
 	}
+	out := map[string]float64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
-			kb, err := strconv.ParseFloat(f[1], 64)
-			return kb / 1024, err
+		f := strings.Fields(line)
+		if len(f) != 3 || f[2] != "kB" {
+			continue
 		}
+		kb, err := strconv.ParseFloat(f[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("process %d: /proc status line %q: %w", pid, line, err)
+		}
+		out[strings.TrimSuffix(f[0], ":")] = kb / 1024
 	}
-	return 0, fmt.Errorf("process %d: no VmRSS in /proc status", pid)
+	return out, nil
 }

@@ -1,0 +1,226 @@
+package agentbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"kollect.dev/testenv"
+)
+
+const (
+	cluster    = "bench"
+	pgDatabase = "inventory"
+	// settle is how long after the first complete export the settled figures are read: long
+	// enough for the follow-up status writes and a garbage collection or two.
+	settle = 10 * time.Second
+	// cpuWindow is the static window after settling over which the idle CPU is measured: no
+	// object changes, no resync, no confirmations.
+	cpuWindow = 10 * time.Second
+	// baselineFile holds the 10k figure `make bench` checks; tolerance is how far above it the
+	// benchmark still passes.
+	baselineFile = "baseline.json"
+	tolerance    = 0.20
+)
+
+// size is one sub-benchmark; env, when set, must be set for it to run.
+type size struct {
+	name string
+	shape
+	env string
+}
+
+var sizes = []size{
+	{"objects=0", shape{objects: 0, namespaces: 10}, ""},
+	{"objects=10k", shape{objects: 10_000, namespaces: 10}, ""},
+	{"objects=100k", shape{objects: 100_000, namespaces: 10}, "KOLLECT_BENCH_LARGE"},
+	{"objects=1M", shape{objects: 1_000_000, namespaces: 10}, "KOLLECT_BENCH_HUGE"},
+	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true}, "KOLLECT_BENCH_TENANTS"},
+}
+
+// BenchmarkAgentProcess runs the shipped kollect-agent against a control plane seeded with N
+// small labelled ConfigMaps in 10 namespaces, one inventory per namespace into PostgreSQL, and
+// reports the process's figures from /proc and /metrics: after the first complete export
+// (every row in PostgreSQL, counted with SQL, and every inventory's state row written), after
+// settling, and its CPU over a static window. One run is one measurement; run it with
+// -benchtime 1x.
+func BenchmarkAgentProcess(b *testing.B) {
+	for _, sz := range sizes {
+		b.Run(sz.name, func(b *testing.B) {
+			if sz.env != "" && os.Getenv(sz.env) == "" {
+				b.Skipf("set %s=1 to run %s", sz.env, sz.name)
+			}
+			r := measure(b, sz.shape)
+			r.report(b, sz.name)
+			if sz.name == "objects=10k" {
+				checkBaseline(b, sz.name, r)
+			}
+		})
+	}
+}
+
+// result is one size's figures; memory in MiB, times in seconds.
+type result struct {
+	Seed, ToExport, CPUToExport, CPUStatic                float64
+	RSSExport, RSSSettled, Peak, AnonSettled, FileSettled float64
+	HeapExport, HeapSettled, HeapIdleRetained, GoSys      float64
+}
+
+func (r result) report(b *testing.B, name string) {
+	b.ReportMetric(r.RSSExport, "RSS-MiB-at-export")
+	b.ReportMetric(r.RSSSettled, "RSS-MiB-settled")
+	b.ReportMetric(r.Peak, "peak-RSS-MiB")
+	b.ReportMetric(r.HeapExport, "heap-inuse-MiB-at-export")
+	b.ReportMetric(r.HeapSettled, "heap-inuse-MiB-settled")
+	b.ReportMetric(r.ToExport, "s-to-first-export")
+	b.ReportMetric(r.CPUToExport, "CPU-s-to-first-export")
+	b.ReportMetric(r.CPUStatic, "CPU-s-static-10s")
+	b.ReportMetric(r.Seed, "s-seeding")
+	// Where the settled resident set goes: allocated memory (RssAnon) against the binary's
+	// mapped pages (RssFile), and of the Go runtime's memory the freed heap it keeps
+	// (idle, not yet returned to the OS) and all it holds from the OS (go_memstats_sys_bytes).
+	b.ReportMetric(r.AnonSettled, "RssAnon-MiB-settled")
+	b.ReportMetric(r.FileSettled, "RssFile-MiB-settled")
+	b.ReportMetric(r.HeapIdleRetained, "heap-idle-retained-MiB-settled")
+	b.ReportMetric(r.GoSys, "go-sys-MiB-settled")
+	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB; heap in use %.0f → %.0f MiB, "+
+		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s); %.2f CPU-s over %s static; seeding %.1f s",
+		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.HeapExport, r.HeapSettled,
+		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.CPUStatic, cpuWindow, r.Seed)
+}
+
+const mib = 1 << 20
+
+func measure(b *testing.B, s shape) result {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The control plane and PostgreSQL start together.
+	var (
+		cp           *testenv.ControlPlane
+		pg           *testenv.Postgres
+		cpErr, pgErr error
+		wg           sync.WaitGroup
+	)
+	wg.Go(func() { cp, cpErr = testenv.Start("agentbench", testenv.Options{}) })
+	wg.Go(func() { pg, pgErr = testenv.StartPostgres() })
+	wg.Wait()
+	if cp != nil {
+		b.Cleanup(func() { _ = cp.Stop() })
+	}
+	if pg != nil {
+		b.Cleanup(pg.Stop)
+	}
+	if err := errors.Join(cpErr, pgErr); err != nil {
+		b.Fatal(err)
+	}
+	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var r result
+	seedTime, err := seed(ctx, cp.Config, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Seed = seedTime.Seconds()
+	b.Logf("seeded %d ConfigMaps in %d namespaces in %s", s.objects, s.namespaces, seedTime.Round(time.Millisecond))
+	if err := applyYAML(ctx, cp.Client, s.manifests(pg.Port)); err != nil {
+		b.Fatal(err)
+	}
+
+	a := startAgent(b, cp.Kubeconfig)
+	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
+	// rate would take about 7 minutes.
+	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
+	for {
+		if a.exited() {
+			b.Fatalf("kollect-agent exited before the first complete export: %v", a.waitErr)
+		}
+		rows, states, err := exported(ctx, pgURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rows == s.objects && states == s.inventories() {
+			break
+		}
+		if rows > s.objects {
+			b.Fatalf("PostgreSQL holds %d rows of cluster %s, want %d", rows, cluster, s.objects)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no complete export %s after the agent's start: %d of %d rows, %d of %d state rows",
+				time.Since(a.started).Round(time.Second), rows, s.objects, states, s.inventories())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.ToExport = time.Since(a.started).Seconds()
+	r.CPUToExport = a.cpu(b).Seconds()
+	r.RSSExport = a.memory(b)["VmRSS"]
+	r.HeapExport = a.goMemstats(b)["go_memstats_heap_inuse_bytes"] / mib
+
+	time.Sleep(settle)
+	m, g := a.memory(b), a.goMemstats(b)
+	r.RSSSettled, r.AnonSettled, r.FileSettled = m["VmRSS"], m["RssAnon"], m["RssFile"]
+	r.HeapSettled = g["go_memstats_heap_inuse_bytes"] / mib
+	r.HeapIdleRetained = (g["go_memstats_heap_idle_bytes"] - g["go_memstats_heap_released_bytes"]) / mib
+	r.GoSys = g["go_memstats_sys_bytes"] / mib
+
+	cpu0 := a.cpu(b)
+	time.Sleep(cpuWindow)
+	r.CPUStatic = (a.cpu(b) - cpu0).Seconds()
+	r.Peak = a.memory(b)["VmHWM"]
+	if a.exited() {
+		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)
+	}
+	if rows, _, err := exported(ctx, pgURL); err != nil || rows != s.objects {
+		b.Fatalf("after the static window PostgreSQL holds %d rows, want %d (%v)", rows, s.objects, err)
+	}
+	return r
+}
+
+// baseline is baseline.json: the figures `make bench` holds the benchmark to, by size.
+type baseline map[string]struct {
+	// RSSSettledMiB is the settled resident set measured when the baseline was recorded.
+	RSSSettledMiB float64 `json:"rssSettledMiB"`
+	Measured      string  `json:"measured"`
+}
+
+// checkBaseline fails the benchmark when the settled RSS exceeds the checked-in figure by more
+// than tolerance: a memory regression fails `make bench`. KOLLECT_BENCH_RECORD=1 records the
+// figure just measured instead (commit the file with the change that moved it, and say why).
+func checkBaseline(b *testing.B, name string, r result) {
+	base := baseline{}
+	raw, err := os.ReadFile(baselineFile)
+	if err != nil {
+		b.Fatalf("reading %s: %v", baselineFile, err)
+	}
+	if err := json.Unmarshal(raw, &base); err != nil {
+		b.Fatalf("parsing %s: %v", baselineFile, err)
+	}
+	if os.Getenv("KOLLECT_BENCH_RECORD") != "" {
+		e := base[name]
+		e.RSSSettledMiB, e.Measured = float64(int(r.RSSSettled+0.5)), time.Now().UTC().Format("2006-01-02")
+		base[name] = e
+		out, err := json.MarshalIndent(base, "", "  ")
+		if err != nil {
+			b.Fatalf("encoding %s: %v", baselineFile, err)
+		}
+		if err := os.WriteFile(baselineFile, append(out, '\n'), 0o644); err != nil {
+			b.Fatalf("writing %s: %v", baselineFile, err)
+		}
+		b.Logf("recorded %s: %s settled RSS %.0f MiB", baselineFile, name, r.RSSSettled)
+		return
+	}
+	e, ok := base[name]
+	if !ok || e.RSSSettledMiB <= 0 {
+		b.Fatalf("%s has no figure for %s: record one with KOLLECT_BENCH_RECORD=1", baselineFile, name)
+	}
+	if limit := e.RSSSettledMiB * (1 + tolerance); r.RSSSettled > limit {
+		b.Fatalf("%s: settled RSS %.0f MiB exceeds the baseline's %.0f MiB (%s) by more than %.0f%% (limit %.0f MiB)",
+			name, r.RSSSettled, e.RSSSettledMiB, e.Measured, tolerance*100, limit)
+	}
+	b.Logf("%s: settled RSS %.0f MiB within %.0f%% of the baseline's %.0f MiB", name, r.RSSSettled, tolerance*100, e.RSSSettledMiB)
+}

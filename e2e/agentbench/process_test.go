@@ -1,0 +1,224 @@
+package agentbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"kollect.dev/testenv"
+)
+
+// The agent binary is built on the first benchmark that needs it, not in a TestMain: `make
+// test` runs this package's (absent) tests and must not pay for a build.
+var (
+	buildOnce sync.Once
+	agentBin  string
+	buildErr  error
+	binDir    string
+)
+
+func agentBinary(b *testing.B) string {
+	b.Helper()
+	buildOnce.Do(func() {
+		if binDir, buildErr = os.MkdirTemp("", "kollect-agentbench-bin-"); buildErr != nil {
+			return
+		}
+		var built []string
+		if built, buildErr = testenv.BuildCommands(binDir, "", "./agent/cmd/kollect-agent"); buildErr == nil {
+			agentBin = built[0]
+		}
+	})
+	if buildErr != nil {
+		b.Fatalf("building kollect-agent: %v", buildErr)
+	}
+	return agentBin
+}
+
+func TestMain(m *testing.M) {
+	// envtest logs through controller-runtime's logger; unset, it prints a stack trace into
+	// the benchmark's output.
+	ctrllog.SetLogger(logr.Discard())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// agentProc is a kollect-agent process.
+type agentProc struct {
+	cmd              *exec.Cmd
+	metrics, healthz string
+	log              string
+	started          time.Time
+	// done is closed when the process has exited; waitErr is then its exit status.
+	done    chan struct{}
+	waitErr error
+}
+
+// startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
+// no GOMEMLIMIT), with local sinks allowed because PostgreSQL listens on 127.0.0.1. It
+// returns once the process is started, not when it is ready, so that the time to the first
+// export counts from the process's start.
+func startAgent(b *testing.B, kubeconfig string) *agentProc {
+	b.Helper()
+	bin := agentBinary(b)
+	mp, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	hp, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	a := &agentProc{metrics: fmt.Sprintf("127.0.0.1:%d", mp), healthz: fmt.Sprintf("127.0.0.1:%d", hp),
+		log: filepath.Join(dir, "agent.log")}
+	logFile, err := os.Create(a.log)
+	if err != nil {
+		b.Fatalf("creating the agent's log: %v", err)
+	}
+	a.cmd = exec.Command(bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
+		"--health-probe-bind-address", a.healthz, "--cache-dir", filepath.Join(dir, "cache"), "--allow-local-sinks")
+	// GOMEMLIMIT and GOGC from the benchmark's environment would change what is measured.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
+			a.cmd.Env = append(a.cmd.Env, kv)
+		}
+	}
+	a.cmd.Env = append(a.cmd.Env, "KUBECONFIG="+kubeconfig)
+	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	a.started = time.Now()
+	if err := a.cmd.Start(); err != nil {
+		logFile.Close()
+		b.Fatalf("starting kollect-agent: %v", err)
+	}
+	logFile.Close()
+	a.done = make(chan struct{})
+	go func() { a.waitErr = a.cmd.Wait(); close(a.done) }()
+	b.Cleanup(func() {
+		_ = a.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-a.done:
+		case <-time.After(30 * time.Second):
+			_ = a.cmd.Process.Kill()
+			<-a.done
+		}
+		if b.Failed() {
+			raw, _ := os.ReadFile(a.log)
+			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+			if len(lines) > 40 {
+				lines = lines[len(lines)-40:]
+			}
+			b.Logf("agent log (tail):\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return a
+}
+
+func (a *agentProc) pid() int { return a.cmd.Process.Pid }
+
+// exited reports whether the agent process has gone (a crash would otherwise show as a slow
+// export).
+func (a *agentProc) exited() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// memory is the agent's /proc status figures in MiB.
+func (a *agentProc) memory(b *testing.B) map[string]float64 {
+	b.Helper()
+	m, err := testenv.ProcessMemory(a.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// cpu is the agent's CPU time so far (user and system).
+func (a *agentProc) cpu(b *testing.B) time.Duration {
+	b.Helper()
+	v, err := testenv.ProcessCPU(a.pid())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return v
+}
+
+// goMemstats scrapes the agent's go_memstats_* gauges (controller-runtime's registry carries
+// the Go collector), by metric name.
+func (a *agentProc) goMemstats(b *testing.B) map[string]float64 {
+	b.Helper()
+	resp, err := http.Get("http://" + a.metrics + "/metrics")
+	if err != nil {
+		b.Fatalf("scraping the agent's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "go_memstats_") {
+			continue
+		}
+		name, val, ok := strings.Cut(line, " ")
+		if v, err := strconv.ParseFloat(val, 64); ok && err == nil {
+			out[name] = v
+		}
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatalf("reading the agent's metrics: %v", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if _, ok := out["go_memstats_heap_inuse_bytes"]; !ok {
+		b.Fatal("the agent's /metrics has no go_memstats_heap_inuse_bytes")
+	}
+	return out
+}
+
+// psql runs one query against the benchmark's database and returns its trimmed output.
+func psql(ctx context.Context, url, sql string) (string, error) {
+	out, err := exec.CommandContext(ctx, "psql", url, "-X", "-A", "-t", "-q", "-v", "ON_ERROR_STOP=1", "-c", sql).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("psql %q: %w: %s", sql, err, out)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// exported counts the agent's rows and state rows (one per inventory and sink, written by
+// every export, so an idle agent's first export shows too) in PostgreSQL. Before the first
+// export the schema does not exist, which counts as nothing.
+func exported(ctx context.Context, url string) (rows, states int, err error) {
+	out, err := psql(ctx, url, fmt.Sprintf(`SELECT (SELECT count(*) FROM kollect.rows WHERE cluster = '%[1]s'),
+		(SELECT count(*) FROM kollect.rows_state WHERE cluster = '%[1]s')`, cluster))
+	if err != nil {
+		if strings.Contains(err.Error(), "does not exist") {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	if _, err := fmt.Sscanf(out, "%d|%d", &rows, &states); err != nil {
+		return 0, 0, fmt.Errorf("unexpected count output %q: %w", out, err)
+	}
+	return rows, states, nil
+}
