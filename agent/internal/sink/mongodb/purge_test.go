@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"testing"
 	"time"
 
@@ -71,67 +70,17 @@ func counts(t *testing.T, db, cluster string) [3]int64 {
 // inventory, then of the rest, removes exactly that cluster's rows, coverage and state and
 // reports it, while the other cluster's documents stay exactly as they were.
 func TestPurgeRemovesOneClusterOnly(t *testing.T) {
-	ctx := context.Background()
 	db := newDatabase(t)
 	east, _ := newSink(t, db, "east")
 	west, _ := newSink(t, db, "west")
-	old := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Millisecond) // BSON dates hold milliseconds
-	exportAt(t, east, "east", "apps", 5, old)
-	exportAt(t, east, "east", "web", 3, old)
-	exportAt(t, west, "west", "apps", 4, old)
-	westBefore := documents(t, db, "west")
-	if counts(t, db, "west") != [3]int64{4, 1, 1} {
-		t.Fatalf("west was not seeded:\n%s", westBefore)
-	}
-
-	w := export.Writer{Version: "v0.1.0", Instance: "kollect-system@east"}
-	apps := sink.Holding{Inventory: "apps", Rows: 5, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
-	web := sink.Holding{Inventory: "web", Rows: 3, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
-	got, err := east.Holdings(ctx, "east", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, []sink.Holding{apps, web}) {
-		t.Fatalf("holdings of east:\n%+v\nwant\n%+v", got, []sink.Holding{apps, web})
-	}
-	if got, err := east.Holdings(ctx, "nobody", ""); err != nil || len(got) != 0 {
-		t.Fatalf("holdings of an unknown cluster: %+v, %v", got, err)
-	}
-
-	if _, err := east.Purge(ctx, "east", "", old.Add(-time.Minute)); !errors.Is(err, sink.ErrNotRetired) {
-		t.Fatalf("purge with a cutoff before the last write: %v, want ErrNotRetired", err)
-	}
-	if got := counts(t, db, "east"); got != [3]int64{8, 2, 2} {
-		t.Fatalf("a refused purge left east with %v", got)
-	}
-	if _, err := west.Purge(ctx, "east", "", time.Time{}); err == nil || sink.ClassOf(err) != sink.Terminal {
-		t.Fatalf("west's sink purging east: %v, want a terminal error", err)
-	}
-
-	removed, err := east.Purge(ctx, "east", "web", old.Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(removed, []sink.Holding{web}) {
-		t.Fatalf("purge of east/web removed %+v, want %+v", removed, web)
-	}
-	if got := counts(t, db, "east"); got != [3]int64{5, 1, 1} {
-		t.Fatalf("after purging east/web east holds %v, want apps only", got)
-	}
-
-	removed, err = east.Purge(ctx, "east", "", time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(removed, []sink.Holding{apps}) {
-		t.Fatalf("purge of east removed %+v, want %+v", removed, apps)
-	}
-	if got := counts(t, db, "east"); got != [3]int64{} {
-		t.Fatalf("after the purge east holds %v", got)
-	}
-	if got := documents(t, db, "west"); got != westBefore {
-		t.Fatalf("the purge of east touched west:\nbefore %s\nafter  %s", westBefore, got)
-	}
+	sinks := map[string]*Sink{"east": east, "west": west}
+	sinktest.PurgeContract(t, sinktest.PurgeCase{East: east, West: west, Precision: time.Millisecond, // BSON dates hold milliseconds
+		Export: func(cluster, inventory string, n int, at time.Time) {
+			exportAt(t, sinks[cluster], cluster, inventory, n, at)
+		},
+		Held:        func(cluster string) [3]int64 { return counts(t, db, cluster) },
+		Fingerprint: func(cluster string) string { return documents(t, db, cluster) },
+	})
 }
 
 // TestPurgeKeepsAStateConfirmedSinceHoldings: the cutoff is in the state's delete filter, so

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"errors"
-	"reflect"
 	"testing"
 	"time"
 
@@ -61,79 +60,21 @@ func held(t *testing.T, pool *pgxpool.Pool, cluster string) [3]int {
 // inventory, then of the rest, removes exactly that cluster's rows, coverage and state and
 // reports it, while the other cluster's rows keep their xmin and updated_at.
 func TestPurgeRemovesOneClusterOnly(t *testing.T) {
-	ctx := context.Background()
 	db := newDatabase(t)
 	east, _ := newSink(t, db, "east")
 	west, _ := newSink(t, db, "west")
 	pool := connect(t, db)
-	old := time.Now().Add(-3 * time.Hour).UTC().Truncate(time.Microsecond)
-	exportAt(t, east, "east", "apps", 5, old)
-	exportAt(t, east, "east", "web", 3, old)
-	exportAt(t, west, "west", "apps", 4, old)
-	westBefore := fingerprint(t, pool, "west")
-	if westBefore == "" || held(t, pool, "west") != [3]int{4, 1, 1} {
-		t.Fatalf("west was not seeded: %q", westBefore)
-	}
-
-	w := export.Writer{Version: "v0.1.0", Instance: "kollect-system@east"}
-	apps := sink.Holding{Inventory: "apps", Rows: 5, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
-	web := sink.Holding{Inventory: "web", Rows: 3, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
-	got, err := east.Holdings(ctx, "east", "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, []sink.Holding{apps, web}) {
-		t.Fatalf("holdings of east:\n%+v\nwant\n%+v", got, []sink.Holding{apps, web})
-	}
-	if got, err := east.Holdings(ctx, "east", "web"); err != nil || !reflect.DeepEqual(got, []sink.Holding{web}) {
-		t.Fatalf("holdings of east/web: %+v, %v", got, err)
-	}
-	if got, err := east.Holdings(ctx, "nobody", ""); err != nil || len(got) != 0 {
-		t.Fatalf("holdings of an unknown cluster: %+v, %v", got, err)
-	}
-
-	// The agent wrote after this cutoff: nothing goes.
-	if _, err := east.Purge(ctx, "east", "", old.Add(-time.Minute)); !errors.Is(err, sink.ErrNotRetired) {
-		t.Fatalf("purge with a cutoff before the last write: %v, want ErrNotRetired", err)
-	}
-	if got := held(t, pool, "east"); got != [3]int{8, 2, 2} {
-		t.Fatalf("a refused purge left east with %v", got)
-	}
-	// An agent's sink purges its own cluster only.
-	if _, err := west.Purge(ctx, "east", "", time.Time{}); err == nil || sink.ClassOf(err) != sink.Terminal {
-		t.Fatalf("west's sink purging east: %v, want a terminal error", err)
-	}
-
-	removed, err := east.Purge(ctx, "east", "web", old.Add(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(removed, []sink.Holding{web}) {
-		t.Fatalf("purge of east/web removed %+v, want %+v", removed, web)
-	}
-	if got := held(t, pool, "east"); got != [3]int{5, 1, 1} {
-		t.Fatalf("after purging east/web east holds %v, want apps only", got)
-	}
-	if n := count(t, pool, "SELECT count(*) FROM kollect.rows WHERE inventory = 'web'"); n != 0 {
-		t.Fatalf("%d rows of web left", n)
-	}
-
-	removed, err = east.Purge(ctx, "east", "", time.Time{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(removed, []sink.Holding{apps}) {
-		t.Fatalf("purge of east removed %+v, want %+v", removed, apps)
-	}
-	if got := held(t, pool, "east"); got != [3]int{} {
-		t.Fatalf("after the purge east holds %v", got)
-	}
-	if got := fingerprint(t, pool, "west"); got != westBefore {
-		t.Fatalf("the purge of east touched west:\nbefore %s\nafter  %s", westBefore, got)
-	}
-	if removed, err := east.Purge(ctx, "east", "", time.Time{}); err != nil || len(removed) != 0 {
-		t.Fatalf("purging a purged cluster: %+v, %v", removed, err)
-	}
+	sinks := map[string]*Sink{"east": east, "west": west}
+	sinktest.PurgeContract(t, sinktest.PurgeCase{East: east, West: west, Precision: time.Microsecond,
+		Export: func(cluster, inventory string, n int, at time.Time) {
+			exportAt(t, sinks[cluster], cluster, inventory, n, at)
+		},
+		Held: func(cluster string) [3]int64 {
+			h := held(t, pool, cluster)
+			return [3]int64{int64(h[0]), int64(h[1]), int64(h[2])}
+		},
+		Fingerprint: func(cluster string) string { return fingerprint(t, pool, cluster) },
+	})
 }
 
 // TestPurgeChecksTheCutoffUnderTheExportLock: a purge waits for the advisory lock an export
