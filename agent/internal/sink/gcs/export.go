@@ -35,12 +35,12 @@ func isDone(err error) bool { return errors.Is(err, iterator.Done) }
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	manifestKey := s.key(snapshot.ManifestPath(b.Envelope.Cluster, b.Envelope.Inventory))
 	st, err := snapshot.Publish[int64](ctx, s.opts, objects{s}, manifestKey, b)
-	if err != nil {
+	if err != nil && !errors.Is(err, sink.ErrContended) { // contended: written, and reported
 		return err
 	}
 	s.last = st
 	s.env.Log.V(1).Info("exported", "inventory", b.Envelope.Inventory, "written", st.Written, "deleted", st.Deleted)
-	return nil
+	return err
 }
 
 var _ sink.Confirmer = (*Sink)(nil)

@@ -37,6 +37,12 @@ type Manifest struct {
 	// Current ignores it: an agent upgrade rewrites no document, its first confirmation
 	// renames the writer. Manifests written before provenance lack it.
 	Writer export.Writer `json:"writer,omitzero"`
+	// Contender and ContendedAt are the mark another instance of the same cluster name left
+	// when the manifest's writer still held the inventory and its export was refused (see
+	// sink.WriterCheck): the only write a refused agent makes. Later manifests keep it, so the
+	// holder keeps reporting the conflict for the window.
+	Contender   export.Writer `json:"contender,omitzero"`
+	ContendedAt time.Time     `json:"contendedAt,omitzero"`
 	// Coverage is the snapshot's coverage per target, sorted by target: which targets' rows
 	// are all of their objects (complete) and which are kept from earlier or removed, and why.
 	// It lives here beside the files, never in a document, and changes without them: a

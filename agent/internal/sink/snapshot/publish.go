@@ -30,6 +30,10 @@ func Confirm[V any](ctx context.Context, store ObjectStore[V], manifestKey strin
 	if err != nil {
 		return err
 	}
+	check := writerCheck(m, c.Cluster, c.Inventory, c.Writer, c.At, c.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		return refuse(ctx, store, manifestKey, m, version, check, refusal)
+	}
 	if m == nil || m.Checksum != c.Checksum {
 		held := "no manifest"
 		if m != nil {
@@ -39,7 +43,10 @@ func Confirm[V any](ctx context.Context, store ObjectStore[V], manifestKey strin
 	}
 	m.ConfirmedAt = c.At.UTC()
 	m.Writer = c.Writer
-	return store.PutManifest(ctx, manifestKey, m.Marshal(), version)
+	if err := store.PutManifest(ctx, manifestKey, m.Marshal(), version); err != nil {
+		return err
+	}
+	return check.Contention()
 }
 
 // Publication counts what one export to an object store did.
@@ -59,6 +66,20 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 	if err != nil {
 		return Publication{}, err
 	}
+	check := writerCheck(old, b.Envelope.Cluster, b.Envelope.Inventory, b.Envelope.Writer, b.Envelope.ExportedAt, b.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		return Publication{ManifestWritten: true}, refuse(ctx, store, manifestKey, old, version, check, refusal)
+	}
+	pub, err := publish(ctx, o, store, manifestKey, b, old, version)
+	if err != nil {
+		return pub, err
+	}
+	return pub, check.Contention()
+}
+
+// publish is Publish once the writer may write.
+func publish[V any](ctx context.Context, o Options, store ObjectStore[V], manifestKey string, b *sink.Batch, old *Manifest, version V) (Publication, error) {
+	var err error
 	if !b.Resync && o.Current(old, b.Envelope.Checksum) {
 		// The documents are the snapshot's already; only the coverage may have changed.
 		return publishCoverage(ctx, store, manifestKey, old, version, &b.Envelope, len(old.Files))
@@ -97,6 +118,7 @@ func Publish[V any](ctx context.Context, o Options, store ObjectStore[V], manife
 		// stays, as the delivery worker's confirmation does.
 		rendered.Manifest.ConfirmedAt = old.ConfirmedAt
 	}
+	keepMark(&rendered.Manifest, old)
 	if err := store.PutManifest(ctx, manifestKey, rendered.Manifest.Marshal(), version); err != nil {
 		return Publication{}, err
 	}
