@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,18 +39,9 @@ func retireFixture(t *testing.T, name string, deletion kollectv1.InventoryDeleti
 	}
 	eventually(t, 20*time.Second, "the finalizer "+kollectv1.FinalizerRetire, func() (bool, string) {
 		err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(inv), inv)
-		return err == nil && contains(inv.Finalizers, kollectv1.FinalizerRetire), fmt.Sprint(inv.Finalizers, err)
+		return err == nil && slices.Contains(inv.Finalizers, kollectv1.FinalizerRetire), fmt.Sprint(inv.Finalizers, err)
 	})
 	return inv, rec
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // gone waits until the inventory no longer exists.
