@@ -152,8 +152,13 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	pprofPort, err := testenv.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
 	agent := exec.Command(built[0], "--cluster-name", "m1", "--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", port),
-		"--health-probe-bind-address", "0", "--cache-dir", t.TempDir(), "--allow-local-sinks")
+		"--health-probe-bind-address", "0", "--cache-dir", t.TempDir(), "--allow-local-sinks",
+		"--pprof-bind-address", fmt.Sprintf("127.0.0.1:%d", pprofPort))
 	agent.Env = append(os.Environ(), "KUBECONFIG="+cp.Kubeconfig)
 	agent.Stdout, agent.Stderr = logFile, logFile
 	agent.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -201,6 +206,17 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 			t.Fatalf("after 90 s the agent's /metrics has no series for %v (or no transient error of the unreachable sink):\n%s", missing, grepKollect(body))
 		}
 		time.Sleep(500 * time.Millisecond)
+	}
+
+	// --pprof-bind-address (docs/operations.md, docs/performance.md) serves Go's heap profile.
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/heap?debug=1", pprofPort))
+	if err != nil {
+		t.Fatalf("--pprof-bind-address: %v", err)
+	}
+	heap, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(heap), "heap profile:") {
+		t.Fatalf("--pprof-bind-address: GET /debug/pprof/heap answered %s: %.200s", resp.Status, heap)
 	}
 }
 

@@ -56,6 +56,8 @@ type Options struct {
 	TenantMode bool
 	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
 	MetricsAddr, HealthAddr string
+	// PprofAddr serves Go's /debug/pprof/ on the process shell; "" (the default) disables it.
+	PprofAddr string
 	// LeaderElection enables leader election with a warm standby.
 	LeaderElection          bool
 	LeaderElectionNamespace string

@@ -121,7 +121,9 @@ func newShell(cfg *rest.Config, o Options) (manager.Manager, error) {
 		Scheme: Scheme(), Logger: o.Log.WithName("shell"),
 		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress: o.HealthAddr,
-		Controller:             config.Controller{SkipNameValidation: &skip},
+		// On the shell, not a term: a profile must survive a lost lease to show what led to it.
+		PprofBindAddress: o.PprofAddr,
+		Controller:       config.Controller{SkipNameValidation: &skip},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("creating the process manager: %w", err)
