@@ -68,6 +68,9 @@ type agentProc struct {
 	// done is closed when the process has exited; waitErr is then its exit status.
 	done    chan struct{}
 	waitErr error
+	// pprof is the agent's --pprof-bind-address and profiles the directory heap profiles
+	// go to, when KOLLECT_BENCH_PROFILES names one.
+	pprof, profiles string
 }
 
 // startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
@@ -94,6 +97,14 @@ func startAgent(b *testing.B, kubeconfig string) *agentProc {
 	}
 	a.cmd = exec.Command(bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
 		"--health-probe-bind-address", a.healthz, "--cache-dir", filepath.Join(dir, "cache"), "--allow-local-sinks")
+	if profiles := os.Getenv("KOLLECT_BENCH_PROFILES"); profiles != "" {
+		pp, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.pprof, a.profiles = fmt.Sprintf("127.0.0.1:%d", pp), profiles
+		a.cmd.Args = append(a.cmd.Args, "--pprof-bind-address", a.pprof)
+	}
 	// GOMEMLIMIT and GOGC from the benchmark's environment would change what is measured.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
@@ -221,4 +232,35 @@ func exported(ctx context.Context, url string) (rows, states int, err error) {
 		return 0, 0, fmt.Errorf("unexpected count output %q: %w", out, err)
 	}
 	return rows, states, nil
+}
+
+// released counts the agent's "released start-up memory" log lines (--release-startup-memory-after).
+func (a *agentProc) released() int {
+	raw, _ := os.ReadFile(a.log)
+	return strings.Count(string(raw), `"released start-up memory"`)
+}
+
+// heapProfile saves the agent's heap profile as <profiles>/<benchmark>-<point>.pb.gz when
+// KOLLECT_BENCH_PROFILES is set; read it with `go tool pprof -sample_index=inuse_space`.
+func (a *agentProc) heapProfile(b *testing.B, point string) {
+	if a.pprof == "" {
+		return
+	}
+	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/heap")
+	if err != nil {
+		b.Fatalf("heap profile at %s: %v", point, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("heap profile at %s: %s %v", point, resp.Status, err)
+	}
+	name := strings.NewReplacer("/", "-", "=", "").Replace(b.Name()) + "-" + point + ".pb.gz"
+	if err := os.MkdirAll(a.profiles, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(a.profiles, name), raw, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("heap profile at %s: %s", point, filepath.Join(a.profiles, name))
 }

@@ -56,6 +56,9 @@ type Options struct {
 	TenantMode bool
 	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
 	MetricsAddr, HealthAddr string
+	// ReleaseStartupMemoryAfter, when not zero, is how long after the first term's caches
+	// synced the process hands its start-up pages back to the kernel (package memory).
+	ReleaseStartupMemoryAfter time.Duration
 	// PprofAddr serves Go's /debug/pprof/ on the process shell; "" (the default) disables it.
 	PprofAddr string
 	// LeaderElection enables leader election with a warm standby.

@@ -25,6 +25,7 @@ import (
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/inventory"
 	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/memory"
 	kollectwebhook "kollect.dev/agent/internal/webhook"
 )
 
@@ -86,6 +87,9 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 			return errors.Join(err, <-shellDone)
 		}
 		log.Info("starting a term", "term", term, "leaderElection", o.LeaderElection)
+		if term == 1 && o.ReleaseStartupMemoryAfter > 0 {
+			go releaseStartupMemory(ctx, mgr, o.ReleaseStartupMemoryAfter, log.WithName("memory"))
+		}
 		err = mgr.Start(ctx)
 		if ctx.Err() != nil {
 			tr.wait(termDrain, log)
@@ -101,6 +105,33 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		tr.wait(termDrain, log)
 		log.Info("lost the leader lease: stepped down, campaigning again as a standby", "term", term,
 			"drained", time.Since(stopped).Round(time.Millisecond).String())
+	}
+}
+
+// releaseStartupMemory hands the pages only start-up used back to the kernel (see package
+// memory): once when the manager's caches have synced, so that the initial lists of the
+// watched kinds do not add to the start-up's pages, and once more after, when those lists
+// have usually been projected and their garbage freed. Once per process: a later term's
+// start touches little that the first did not.
+func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.Duration, log logr.Logger) {
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return
+	}
+	release := func(when string) {
+		before, _ := memory.Resident()
+		advised, err := memory.Release()
+		now, _ := memory.Resident()
+		if err != nil {
+			log.Error(err, "could not release the start-up pages; the freed heap was returned", "when", when, "resident", now.String())
+			return
+		}
+		log.Info("released start-up memory", "when", when, "before", before.String(), "after", now.String(), "advisedMiB", advised>>20)
+	}
+	release("caches synced")
+	select {
+	case <-ctx.Done():
+	case <-time.After(after):
+		release("settled")
 	}
 }
 
