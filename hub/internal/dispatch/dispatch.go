@@ -81,6 +81,8 @@ type Dispatcher struct {
 	builder *assign.Builder
 	log     *slog.Logger
 	kick    chan struct{}
+	// poke asks Run to check the config epoch now, as a poll would (Poke).
+	poke chan struct{}
 	snap    atomic.Pointer[snapshot]
 
 	mu    sync.Mutex
@@ -89,7 +91,7 @@ type Dispatcher struct {
 
 // New returns a Dispatcher; call Run to start it.
 func New(s store.Store, b *assign.Builder, log *slog.Logger) *Dispatcher {
-	return &Dispatcher{store: s, builder: b, log: log, kick: make(chan struct{}, 1),
+	return &Dispatcher{store: s, builder: b, log: log, kick: make(chan struct{}, 1), poke: make(chan struct{}, 1),
 		conns: map[string]map[*Conn]struct{}{}}
 }
 
@@ -168,6 +170,16 @@ func (d *Dispatcher) Kick() {
 	}
 }
 
+// Poke asks for the config epoch to be checked now, as the next poll would: another
+// replica said it changed the configuration. A snapshot is built only when the epoch moved,
+// so this replica's own changes, which it has already sent, cost one small read.
+func (d *Dispatcher) Poke() {
+	select {
+	case d.poke <- struct{}{}:
+	default:
+	}
+}
+
 // minGap is the least time between two snapshots started by Kick.
 const minGap = 100 * time.Millisecond
 
@@ -194,20 +206,30 @@ func (d *Dispatcher) Run(ctx context.Context, poll time.Duration) {
 				}
 			}
 		case <-t.C:
-			e, err := d.store.ConfigEpoch(ctx)
-			if err != nil {
-				if !errors.Is(err, context.Canceled) {
-					d.log.WarnContext(ctx, "polling config epoch", "error", err)
-				}
+			if !d.epochMoved(ctx) {
 				continue
 			}
-			if s := d.snap.Load(); s != nil && s.epoch == e {
+		case <-d.poke:
+			if !d.epochMoved(ctx) {
 				continue
 			}
 		}
 		d.refreshLogged(ctx)
 		last = time.Now()
 	}
+}
+
+// epochMoved reports whether the config epoch moved past the current snapshot's.
+func (d *Dispatcher) epochMoved(ctx context.Context) bool {
+	e, err := d.store.ConfigEpoch(ctx)
+	if err != nil {
+		if !errors.Is(err, context.Canceled) {
+			d.log.WarnContext(ctx, "polling config epoch", "error", err)
+		}
+		return false
+	}
+	s := d.snap.Load()
+	return s == nil || s.epoch != e
 }
 
 func (d *Dispatcher) refreshLogged(ctx context.Context) {

@@ -77,3 +77,39 @@ func TestReplicasShareState(t *testing.T) {
 	_, err = agent.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
 	wantCode(t, err, connect.CodeUnauthenticated, "heartbeat on b after revocation through a")
 }
+
+// TestReplicasPushConfigChanges: a bundle applied through one replica reaches an agent
+// streaming from the other through PostgreSQL's LISTEN/NOTIFY, not the poll. Both replicas
+// poll once an hour, so only the notification can deliver it within the test's wait.
+func TestReplicasPushConfigChanges(t *testing.T) {
+	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := func(c *server.Config) {
+		c.StoreDSN = dsn
+		c.PollInterval = time.Hour
+	}
+	a := startHub(t, "", shared)
+	b := startHub(t, "", shared)
+	ctx := context.Background()
+
+	tok := a.bootstrapToken(t, time.Hour, 0, false)
+	agent, _ := b.register(t, tok.GetSecret(), "edge-1", map[string]string{"env": "prod"})
+	stream := watch(t, agent)
+	stream.next(t)
+
+	for rev := int64(1); rev <= 3; rev++ {
+		manifests := goodBundle + fmt.Sprintf("\n# revision %d\n", rev)
+		applied := time.Now()
+		if _, err := a.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+			Name: "base", Manifests: manifests, ClusterSelector: prodOnly()})); err != nil {
+			t.Fatal(err)
+		}
+		got := stream.next(t)
+		if len(got.GetBundles()) != 1 || got.GetBundles()[0].GetRevision() != rev {
+			t.Fatalf("agent on replica b got %v, want revision %d", got, rev)
+		}
+		t.Logf("revision %d applied on replica a reached the agent on replica b in %s", rev, time.Since(applied).Round(time.Millisecond))
+	}
+}

@@ -402,6 +402,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
 	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()
+	if w, ok := s.store.(store.ConfigWatcher); ok {
+		// Another replica's change reaches this replica's agents at once; the poll stays
+		// as the safety net for a notification lost while the listening session was down.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.WatchConfig(ctx, s.dispatcher.Poke, func(err error) {
+				s.log.WarnContext(ctx, "listening for other replicas' configuration changes; polling meanwhile", "error", err)
+			})
+		}()
+	}
 	defer wg.Wait()
 
 	srv := &http.Server{

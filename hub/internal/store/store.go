@@ -44,6 +44,15 @@ func (e *ActiveRolloutError) Is(target error) bool { return target == ErrConflic
 // a revision is created is never missed by both.
 type Matcher func(selectorJSON string, labels map[string]string) (bool, error)
 
+// ConfigWatcher is implemented by a store that several replicas share and that can push a
+// change of desired configuration (a move of the config epoch) to the others, instead of
+// leaving them to find it at their next poll. WatchConfig calls changed after every such
+// change committed by any replica (and after it may have missed some), reports the errors
+// that interrupt it to onError, and returns when ctx ends.
+type ConfigWatcher interface {
+	WatchConfig(ctx context.Context, changed func(), onError func(error))
+}
+
 // Store is the hub's persistence. Implementations are safe for concurrent use, and several hub
 // replicas may share one database (PostgreSQL).
 type Store interface {

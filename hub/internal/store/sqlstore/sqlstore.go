@@ -44,6 +44,8 @@ var (
 type Store struct {
 	db *sql.DB
 	d  dialect
+	// dsn is the PostgreSQL connection string WatchConfig listens with; "" on SQLite.
+	dsn string
 }
 
 var _ store.Store = (*Store)(nil)
@@ -78,7 +80,7 @@ func openPostgres(dsn string) (*Store, error) {
 	}
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
-	return &Store{db: db, d: postgresDialect}, nil
+	return &Store{db: db, d: postgresDialect, dsn: dsn}, nil
 }
 
 func openSQLite(path string) (*Store, error) {
@@ -153,6 +155,12 @@ func (s *Store) bumpEpoch(ctx context.Context, tx querier) error {
 	_, err := tx.ExecContext(ctx, s.q(`UPDATE hub_state SET value = value + 1 WHERE key = 'config_epoch'`))
 	if err != nil {
 		return fmt.Errorf("bumping config epoch: %w", err)
+	}
+	if s.d.name == postgresDialect.name {
+		// Delivered to every listening replica when (and only if) the transaction commits.
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify('`+configChannel+`', '')`); err != nil {
+			return fmt.Errorf("notifying the other replicas: %w", err)
+		}
 	}
 	return nil
 }
