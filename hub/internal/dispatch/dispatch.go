@@ -83,7 +83,7 @@ type Dispatcher struct {
 	kick    chan struct{}
 	// poke asks Run to check the config epoch now, as a poll would (Poke).
 	poke chan struct{}
-	snap    atomic.Pointer[snapshot]
+	snap atomic.Pointer[snapshot]
 
 	mu    sync.Mutex
 	conns map[string]map[*Conn]struct{}
