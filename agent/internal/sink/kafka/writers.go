@@ -97,7 +97,7 @@ func (s *Sink) refuse(ctx context.Context, held *heldState, c sink.WriterCheck, 
 // noteTakeover logs a takeover of another instance's state.
 func (s *Sink) noteTakeover(c sink.WriterCheck) {
 	if c.TakesOver() {
-		s.log.Info("taking over the state of an agent that stopped writing", "topic", s.topic, "cluster", c.Cluster,
+		s.log.Info("taking over the state of another agent that has not written for the conflict window", "topic", s.topic, "cluster", c.Cluster,
 			"inventory", c.Inventory, "previous", c.Holder.Instance, "previousLastWrite", c.HolderLastWrite, "window", c.Window)
 	}
 }

@@ -109,7 +109,7 @@ func (s *Sink) refuse(ctx context.Context, subject string, held *heldState, c si
 // noteTakeover logs a takeover of another instance's state.
 func (s *Sink) noteTakeover(c sink.WriterCheck) {
 	if c.TakesOver() {
-		s.log.Info("taking over the state of an agent that stopped writing", "stream", s.stream, "cluster", c.Cluster,
+		s.log.Info("taking over the state of another agent that has not written for the conflict window", "stream", s.stream, "cluster", c.Cluster,
 			"inventory", c.Inventory, "previous", c.Holder.Instance, "previousLastWrite", c.HolderLastWrite, "window", c.Window)
 	}
 }
