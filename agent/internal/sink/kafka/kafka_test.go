@@ -180,7 +180,9 @@ func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) er
 			sp := spec(k.Addr, "outage")
 			sp.BufferSize = bufferSize
 			sk := newSink(t, sp, sink.Env{})
-			var ex exporter
+			// As the agent does, the exports name their writer: each one checks the state
+			// record first (see writers.go), also while no broker answers.
+			ex := exporter{Writer: export.Writer{Version: "v1.0.0", Instance: "kollect@outage"}}
 			vals := map[string]int{}
 			snapshot := func() *export.Snapshot {
 				var rows []export.Row
