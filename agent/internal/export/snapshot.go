@@ -122,6 +122,12 @@ type StateRecord struct {
 	// Writer is the agent that last exported or confirmed: the state's provenance. Row events
 	// never carry it, so an agent upgrade sends no row again. Records from before it name none.
 	Writer Writer `json:"writer"`
+	// Contender and ContendedAt are the mark another instance of the same cluster name left
+	// when Writer still held the inventory and its export or confirmation was refused: the
+	// only record a refused agent writes. The holder's later records keep it, so the holder
+	// reports the conflict too. Records without a refusal have neither.
+	Contender   Writer    `json:"contender,omitzero"`
+	ContendedAt time.Time `json:"contendedAt,omitzero"`
 	// Coverage is the snapshot's coverage per target: which targets' rows are complete and
 	// which are unknown (kept from earlier) and why.
 	Coverage []Coverage `json:"coverage"`

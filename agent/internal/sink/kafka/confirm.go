@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -31,6 +32,9 @@ type heldState struct {
 	rec       stateRecord
 	partition int32
 	offset    int64
+	// readAt is when the sink last knew it to be the latest state record: it read the
+	// partition up to its end, or produced it.
+	readAt time.Time
 }
 
 // statePartitioner computes the partition of a state key the way the producer's default
@@ -66,6 +70,10 @@ func (s *Sink) recordState(ctx context.Context, env *export.Envelope, held *held
 		// Rows the agent cannot currently see are not confirmed current: confirmedAt stays,
 		// as the agent's own confirmation does (it confirms only complete snapshots).
 		rec.ConfirmedAt = held.rec.ConfirmedAt
+	}
+	if held != nil {
+		// A contender's mark stays, so the holder keeps reporting it for the window.
+		rec.Contender, rec.ContendedAt = held.rec.Contender, held.rec.ContendedAt
 	}
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("producing the state of %s/%s to %s: %w", env.Cluster, env.Inventory, s.topic, err))
@@ -132,7 +140,7 @@ func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
 		return err
 	}
 	s.mu.Lock()
-	s.states[rec.Cluster+"/"+rec.Inventory] = &heldState{rec: rec, partition: partition, offset: offset}
+	s.states[rec.Cluster+"/"+rec.Inventory] = &heldState{rec: rec, partition: partition, offset: offset, readAt: time.Now()}
 	s.mu.Unlock()
 	return nil
 }
@@ -146,7 +154,8 @@ var _ sink.Confirmer = (*Sink)(nil)
 // key hashes to, from the record the sink last wrote or read there (after a restart from the
 // partition's start), to its end. A state record that names another checksum, or none (never
 // written, deleted by retention, or the topic recreated), is sink.ErrNotHeld, and the agent
-// exports in full.
+// exports in full. A state record of another live instance refuses the confirmation first
+// (see writers.go).
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
@@ -155,6 +164,11 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err != nil {
 		return classify(fmt.Errorf("kafka sink: reading the state of %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
 	}
+	check := writerCheck(held, c.Cluster, c.Inventory, c.Writer, c.At, c.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		return s.refuse(ctx, held, check, refusal)
+	}
+	s.noteTakeover(check)
 	if held == nil || held.rec.Checksum != c.Checksum {
 		names := "none"
 		if held != nil {
@@ -174,11 +188,12 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.writeState(ctx, rec); err != nil {
 		return classify(fmt.Errorf("kafka sink: confirming %s/%s in %s: %w", c.Cluster, c.Inventory, s.topic, err))
 	}
-	return nil
+	return check.Contention()
 }
 
 // readState returns the latest state record of the cluster's inventory in the topic, nil when
-// there is none.
+// there is none. It reads at most the last maxReconcileRecords records of the partition: a
+// state record further back (a huge topic, after a restart) is not found, and reads as none.
 func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldState, error) {
 	inv := cluster + "/" + inventory
 	key := stateKey(cluster, inventory)
@@ -219,10 +234,12 @@ func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldS
 			from = held.offset + 1
 		}
 	}
+	if end-from > maxReconcileRecords {
+		s.log.Info("reading only the newest records of the state record's partition", "topic", s.topic, "partition", p,
+			"records", end-from, "limit", maxReconcileRecords, "cluster", cluster, "inventory", inventory)
+		from, held = end-maxReconcileRecords, nil
+	}
 	if from < end {
-		if end-from > maxReconcileRecords {
-			return nil, fmt.Errorf("partition %d holds %d records to read for the state record, more than %d", p, end-from, maxReconcileRecords)
-		}
 		read, found, err := s.scanState(ctx, key, p, from, end)
 		if err != nil {
 			return nil, err
@@ -235,6 +252,9 @@ func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldS
 	if held == nil {
 		delete(s.states, inv)
 	} else {
+		fresh := *held // shared with earlier callers: a copy carries the new readAt
+		fresh.readAt = time.Now()
+		held = &fresh
 		s.states[inv] = held
 	}
 	s.mu.Unlock()
@@ -279,7 +299,7 @@ func decodeState(r *kgo.Record) *heldState {
 	if len(r.Value) == 0 || json.Unmarshal(r.Value, &rec) != nil || rec.Checksum == "" {
 		return nil
 	}
-	return &heldState{rec: rec, partition: r.Partition, offset: r.Offset}
+	return &heldState{rec: rec, partition: r.Partition, offset: r.Offset, readAt: time.Now()}
 }
 
 // noteState remembers a state record staleRows met while reading the topic back.

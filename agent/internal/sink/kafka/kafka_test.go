@@ -180,7 +180,9 @@ func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) er
 			sp := spec(k.Addr, "outage")
 			sp.BufferSize = bufferSize
 			sk := newSink(t, sp, sink.Env{})
-			var ex exporter
+			// As the agent does, the exports name their writer: each one checks the state
+			// record first (see writers.go), also while no broker answers.
+			ex := exporter{Writer: export.Writer{Version: "v1.0.0", Instance: "kollect@outage"}}
 			vals := map[string]int{}
 			snapshot := func() *export.Snapshot {
 				var rows []export.Row
@@ -216,8 +218,14 @@ func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) er
 					deadline = time.Minute // the refused connection must be noticed well before
 				}
 				ctx, cancel := context.WithTimeout(t.Context(), deadline)
+				started := time.Now()
 				err := ex.Export(ctx, sk, last)
 				cancel()
+				// Printed on failure only: which attempt handed records to the client, and
+				// whether the sink then held the next ones back.
+				t.Logf("round %d (observedAt %s): %v after %v; no broker answered: %v; records in the client: %d",
+					round, time.Unix(1_800_000_000+ex.Gen, 0).UTC().Format(time.RFC3339),
+					err, time.Since(started).Round(time.Millisecond), sk.unanswered.Load(), unresolved(sk))
 				if err == nil || sink.ClassOf(err) != sink.Transient {
 					t.Fatalf("export during the outage: %v, want a transient error", err)
 				}
@@ -260,6 +268,18 @@ func testOutage(t *testing.T, bufferSize int32, down, up func(*testenv.Kafka) er
 	}
 }
 
+// unresolved counts the events whose records are still in the client, neither acknowledged
+// nor failed.
+func unresolved(sk *Sink) int {
+	n := 0
+	for _, f := range sk.flights {
+		if resolved, _ := f.state(); !resolved {
+			n++
+		}
+	}
+	return n
+}
+
 // assertNoLaterAttempt fails when a row's value of round 2 or 3 arrived and was not its
 // final state: only the export that met the outage (round 1) may have handed records to the
 // client, the attempts after it wait for a broker to answer (events.md, "Latest state").
@@ -284,7 +304,8 @@ func assertNoLaterAttempt(t *testing.T, byKey map[string][]message) {
 			}
 			if json := string(ev.Row.CanonicalJSON()); strings.Contains(json, `"v":2`) || strings.Contains(json, `"v":3`) {
 				late++
-				t.Errorf("key %s: record at offset %d holds the intermediate value of a later attempt: %s", key, m.Offset, json)
+				t.Errorf("key %s: record at %d/%d (observedAt %s, resync %q) holds the intermediate value of a later attempt: %s",
+					key, m.Partition, m.Offset, ev.ObservedAt.Format(time.RFC3339), m.header(hResync), json)
 			}
 		}
 	}

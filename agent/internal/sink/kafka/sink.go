@@ -190,10 +190,25 @@ func saslMechanism(ctx context.Context, cfg *v1alpha1.KafkaSinkConfig, secrets s
 // whose only change is the coverage produces the state record alone (see coverageOnly). It
 // returns nil once the broker acknowledged every owed event and the state record; on failure
 // the events stay owed and the delivery worker's retry, or the next batch, delivers them.
+// Before anything is buffered the state record's writer is checked (see writers.go): another
+// live instance's state refuses the batch with a *sink.WriterConflictError, and a success on
+// a state another instance tried to write returns a *sink.ContendedError.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureTopic(ctx); err != nil {
 		return err
 	}
+	check, err := s.checkExport(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := s.export(ctx, b); err != nil {
+		return err
+	}
+	return check.Contention()
+}
+
+// export is Export once the writer may write.
+func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	if done, err := s.coverageOnly(ctx, b); done || err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,6 +30,15 @@ const (
 // Nats-Msg-Id digest: a confirmation by a new writer is a new message even at the same
 // confirmedAt.
 type stateRecord = export.StateRecord
+
+// heldState is a state message and its sequence in the stream.
+type heldState struct {
+	rec stateRecord
+	seq uint64
+	// readAt is when the sink last knew it to be the state subject's last message: it read
+	// it back, or published it.
+	readAt time.Time
+}
 
 // stateSubject is the subject of a cluster's inventory's state messages, "" when the template
 // has no {kind}: the state would share the subject of the change events then, and the sink
@@ -55,15 +65,23 @@ func (s *Sink) recordExport(ctx context.Context, b *sink.Batch) error {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	var last *stateRecord
+	var last *heldState
 	if ok {
 		last = &held
 	}
 	return s.recordState(ctx, subject, env, last)
 }
 
-// recordState publishes the state of env on subject unless held says it all already.
-func (s *Sink) recordState(ctx context.Context, subject string, env *export.Envelope, held *stateRecord) error {
+// recordState publishes the state of env on subject unless held says it all already. With
+// held, the publish expects held to be the subject's last message still (a contender's mark
+// or another writer's state published since fails it; the delivery worker's retry reads the
+// state again).
+func (s *Sink) recordState(ctx context.Context, subject string, env *export.Envelope, last *heldState) error {
+	var held *stateRecord
+	var expect []uint64
+	if last != nil {
+		held, expect = &last.rec, []uint64{last.seq}
+	}
 	if held != nil && held.Checksum == env.Checksum && held.Writer == env.Writer && slices.Equal(held.Coverage, env.Coverage) {
 		return nil
 	}
@@ -79,7 +97,11 @@ func (s *Sink) recordState(ctx context.Context, subject string, env *export.Enve
 		// as the agent's own confirmation does (it confirms only complete snapshots).
 		rec.ConfirmedAt = held.ConfirmedAt
 	}
-	if err := s.publishState(ctx, subject, rec); err != nil {
+	if held != nil {
+		// A contender's mark stays, so the holder keeps reporting it for the window.
+		rec.Contender, rec.ContendedAt = held.Contender, held.ContendedAt
+	}
+	if err := s.publishState(ctx, subject, rec, expect...); err != nil {
 		return classify(fmt.Errorf("publishing the state of %s/%s to stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 	}
 	return nil
@@ -101,18 +123,18 @@ func (s *Sink) coverageOnly(ctx context.Context, b *sink.Batch) (bool, error) {
 	s.mu.Lock()
 	held, ok := s.states[env.Cluster+"/"+env.Inventory]
 	s.mu.Unlock()
-	if !ok || held.Checksum != env.Checksum {
+	if !ok || held.rec.Checksum != env.Checksum {
 		// Not known in memory (a restarted agent): the stream tells, and exportedAt is kept.
-		rec, _, err := s.lastState(ctx, subject)
+		rec, seq, err := s.lastState(ctx, subject)
 		if err != nil {
 			return false, classify(fmt.Errorf("reading the state of %s/%s from stream %s: %w", env.Cluster, env.Inventory, s.stream, err))
 		}
 		if rec == nil {
 			return false, nil
 		}
-		held = *rec
+		held = heldState{rec: *rec, seq: seq, readAt: time.Now()}
 	}
-	if held.Checksum != env.Checksum {
+	if held.rec.Checksum != env.Checksum {
 		return false, nil
 	}
 	return true, s.recordState(ctx, subject, env, &held)
@@ -158,13 +180,30 @@ func (s *Sink) publishState(ctx context.Context, subject string, rec stateRecord
 	for _, seq := range lastSeq {
 		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(seq))
 	}
-	if _, err := s.js.PublishMsg(ctx, m, opts...); err != nil {
+	inv := rec.Cluster + "/" + rec.Inventory
+	ack, err := s.js.PublishMsg(ctx, m, opts...)
+	if err != nil {
+		if wrongLastSequence(err) {
+			// Someone published on the state subject since it was read: what this sink holds
+			// in memory is no longer the last message, and the next attempt reads it again.
+			s.mu.Lock()
+			delete(s.states, inv)
+			s.mu.Unlock()
+			return fmt.Errorf("the state on %s changed since it was read (another agent's state or contender mark): %w", subject, err)
+		}
 		return s.disconnected(err)
 	}
 	s.mu.Lock()
-	s.states[rec.Cluster+"/"+rec.Inventory] = rec
+	s.states[inv] = heldState{rec: rec, seq: ack.Sequence, readAt: time.Now()}
 	s.mu.Unlock()
 	return nil
+}
+
+// wrongLastSequence reports whether a publish failed its expected last subject sequence.
+func wrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
 var _ sink.Confirmer = (*Sink)(nil)
@@ -174,7 +213,8 @@ var _ sink.Confirmer = (*Sink)(nil)
 // from the stream, one direct get) names the confirmed checksum: one message, on the state
 // subject, expected to follow that last one (a concurrent export's state is never overwritten
 // by a confirmation). A state naming another checksum, or none, is sink.ErrNotHeld: the agent
-// exports in full. Without {kind} in the subject template there is no state subject, and
+// exports in full. A state of another live instance refuses the confirmation first (see
+// writers.go). Without {kind} in the subject template there is no state subject, and
 // Confirm is the connection test.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	subject := s.stateSubject(c.Cluster, c.Inventory)
@@ -202,6 +242,12 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if last.Header.Get(hEvent) != evState || json.Unmarshal(last.Data, &rec) != nil {
 		return notHeld("no state (message " + strconv.FormatUint(last.Sequence, 10) + " is not a state message)")
 	}
+	held := &heldState{rec: rec, seq: last.Sequence, readAt: time.Now()}
+	check := writerCheck(held, c.Cluster, c.Inventory, c.Writer, c.At, c.ConflictWindow)
+	if refusal := check.Refusal(); refusal != nil {
+		return s.refuse(ctx, subject, held, check, refusal)
+	}
+	s.noteTakeover(check)
 	if rec.Checksum != c.Checksum {
 		return notHeld(export.ShortChecksum(rec.Checksum))
 	}
@@ -215,5 +261,5 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	if err := s.publishState(ctx, subject, rec, last.Sequence); err != nil {
 		return classify(fmt.Errorf("nats sink: confirming %s/%s on %s: %w", c.Cluster, c.Inventory, subject, err))
 	}
-	return nil
+	return check.Contention()
 }

@@ -106,7 +106,9 @@ func TestOutageDeliversEverythingOnRecovery(t *testing.T) {
 				sp := spec(srv.URL, "OUTAGE", "outage")
 				sp.BufferSize = bufferSize
 				sk := newSink(t, sp, defaultEnv)
-				var ex exporter
+				// As the agent does, the exports name their writer: each one checks the state
+				// first (see writers.go), also while the server is away.
+				ex := exporter{Writer: export.Writer{Version: "v1.0.0", Instance: "kollect@outage"}}
 				vals := map[string]int{}
 				snapshot := func() *export.Snapshot {
 					var rows []export.Row

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -39,6 +40,7 @@ type Sink struct {
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	buf      *eventbuf.Buffer
+	log      logr.Logger
 	// dial is the latest failed connection attempt, which nc.LastError does not keep.
 	dial *lastError
 
@@ -48,8 +50,9 @@ type Sink struct {
 	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
 	// from the bucket, so a retry of it does not list the bucket again (its deletes are owed).
 	reconciled map[string]string
-	// states is, per inventory, the state message this sink last published (see Confirm).
-	states map[string]stateRecord
+	// states is, per inventory, the state message this sink last published or read (see
+	// Confirm and writers.go).
+	states map[string]heldState
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -98,8 +101,8 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), sent: map[string]string{},
-		reconciled: map[string]string{}, states: map[string]stateRecord{}}
+		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), log: env.Log, sent: map[string]string{},
+		reconciled: map[string]string{}, states: map[string]heldState{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
 	}
@@ -184,11 +187,25 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 // inventory's state message, with the batch's coverage, when it changes (see Confirm). A
 // batch whose only change is the coverage publishes the state message alone (see
 // coverageOnly). It returns nil once the stream acknowledged every owed event and the state
-// message.
+// message. Before anything is buffered the state's writer is checked (see writers.go):
+// another live instance's state refuses the batch with a *sink.WriterConflictError, and a
+// success on a state another instance tried to write returns a *sink.ContendedError.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
+	check, err := s.checkExport(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := s.export(ctx, b); err != nil {
+		return err
+	}
+	return check.Contention()
+}
+
+// export is Export once the writer may write.
+func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 	if done, err := s.coverageOnly(ctx, b); done || err != nil {
 		return err
 	}
