@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ var sizes = []size{
 	{"objects=10k", shape{objects: 10_000, namespaces: 10}, ""},
 	{"objects=100k", shape{objects: 100_000, namespaces: 10}, "KOLLECT_BENCH_LARGE"},
 	{"objects=1M", shape{objects: 1_000_000, namespaces: 10}, "KOLLECT_BENCH_HUGE"},
-	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true}, "KOLLECT_BENCH_TENANTS"},
+	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true, restart: true}, "KOLLECT_BENCH_TENANTS"},
 }
 
 // BenchmarkAgentProcess runs the shipped kollect-agent against a control plane seeded with N
@@ -54,7 +56,7 @@ func BenchmarkAgentProcess(b *testing.B) {
 			if sz.env != "" && os.Getenv(sz.env) == "" {
 				b.Skipf("set %s=1 to run %s", sz.env, sz.name)
 			}
-			r := measure(b, sz.shape)
+			r := measure(b, sz.name, sz.shape)
 			r.report(b, sz.name)
 			if sz.name == "objects=10k" {
 				checkBaseline(b, sz.name, r)
@@ -68,6 +70,11 @@ type result struct {
 	Seed, ToExport, CPUToExport, CPUStatic                float64
 	RSSExport, RSSSettled, Peak, AnonSettled, FileSettled float64
 	HeapExport, HeapSettled, HeapIdleRetained, GoSys      float64
+	// Lists are the ConfigMap lists the agent sent until the first complete export
+	// (kollect_watch_lists_total), StaticLists those during the static window.
+	Lists, StaticLists float64
+	// Restart holds the restart step's figures (shape.restart).
+	Restart *restartFigures
 }
 
 func (r result) report(b *testing.B, name string) {
@@ -80,6 +87,14 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.CPUToExport, "CPU-s-to-first-export")
 	b.ReportMetric(r.CPUStatic, "CPU-s-static-10s")
 	b.ReportMetric(r.Seed, "s-seeding")
+	b.ReportMetric(r.Lists, "ConfigMap-lists-to-first-export")
+	b.ReportMetric(r.StaticLists, "ConfigMap-lists-static")
+	if rs := r.Restart; rs != nil {
+		b.ReportMetric(rs.Back, "s-back-after-restart")
+		b.ReportMetric(rs.CPU, "CPU-s-back-after-restart")
+		b.ReportMetric(rs.Lists, "ConfigMap-lists-after-restart")
+		b.ReportMetric(rs.RSS, "RSS-MiB-after-restart")
+	}
 	// Where the settled resident set goes: allocated memory (RssAnon) against the binary's
 	// mapped pages (RssFile), and of the Go runtime's memory the freed heap it keeps
 	// (idle, not yet returned to the OS) and all it holds from the OS (go_memstats_sys_bytes).
@@ -88,14 +103,17 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.HeapIdleRetained, "heap-idle-retained-MiB-settled")
 	b.ReportMetric(r.GoSys, "go-sys-MiB-settled")
 	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB; heap in use %.0f → %.0f MiB, "+
-		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s); %.2f CPU-s over %s static; seeding %.1f s",
+		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s, %.0f ConfigMap lists); %.2f CPU-s and %.0f lists over %s static; seeding %.1f s",
 		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.HeapExport, r.HeapSettled,
-		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.CPUStatic, cpuWindow, r.Seed)
+		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.Lists, r.CPUStatic, r.StaticLists, cpuWindow, r.Seed)
 }
 
 const mib = 1 << 20
 
-func measure(b *testing.B, s shape) result {
+// measure runs one size. KOLLECT_BENCH_PROFILE_DIR, when set, receives the agent's CPU profile
+// over 10 s after the static window and its heap profile then (name-static-cpu.pprof,
+// name-heap.pprof), for `go tool pprof`.
+func measure(b *testing.B, name string, s shape) result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	// The control plane and PostgreSQL start together.
@@ -132,7 +150,8 @@ func measure(b *testing.B, s shape) result {
 		b.Fatal(err)
 	}
 
-	a := startAgent(b, cp.Kubeconfig)
+	cacheDir := filepath.Join(b.TempDir(), "cache")
+	a := startAgent(b, cp.Kubeconfig, cacheDir)
 	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
 	// rate would take about 7 minutes.
 	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
@@ -158,6 +177,7 @@ func measure(b *testing.B, s shape) result {
 	}
 	r.ToExport = time.Since(a.started).Seconds()
 	r.CPUToExport = a.cpu(b).Seconds()
+	r.Lists, _ = a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
 	r.RSSExport = a.memory(b)["VmRSS"]
 	r.HeapExport = a.goMemstats(b)["go_memstats_heap_inuse_bytes"] / mib
 
@@ -169,14 +189,28 @@ func measure(b *testing.B, s shape) result {
 	r.GoSys = g["go_memstats_sys_bytes"] / mib
 
 	cpu0 := a.cpu(b)
+	lists0, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
 	time.Sleep(cpuWindow)
 	r.CPUStatic = (a.cpu(b) - cpu0).Seconds()
+	lists1, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	r.StaticLists = lists1 - lists0
 	r.Peak = a.memory(b)["VmHWM"]
 	if a.exited() {
 		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)
 	}
 	if rows, _, err := exported(ctx, pgURL); err != nil || rows != s.objects {
 		b.Fatalf("after the static window PostgreSQL holds %d rows, want %d (%v)", rows, s.objects, err)
+	}
+	if dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR"); dir != "" {
+		file := func(kind string) string {
+			return filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-"+kind+".pprof")
+		}
+		a.profile(b, "profile?seconds=10", file("static-cpu"))
+		a.profile(b, "heap", file("heap"))
+	}
+	if s.restart {
+		rs := restart(b, ctx, a, cp.Kubeconfig, cacheDir, pgURL, s)
+		r.Restart = &rs
 	}
 	return r
 }

@@ -61,39 +61,41 @@ func TestMain(m *testing.M) {
 
 // agentProc is a kollect-agent process.
 type agentProc struct {
-	cmd              *exec.Cmd
-	metrics, healthz string
-	log              string
-	started          time.Time
+	cmd                     *exec.Cmd
+	metrics, healthz, pprof string
+	log                     string
+	started                 time.Time
 	// done is closed when the process has exited; waitErr is then its exit status.
 	done    chan struct{}
 	waitErr error
 }
 
 // startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
-// no GOMEMLIMIT), with local sinks allowed because PostgreSQL listens on 127.0.0.1. It
-// returns once the process is started, not when it is ready, so that the time to the first
-// export counts from the process's start.
-func startAgent(b *testing.B, kubeconfig string) *agentProc {
+// no GOMEMLIMIT), with local sinks allowed because PostgreSQL listens on 127.0.0.1, and its
+// pprof endpoint on a free port (it costs nothing until asked). cacheDir is its --cache-dir:
+// a restart passes the first process's, as the chart's emptyDir outlives a container restart.
+// It returns once the process is started, not when it is ready, so that the time to the
+// first export counts from the process's start.
+func startAgent(b *testing.B, kubeconfig, cacheDir string) *agentProc {
 	b.Helper()
 	bin := agentBinary(b)
-	mp, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	hp, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
+	var ports [3]int
+	for i := range ports {
+		p, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ports[i] = p
 	}
 	dir := b.TempDir()
-	a := &agentProc{metrics: fmt.Sprintf("127.0.0.1:%d", mp), healthz: fmt.Sprintf("127.0.0.1:%d", hp),
-		log: filepath.Join(dir, "agent.log")}
+	a := &agentProc{metrics: fmt.Sprintf("127.0.0.1:%d", ports[0]), healthz: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		pprof: fmt.Sprintf("127.0.0.1:%d", ports[2]), log: filepath.Join(dir, "agent.log")}
 	logFile, err := os.Create(a.log)
 	if err != nil {
 		b.Fatalf("creating the agent's log: %v", err)
 	}
 	a.cmd = exec.Command(bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
-		"--health-probe-bind-address", a.healthz, "--cache-dir", filepath.Join(dir, "cache"), "--allow-local-sinks")
+		"--health-probe-bind-address", a.healthz, "--pprof-bind-address", a.pprof, "--cache-dir", cacheDir, "--allow-local-sinks")
 	// GOMEMLIMIT and GOGC from the benchmark's environment would change what is measured.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
@@ -112,26 +114,95 @@ func startAgent(b *testing.B, kubeconfig string) *agentProc {
 	a.done = make(chan struct{})
 	go func() { a.waitErr = a.cmd.Wait(); close(a.done) }()
 	b.Cleanup(func() {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(30 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-a.done
-		}
+		a.stop()
 		if b.Failed() {
-			raw, _ := os.ReadFile(a.log)
-			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-			if len(lines) > 40 {
-				lines = lines[len(lines)-40:]
-			}
-			b.Logf("agent log (tail):\n%s", strings.Join(lines, "\n"))
+			b.Logf("agent log (tail):\n%s", a.logTail(40))
 		}
 	})
 	return a
 }
 
 func (a *agentProc) pid() int { return a.cmd.Process.Pid }
+
+// stop sends SIGTERM, as the kubelet does, and waits up to 30 s before killing the process;
+// it returns the exit status.
+func (a *agentProc) stop() error {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+	return a.waitErr
+}
+
+// logTail is the last n lines of the agent's log.
+func (a *agentProc) logTail(n int) string {
+	raw, _ := os.ReadFile(a.log)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// metricSum adds up the agent's samples of one metric whose labels contain every one of
+// want (`kind="ConfigMap"`), from its /metrics; the count of such samples comes too.
+func (a *agentProc) metricSum(b *testing.B, name string, want ...string) (sum float64, samples int) {
+	b.Helper()
+	resp, err := http.Get("http://" + a.metrics + "/metrics")
+	if err != nil {
+		b.Fatalf("scraping the agent's metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+scan:
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(rest, w) {
+				continue scan
+			}
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		v, err := strconv.ParseFloat(rest[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+		samples++
+	}
+	if err := sc.Err(); err != nil {
+		b.Fatalf("reading the agent's metrics: %v", err)
+	}
+	return sum, samples
+}
+
+// profile saves one of the agent's pprof profiles (path: "profile?seconds=10", "heap") to
+// file, for `go tool pprof`.
+func (a *agentProc) profile(b *testing.B, path, file string) {
+	b.Helper()
+	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/" + path)
+	if err != nil {
+		b.Fatalf("reading the agent's %s profile: %v", path, err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatalf("saving the agent's %s profile: %v", path, err)
+	}
+	b.Logf("saved the agent's %s profile in %s", path, file)
+}
 
 // exited reports whether the agent process has gone (a crash would otherwise show as a slow
 // export).

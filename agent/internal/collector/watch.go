@@ -139,6 +139,7 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
+					metrics.listed(gvk)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -152,6 +153,7 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
+					metrics.listed(gvk)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
