@@ -21,6 +21,18 @@ var mutatingVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETEC
 // subresources (status) are not counted: they are the controllers' reports, not changes of
 // the objects.
 func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, error) {
+	return cp.requests(ctx, mutatingVerbs, resources)
+}
+
+// Lists returns how many LIST requests the control plane's kube-apiserver has served for the
+// given resources (plural names, any group, any scope), from its own apiserver_request_total:
+// what a client's informers cost it, counted where they are served.
+func (cp *ControlPlane) Lists(ctx context.Context, resources ...string) (int, error) {
+	return cp.requests(ctx, []string{"LIST"}, resources)
+}
+
+// requests sums apiserver_request_total over verbs and resources, subresources left out.
+func (cp *ControlPlane) requests(ctx context.Context, verbs, resources []string) (int, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
 	if err != nil {
 		return 0, fmt.Errorf("apiserver client: %w", err)
@@ -47,7 +59,7 @@ func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, e
 				subresource = l.GetValue()
 			}
 		}
-		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(mutatingVerbs, verb) {
+		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
 			total += m.GetCounter().GetValue()
 		}
 	}

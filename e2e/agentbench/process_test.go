@@ -151,9 +151,18 @@ func (a *agentProc) logTail(n int) string {
 // want (`kind="ConfigMap"`), from its /metrics; the count of such samples comes too.
 func (a *agentProc) metricSum(b *testing.B, name string, want ...string) (sum float64, samples int) {
 	b.Helper()
+	sum, samples, err := a.tryMetricSum(name, want...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sum, samples
+}
+
+// tryMetricSum is metricSum for a process that may not serve /metrics yet.
+func (a *agentProc) tryMetricSum(name string, want ...string) (sum float64, samples int, err error) {
 	resp, err := http.Get("http://" + a.metrics + "/metrics")
 	if err != nil {
-		b.Fatalf("scraping the agent's metrics: %v", err)
+		return 0, 0, fmt.Errorf("scraping the agent's metrics: %w", err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
@@ -179,9 +188,9 @@ scan:
 		samples++
 	}
 	if err := sc.Err(); err != nil {
-		b.Fatalf("reading the agent's metrics: %v", err)
+		return 0, 0, fmt.Errorf("reading the agent's metrics: %w", err)
 	}
-	return sum, samples
+	return sum, samples, nil
 }
 
 // profile saves one of the agent's pprof profiles (path: "profile?seconds=10", "heap") to

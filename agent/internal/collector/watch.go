@@ -66,6 +66,7 @@ type projection struct {
 	// targets are every target of the kind; targetProfile and targetObject give, by position,
 	// its profile's position and its position in objectTargets (-1 when it has none).
 	targets       []*Target
+	ids           map[TargetKey]string // each target's projectionID when the watch was built
 	targetProfile []int
 	targetObject  []int
 	// nsLabels returns a namespace's labels for namespace selectors at projection time.
@@ -139,7 +140,9 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
-					metrics.listed(gvk)
+					if o.Continue == "" { // a page of a list is not another list
+						metrics.listed(gvk)
+					}
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -153,7 +156,9 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
-					metrics.listed(gvk)
+					if o.Continue == "" { // a page of a list is not another list
+						metrics.listed(gvk)
+					}
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
@@ -283,6 +288,7 @@ func (w *gvkWatch) items() []*item {
 func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func(profileKey string) *budget,
 	nsLabels func(string) (labels.Set, bool), metrics *Metrics) *projection {
 	p := &projection{profiles: map[string]*profile.Compiled{}, profileIndex: map[string]int{}, targetIndex: map[TargetKey]int{},
+		ids:           map[TargetKey]string{},
 		labelSelector: labels.Everything(), fieldSelector: fields.Everything(), nsLabels: nsLabels}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Key.String() < targets[j].Key.String() })
 	sameLabels, sameFields := true, true
@@ -314,6 +320,7 @@ func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func
 			p.objectTargets = append(p.objectTargets, t)
 		}
 		p.targets = append(p.targets, t)
+		p.ids[t.Key] = t.projectionID()
 		p.targetProfile = append(p.targetProfile, p.profileIndex[t.ProfileKey])
 		p.targetObject = append(p.targetObject, oi)
 	}
