@@ -116,29 +116,7 @@ const mib = 1 << 20
 func measure(b *testing.B, name string, s shape) result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The control plane and PostgreSQL start together.
-	var (
-		cp           *testenv.ControlPlane
-		pg           *testenv.Postgres
-		cpErr, pgErr error
-		wg           sync.WaitGroup
-	)
-	wg.Go(func() { cp, cpErr = testenv.Start("agentbench", testenv.Options{}) })
-	wg.Go(func() { pg, pgErr = testenv.StartPostgres() })
-	wg.Wait()
-	if cp != nil {
-		b.Cleanup(func() { _ = cp.Stop() })
-	}
-	if pg != nil {
-		b.Cleanup(pg.Stop)
-	}
-	if err := errors.Join(cpErr, pgErr); err != nil {
-		b.Fatal(err)
-	}
-	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
-	if err != nil {
-		b.Fatal(err)
-	}
+	cp, pg, pgURL := startServers(b, ctx)
 	var r result
 	seedTime, err := seed(ctx, cp.Config, s)
 	if err != nil {
@@ -152,29 +130,7 @@ func measure(b *testing.B, name string, s shape) result {
 
 	cacheDir := filepath.Join(b.TempDir(), "cache")
 	a := startAgent(b, cp.Kubeconfig, cacheDir)
-	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
-	// rate would take about 7 minutes.
-	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
-	for {
-		if a.exited() {
-			b.Fatalf("kollect-agent exited before the first complete export: %v", a.waitErr)
-		}
-		rows, states, err := exported(ctx, pgURL)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rows == s.objects && states == s.inventories() {
-			break
-		}
-		if rows > s.objects {
-			b.Fatalf("PostgreSQL holds %d rows of cluster %s, want %d", rows, cluster, s.objects)
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("no complete export %s after the agent's start: %d of %d rows, %d of %d state rows",
-				time.Since(a.started).Round(time.Second), rows, s.objects, states, s.inventories())
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	waitExport(b, ctx, a, pgURL, s)
 	r.ToExport = time.Since(a.started).Seconds()
 	r.CPUToExport = a.cpu(b).Seconds()
 	r.Lists, _ = a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
@@ -213,6 +169,64 @@ func measure(b *testing.B, name string, s shape) result {
 		r.Restart = &rs
 	}
 	return r
+}
+
+// startServers starts the control plane and PostgreSQL together, and creates the database.
+func startServers(b testing.TB, ctx context.Context) (*testenv.ControlPlane, *testenv.Postgres, string) {
+	b.Helper()
+	// The control plane and PostgreSQL start together.
+	var (
+		cp           *testenv.ControlPlane
+		pg           *testenv.Postgres
+		cpErr, pgErr error
+		wg           sync.WaitGroup
+	)
+	wg.Go(func() { cp, cpErr = testenv.Start("agentbench", testenv.Options{}) })
+	wg.Go(func() { pg, pgErr = testenv.StartPostgres() })
+	wg.Wait()
+	if cp != nil {
+		b.Cleanup(func() { _ = cp.Stop() })
+	}
+	if pg != nil {
+		b.Cleanup(pg.Stop)
+	}
+	if err := errors.Join(cpErr, pgErr); err != nil {
+		b.Fatal(err)
+	}
+	pgURL, err := pg.CreateDatabase(ctx, pgDatabase)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cp, pg, pgURL
+}
+
+// waitExport waits for the agent's first complete export: every row in PostgreSQL and every
+// inventory's state row.
+func waitExport(b testing.TB, ctx context.Context, a *agentProc, pgURL string, s shape) {
+	b.Helper()
+	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
+	// rate would take about 7 minutes.
+	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
+	for {
+		if a.exited() {
+			b.Fatalf("kollect-agent exited before the first complete export: %v", a.waitErr)
+		}
+		rows, states, err := exported(ctx, pgURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if rows == s.objects && states == s.inventories() {
+			return
+		}
+		if rows > s.objects {
+			b.Fatalf("PostgreSQL holds %d rows of cluster %s, want %d", rows, cluster, s.objects)
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("no complete export %s after the agent's start: %d of %d rows, %d of %d state rows",
+				time.Since(a.started).Round(time.Second), rows, s.objects, states, s.inventories())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // baseline is baseline.json: the figures `make bench` holds the benchmark to, by size.

@@ -22,8 +22,8 @@ import (
 	"kollect.dev/testenv"
 )
 
-// The agent binary is built on the first benchmark that needs it, not in a TestMain: `make
-// test` runs this package's (absent) tests and must not pay for a build.
+// The agent binary is built on the first test or benchmark that needs it, not in a TestMain:
+// `go test -run X` of another test must not pay for a build.
 var (
 	buildOnce sync.Once
 	agentBin  string
@@ -31,7 +31,7 @@ var (
 	binDir    string
 )
 
-func agentBinary(b *testing.B) string {
+func agentBinary(b testing.TB) string {
 	b.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "kollect-agentbench-bin-"); buildErr != nil {
@@ -76,7 +76,7 @@ type agentProc struct {
 // a restart passes the first process's, as the chart's emptyDir outlives a container restart.
 // It returns once the process is started, not when it is ready, so that the time to the
 // first export counts from the process's start.
-func startAgent(b *testing.B, kubeconfig, cacheDir string) *agentProc {
+func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 	b.Helper()
 	bin := agentBinary(b)
 	var ports [3]int
@@ -149,7 +149,7 @@ func (a *agentProc) logTail(n int) string {
 
 // metricSum adds up the agent's samples of one metric whose labels contain every one of
 // want (`kind="ConfigMap"`), from its /metrics; the count of such samples comes too.
-func (a *agentProc) metricSum(b *testing.B, name string, want ...string) (sum float64, samples int) {
+func (a *agentProc) metricSum(b testing.TB, name string, want ...string) (sum float64, samples int) {
 	b.Helper()
 	sum, samples, err := a.tryMetricSum(name, want...)
 	if err != nil {
@@ -195,7 +195,7 @@ scan:
 
 // profile saves one of the agent's pprof profiles (path: "profile?seconds=10", "heap") to
 // file, for `go tool pprof`.
-func (a *agentProc) profile(b *testing.B, path, file string) {
+func (a *agentProc) profile(b testing.TB, path, file string) {
 	b.Helper()
 	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/" + path)
 	if err != nil {
@@ -225,7 +225,7 @@ func (a *agentProc) exited() bool {
 }
 
 // memory is the agent's /proc status figures in MiB.
-func (a *agentProc) memory(b *testing.B) map[string]float64 {
+func (a *agentProc) memory(b testing.TB) map[string]float64 {
 	b.Helper()
 	m, err := testenv.ProcessMemory(a.pid())
 	if err != nil {
@@ -235,7 +235,7 @@ func (a *agentProc) memory(b *testing.B) map[string]float64 {
 }
 
 // cpu is the agent's CPU time so far (user and system).
-func (a *agentProc) cpu(b *testing.B) time.Duration {
+func (a *agentProc) cpu(b testing.TB) time.Duration {
 	b.Helper()
 	v, err := testenv.ProcessCPU(a.pid())
 	if err != nil {
@@ -246,7 +246,7 @@ func (a *agentProc) cpu(b *testing.B) time.Duration {
 
 // goMemstats scrapes the agent's go_memstats_* gauges (controller-runtime's registry carries
 // the Go collector), by metric name.
-func (a *agentProc) goMemstats(b *testing.B) map[string]float64 {
+func (a *agentProc) goMemstats(b testing.TB) map[string]float64 {
 	b.Helper()
 	resp, err := http.Get("http://" + a.metrics + "/metrics")
 	if err != nil {

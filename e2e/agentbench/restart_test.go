@@ -3,6 +3,7 @@ package agentbench
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ func pgSnapshot(ctx context.Context, url string) (string, error) {
 // restart stops the agent and starts it again with the data unchanged: the new process must
 // come back (every target complete in every inventory, no exit) and export nothing (the
 // PostgreSQL snapshot unchanged, settle after it came back included).
-func restart(b *testing.B, ctx context.Context, a *agentProc, kubeconfig, cacheDir, pgURL string, s shape) restartFigures {
+func restart(b testing.TB, ctx context.Context, a *agentProc, kubeconfig, cacheDir, pgURL string, s shape) restartFigures {
 	before, err := pgSnapshot(ctx, pgURL)
 	if err != nil {
 		b.Fatal(err)
@@ -77,4 +78,32 @@ func restart(b *testing.B, ctx context.Context, a *agentProc, kubeconfig, cacheD
 	b.Logf("restart: back %.1f s after the new process started (%.1f CPU-s, %.0f ConfigMap lists), RSS %.0f MiB %s later, PostgreSQL unchanged (%s)",
 		f.Back, f.CPU, f.Lists, f.RSS, settle, after)
 	return f
+}
+
+// TestRestartComesBack is the benchmark's restart step at a size `make test` affords: 20
+// tenants (each namespace with its own scope, profile, target, database sink and inventory) ×
+// 200 ConfigMaps. The shipped kollect-agent exports everything, is stopped with SIGTERM and
+// started again on the same data and cache directory: it must come back (every target
+// complete in every inventory, without exiting) and export nothing (every row's xmin and
+// every state row's checksum and exported_at unchanged in PostgreSQL, read with psql).
+func TestRestartComesBack(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := shape{objects: 4_000, namespaces: 20, tenants: true, restart: true}
+	cp, pg, pgURL := startServers(t, ctx)
+	if _, err := seed(ctx, cp.Config, s); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyYAML(ctx, cp.Client, s.manifests(pg.Port)); err != nil {
+		t.Fatal(err)
+	}
+	cacheDir := filepath.Join(t.TempDir(), "cache")
+	a := startAgent(t, cp.Kubeconfig, cacheDir)
+	waitExport(t, ctx, a, pgURL, s)
+	lists, _ := a.metricSum(t, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	t.Logf("first export %.1f s after the start, %.0f ConfigMap lists", time.Since(a.started).Seconds(), lists)
+	f := restart(t, ctx, a, cp.Kubeconfig, cacheDir, pgURL, s)
+	if f.Lists < 1 {
+		t.Fatalf("the restarted agent listed ConfigMaps %.0f times: its targets cannot be complete without a list", f.Lists)
+	}
 }

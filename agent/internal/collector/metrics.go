@@ -47,7 +47,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		// changes to one list per kind.
 		lists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kollect_watch_lists_total",
-			Help: "Lists the watches of a kind started (a watch's start or restart, or a relist after its watch expired; the pages of a paginated list count once); one per namespace for a watch limited to namespaces.",
+			Help: "Lists of every object of a kind the watches started: a LIST request (its pages count once) or a watch with initial events (the streaming watch-list); at a watch's start or restart, or a relist after its watch expired; one per namespace for a watch limited to namespaces.",
 		}, []string{"group", "version", "kind"}),
 		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kollect_watch_starts_total",

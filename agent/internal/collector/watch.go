@@ -140,13 +140,12 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
-					if o.Continue == "" { // a page of a list is not another list
-						metrics.listed(gvk)
-					}
+					countList(metrics, gvk, o)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.Watch(ctx, o)
 				},
 			}
@@ -156,13 +155,12 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
-					if o.Continue == "" { // a page of a list is not another list
-						metrics.listed(gvk)
-					}
+					countList(metrics, gvk, o)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.Watch(ctx, o)
 				},
 			}
@@ -194,6 +192,19 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 		w.informers = append(w.informers, inf)
 	}
 	return w
+}
+
+// countList counts a list of the kind: a LIST request (its first page), or a watch that
+// starts with every object (sendInitialEvents, client-go's streaming watch-list, which the
+// reflector prefers when the API server offers it). A plain watch lists nothing.
+func countList(m *Metrics, gvk schema.GroupVersionKind, o metav1.ListOptions) {
+	if o.Watch && (o.SendInitialEvents == nil || !*o.SendInitialEvents) {
+		return
+	}
+	if !o.Watch && o.Continue != "" {
+		return // a page of a list is not another list
+	}
+	m.listed(gvk)
 }
 
 func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
