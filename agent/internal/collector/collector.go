@@ -361,9 +361,8 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	}
 	ti, hasMatch := w.proj.targetIndex[t.Key]
 	targetName := key.String()
-	items := w.items()
-	c.metrics.setObjects(t.GVK, len(items))
-	for _, it := range items {
+	c.metrics.setObjects(t.GVK, int(w.count.Load()))
+	for _, it := range w.itemsFor(t) {
 		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(it.name) {
 			continue
 		}

@@ -104,6 +104,10 @@ type gvkWatch struct {
 	deniedNS map[string]bool
 
 	synced atomic.Bool
+	// count is how many items the informers hold (adds less deletes).
+	count atomic.Int64
+	// kick coalesces the events of the informers into calls of onEvent (changed).
+	kick chan struct{}
 	// onError, when set before start, is also called on a watch error, so that targets can
 	// report it even when no inventory rebuilds for it.
 	onError func()
@@ -120,7 +124,8 @@ type gvkWatch struct {
 
 func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
 	proj *projection, onEvent func(), metrics *Metrics, behind BehindOptions) *gvkWatch {
-	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background()}
+	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background(),
+		kick: make(chan struct{}, 1)}
 	tweak := func(o *metav1.ListOptions) {
 		if !proj.labelSelector.Empty() {
 			o.LabelSelector = proj.labelSelector.String()
@@ -165,7 +170,7 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 				},
 			}
 		}
-		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{})
+		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{namespaceIndex: itemNamespace})
 		m := newBusyMeter(behind, time.Now)
 		w.meters = append(w.meters, m)
 		_ = inf.SetTransform(w.timed(m, w.transform(metrics)))
@@ -182,12 +187,12 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			w.mu.Lock()
 			w.eventAt = time.Now()
 			w.mu.Unlock()
-			onEvent()
+			w.changed()
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    handler,
+			AddFunc:    func(obj any) { w.count.Add(1); handler(obj) },
 			UpdateFunc: func(_, obj any) { handler(obj) },
-			DeleteFunc: handler,
+			DeleteFunc: func(obj any) { w.count.Add(-1); handler(obj) },
 		})
 		w.informers = append(w.informers, inf)
 	}
@@ -213,6 +218,7 @@ func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
 	for _, inf := range w.informers {
 		go inf.RunWithContext(ctx)
 	}
+	go w.deliver(ctx)
 	go func() {
 		syncs := make([]cache.InformerSynced, len(w.informers))
 		for i, inf := range w.informers {
