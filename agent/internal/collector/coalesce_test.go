@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,6 +69,10 @@ func TestBurstOfTargetsListsOnce(t *testing.T) {
 	before := lists()
 	for i := range tenants {
 		col.SetTarget(target(i))
+		// Before the kind's first watch starts, a target is syncing, not an error.
+		if st, err := col.Collect(target(i).Key); i == 0 && (err != nil || st.Synced) {
+			t.Fatalf("a target waiting for its kind's first watch reports synced=%v, %v; want syncing", st.Synced, err)
+		}
 		time.Sleep(5 * time.Millisecond) // a reconcile's worth: the burst is not one call
 	}
 	for i := range tenants {
@@ -93,4 +98,63 @@ func TestBurstOfTargetsListsOnce(t *testing.T) {
 	if got := lists() - before; got != 2 {
 		t.Fatalf("an added target cost %d more ConfigMap lists, want 1 (a coalesced restart of the watch)", got-1)
 	}
+}
+
+// TestListNotifiesOnce: a watch's initial list notifies its subscribers once it has synced,
+// not once per object (every notification wakes every inventory of the kind), and a change
+// after the sync notifies again.
+func TestListNotifiesOnce(t *testing.T) {
+	ctx := context.Background()
+	const ns, objects = "notify-once", 500
+	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	for j := range objects {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("cm-%03d", j)}, Data: map[string]string{"n": fmt.Sprint(j)}}
+		if err := cp.Client.Create(ctx, cm); err != nil {
+			t.Fatal(err)
+		}
+	}
+	col := New(dynamic.NewForConfigOrDie(cp.Config), Options{Log: logr.Discard()})
+	var calls atomic.Int64
+	col.Subscribe(func(schema.GroupVersionKind) { calls.Add(1) })
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { _ = col.Start(runCtx) }()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	tgt, err := NewTarget(TargetKey{Namespace: ns, Name: "all"}, kollectv1.TargetSelection{}, gvk,
+		schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, true, ProfileRef{Key: ns + "/p@1/uid"},
+		compile(t, kollectv1.Attribute{Name: "n", JSONPath: "{.data.n}"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col.SetTarget(tgt)
+	waitRows(t, col, tgt.Key, objects)
+	// The handler goroutine delivers the list's events after the store synced: wait until it
+	// has delivered them all (the count the watch keeps from its handlers), then read.
+	deadline := time.Now().Add(30 * time.Second)
+	for col.watchOf(gvk).count.Load() != objects && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := calls.Load(); n > 3 {
+		t.Fatalf("a list of %d objects notified subscribers %d times, want at most 3 (a watch start, its sync)", objects, n)
+	}
+	before := calls.Load()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}, Data: map[string]string{"n": "late"}}
+	if err := cp.Client.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	waitRows(t, col, tgt.Key, objects+1)
+	for calls.Load() == before && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if calls.Load() == before {
+		t.Fatal("an object created after the sync did not notify subscribers")
+	}
+}
+
+func (c *Collector) watchOf(gvk schema.GroupVersionKind) *gvkWatch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.watches[gvk]
 }

@@ -331,10 +331,14 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	c.mu.Lock()
 	t := c.targets[key]
 	var w *gvkWatch
+	pending := false
 	if t != nil {
-		w = c.watches[t.GVK]
+		w, pending = c.watches[t.GVK], c.pending[t.GVK] != nil
 	}
 	c.mu.Unlock()
+	if t != nil && w == nil && pending {
+		return TargetState{}, nil // the kind's first watch waits for its targets to be quiet: syncing
+	}
 	if t == nil || w == nil {
 		return TargetState{}, fmt.Errorf("target %s is not collected", key)
 	}
