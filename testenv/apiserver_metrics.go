@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/discovery"
@@ -21,19 +22,60 @@ var mutatingVerbs = []string{"POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETEC
 // subresources (status) are not counted: they are the controllers' reports, not changes of
 // the objects.
 func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, error) {
+	return cp.requests(ctx, mutatingVerbs, resources)
+}
+
+// Lists returns how many lists of the given resources (plural names, any group, any scope)
+// the control plane's kube-apiserver has served, counted where they are served: LIST requests
+// (apiserver_request_total) and watch-lists, the watches that start with every object
+// (sendInitialEvents, which client-go's informers use when they can), once their initial
+// events are out (apiserver_watch_list_duration_seconds). A watch-list still sending its
+// initial events is not counted yet.
+func (cp *ControlPlane) Lists(ctx context.Context, resources ...string) (int, error) {
+	families, err := cp.apiserverMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := sumRequests(families, []string{"LIST"}, resources)
+	for _, m := range families["apiserver_watch_list_duration_seconds"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "resource" && slices.Contains(resources, l.GetValue()) {
+				n += int(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return n, nil
+}
+
+// requests sums apiserver_request_total over verbs and resources, subresources left out.
+func (cp *ControlPlane) requests(ctx context.Context, verbs, resources []string) (int, error) {
+	families, err := cp.apiserverMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return sumRequests(families, verbs, resources), nil
+}
+
+// apiserverMetrics reads and parses the kube-apiserver's /metrics.
+func (cp *ControlPlane) apiserverMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.Config)
 	if err != nil {
-		return 0, fmt.Errorf("apiserver client: %w", err)
+		return nil, fmt.Errorf("apiserver client: %w", err)
 	}
 	raw, err := dc.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("reading the apiserver's metrics: %w", err)
+		return nil, fmt.Errorf("reading the apiserver's metrics: %w", err)
 	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
 	if err != nil {
-		return 0, fmt.Errorf("parsing the apiserver's metrics: %w", err)
+		return nil, fmt.Errorf("parsing the apiserver's metrics: %w", err)
 	}
+	return families, nil
+}
+
+// sumRequests sums apiserver_request_total over verbs and resources, subresources left out.
+func sumRequests(families map[string]*dto.MetricFamily, verbs, resources []string) int {
 	total := 0.0
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		var verb, resource, subresource string
@@ -47,9 +89,9 @@ func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, e
 				subresource = l.GetValue()
 			}
 		}
-		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(mutatingVerbs, verb) {
+		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
 			total += m.GetCounter().GetValue()
 		}
 	}
-	return int(total), nil
+	return int(total)
 }

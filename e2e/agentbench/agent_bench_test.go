@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -39,7 +41,7 @@ var sizes = []size{
 	{"objects=10k", shape{objects: 10_000, namespaces: 10}, ""},
 	{"objects=100k", shape{objects: 100_000, namespaces: 10}, "KOLLECT_BENCH_LARGE"},
 	{"objects=1M", shape{objects: 1_000_000, namespaces: 10}, "KOLLECT_BENCH_HUGE"},
-	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true}, "KOLLECT_BENCH_TENANTS"},
+	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true, restart: true}, "KOLLECT_BENCH_TENANTS"},
 }
 
 // BenchmarkAgentProcess runs the shipped kollect-agent against a control plane seeded with N
@@ -54,7 +56,7 @@ func BenchmarkAgentProcess(b *testing.B) {
 			if sz.env != "" && os.Getenv(sz.env) == "" {
 				b.Skipf("set %s=1 to run %s", sz.env, sz.name)
 			}
-			r := measure(b, sz.shape)
+			r := measure(b, sz.name, sz.shape)
 			r.report(b, sz.name)
 			if sz.name == "objects=10k" {
 				checkBaseline(b, sz.name, r)
@@ -67,10 +69,15 @@ func BenchmarkAgentProcess(b *testing.B) {
 type result struct {
 	Seed, ToExport, CPUToExport, CPUStatic                float64
 	RSSExport, RSSSettled, Peak, AnonSettled, FileSettled float64
+	HeapExport, HeapSettled, HeapIdleRetained, GoSys      float64
 	// PeakRunning is the highest RSS sampled (every 200 ms) after the agent first released
 	// its start-up memory: the peak of the work, where Peak (VmHWM) includes start-up.
-	PeakRunning                                      float64
-	HeapExport, HeapSettled, HeapIdleRetained, GoSys float64
+	PeakRunning float64
+	// Lists are the ConfigMap lists the agent sent until the first complete export
+	// (kollect_watch_lists_total), StaticLists those during the static window.
+	Lists, StaticLists float64
+	// Restart holds the restart step's figures (shape.restart).
+	Restart *restartFigures
 }
 
 func (r result) report(b *testing.B, name string) {
@@ -84,6 +91,14 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.CPUToExport, "CPU-s-to-first-export")
 	b.ReportMetric(r.CPUStatic, "CPU-s-static-10s")
 	b.ReportMetric(r.Seed, "s-seeding")
+	b.ReportMetric(r.Lists, "ConfigMap-lists-to-first-export")
+	b.ReportMetric(r.StaticLists, "ConfigMap-lists-static")
+	if rs := r.Restart; rs != nil {
+		b.ReportMetric(rs.Back, "s-back-after-restart")
+		b.ReportMetric(rs.CPU, "CPU-s-back-after-restart")
+		b.ReportMetric(rs.Lists, "ConfigMap-lists-after-restart")
+		b.ReportMetric(rs.RSS, "RSS-MiB-after-restart")
+	}
 	// Where the settled resident set goes: allocated memory (RssAnon) against the binary's
 	// mapped pages (RssFile), and of the Go runtime's memory the freed heap it keeps
 	// (idle, not yet returned to the OS) and all it holds from the OS (go_memstats_sys_bytes).
@@ -92,16 +107,89 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.HeapIdleRetained, "heap-idle-retained-MiB-settled")
 	b.ReportMetric(r.GoSys, "go-sys-MiB-settled")
 	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB (%.0f MiB after start-up); heap in use %.0f → %.0f MiB, "+
-		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s); %.2f CPU-s over %s static; seeding %.1f s",
+		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s, %.0f ConfigMap lists); %.2f CPU-s and %.0f lists over %s static; seeding %.1f s",
 		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.PeakRunning, r.HeapExport, r.HeapSettled,
-		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.CPUStatic, cpuWindow, r.Seed)
+		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.Lists, r.CPUStatic, r.StaticLists, cpuWindow, r.Seed)
 }
 
 const mib = 1 << 20
 
-func measure(b *testing.B, s shape) result {
+// measure runs one size. KOLLECT_BENCH_PROFILE_DIR, when set, receives the agent's CPU profile
+// over 10 s after the static window and its heap profile then (name-static-cpu.pprof,
+// name-heap.pprof), for `go tool pprof`.
+func measure(b *testing.B, name string, s shape) result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	cp, pg, pgURL := startServers(b, ctx)
+	var r result
+	seedTime, err := seed(ctx, cp.Config, s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r.Seed = seedTime.Seconds()
+	b.Logf("seeded %d ConfigMaps in %d namespaces in %s", s.objects, s.namespaces, seedTime.Round(time.Millisecond))
+	if err := applyYAML(ctx, cp.Client, s.manifests(pg.Port)); err != nil {
+		b.Fatal(err)
+	}
+
+	cacheDir := filepath.Join(b.TempDir(), "cache")
+	a := startAgent(b, cp.Kubeconfig, cacheDir)
+	waitExport(b, ctx, a, pgURL, s, &r.PeakRunning)
+	r.ToExport = time.Since(a.started).Seconds()
+	r.CPUToExport = a.cpu(b).Seconds()
+	r.Lists, _ = a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	atExport := a.memory(b)
+	r.RSSExport = atExport["VmRSS"]
+	b.Logf("at the first export: RssAnon %.0f MiB, RssFile %.0f MiB", atExport["RssAnon"], atExport["RssFile"])
+	r.HeapExport = a.goMemstats(b)["go_memstats_heap_inuse_bytes"] / mib
+
+	// Settled: the agent has released its start-up memory a second time (by default 30 s
+	// after its caches synced), then settle more.
+	for release := time.Now().Add(2 * time.Minute); a.released() < 2; time.Sleep(200 * time.Millisecond) {
+		r.PeakRunning = max(r.PeakRunning, a.memory(b)["VmRSS"])
+		if time.Now().After(release) {
+			b.Fatal(`kollect-agent has not logged "released start-up memory" twice within 2 minutes of the export`)
+		}
+	}
+	time.Sleep(settle)
+	m, g := a.memory(b), a.goMemstats(b)
+	r.RSSSettled, r.AnonSettled, r.FileSettled = m["VmRSS"], m["RssAnon"], m["RssFile"]
+	r.HeapSettled = g["go_memstats_heap_inuse_bytes"] / mib
+	r.HeapIdleRetained = (g["go_memstats_heap_idle_bytes"] - g["go_memstats_heap_released_bytes"]) / mib
+	r.GoSys = g["go_memstats_sys_bytes"] / mib
+
+	cpu0 := a.cpu(b)
+	lists0, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	for end := time.Now().Add(cpuWindow); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		r.PeakRunning = max(r.PeakRunning, a.memory(b)["VmRSS"])
+	}
+	r.CPUStatic = (a.cpu(b) - cpu0).Seconds()
+	lists1, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	r.StaticLists = lists1 - lists0
+	r.Peak = a.memory(b)["VmHWM"]
+	if a.exited() {
+		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)
+	}
+	if rows, _, err := exported(ctx, pgURL); err != nil || rows != s.objects {
+		b.Fatalf("after the static window PostgreSQL holds %d rows, want %d (%v)", rows, s.objects, err)
+	}
+	if dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR"); dir != "" {
+		file := func(kind string) string {
+			return filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-"+kind+".pprof")
+		}
+		a.profile(b, "profile?seconds=10", file("static-cpu"))
+		a.profile(b, "heap", file("heap"))
+	}
+	if s.restart {
+		rs := restart(b, ctx, a, cp.Kubeconfig, cacheDir, pgURL, s)
+		r.Restart = &rs
+	}
+	return r
+}
+
+// startServers starts the control plane and PostgreSQL together, and creates the database.
+func startServers(b testing.TB, ctx context.Context) (*testenv.ControlPlane, *testenv.Postgres, string) {
+	b.Helper()
 	// The control plane and PostgreSQL start together.
 	var (
 		cp           *testenv.ControlPlane
@@ -125,18 +213,15 @@ func measure(b *testing.B, s shape) result {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var r result
-	seedTime, err := seed(ctx, cp.Config, s)
-	if err != nil {
-		b.Fatal(err)
-	}
-	r.Seed = seedTime.Seconds()
-	b.Logf("seeded %d ConfigMaps in %d namespaces in %s", s.objects, s.namespaces, seedTime.Round(time.Millisecond))
-	if err := applyYAML(ctx, cp.Client, s.manifests(pg.Port)); err != nil {
-		b.Fatal(err)
-	}
+	return cp, pg, pgURL
+}
 
-	a := startAgent(b, cp.Kubeconfig)
+// waitExport waits for the agent's first complete export: every row in PostgreSQL and every
+// inventory's state row.
+// peak, when not nil, is raised to the RSS sampled once the agent has released its start-up
+// memory.
+func waitExport(b testing.TB, ctx context.Context, a *agentProc, pgURL string, s shape, peak *float64) {
+	b.Helper()
 	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
 	// rate would take about 7 minutes.
 	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
@@ -148,11 +233,11 @@ func measure(b *testing.B, s shape) result {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if rss := a.memory(b)["VmRSS"]; a.released() > 0 && rss > r.PeakRunning {
-			r.PeakRunning = rss
+		if peak != nil && a.released() > 0 {
+			*peak = max(*peak, a.memory(b)["VmRSS"])
 		}
 		if rows == s.objects && states == s.inventories() {
-			break
+			return
 		}
 		if rows > s.objects {
 			b.Fatalf("PostgreSQL holds %d rows of cluster %s, want %d", rows, cluster, s.objects)
@@ -163,45 +248,6 @@ func measure(b *testing.B, s shape) result {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	r.ToExport = time.Since(a.started).Seconds()
-	r.CPUToExport = a.cpu(b).Seconds()
-	atExport := a.memory(b)
-	r.RSSExport = atExport["VmRSS"]
-	b.Logf("at the first export: RssAnon %.0f MiB, RssFile %.0f MiB", atExport["RssAnon"], atExport["RssFile"])
-	r.HeapExport = a.goMemstats(b)["go_memstats_heap_inuse_bytes"] / mib
-	a.heapProfile(b, "export")
-
-	// Settled: the agent has released its start-up memory a second time (by default 30 s
-	// after its caches synced), then settle more.
-	for release := time.Now().Add(2 * time.Minute); a.released() < 2; time.Sleep(200 * time.Millisecond) {
-		if rss := a.memory(b)["VmRSS"]; a.released() > 0 && rss > r.PeakRunning {
-			r.PeakRunning = rss
-		}
-		if time.Now().After(release) {
-			b.Fatal(`kollect-agent has not logged "released start-up memory" twice within 2 minutes of the export`)
-		}
-	}
-	time.Sleep(settle)
-	m, g := a.memory(b), a.goMemstats(b)
-	r.RSSSettled, r.AnonSettled, r.FileSettled = m["VmRSS"], m["RssAnon"], m["RssFile"]
-	r.HeapSettled = g["go_memstats_heap_inuse_bytes"] / mib
-	r.HeapIdleRetained = (g["go_memstats_heap_idle_bytes"] - g["go_memstats_heap_released_bytes"]) / mib
-	r.GoSys = g["go_memstats_sys_bytes"] / mib
-	a.heapProfile(b, "settled")
-
-	cpu0 := a.cpu(b)
-	for end := time.Now().Add(cpuWindow); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		r.PeakRunning = max(r.PeakRunning, a.memory(b)["VmRSS"])
-	}
-	r.CPUStatic = (a.cpu(b) - cpu0).Seconds()
-	r.Peak = a.memory(b)["VmHWM"]
-	if a.exited() {
-		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)
-	}
-	if rows, _, err := exported(ctx, pgURL); err != nil || rows != s.objects {
-		b.Fatalf("after the static window PostgreSQL holds %d rows, want %d (%v)", rows, s.objects, err)
-	}
-	return r
 }
 
 // baseline is baseline.json: the figures `make bench` holds the benchmark to, by size.

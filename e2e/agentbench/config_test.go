@@ -29,6 +29,9 @@ type shape struct {
 	// one shared profile and sink in configNS, and one KollectClusterTarget and
 	// KollectClusterInventory per namespace: the "10 inventories" layout.
 	tenants bool
+	// restart: after the static window, stop the agent and start it again on the same data
+	// (restart): it must come back and export nothing.
+	restart bool
 }
 
 // namespace is the name of the i-th seeded namespace.

@@ -22,8 +22,8 @@ import (
 	"kollect.dev/testenv"
 )
 
-// The agent binary is built on the first benchmark that needs it, not in a TestMain: `make
-// test` runs this package's (absent) tests and must not pay for a build.
+// The agent binary is built on the first test or benchmark that needs it, not in a TestMain:
+// `go test -run X` of another test must not pay for a build.
 var (
 	buildOnce sync.Once
 	agentBin  string
@@ -31,7 +31,7 @@ var (
 	binDir    string
 )
 
-func agentBinary(b *testing.B) string {
+func agentBinary(b testing.TB) string {
 	b.Helper()
 	buildOnce.Do(func() {
 		if binDir, buildErr = os.MkdirTemp("", "kollect-agentbench-bin-"); buildErr != nil {
@@ -61,50 +61,41 @@ func TestMain(m *testing.M) {
 
 // agentProc is a kollect-agent process.
 type agentProc struct {
-	cmd              *exec.Cmd
-	metrics, healthz string
-	log              string
-	started          time.Time
+	cmd                     *exec.Cmd
+	metrics, healthz, pprof string
+	log                     string
+	started                 time.Time
 	// done is closed when the process has exited; waitErr is then its exit status.
 	done    chan struct{}
 	waitErr error
-	// pprof is the agent's --pprof-bind-address and profiles the directory heap profiles
-	// go to, when KOLLECT_BENCH_PROFILES names one.
-	pprof, profiles string
 }
 
 // startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
-// no GOMEMLIMIT), with local sinks allowed because PostgreSQL listens on 127.0.0.1. It
-// returns once the process is started, not when it is ready, so that the time to the first
-// export counts from the process's start.
-func startAgent(b *testing.B, kubeconfig string) *agentProc {
+// no GOMEMLIMIT), with local sinks allowed because PostgreSQL listens on 127.0.0.1, and its
+// pprof endpoint on a free port (it costs nothing until asked). cacheDir is its --cache-dir:
+// a restart passes the first process's, as the chart's emptyDir outlives a container restart.
+// It returns once the process is started, not when it is ready, so that the time to the
+// first export counts from the process's start.
+func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 	b.Helper()
 	bin := agentBinary(b)
-	mp, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	hp, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
+	var ports [3]int
+	for i := range ports {
+		p, err := testenv.FreePort()
+		if err != nil {
+			b.Fatal(err)
+		}
+		ports[i] = p
 	}
 	dir := b.TempDir()
-	a := &agentProc{metrics: fmt.Sprintf("127.0.0.1:%d", mp), healthz: fmt.Sprintf("127.0.0.1:%d", hp),
-		log: filepath.Join(dir, "agent.log")}
+	a := &agentProc{metrics: fmt.Sprintf("127.0.0.1:%d", ports[0]), healthz: fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		pprof: fmt.Sprintf("127.0.0.1:%d", ports[2]), log: filepath.Join(dir, "agent.log")}
 	logFile, err := os.Create(a.log)
 	if err != nil {
 		b.Fatalf("creating the agent's log: %v", err)
 	}
 	a.cmd = exec.Command(bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
-		"--health-probe-bind-address", a.healthz, "--cache-dir", filepath.Join(dir, "cache"), "--allow-local-sinks")
-	if profiles := os.Getenv("KOLLECT_BENCH_PROFILES"); profiles != "" {
-		pp, err := testenv.FreePort()
-		if err != nil {
-			b.Fatal(err)
-		}
-		a.pprof, a.profiles = fmt.Sprintf("127.0.0.1:%d", pp), profiles
-		a.cmd.Args = append(a.cmd.Args, "--pprof-bind-address", a.pprof)
-	}
+		"--health-probe-bind-address", a.healthz, "--pprof-bind-address", a.pprof, "--cache-dir", cacheDir, "--allow-local-sinks")
 	// GOMEMLIMIT and GOGC from the benchmark's environment would change what is measured.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
@@ -123,26 +114,104 @@ func startAgent(b *testing.B, kubeconfig string) *agentProc {
 	a.done = make(chan struct{})
 	go func() { a.waitErr = a.cmd.Wait(); close(a.done) }()
 	b.Cleanup(func() {
-		_ = a.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-a.done:
-		case <-time.After(30 * time.Second):
-			_ = a.cmd.Process.Kill()
-			<-a.done
-		}
+		a.stop()
 		if b.Failed() {
-			raw, _ := os.ReadFile(a.log)
-			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
-			if len(lines) > 40 {
-				lines = lines[len(lines)-40:]
-			}
-			b.Logf("agent log (tail):\n%s", strings.Join(lines, "\n"))
+			b.Logf("agent log (tail):\n%s", a.logTail(40))
 		}
 	})
 	return a
 }
 
 func (a *agentProc) pid() int { return a.cmd.Process.Pid }
+
+// stop sends SIGTERM, as the kubelet does, and waits up to 30 s before killing the process;
+// it returns the exit status.
+func (a *agentProc) stop() error {
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(30 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+	return a.waitErr
+}
+
+// logTail is the last n lines of the agent's log.
+func (a *agentProc) logTail(n int) string {
+	raw, _ := os.ReadFile(a.log)
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// metricSum adds up the agent's samples of one metric whose labels contain every one of
+// want (`kind="ConfigMap"`), from its /metrics; the count of such samples comes too.
+func (a *agentProc) metricSum(b testing.TB, name string, want ...string) (sum float64, samples int) {
+	b.Helper()
+	sum, samples, err := a.tryMetricSum(name, want...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return sum, samples
+}
+
+// tryMetricSum is metricSum for a process that may not serve /metrics yet.
+func (a *agentProc) tryMetricSum(name string, want ...string) (sum float64, samples int, err error) {
+	resp, err := http.Get("http://" + a.metrics + "/metrics")
+	if err != nil {
+		return 0, 0, fmt.Errorf("scraping the agent's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+scan:
+	for sc.Scan() {
+		line := sc.Text()
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+			continue
+		}
+		for _, w := range want {
+			if !strings.Contains(rest, w) {
+				continue scan
+			}
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		v, err := strconv.ParseFloat(rest[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		sum += v
+		samples++
+	}
+	if err := sc.Err(); err != nil {
+		return 0, 0, fmt.Errorf("reading the agent's metrics: %w", err)
+	}
+	return sum, samples, nil
+}
+
+// profile saves one of the agent's pprof profiles (path: "profile?seconds=10", "heap") to
+// file, for `go tool pprof`.
+func (a *agentProc) profile(b testing.TB, path, file string) {
+	b.Helper()
+	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/" + path)
+	if err != nil {
+		b.Fatalf("reading the agent's %s profile: %v", path, err)
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		b.Fatalf("saving the agent's %s profile: %v", path, err)
+	}
+	b.Logf("saved the agent's %s profile in %s", path, file)
+}
 
 // exited reports whether the agent process has gone (a crash would otherwise show as a slow
 // export).
@@ -156,7 +225,7 @@ func (a *agentProc) exited() bool {
 }
 
 // memory is the agent's /proc status figures in MiB.
-func (a *agentProc) memory(b *testing.B) map[string]float64 {
+func (a *agentProc) memory(b testing.TB) map[string]float64 {
 	b.Helper()
 	m, err := testenv.ProcessMemory(a.pid())
 	if err != nil {
@@ -166,7 +235,7 @@ func (a *agentProc) memory(b *testing.B) map[string]float64 {
 }
 
 // cpu is the agent's CPU time so far (user and system).
-func (a *agentProc) cpu(b *testing.B) time.Duration {
+func (a *agentProc) cpu(b testing.TB) time.Duration {
 	b.Helper()
 	v, err := testenv.ProcessCPU(a.pid())
 	if err != nil {
@@ -177,7 +246,7 @@ func (a *agentProc) cpu(b *testing.B) time.Duration {
 
 // goMemstats scrapes the agent's go_memstats_* gauges (controller-runtime's registry carries
 // the Go collector), by metric name.
-func (a *agentProc) goMemstats(b *testing.B) map[string]float64 {
+func (a *agentProc) goMemstats(b testing.TB) map[string]float64 {
 	b.Helper()
 	resp, err := http.Get("http://" + a.metrics + "/metrics")
 	if err != nil {
@@ -238,29 +307,4 @@ func exported(ctx context.Context, url string) (rows, states int, err error) {
 func (a *agentProc) released() int {
 	raw, _ := os.ReadFile(a.log)
 	return strings.Count(string(raw), `"released start-up memory"`)
-}
-
-// heapProfile saves the agent's heap profile as <profiles>/<benchmark>-<point>.pb.gz when
-// KOLLECT_BENCH_PROFILES is set; read it with `go tool pprof -sample_index=inuse_space`.
-func (a *agentProc) heapProfile(b *testing.B, point string) {
-	if a.pprof == "" {
-		return
-	}
-	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/heap")
-	if err != nil {
-		b.Fatalf("heap profile at %s: %v", point, err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		b.Fatalf("heap profile at %s: %s %v", point, resp.Status, err)
-	}
-	name := strings.NewReplacer("/", "-", "=", "").Replace(b.Name()) + "-" + point + ".pb.gz"
-	if err := os.MkdirAll(a.profiles, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(a.profiles, name), raw, 0o644); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("heap profile at %s: %s", point, filepath.Join(a.profiles, name))
 }

@@ -238,10 +238,13 @@ func build(cfg *rest.Config, o Options, sh termShared) (manager.Manager, *tracke
 		LeaseDuration:                       nonZero(o.LeaseDuration),
 		RenewDeadline:                       nonZero(o.RenewDeadline),
 		RetryPeriod:                         nonZero(o.RetryPeriod),
-		Controller:                          config.Controller{SkipNameValidation: &skipNames},
+		Controller:                          config.Controller{SkipNameValidation: &skipNames, CacheSyncTimeout: cacheSyncTimeout},
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating manager: %w", err)
+	}
+	if err := mgr.Add(cacheSyncProgress{cache: mgr.GetCache(), interval: 30 * time.Second, log: o.Log.WithName("caches")}); err != nil {
+		return nil, nil, err
 	}
 	tr := &tracker{}
 	if err := setup(mgr, cfg, o, sh, tr); err != nil {

@@ -26,11 +26,14 @@ type Collector struct {
 	log        logr.Logger
 	budget     BudgetOptions
 	behind     BehindOptions
+	coalesce   CoalesceOptions
 
 	mu      sync.Mutex
 	ctx     context.Context
 	targets map[TargetKey]*Target
 	watches map[schema.GroupVersionKind]*gvkWatch
+	// pending are the kinds whose watch waits to restart (CoalesceOptions).
+	pending map[schema.GroupVersionKind]*pendingRestart
 	// budgets are by profile key (namespace/name@generation/uid): they outlive restarts of a
 	// watch, so a quarantine ends only with the profile generation (or the process).
 	budgets     map[string]*budget
@@ -52,9 +55,12 @@ type Options struct {
 	// disables budgets.
 	Budget BudgetOptions
 	// Behind says when a watch is behind (see BehindOptions); a zero Window never says so.
-	Behind  BehindOptions
-	Metrics *Metrics
-	Log     logr.Logger
+	Behind BehindOptions
+	// Coalesce gathers target changes into one restart of a kind's watch (see
+	// CoalesceOptions); the zero value is DefaultCoalesce.
+	Coalesce CoalesceOptions
+	Metrics  *Metrics
+	Log      logr.Logger
 }
 
 // New returns a collector; Start must be called before targets take effect.
@@ -63,9 +69,13 @@ func New(dyn dynamic.Interface, opts Options) *Collector {
 	if nsLabels == nil {
 		nsLabels = func(string) (labels.Set, bool) { return nil, false }
 	}
+	if opts.Coalesce == (CoalesceOptions{}) {
+		opts.Coalesce = DefaultCoalesce
+	}
 	return &Collector{dyn: dyn, meta: opts.Metadata, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
-		budget: opts.Budget, behind: opts.Behind,
-		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}, budgets: map[string]*budget{}}
+		budget: opts.Budget, behind: opts.Behind, coalesce: opts.Coalesce,
+		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}, budgets: map[string]*budget{},
+		pending: map[schema.GroupVersionKind]*pendingRestart{}}
 }
 
 // Start runs watches until ctx ends. It implements controller-runtime's Runnable and does not
@@ -74,12 +84,15 @@ func (c *Collector) Start(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
 	for gvk := range c.watches {
-		c.restartLocked(gvk)
+		c.restartNowLocked(gvk)
 	}
 	c.mu.Unlock()
 	<-ctx.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, p := range c.pending {
+		p.timer.Stop()
+	}
 	for _, w := range c.watches {
 		w.stop()
 	}
@@ -245,8 +258,9 @@ func (c *Collector) NamespacesChanged() {
 	}
 }
 
-// restartLocked (re)creates the watch of a kind from its current targets, or stops it.
-func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
+// restartNowLocked (re)creates the watch of a kind from its current targets, or stops it.
+// Callers other than Start and a coalesced restart's timer go through restartLocked.
+func (c *Collector) restartNowLocked(gvk schema.GroupVersionKind) {
 	var targets []*Target
 	for _, t := range c.targets {
 		if t.GVK == gvk {
@@ -276,6 +290,7 @@ func (c *Collector) restartLocked(gvk schema.GroupVersionKind) {
 	if old != nil {
 		old.stop()
 	}
+	c.metrics.started(gvk)
 	w.start(c.ctx, func() { c.notify(gvk); c.notifyTargets(gvk) })
 	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
 		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles), "metadataOnly", proj.metadataOnly && c.meta != nil)
@@ -316,10 +331,14 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	c.mu.Lock()
 	t := c.targets[key]
 	var w *gvkWatch
+	pending := false
 	if t != nil {
-		w = c.watches[t.GVK]
+		w, pending = c.watches[t.GVK], c.pending[t.GVK] != nil
 	}
 	c.mu.Unlock()
+	if t != nil && w == nil && pending {
+		return TargetState{}, nil // the kind's first watch waits for its targets to be quiet: syncing
+	}
 	if t == nil || w == nil {
 		return TargetState{}, fmt.Errorf("target %s is not collected", key)
 	}
@@ -329,9 +348,10 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	if !st.Synced {
 		return st, nil
 	}
-	// The watch may still be projecting for an older profile generation; rows then wait.
+	// The watch may have been built before the target was added or changed (its restart is
+	// coalesced, or listing), or for an older profile generation: rows then wait.
 	pi, ok := w.proj.profileIndex[t.ProfileKey]
-	if !ok {
+	if !ok || w.proj.ids[t.Key] != t.projectionID() {
 		st.Synced = false
 		return st, nil
 	}
@@ -345,9 +365,8 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	}
 	ti, hasMatch := w.proj.targetIndex[t.Key]
 	targetName := key.String()
-	items := w.items()
-	c.metrics.setObjects(t.GVK, len(items))
-	for _, it := range items {
+	c.metrics.setObjects(t.GVK, int(w.count.Load()))
+	for _, it := range w.itemsFor(t) {
 		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(it.name) {
 			continue
 		}

@@ -5,7 +5,10 @@
 // extracted attributes and never the size of the objects.
 //
 // Watches start when the first target of a kind appears and stop with the last one; a change
-// of what a kind's targets need (a new profile generation, another CEL match) restarts that
-// kind's watch with the new projection. Label and field selectors go to the API server when
-// every target of the kind agrees on them.
+// of what a kind's targets need (a new target, a new profile generation, another CEL match)
+// restarts that kind's watch with the new projection, which lists the kind again. Restarts are
+// coalesced (CoalesceOptions): a burst of target changes, such as every tenant's target at
+// start-up, restarts a kind's watch once. Label and field selectors go to the API server when
+// every target of the kind agrees on them; a target that names its namespaces is collected
+// from a namespace index of the watch's items.
 package collector

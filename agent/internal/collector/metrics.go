@@ -15,6 +15,8 @@ type Metrics struct {
 	evaluations *prometheus.CounterVec
 	cost        *prometheus.CounterVec
 	quarantines *prometheus.CounterVec
+	lists       *prometheus.CounterVec
+	restarts    *prometheus.CounterVec
 }
 
 // NewMetrics registers the collector's metrics with reg.
@@ -40,8 +42,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "kollect_profile_quarantines_total",
 			Help: "Times a profile generation was quarantined for exceeding its cost budget.",
 		}, []string{"profile"}),
+		// Why: a list is what a watch costs the API server and the agent (every object decoded
+		// and projected); tests and the benchmark count them to hold start-up and target
+		// changes to one list per kind.
+		lists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_watch_lists_total",
+			Help: "Lists of every object of a kind the watches started: a LIST request (its pages count once) or a watch with initial events (the streaming watch-list); at a watch's start or restart, or a relist after its watch expired; one per namespace for a watch limited to namespaces.",
+		}, []string{"group", "version", "kind"}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kollect_watch_starts_total",
+			Help: "Watches of a kind started: the first target of the kind, or a change of what its targets need (coalesced: a burst of target changes starts one watch).",
+		}, []string{"group", "version", "kind"}),
 	}
-	reg.MustRegister(m.objects, m.lag, m.evaluations, m.cost, m.quarantines)
+	reg.MustRegister(m.objects, m.lag, m.evaluations, m.cost, m.quarantines, m.lists, m.restarts)
 	return m
 }
 
@@ -84,6 +97,20 @@ func (m *Metrics) setObjects(gvk schema.GroupVersionKind, n int) {
 		return
 	}
 	m.objects.WithLabelValues(gvk.Group, gvk.Version, gvk.Kind).Set(float64(n))
+}
+
+func (m *Metrics) listed(gvk schema.GroupVersionKind) {
+	if m == nil {
+		return
+	}
+	m.lists.WithLabelValues(gvk.Group, gvk.Version, gvk.Kind).Inc()
+}
+
+func (m *Metrics) started(gvk schema.GroupVersionKind) {
+	if m == nil {
+		return
+	}
+	m.restarts.WithLabelValues(gvk.Group, gvk.Version, gvk.Kind).Inc()
 }
 
 func (m *Metrics) forgetGVK(gvk schema.GroupVersionKind) {

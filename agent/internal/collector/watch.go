@@ -66,6 +66,7 @@ type projection struct {
 	// targets are every target of the kind; targetProfile and targetObject give, by position,
 	// its profile's position and its position in objectTargets (-1 when it has none).
 	targets       []*Target
+	ids           map[TargetKey]string // each target's projectionID when the watch was built
 	targetProfile []int
 	targetObject  []int
 	// nsLabels returns a namespace's labels for namespace selectors at projection time.
@@ -103,6 +104,10 @@ type gvkWatch struct {
 	deniedNS map[string]bool
 
 	synced atomic.Bool
+	// count is how many items the informers hold (adds less deletes).
+	count atomic.Int64
+	// kick coalesces the events of the informers into calls of onEvent (changed).
+	kick chan struct{}
 	// onError, when set before start, is also called on a watch error, so that targets can
 	// report it even when no inventory rebuilds for it.
 	onError func()
@@ -119,7 +124,8 @@ type gvkWatch struct {
 
 func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
 	proj *projection, onEvent func(), metrics *Metrics, behind BehindOptions) *gvkWatch {
-	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background()}
+	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background(),
+		kick: make(chan struct{}, 1)}
 	tweak := func(o *metav1.ListOptions) {
 		if !proj.labelSelector.Empty() {
 			o.LabelSelector = proj.labelSelector.String()
@@ -139,10 +145,12 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.Watch(ctx, o)
 				},
 			}
@@ -152,15 +160,17 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			lw = &cache.ListWatch{
 				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.List(ctx, o)
 				},
 				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 					tweak(&o)
+					countList(metrics, gvk, o)
 					return client.Watch(ctx, o)
 				},
 			}
 		}
-		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{})
+		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{namespaceIndex: itemNamespace})
 		m := newBusyMeter(behind, time.Now)
 		w.meters = append(w.meters, m)
 		_ = inf.SetTransform(w.timed(m, w.transform(metrics)))
@@ -177,16 +187,29 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 			w.mu.Lock()
 			w.eventAt = time.Now()
 			w.mu.Unlock()
-			onEvent()
+			w.changed()
 		}
 		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    handler,
+			AddFunc:    func(obj any) { w.count.Add(1); handler(obj) },
 			UpdateFunc: func(_, obj any) { handler(obj) },
-			DeleteFunc: handler,
+			DeleteFunc: func(obj any) { w.count.Add(-1); handler(obj) },
 		})
 		w.informers = append(w.informers, inf)
 	}
 	return w
+}
+
+// countList counts a list of the kind: a LIST request (its first page), or a watch that
+// starts with every object (sendInitialEvents, client-go's streaming watch-list, which the
+// reflector prefers when the API server offers it). A plain watch lists nothing.
+func countList(m *Metrics, gvk schema.GroupVersionKind, o metav1.ListOptions) {
+	if o.Watch && (o.SendInitialEvents == nil || !*o.SendInitialEvents) {
+		return
+	}
+	if !o.Watch && o.Continue != "" {
+		return // a page of a list is not another list
+	}
+	m.listed(gvk)
 }
 
 func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
@@ -195,6 +218,7 @@ func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
 	for _, inf := range w.informers {
 		go inf.RunWithContext(ctx)
 	}
+	go w.deliver(ctx)
 	go func() {
 		syncs := make([]cache.InformerSynced, len(w.informers))
 		for i, inf := range w.informers {
@@ -281,6 +305,7 @@ func (w *gvkWatch) items() []*item {
 func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func(profileKey string) *budget,
 	nsLabels func(string) (labels.Set, bool), metrics *Metrics) *projection {
 	p := &projection{profiles: map[string]*profile.Compiled{}, profileIndex: map[string]int{}, targetIndex: map[TargetKey]int{},
+		ids:           map[TargetKey]string{},
 		labelSelector: labels.Everything(), fieldSelector: fields.Everything(), nsLabels: nsLabels}
 	sort.Slice(targets, func(i, j int) bool { return targets[i].Key.String() < targets[j].Key.String() })
 	sameLabels, sameFields := true, true
@@ -312,6 +337,7 @@ func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func
 			p.objectTargets = append(p.objectTargets, t)
 		}
 		p.targets = append(p.targets, t)
+		p.ids[t.Key] = t.projectionID()
 		p.targetProfile = append(p.targetProfile, p.profileIndex[t.ProfileKey])
 		p.targetObject = append(p.targetObject, oi)
 	}
