@@ -379,7 +379,7 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 			}
 			continue
 		}
-		ex := it.attrs[pi]
+		ex := it.attr(pi)
 		if ex.skip != evaluated {
 			// Selected now but not when it was projected: its namespace's labels changed,
 			// and NamespacesChanged is restarting the watch to evaluate it.

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,7 +34,7 @@ const (
 // every other change of a target's selection restarts it anyway (projectionID).
 func (w *gvkWatch) project(it *item, content map[string]any) {
 	proj := w.proj
-	it.attrs = make([]extraction, len(proj.profileKeys))
+	it.attrs = nil
 	if len(proj.objectTargets) > 0 {
 		it.matches = make([]bool, len(proj.objectTargets))
 	}
@@ -74,16 +75,17 @@ func (w *gvkWatch) project(it *item, content map[string]any) {
 	for pi, key := range proj.profileKeys {
 		switch {
 		case proj.budgets[pi].isTripped():
-			it.attrs[pi].skip = skippedQuarantined
+			it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{skip: skippedQuarantined}})
 		case !need[pi]:
-			it.attrs[pi].skip = notSelected
+			// Not stored: a profile absent from attrs was not selected (item.attr).
 		default:
 			raw, cost, err := proj.profiles[key].ExtractJSONCost(content)
-			it.attrs[pi] = extraction{json: raw, err: err}
+			it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{json: raw, err: err}})
 			proj.counters[pi].observe(cost, true)
 			w.charge(pi, cost)
 		}
 	}
+	it.attrs = slices.Clip(it.attrs)
 }
 
 // mightSelect applies a target's selection that needs no expression: what the target selects

@@ -126,11 +126,11 @@ func TestProfilesRunOnlyOnObjectsTheirTargetsSelect(t *testing.T) {
 		if key == "shop/a" || key == "shop/b" {
 			want = evaluated
 		}
-		if ex := it.attrs[hi]; ex.skip != want || (want == notSelected && (ex.json != nil || ex.err != nil)) {
+		if ex := it.attr(hi); ex.skip != want || (want == notSelected && (ex.json != nil || ex.err != nil)) {
 			t.Errorf("%s: the shop profile's extraction is %+v, want skip=%d and nothing stored", key, ex, want)
 		}
 	}
-	if got := string(items["shop/a"].attrs[hi].json); got != `{"h":false}` {
+	if got := string(items["shop/a"].attr(hi).json); got != `{"h":false}` {
 		t.Errorf("shop/a: %s", got)
 	}
 }
@@ -231,7 +231,7 @@ func TestBudgetQuarantinesOnlyTheProfileOverIt(t *testing.T) {
 	}
 	// A quarantined profile's later objects are marked, not evaluated.
 	out, _ := tr(cm("shop", "late", nil, blob))
-	if ex := out.(*item).attrs[w.proj.profileIndex["shop/heavy@1/u1"]]; ex.skip != skippedQuarantined {
+	if ex := out.(*item).attr(w.proj.profileIndex["shop/heavy@1/u1"]); ex.skip != skippedQuarantined {
 		t.Errorf("a quarantined profile's extraction is %+v", ex)
 	}
 }

@@ -31,11 +31,33 @@ import (
 type item struct {
 	namespace, name, uid string
 	labels               map[string]string
-	attrs                []extraction // by projection.profileIndex
+	// attrs holds, in profile order, the extractions of the profiles evaluated on the object
+	// (and the quarantined ones); a profile absent was not selected. Sparse because a kind's
+	// watch is shared by every profile of the kind: with a profile per tenant, one slot per
+	// profile on every object made memory grow with objects × tenants (4.7 KiB an object
+	// at 100 tenants), while an object is nearly always selected by one profile.
+	attrs []profileExtraction
 	matches              []bool       // by projection.targetIndex
 	// matchErrs holds, by projection.targetIndex, why a target's match expression failed on
 	// the object (a missing field, a result that is not a boolean); nil when none failed.
 	matchErrs []error
+}
+
+// profileExtraction is an extraction of the profile at position profile of the projection.
+type profileExtraction struct {
+	profile int32
+	extraction
+}
+
+// attr returns the extraction of the profile at position pi: skip notSelected when the
+// profile was not evaluated on the object.
+func (i *item) attr(pi int) extraction {
+	for _, a := range i.attrs {
+		if int(a.profile) == pi {
+			return a.extraction
+		}
+	}
+	return extraction{skip: notSelected}
 }
 
 type extraction struct {
@@ -59,7 +81,7 @@ func (i *item) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind
 type projection struct {
 	profiles     map[string]*profile.Compiled
 	profileKeys  []string       // position → profile key
-	profileIndex map[string]int // profile key → position in item.attrs
+	profileIndex map[string]int // profile key → position (item.attr)
 	// budgets and counters are by profile position; budgets outlive the watch (Collector).
 	budgets  []*budget
 	counters []*profileCounters
