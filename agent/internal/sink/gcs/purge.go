@@ -57,7 +57,9 @@ func (o stored) ReadManifest(ctx context.Context, path string) (*snapshot.Manife
 func (o stored) List(ctx context.Context, prefix string, shallow bool) ([]string, error) {
 	return o.s.list(ctx, prefix, shallow)
 }
-func (o stored) DeleteAll(ctx context.Context, paths []string) error { return o.s.deleteAll(ctx, paths) }
+func (o stored) DeleteAll(ctx context.Context, paths []string) error {
+	return o.s.deleteAll(ctx, paths)
+}
 func (o stored) DeleteManifest(ctx context.Context, path string, gen int64) error {
 	return o.s.deleteManifest(ctx, o.s.key(path), gen)
 }

@@ -11,8 +11,8 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
-	"kollect.dev/agent/internal/sink/snapshot"
 	"kollect.dev/agent/internal/sink/sinktest"
+	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
@@ -77,7 +77,9 @@ func TestPurgeRemovesOneClusterOnly(t *testing.T) {
 		sinks[c] = newSink(t, c, bucket, v1alpha1.Serialization{}, v1alpha1.LayoutPerResource, nil)
 	}
 	sinktest.PurgeContract(t, sinktest.PurgeCase{East: sinks["east"], West: sinks["west"], Precision: time.Nanosecond,
-		Export:      func(cluster, inventory string, n int, at time.Time) { exportAt(t, sinks[cluster], cluster, inventory, n, at) },
+		Export: func(cluster, inventory string, n int, at time.Time) {
+			exportAt(t, sinks[cluster], cluster, inventory, n, at)
+		},
 		Held:        func(cluster string) [3]int64 { return heldIn(t, bucket, cluster) },
 		Fingerprint: func(cluster string) string { return fingerprintOf(t, bucket, cluster) },
 		Objects:     func(n int) int { return n },
