@@ -15,7 +15,7 @@ import (
 
 // TestDeletedInventoriesApplyTheirDeletionPolicy is issue 19 point 4 through the shipped
 // kollect-agent, read with psql: two inventories share a PostgreSQL table. Deleting the one
-// with deletionPolicy Delete removes its rows and coverage and touches no row of the other
+// with deletionPolicy Delete removes its rows, coverage and state row and touches no row of the other
 // (xmin unchanged); deleting the other (Retain, the default) leaves every row as it was and
 // marks its coverage retired. Each deleted object goes once its sink took the last export.
 func TestDeletedInventoriesApplyTheirDeletionPolicy(t *testing.T) {
@@ -82,8 +82,10 @@ func TestDeletedInventoriesApplyTheirDeletionPolicy(t *testing.T) {
 		return r == 0 && cv == 0, strconv.Itoa(r) + " rows, " + strconv.Itoa(cv) + " coverage entries"
 	})
 	eventuallyT(t, 20*time.Second, "the deleted inventory doomed to go", objectGone(doomed))
-	if got := query("SELECT item_count FROM kollect.rows_state WHERE inventory = 'doomed'"); got != "0" {
-		t.Fatalf("doomed's state says %q rows, want 0", got)
+	// The state row goes too (the agent purges the inventory once the empty export is in):
+	// a deleted inventory leaves nothing, and the other's state row stays.
+	if n, kept := count("rows_state", "doomed"), count("rows_state", inventory); n != 0 || kept != 1 {
+		t.Fatalf("after doomed went: %d state rows of doomed (want 0), %d of %s (want 1)", n, kept, inventory)
 	}
 	if after := keptRows(); after != before {
 		t.Fatalf("deleting doomed rewrote rows of %s:\n%s\n->\n%s", inventory, before, after)

@@ -76,10 +76,15 @@ func TestDeletedInventoryRetainsItsRowsAsRetired(t *testing.T) {
 		t.Fatalf("the retired coverage must say why: %q", c.Reason)
 	}
 	gone(t, inv, 20*time.Second)
+	if got := rec.Purges(); len(got) != 0 || !rec.Holds("c1", inv.Namespace+"/"+inv.Name) {
+		t.Fatalf("Retain must keep the state record: purges %v", got)
+	}
 }
 
 // TestDeletedInventoryDeletesItsRows is point 4, Delete: the last export is an empty snapshot
-// whose diff deletes every row, with no coverage left; then the finalizer goes.
+// whose diff deletes every row, with no coverage left; then, the sink being a sink.Purger,
+// the worker purges the inventory, which removes the state record the empty export left;
+// only then does the finalizer go.
 func TestDeletedInventoryDeletesItsRows(t *testing.T) {
 	recs := &recorders{}
 	inv, rec := retireFixture(t, "retiredelete", kollectv1.InventoryDeletion{DeletionPolicy: kollectv1.DeletionDelete}, recs)
@@ -94,6 +99,10 @@ func TestDeletedInventoryDeletesItsRows(t *testing.T) {
 		t.Fatalf("Delete must remove every row and the coverage: coverage %s, diff %+v", coverageOf(last), last.Diff)
 	}
 	gone(t, inv, 20*time.Second)
+	key := inv.Namespace + "/" + inv.Name
+	if got := rec.Purges(); !slices.Equal(got, []string{"c1/" + key}) || rec.Holds("c1", key) {
+		t.Fatalf("the deleted inventory left its state record: purges %v, still held %v", got, rec.Holds("c1", key))
+	}
 }
 
 // TestRetiringHoldsUntilTheTimeout: while the sink refuses the last export, the inventory

@@ -29,6 +29,7 @@ func newSinksCmd(env *Env) *cobra.Command {
 
 type purgeFlags struct {
 	db                 dbFlags
+	store              storeFlags
 	cluster, inventory string
 	dryRun, force      bool
 	retiredAfter       time.Duration
@@ -42,16 +43,22 @@ var purgeFormats = []string{"table", "json"}
 func newPurgeCmd(env *Env) *cobra.Command {
 	var f purgeFlags
 	c := &cobra.Command{
-		Use: "purge --cluster NAME (--postgres URL | --mongodb URI --database DB | --bigquery PROJECT --dataset D) " +
+		Use: "purge --cluster NAME (--postgres URL | --mongodb URI --database DB | --bigquery PROJECT --dataset D | " +
+			"--s3 s3://BUCKET/PREFIX | --gcs gs://BUCKET/PREFIX | --kafka BROKERS --topic T | --nats URL --stream S) " +
 			"[--inventory INV] [--dry-run] [--force]",
-		Short: "Remove a retired cluster's rows, coverage and state from a shared database sink",
+		Short: "Remove a retired cluster's rows, coverage and state from a shared sink",
 		Long: "purge removes from a PostgreSQL, MongoDB or BigQuery sink every row, coverage entry and state record of " +
-			"one cluster (of one inventory with --inventory), and nothing of any other cluster. It refuses while the " +
+			"one cluster (of one inventory with --inventory), and nothing of any other cluster; from an S3 or GCS sink " +
+			"the cluster's documents and manifests; from a Kafka topic it produces a tombstone per key of the cluster " +
+			"(the state records' included); from a NATS stream it removes the cluster's messages by subject, and its " +
+			"keys from --kv-bucket. It refuses while the " +
 			"cluster's agent wrote its state within --retired-after (it is probably alive and would write the rows " +
 			"again) unless --force. --dry-run prints what would be removed and removes nothing.",
 		Example: "  kollect sinks purge --postgres postgres://admin@db/inventory --cluster old-eu-1 --dry-run\n" +
 			"  kollect sinks purge --mongodb mongodb://mongo:27017 --database inventory --cluster old-eu-1\n" +
-			"  kollect sinks purge --bigquery acme-fleet --dataset kollect --cluster old-eu-1 --inventory shop/workloads",
+			"  kollect sinks purge --bigquery acme-fleet --dataset kollect --cluster old-eu-1 --inventory shop/workloads\n" +
+			"  kollect sinks purge --s3 s3://acme-inventory/fleet --cluster old-eu-1 --dry-run\n" +
+			"  kollect sinks purge --kafka kafka-0:9092 --topic kollect.changes --cluster old-eu-1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := f.check(); err != nil {
@@ -64,6 +71,7 @@ func newPurgeCmd(env *Env) *cobra.Command {
 	}
 	fl := c.Flags()
 	f.db.register(fl, true)
+	f.store.register(fl, &f.db.endpoint)
 	fl.StringVar(&f.cluster, "cluster", "", "The cluster whose rows, coverage and state to remove (required).")
 	fl.StringVar(&f.inventory, "inventory", "", "Only this inventory of the cluster (namespace/name or a cluster inventory's name).")
 	fl.BoolVar(&f.dryRun, "dry-run", false, "Print what would be removed and remove nothing.")
@@ -77,8 +85,19 @@ func newPurgeCmd(env *Env) *cobra.Command {
 }
 
 func (f *purgeFlags) check() error {
-	if err := f.db.check(); err != nil {
-		return err
+	switch {
+	case f.store.given() > 0 && (f.db.postgresURL != "" || f.db.mongoURI != "" || f.db.project != ""), f.store.given() > 1:
+		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --kafka or --nats")
+	case f.store.given() == 1:
+		if err := f.store.check(); err != nil {
+			return err
+		}
+	case f.db.postgresURL == "" && f.db.mongoURI == "" && f.db.project == "":
+		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --kafka or --nats")
+	default:
+		if err := f.db.check(); err != nil {
+			return err
+		}
 	}
 	switch {
 	case f.cluster == "":
@@ -102,7 +121,11 @@ func (f *purgeFlags) scope() string {
 // run reads what the sink holds, checks the cluster is retired and purges. Errors of the
 // database are exit code 2 like query's; nothing held and a refusal are findings, 1.
 func (f *purgeFlags) run(ctx context.Context, out io.Writer) error {
-	s, err := f.db.open(ctx)
+	open := f.db.open
+	if f.store.given() > 0 {
+		open = f.store.open
+	}
+	s, err := open(ctx)
 	if err != nil {
 		return usage(err)
 	}
@@ -113,7 +136,7 @@ func (f *purgeFlags) run(ctx context.Context, out io.Writer) error {
 	}
 	if len(held) == 0 {
 		return findings("%s: nothing held in %s (no row, coverage entry or state record): check the name with kollect query",
-			f.scope(), f.db.destination())
+			f.scope(), f.destination())
 	}
 	now := time.Now()
 	cutoff := now.Add(-f.retiredAfter)
@@ -131,7 +154,7 @@ func (f *purgeFlags) run(ctx context.Context, out io.Writer) error {
 	removed, err := s.Purge(ctx, f.cluster, f.inventory, guard)
 	if err == nil && len(removed) == 0 {
 		// Someone else purged it since Holdings read it.
-		_, err := fmt.Fprintf(out, "removed nothing: %s held nothing any more in %s\n", f.scope(), f.db.destination())
+		_, err := fmt.Fprintf(out, "removed nothing: %s held nothing any more in %s\n", f.scope(), f.destination())
 		return err
 	}
 	if len(removed) > 0 {
@@ -146,6 +169,14 @@ func (f *purgeFlags) run(ctx context.Context, out io.Writer) error {
 		return usage(err)
 	}
 	return nil
+}
+
+// destination names the sink for reports, without credentials.
+func (f *purgeFlags) destination() string {
+	if f.store.given() > 0 {
+		return f.store.destination()
+	}
+	return f.db.destination()
 }
 
 // refusal says which inventories' agents wrote recently, when, and what to do.
@@ -186,7 +217,7 @@ type purgeReport struct {
 // report prints the holdings, per inventory, and the totals: what would be removed (dry run)
 // or what was.
 func (f *purgeFlags) report(out io.Writer, hs []sink.Holding, cutoff, now time.Time, removed bool, late []sink.Holding) error {
-	rep := purgeReport{Cluster: f.cluster, Inventory: f.inventory, Destination: f.db.destination(), DryRun: f.dryRun,
+	rep := purgeReport{Cluster: f.cluster, Inventory: f.inventory, Destination: f.destination(), DryRun: f.dryRun,
 		Removed: removed, RetiredAfter: f.retiredAfter.String()}
 	var rows, cov, states int
 	for _, h := range hs {
@@ -201,20 +232,34 @@ func (f *purgeFlags) report(out io.Writer, hs []sink.Holding, cutoff, now time.T
 		_, err = fmt.Fprintf(out, "%s\n", js)
 		return err
 	}
+	// Snapshot and event sinks store objects (documents, messages, keys) besides the rows.
+	withObjects := f.store.given() > 0
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CLUSTER\tINVENTORY\tROWS\tCOVERAGE\tSTATE\tCHANGED\tCONFIRMED\tWRITER\tRETIRED")
+	head := "CLUSTER\tINVENTORY\tROWS\tCOVERAGE\tSTATE\t"
+	if withObjects {
+		head += "OBJECTS\t"
+	}
+	fmt.Fprintln(tw, head+"CHANGED\tCONFIRMED\tWRITER\tRETIRED")
+	objects := 0
 	for _, e := range rep.Inventories {
 		retired := "yes"
 		if !e.Retired {
 			retired = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", f.cluster, e.Inventory, e.Rows, e.CoverageEntries, e.StateRecords,
-			stamp(e.ChangedAt, now), stamp(e.ConfirmedAt, now), writer(e.Writer), retired)
+		objects += e.Objects
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t", f.cluster, e.Inventory, e.Rows, e.CoverageEntries, e.StateRecords)
+		if withObjects {
+			fmt.Fprintf(tw, "%d\t", e.Objects)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", stamp(e.ChangedAt, now), stamp(e.ConfirmedAt, now), writer(e.Writer), retired)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	totals := fmt.Sprintf("%d rows, %d coverage entries and %d state records of %s from %s", rows, cov, states, f.scope(), rep.Destination)
+	if withObjects {
+		totals = fmt.Sprintf("%d rows, %d coverage entries, %d state records and %d objects of %s from %s", rows, cov, states, objects, f.scope(), rep.Destination)
+	}
 	var err error
 	switch {
 	case removed:

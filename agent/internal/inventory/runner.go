@@ -359,7 +359,8 @@ func (r *runner) exporting() bool { return !r.cfg.Suspend || r.cfg.Retire != "" 
 
 func (r *runner) job(resync bool) *delivery.Job {
 	return &delivery.Job{Snapshot: r.last, Cluster: r.m.cluster, Inventory: r.cfg.Key.String(), Generation: r.cfg.Generation, Resync: resync, Writer: r.m.writer,
-		Complete: r.complete, Coverage: r.coverage, CoverageDigest: r.coverageDigest}
+		Complete: r.complete, Coverage: r.coverage, CoverageDigest: r.coverageDigest,
+		PurgeState: r.cfg.Retire == kollectv1.DeletionDelete && r.retireBuilt}
 }
 
 func (r *runner) status() Status {

@@ -11,10 +11,11 @@ import (
 	"kollect.dev/agent/internal/export"
 )
 
-// Purger is implemented by the database sinks, which many clusters share: it tells what the
-// sink holds of one cluster and removes it. A retired cluster's rows would otherwise stay in
-// the shared tables forever, looking current; `kollect sinks purge` calls it, and the agent
-// will when an inventory with deletionPolicy Delete is deleted.
+// Purger is implemented by the sinks many clusters share (the databases, the object stores
+// s3 and gcs, the event sinks kafka and nats): it tells what the sink holds of one cluster and
+// removes it. A retired cluster's rows would otherwise stay in the shared store forever,
+// looking current; `kollect sinks purge` calls it, and the agent's delivery worker calls it
+// for the inventory's own state once a deletionPolicy Delete's empty snapshot was accepted.
 //
 // inventory "" means every inventory of the cluster. Both methods touch nothing of any other
 // cluster, and a sink built for an agent (its Env names a cluster) purges only that one.
@@ -34,15 +35,22 @@ type Purger interface {
 // after the cutoff: it is probably alive and would write the rows again.
 var ErrNotRetired = errors.New("the cluster's agent wrote to the sink after the cutoff")
 
-// Holding is what a database sink holds of one (cluster, inventory).
+// Holding is what a sink holds of one (cluster, inventory).
 type Holding struct {
 	Inventory string `json:"inventory"`
 	// Rows, CoverageEntries and StateRecords count the inventory's rows, its per-target
 	// coverage entries and its state records (one, except in a sink without unique keys
-	// that someone wrote to by hand, or none after an interrupted export or purge).
+	// that someone wrote to by hand, or none after an interrupted export or purge). An object
+	// store counts the rows and coverage its manifest (the state record) lists; an event sink
+	// the rows whose latest record is not a delete, and the coverage its state record carries.
 	Rows            int `json:"rows"`
 	CoverageEntries int `json:"coverageEntries"`
 	StateRecords    int `json:"stateRecords"`
+	// Objects counts what a snapshot or event sink stores for the inventory besides its state
+	// record, which a purge removes: documents in an object store (s3, gcs), messages in a
+	// stream and entries in its key-value bucket (nats), keys still holding a value in a
+	// topic (kafka: rows and snapshot chunks, each gets a tombstone). Databases leave it 0.
+	Objects int `json:"objects,omitempty"`
 	// ChangedAt is the state's last change (exported_at), ConfirmedAt its last confirmation
 	// (confirmed_at); zero when the state has none.
 	ChangedAt   time.Time `json:"changedAt,omitzero"`
@@ -115,4 +123,18 @@ func (s HoldingSet) List() []Holding {
 	}
 	slices.SortFunc(out, func(a, b Holding) int { return strings.Compare(a.Inventory, b.Inventory) })
 	return out
+}
+
+// OwnCluster refuses a purge of no cluster, and one of another cluster than the agent's own
+// by a sink the agent built (own is its Env's cluster): an agent only ever deletes its own
+// cluster's data. Operator handles name no cluster (own "") and may purge any. kind and dest
+// name the sink in the error.
+func OwnCluster(kind, dest, own, cluster string) error {
+	switch {
+	case cluster == "":
+		return Terminalf("%s sink %s: purge of no cluster", kind, dest)
+	case own != "" && cluster != own:
+		return Terminalf("%s sink %s: the sink of cluster %s may not purge cluster %s", kind, dest, own, cluster)
+	}
+	return nil
 }

@@ -32,6 +32,12 @@ type Job struct {
 	// differs from what it accepted.
 	Coverage       []export.Coverage
 	CoverageDigest string
+	// PurgeState is set for the last export of an inventory deleted with deletionPolicy
+	// Delete (an empty snapshot): once a sink that is a sink.Purger accepted it, the worker
+	// purges the (cluster, inventory) too, which removes the state record the export left, so
+	// a deleted inventory leaves nothing. Only then does the sink count as having accepted
+	// the snapshot, so the retirement's finalizer waits for it.
+	PurgeState bool
 }
 
 // settled is the job as the worker keeps it once the sink accepted it: no resync pending.
@@ -297,9 +303,13 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 	callCtx, cancel := context.WithTimeout(ctx, w.timeout)
 	start := time.Now()
 	err := w.sink.Export(callCtx, batch)
-	cancel()
 	// A contended export succeeded: the sink holds the batch and reports the other agent.
 	conflict, err := conflictOf(err)
+	if err == nil && conflict == nil && job.PurgeState {
+		// Never after a contended export: the other agent's state is not this one's to purge.
+		err = w.purgeState(callCtx, job)
+	}
+	cancel()
 	w.metrics.observe(w.Name, job.Inventory, time.Since(start), err)
 	w.metrics.writerConflict(w.Name, job.Inventory, conflict != nil)
 	if err != nil && ctx.Err() != nil {
@@ -350,6 +360,20 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		w.log.Error(err, "export failed", "sink", w.Name, "inventory", job.Inventory, "class", st.Class, "failures", st.Failures)
 	}
 	return err != nil
+}
+
+// purgeState removes the state a deletionPolicy Delete's empty export left in a sink that is
+// a sink.Purger (see Job.PurgeState); other sinks keep nothing of an empty snapshot to remove
+// or cannot remove it (git keeps history by design).
+func (w *Worker) purgeState(ctx context.Context, job *Job) error {
+	p, ok := w.sink.(sink.Purger)
+	if !ok {
+		return nil
+	}
+	if _, err := p.Purge(ctx, job.Cluster, job.Inventory, time.Time{}); err != nil {
+		return fmt.Errorf("the empty snapshot was exported, but removing the inventory's state record failed: %w", err)
+	}
+	return nil
 }
 
 // waitToRetry waits delay, or less when a probe of the sink passes first (see

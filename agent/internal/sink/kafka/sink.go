@@ -31,6 +31,7 @@ type Sink struct {
 	create     bool
 	snapshot   bool
 	brokers    []string
+	cluster    string // the agent's (sink.Env), whose data alone Purge may remove
 	opts       []kgo.Opt
 	client     *kgo.Client
 	admin      *kadm.Client
@@ -93,7 +94,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	return &Sink{
 		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
-		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers,
+		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers, cluster: env.Cluster,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
 		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, states: map[string]*heldState{}, flights: map[string]*flight{},
 		closedHint: closedHint(cfg),

@@ -34,6 +34,7 @@ type Sink struct {
 	stream   string
 	template string
 	bucket   string
+	cluster  string // the agent's (sink.Env), whose data alone Purge may remove
 	create   bool
 	snapshot bool
 	timeout  time.Duration
@@ -99,7 +100,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		nc.Close()
 		return nil, sink.Terminalf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket,
+	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket, cluster: env.Cluster,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
 		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), log: env.Log, sent: map[string]string{},
 		reconciled: map[string]string{}, states: map[string]heldState{}}

@@ -11,8 +11,9 @@ import (
 	"kollect.dev/agent/internal/sink"
 )
 
-// PurgeCase is one database sink's side of the purge contract, run by PurgeContract: two
-// agents' sinks (clusters east and west) over one server.
+// PurgeCase is one shared sink's side of the purge contract, run by PurgeContract: two
+// agents' sinks (clusters east and west) over one server. The databases, the object stores
+// and the event sinks run it.
 type PurgeCase struct {
 	East, West sink.Purger
 	// Export writes n Deployments of cluster's inventory, with one coverage entry, as the
@@ -20,8 +21,12 @@ type PurgeCase struct {
 	Export func(cluster, inventory string, n int, at time.Time)
 	// Precision is what the server keeps of a time (a microsecond, a millisecond in BSON).
 	Precision time.Duration
-	// Held counts a cluster's rows, coverage entries and state records on the server.
+	// Held counts a cluster's rows, coverage entries and state records on the server, as
+	// the server (or a client of it) tells; an object store counts documents for rows (its
+	// case lays out one document per row).
 	Held func(cluster string) [3]int64
+	// Objects is the Holding.Objects of an inventory of n rows; nil for a database (0).
+	Objects func(n int) int
 	// Fingerprint changes when any record of the cluster is rewritten or removed.
 	Fingerprint func(cluster string) string
 	// Before and After run around the steps "holdings" and "purge web", for checks of what
@@ -51,8 +56,14 @@ func PurgeContract(t *testing.T, c PurgeCase) {
 	}
 
 	w := export.Writer{Version: "v0.1.0", Instance: "kollect-system@east"}
-	apps := sink.Holding{Inventory: "apps", Rows: 5, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
-	web := sink.Holding{Inventory: "web", Rows: 3, CoverageEntries: 1, StateRecords: 1, ChangedAt: old, ConfirmedAt: old, Writer: w}
+	objects := func(n int) int {
+		if c.Objects == nil {
+			return 0
+		}
+		return c.Objects(n)
+	}
+	apps := sink.Holding{Inventory: "apps", Rows: 5, CoverageEntries: 1, StateRecords: 1, Objects: objects(5), ChangedAt: old, ConfirmedAt: old, Writer: w}
+	web := sink.Holding{Inventory: "web", Rows: 3, CoverageEntries: 1, StateRecords: 1, Objects: objects(3), ChangedAt: old, ConfirmedAt: old, Writer: w}
 	step(c.Before, "holdings")
 	got, err := c.East.Holdings(ctx, "east", "")
 	if err != nil {

@@ -8,14 +8,20 @@ import (
 	"kollect.dev/agent/internal/sink"
 )
 
-// Recorder is an in-memory sink.Sink.
+// Recorder is an in-memory sink.Sink. It is a sink.Purger too: it keeps a state record per
+// (cluster, inventory) it was exported to, as the shared sinks do, which Purge removes.
 type Recorder struct {
 	mu      sync.Mutex
 	batches []*sink.Batch
 	fail    error
 	hang    bool
 	changed chan struct{}
+	// states maps cluster/inventory to the last batch exported to it, until purged.
+	states map[string]*sink.Batch
+	purges []string
 }
+
+var _ sink.Purger = (*Recorder)(nil)
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder { return &Recorder{changed: make(chan struct{}, 1)} }
@@ -34,6 +40,10 @@ func (r *Recorder) Export(ctx context.Context, b *sink.Batch) error {
 	}
 	r.mu.Lock()
 	r.batches = append(r.batches, b)
+	if r.states == nil {
+		r.states = map[string]*sink.Batch{}
+	}
+	r.states[b.Envelope.Cluster+"/"+b.Envelope.Inventory] = b
 	r.mu.Unlock()
 	select {
 	case r.changed <- struct{}{}:
@@ -102,4 +112,61 @@ func (r *Recorder) WaitFor(timeout time.Duration, cond func([]*sink.Batch) bool)
 			return cond(r.Batches())
 		}
 	}
+}
+
+// Holdings reports the state records the recorder keeps of the cluster.
+func (r *Recorder) Holdings(_ context.Context, cluster, inventory string) ([]sink.Holding, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	return r.heldLocked(cluster, inventory), nil
+}
+
+func (r *Recorder) heldLocked(cluster, inventory string) []sink.Holding {
+	set := sink.HoldingSet{}
+	for _, b := range r.states {
+		env := &b.Envelope
+		if env.Cluster != cluster || (inventory != "" && env.Inventory != inventory) {
+			continue
+		}
+		*set.Of(env.Inventory) = sink.Holding{Inventory: env.Inventory, Rows: len(env.Rows), CoverageEntries: len(env.Coverage),
+			StateRecords: 1, ChangedAt: env.ExportedAt, ConfirmedAt: env.ExportedAt, Writer: env.Writer}
+	}
+	return set.List()
+}
+
+// Purge removes the state records of the cluster (of inventory unless ""), or fails like
+// Export; cutoff is checked like the shared sinks check it.
+func (r *Recorder) Purge(_ context.Context, cluster, inventory string, cutoff time.Time) ([]sink.Holding, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	held := r.heldLocked(cluster, inventory)
+	if late := sink.NotRetired(held, cutoff); len(late) > 0 {
+		return nil, sink.NotRetiredError(cluster, late, cutoff)
+	}
+	for _, h := range held {
+		delete(r.states, cluster+"/"+h.Inventory)
+	}
+	r.purges = append(r.purges, cluster+"/"+inventory)
+	return held, nil
+}
+
+// Purges lists the purges made, as cluster/inventory ("cluster/" for a whole cluster).
+func (r *Recorder) Purges() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.purges...)
+}
+
+// Holds reports whether the recorder keeps a state record of the cluster's inventory.
+func (r *Recorder) Holds(cluster, inventory string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_, ok := r.states[cluster+"/"+inventory]
+	return ok
 }
