@@ -36,8 +36,8 @@ type item struct {
 	// watch is shared by every profile of the kind: with a profile per tenant, one slot per
 	// profile on every object made memory grow with objects × tenants (4.7 KiB an object
 	// at 100 tenants), while an object is nearly always selected by one profile.
-	attrs []profileExtraction
-	matches              []bool       // by projection.targetIndex
+	attrs   []profileExtraction
+	matches []bool // by projection.targetIndex
 	// matchErrs holds, by projection.targetIndex, why a target's match expression failed on
 	// the object (a missing field, a result that is not a boolean); nil when none failed.
 	matchErrs []error

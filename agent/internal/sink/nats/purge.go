@@ -339,5 +339,5 @@ func OpenServers(ctx context.Context, servers, stream, bucket, template string, 
 	}
 	return &Sink{servers: servers, stream: stream, template: template, bucket: bucket, timeout: time.Minute, nc: nc, js: js,
 		dial: &lastError{}, buf: eventbuf.New(0), sent: map[string]string{}, reconciled: map[string]string{},
-		states: map[string]stateRecord{}}, nil
+		states: map[string]heldState{}}, nil
 }
