@@ -41,30 +41,10 @@ type keyHeld struct {
 // records between its start and end offsets is refused, since what it holds of the cluster
 // cannot be told without reading all of it.
 func (s *Sink) readCluster(ctx context.Context, cluster, inventory string) (map[string]*keyHeld, error) {
-	starts, err := s.admin.ListStartOffsets(ctx, s.topic)
+	from, until, total, err := s.topicRange(ctx)
 	if err != nil {
-		return nil, classify(fmt.Errorf("listing start offsets of %s: %w", s.topic, err))
+		return nil, err
 	}
-	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return nil, classify(fmt.Errorf("listing end offsets of %s: %w", s.topic, err))
-	}
-	if err := ends.Error(); err != nil {
-		return nil, classify(fmt.Errorf("listing end offsets of %s: %w", s.topic, err))
-	}
-	from := map[int32]kgo.Offset{}
-	until := map[int32]int64{}
-	var total int64
-	ends.Each(func(o kadm.ListedOffset) {
-		start := int64(0)
-		if so, ok := starts.Lookup(o.Topic, o.Partition); ok {
-			start = so.Offset
-		}
-		if o.Offset > start {
-			from[o.Partition], until[o.Partition] = kgo.NewOffset().At(start), o.Offset
-			total += o.Offset - start
-		}
-	})
 	out := map[string]*keyHeld{}
 	if total == 0 {
 		return out, nil

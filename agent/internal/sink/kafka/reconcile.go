@@ -24,31 +24,10 @@ const maxReconcileRecords = 5_000_000
 // was down. A full batch has no baseline, and the topic is the only record of what consumers
 // hold.
 func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, error) {
-	starts, err := s.admin.ListStartOffsets(ctx, s.topic)
+	from, until, total, err := s.topicRange(ctx)
 	if err != nil {
-		return nil, classify(fmt.Errorf("listing start offsets of %s: %w", s.topic, err))
+		return nil, err
 	}
-	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
-	if err != nil {
-		return nil, classify(fmt.Errorf("listing end offsets of %s: %w", s.topic, err))
-	}
-	if err := ends.Error(); err != nil {
-		return nil, classify(fmt.Errorf("listing end offsets of %s: %w", s.topic, err))
-	}
-	from := map[int32]kgo.Offset{}
-	until := map[int32]int64{}
-	var total int64
-	ends.Each(func(o kadm.ListedOffset) {
-		start := int64(0)
-		if so, ok := starts.Lookup(o.Topic, o.Partition); ok {
-			start = so.Offset
-		}
-		if o.Offset > start {
-			from[o.Partition] = kgo.NewOffset().At(start)
-			until[o.Partition] = o.Offset
-			total += o.Offset - start
-		}
-	})
 	if total == 0 {
 		return nil, nil
 	}
@@ -120,4 +99,35 @@ func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, erro
 	}
 	slices.SortFunc(stale, func(a, b export.Row) int { return export.Compare(&a, &b) })
 	return stale, nil
+}
+
+// topicRange lists, per partition holding records, the offset to read from (its start) and
+// the end to read until, and how many records lie between: the whole topic as it is now,
+// for the read-back after a restart and for a purge.
+func (s *Sink) topicRange(ctx context.Context) (map[int32]kgo.Offset, map[int32]int64, int64, error) {
+	starts, err := s.admin.ListStartOffsets(ctx, s.topic)
+	if err != nil {
+		return nil, nil, 0, classify(fmt.Errorf("listing start offsets of %s: %w", s.topic, err))
+	}
+	ends, err := s.admin.ListEndOffsets(ctx, s.topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, nil, 0, classify(fmt.Errorf("listing end offsets of %s: %w", s.topic, err))
+	}
+	from := map[int32]kgo.Offset{}
+	until := map[int32]int64{}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) {
+		start := int64(0)
+		if so, ok := starts.Lookup(o.Topic, o.Partition); ok {
+			start = so.Offset
+		}
+		if o.Offset > start {
+			from[o.Partition], until[o.Partition] = kgo.NewOffset().At(start), o.Offset
+			total += o.Offset - start
+		}
+	})
+	return from, until, total, nil
 }
