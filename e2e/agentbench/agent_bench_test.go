@@ -39,13 +39,16 @@ type size struct {
 var sizes = []size{
 	{"objects=0", shape{objects: 0, namespaces: 10}, ""},
 	{"objects=10k", shape{objects: 10_000, namespaces: 10}, ""},
+	{"mixed=10k", shape{objects: 10_000, namespaces: 10, kinds: mixed}, ""},
 	{"objects=100k", shape{objects: 100_000, namespaces: 10}, "KOLLECT_BENCH_LARGE"},
-	{"objects=1M", shape{objects: 1_000_000, namespaces: 10}, "KOLLECT_BENCH_HUGE"},
+	{"mixed=100k", shape{objects: 100_000, namespaces: 10, kinds: mixed}, "KOLLECT_BENCH_LARGE"},
+	{"mixed=1M", shape{objects: 1_000_000, namespaces: 10, kinds: mixed}, "KOLLECT_BENCH_HUGE"},
 	{"tenants=100", shape{objects: 100_000, namespaces: 100, tenants: true, restart: true}, "KOLLECT_BENCH_TENANTS"},
 }
 
 // BenchmarkAgentProcess runs the shipped kollect-agent against a control plane seeded with N
-// small labelled ConfigMaps in 10 namespaces, one inventory per namespace into PostgreSQL, and
+// objects in 10 namespaces — small labelled ConfigMaps, or (mixed) ConfigMaps, Deployments and
+// custom resources, each kind with its profile — one inventory per namespace into PostgreSQL, and
 // reports the process's figures from /proc and /metrics: after the first complete export
 // (every row in PostgreSQL, counted with SQL, and every inventory's state row written), after
 // settling, and its CPU over a static window. One run is one measurement; run it with
@@ -73,7 +76,7 @@ type result struct {
 	// PeakRunning is the highest RSS sampled (every 200 ms) after the agent first released
 	// its start-up memory: the peak of the work, where Peak (VmHWM) includes start-up.
 	PeakRunning float64
-	// Lists are the ConfigMap lists the agent sent until the first complete export
+	// Lists are the lists of the seeded kinds the agent sent until the first complete export
 	// (kollect_watch_lists_total), StaticLists those during the static window.
 	Lists, StaticLists float64
 	// Restart holds the restart step's figures (shape.restart).
@@ -91,12 +94,12 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.CPUToExport, "CPU-s-to-first-export")
 	b.ReportMetric(r.CPUStatic, "CPU-s-static-10s")
 	b.ReportMetric(r.Seed, "s-seeding")
-	b.ReportMetric(r.Lists, "ConfigMap-lists-to-first-export")
-	b.ReportMetric(r.StaticLists, "ConfigMap-lists-static")
+	b.ReportMetric(r.Lists, "lists-to-first-export")
+	b.ReportMetric(r.StaticLists, "lists-static")
 	if rs := r.Restart; rs != nil {
 		b.ReportMetric(rs.Back, "s-back-after-restart")
 		b.ReportMetric(rs.CPU, "CPU-s-back-after-restart")
-		b.ReportMetric(rs.Lists, "ConfigMap-lists-after-restart")
+		b.ReportMetric(rs.Lists, "lists-after-restart")
 		b.ReportMetric(rs.RSS, "RSS-MiB-after-restart")
 	}
 	// Where the settled resident set goes: allocated memory (RssAnon) against the binary's
@@ -107,7 +110,7 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.HeapIdleRetained, "heap-idle-retained-MiB-settled")
 	b.ReportMetric(r.GoSys, "go-sys-MiB-settled")
 	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB (%.0f MiB after start-up); heap in use %.0f → %.0f MiB, "+
-		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s, %.0f ConfigMap lists); %.2f CPU-s and %.0f lists over %s static; seeding %.1f s",
+		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s, %.0f lists); %.2f CPU-s and %.0f lists over %s static; seeding %.1f s",
 		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.PeakRunning, r.HeapExport, r.HeapSettled,
 		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.Lists, r.CPUStatic, r.StaticLists, cpuWindow, r.Seed)
 }
@@ -127,7 +130,7 @@ func measure(b *testing.B, name string, s shape) result {
 		b.Fatal(err)
 	}
 	r.Seed = seedTime.Seconds()
-	b.Logf("seeded %d ConfigMaps in %d namespaces in %s", s.objects, s.namespaces, seedTime.Round(time.Millisecond))
+	b.Logf("seeded %d objects of %d kinds in %d namespaces in %s", s.objects, len(s.kindList()), s.namespaces, seedTime.Round(time.Millisecond))
 	if err := applyYAML(ctx, cp.Client, s.manifests(pg.Port)); err != nil {
 		b.Fatal(err)
 	}
@@ -137,7 +140,7 @@ func measure(b *testing.B, name string, s shape) result {
 	waitExport(b, ctx, a, pgURL, s, &r.PeakRunning)
 	r.ToExport = time.Since(a.started).Seconds()
 	r.CPUToExport = a.cpu(b).Seconds()
-	r.Lists, _ = a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	r.Lists = s.lists(b, a)
 	atExport := a.memory(b)
 	r.RSSExport = atExport["VmRSS"]
 	b.Logf("at the first export: RssAnon %.0f MiB, RssFile %.0f MiB", atExport["RssAnon"], atExport["RssFile"])
@@ -159,12 +162,12 @@ func measure(b *testing.B, name string, s shape) result {
 	r.GoSys = g["go_memstats_sys_bytes"] / mib
 
 	cpu0 := a.cpu(b)
-	lists0, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	lists0 := s.lists(b, a)
 	for end := time.Now().Add(cpuWindow); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		r.PeakRunning = max(r.PeakRunning, a.memory(b)["VmRSS"])
 	}
 	r.CPUStatic = (a.cpu(b) - cpu0).Seconds()
-	lists1, _ := a.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	lists1 := s.lists(b, a)
 	r.StaticLists = lists1 - lists0
 	r.Peak = a.memory(b)["VmHWM"]
 	if a.exited() {

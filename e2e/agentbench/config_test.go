@@ -3,6 +3,7 @@ package agentbench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,17 @@ type shape struct {
 	// restart: after the static window, stop the agent and start it again on the same data
 	// (restart): it must come back and export nothing.
 	restart bool
+	// kinds are the kinds seeded and inventoried, each with its profile and target; one kind
+	// is all ConfigMaps, mixed the share of mixShare. Nil means ConfigMaps only.
+	kinds []kind
+}
+
+// kindList is the shape's kinds, ConfigMaps when it names none.
+func (s shape) kindList() []kind {
+	if len(s.kinds) == 0 {
+		return []kind{configMaps}
+	}
+	return s.kinds
 }
 
 // namespace is the name of the i-th seeded namespace.
@@ -77,18 +89,22 @@ spec:
 	}
 	if !s.tenants {
 		sink(configNS)
-		fmt.Fprintf(&b, "\n---\napiVersion: kollect.dev/v1alpha1\nkind: KollectProfile\nmetadata: {name: configmaps, namespace: %s}%s", configNS, profileSpec)
+		for _, k := range s.kindList() {
+			fmt.Fprintf(&b, "\n---\napiVersion: kollect.dev/v1alpha1\nkind: KollectProfile\nmetadata: {name: %s, namespace: %s}%s", k.name, configNS, k.profile)
+		}
 		for i := range s.namespaces {
 			ns := namespace(i)
-			fmt.Fprintf(&b, `
+			for _, k := range s.kindList() {
+				fmt.Fprintf(&b, `
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectClusterTarget
-metadata: {name: %[1]s, labels: {kollect.dev/inventory: %[1]s}}
+metadata: {name: %[1]s-%[3]s, labels: {kollect.dev/inventory: %[1]s}}
 spec:
-  profileRef: {name: configmaps, namespace: %[2]s}
-  namespaces: {include: [%[1]s]}
-  names: {exclude: [kube-root-ca.crt]}
+  profileRef: {name: %[3]s, namespace: %[2]s}
+  namespaces: {include: [%[1]s]}%[4]s`, ns, configNS, k.name, k.excludeNames())
+			}
+			fmt.Fprintf(&b, `
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectClusterInventory
@@ -102,33 +118,40 @@ spec:
 	for i := range s.namespaces {
 		ns := namespace(i)
 		sink(ns)
+		var rules, targets []string
+		for _, k := range s.kindList() {
+			rules, targets = append(rules, k.scopeRule), append(targets, "{name: "+k.name+"}")
+		}
 		fmt.Fprintf(&b, `
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectScope
 metadata: {name: tenant, namespace: %[1]s}
 spec:
-  allowedKinds: [{kind: ConfigMap}]
+  allowedKinds: [%[2]s]
   allowedNamespaces: [%[1]s]
-  allowedSinks: [{family: database}]
+  allowedSinks: [{family: database}]`, ns, strings.Join(rules, ", "))
+		for _, k := range s.kindList() {
+			fmt.Fprintf(&b, `
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
-metadata: {name: configmaps, namespace: %[1]s}%[2]s
+metadata: {name: %[2]s, namespace: %[1]s}%[3]s
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectTarget
-metadata: {name: configmaps, namespace: %[1]s}
+metadata: {name: %[2]s, namespace: %[1]s}
 spec:
-  profileRef: {name: configmaps}
-  names: {exclude: [kube-root-ca.crt]}
+  profileRef: {name: %[2]s}%[4]s`, ns, k.name, k.profile, k.excludeNames())
+		}
+		fmt.Fprintf(&b, `
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectInventory
 metadata: {name: %[1]s, namespace: %[1]s}
 spec:
-  targets: [{name: configmaps}]
-  sinks: {database: [{name: postgres}]}%[3]s`, ns, profileSpec, timing)
+  targets: [%[2]s]
+  sinks: {database: [{name: postgres}]}%[3]s`, ns, strings.Join(targets, ", "), timing)
 	}
 	return b.String()
 }
@@ -176,6 +199,11 @@ func seed(ctx context.Context, cfg *rest.Config, s shape) (time.Duration, error)
 			return 0, fmt.Errorf("creating namespace %s: %w", ns, err)
 		}
 	}
+	if slices.ContainsFunc(s.kindList(), func(k kind) bool { return k.name == widgets.name }) {
+		if err := createCRD(ctx, c, widgetCRD()); err != nil {
+			return 0, err
+		}
+	}
 	var (
 		next     atomic.Int64
 		wg       sync.WaitGroup
@@ -191,8 +219,9 @@ func seed(ctx context.Context, cfg *rest.Config, s shape) (time.Duration, error)
 				if i >= s.objects || ctx.Err() != nil {
 					return
 				}
-				if err := c.Create(ctx, configMap(s, i)); err != nil {
-					once.Do(func() { firstErr = fmt.Errorf("creating ConfigMap %d: %w", i, err); cancel() })
+				k, ns := s.kindOf(i)
+				if err := c.Create(ctx, k.object(ns, i)); err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("creating %s %d: %w", k.name, i, err); cancel() })
 					return
 				}
 			}
@@ -200,16 +229,4 @@ func seed(ctx context.Context, cfg *rest.Config, s shape) (time.Duration, error)
 	}
 	wg.Wait()
 	return time.Since(start), firstErr
-}
-
-// configMap is the i-th seeded object: small (two labels, two data entries, about 300 bytes
-// stored), round-robin over the namespaces.
-func configMap(s shape, i int) *corev1.ConfigMap {
-	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: namespace(i % s.namespaces), Name: fmt.Sprintf("cm-%07d", i),
-			Labels: map[string]string{"app": fmt.Sprintf("app-%d", i%50), "tier": []string{"web", "db", "cache"}[i%3]},
-		},
-		Data: map[string]string{"mode": []string{"blue", "green"}[i%2], "replicas": fmt.Sprint(i % 7)},
-	}
 }

@@ -15,7 +15,7 @@ type restartFigures struct {
 	// target complete (kollect_inventory_target_coverage{state="complete"}); CPU is what the
 	// new process spent until then.
 	Back, CPU float64
-	// Lists are the ConfigMap lists the new process sent (kollect_watch_lists_total).
+	// Lists are the lists of the seeded kinds the new process sent (kollect_watch_lists_total).
 	Lists float64
 	RSS   float64
 }
@@ -42,7 +42,7 @@ func restart(b testing.TB, ctx context.Context, a *agentProc, kubeconfig, cacheD
 		b.Fatalf("kollect-agent did not stop cleanly on SIGTERM: %v\n%s", err, a.logTail(20))
 	}
 	a2 := startAgent(b, kubeconfig, cacheDir)
-	want := s.namespaces // one target per inventory in both layouts
+	want := s.namespaces * len(s.kindList()) // one target per kind per inventory in both layouts
 	deadline := a2.started.Add(5 * time.Minute)
 	for {
 		if a2.exited() {
@@ -62,7 +62,7 @@ func restart(b testing.TB, ctx context.Context, a *agentProc, kubeconfig, cacheD
 	var f restartFigures
 	f.Back = time.Since(a2.started).Seconds()
 	f.CPU = a2.cpu(b).Seconds()
-	f.Lists, _ = a2.metricSum(b, "kollect_watch_lists_total", `kind="ConfigMap"`)
+	f.Lists = s.lists(b, a2)
 	time.Sleep(settle)
 	if a2.exited() {
 		b.Fatalf("the restarted kollect-agent exited after it came back: %v\n%s", a2.waitErr, a2.logTail(40))
@@ -75,21 +75,21 @@ func restart(b testing.TB, ctx context.Context, a *agentProc, kubeconfig, cacheD
 	if after != before {
 		b.Fatalf("the restart exported: PostgreSQL's rows or state rows changed (%s → %s)", before, after)
 	}
-	b.Logf("restart: back %.1f s after the new process started (%.1f CPU-s, %.0f ConfigMap lists), RSS %.0f MiB %s later, PostgreSQL unchanged (%s)",
+	b.Logf("restart: back %.1f s after the new process started (%.1f CPU-s, %.0f lists), RSS %.0f MiB %s later, PostgreSQL unchanged (%s)",
 		f.Back, f.CPU, f.Lists, f.RSS, settle, after)
 	return f
 }
 
 // TestRestartComesBack is the benchmark's restart step at a size `make test` affords: 20
-// tenants (each namespace with its own scope, profile, target, database sink and inventory) ×
-// 200 ConfigMaps. The shipped kollect-agent exports everything, is stopped with SIGTERM and
+// tenants (each namespace with its own scope, database sink and inventory, and a profile and
+// target for each of ConfigMaps, Deployments and a CRD's Widgets) × 200 objects. The shipped kollect-agent exports everything, is stopped with SIGTERM and
 // started again on the same data and cache directory: it must come back (every target
 // complete in every inventory, without exiting) and export nothing (every row's xmin and
 // every state row's checksum and exported_at unchanged in PostgreSQL, read with psql).
 func TestRestartComesBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := shape{objects: 4_000, namespaces: 20, tenants: true, restart: true}
+	s := shape{objects: 4_000, namespaces: 20, tenants: true, restart: true, kinds: mixed}
 	cp, pg, pgURL := startServers(t, ctx)
 	if _, err := seed(ctx, cp.Config, s); err != nil {
 		t.Fatal(err)
@@ -100,10 +100,9 @@ func TestRestartComesBack(t *testing.T) {
 	cacheDir := filepath.Join(t.TempDir(), "cache")
 	a := startAgent(t, cp.Kubeconfig, cacheDir)
 	waitExport(t, ctx, a, pgURL, s, nil)
-	lists, _ := a.metricSum(t, "kollect_watch_lists_total", `kind="ConfigMap"`)
-	t.Logf("first export %.1f s after the start, %.0f ConfigMap lists", time.Since(a.started).Seconds(), lists)
+	t.Logf("first export %.1f s after the start, %.0f lists of %d kinds", time.Since(a.started).Seconds(), s.lists(t, a), len(s.kindList()))
 	f := restart(t, ctx, a, cp.Kubeconfig, cacheDir, pgURL, s)
-	if f.Lists < 1 {
-		t.Fatalf("the restarted agent listed ConfigMaps %.0f times: its targets cannot be complete without a list", f.Lists)
+	if f.Lists < float64(len(s.kindList())) {
+		t.Fatalf("the restarted agent sent %.0f lists of %d kinds: its targets cannot be complete without a list of each", f.Lists, len(s.kindList()))
 	}
 }
