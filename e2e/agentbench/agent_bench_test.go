@@ -76,6 +76,8 @@ type result struct {
 	// PeakRunning is the highest RSS sampled (every 200 ms) after the agent first released
 	// its start-up memory: the peak of the work, where Peak (VmHWM) includes start-up.
 	PeakRunning float64
+	// PeakAnon is the highest RssAnon sampled: allocated memory, what a limit must hold.
+	PeakAnon float64
 	// Lists are the lists of the seeded kinds the agent sent until the first complete export
 	// (kollect_watch_lists_total), StaticLists those during the static window.
 	Lists, StaticLists float64
@@ -88,6 +90,7 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.RSSSettled, "RSS-MiB-settled")
 	b.ReportMetric(r.Peak, "peak-RSS-MiB")
 	b.ReportMetric(r.PeakRunning, "peak-RSS-MiB-after-startup")
+	b.ReportMetric(r.PeakAnon, "peak-RssAnon-MiB")
 	b.ReportMetric(r.HeapExport, "heap-inuse-MiB-at-export")
 	b.ReportMetric(r.HeapSettled, "heap-inuse-MiB-settled")
 	b.ReportMetric(r.ToExport, "s-to-first-export")
@@ -109,9 +112,9 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.FileSettled, "RssFile-MiB-settled")
 	b.ReportMetric(r.HeapIdleRetained, "heap-idle-retained-MiB-settled")
 	b.ReportMetric(r.GoSys, "go-sys-MiB-settled")
-	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB (%.0f MiB after start-up); heap in use %.0f → %.0f MiB, "+
+	b.Logf("%s: RSS %.0f MiB at the first export, %.0f MiB settled (anon %.0f, file %.0f), peak %.0f MiB (%.0f MiB after start-up, anon %.0f MiB); heap in use %.0f → %.0f MiB, "+
 		"idle retained %.0f MiB, Go sys %.0f MiB; first export %.1f s after start (%.1f CPU-s, %.0f lists); %.2f CPU-s and %.0f lists over %s static; seeding %.1f s",
-		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.PeakRunning, r.HeapExport, r.HeapSettled,
+		name, r.RSSExport, r.RSSSettled, r.AnonSettled, r.FileSettled, r.Peak, r.PeakRunning, r.PeakAnon, r.HeapExport, r.HeapSettled,
 		r.HeapIdleRetained, r.GoSys, r.ToExport, r.CPUToExport, r.Lists, r.CPUStatic, r.StaticLists, cpuWindow, r.Seed)
 }
 
@@ -170,6 +173,7 @@ func measure(b *testing.B, name string, s shape) result {
 	lists1 := s.lists(b, a)
 	r.StaticLists = lists1 - lists0
 	r.Peak = a.memory(b)["VmHWM"]
+	r.PeakAnon = float64(a.peakAnon.Load()) / 1024
 	if a.exited() {
 		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,10 @@ type agentProc struct {
 	// done is closed when the process has exited; waitErr is then its exit status.
 	done    chan struct{}
 	waitErr error
+	// peakAnon is the highest RssAnon sampled every 100 ms while the process ran: the part of
+	// the peak a memory limit can OOM-kill for. The rest of VmHWM is clean pages of the
+	// executable, which the kernel reclaims under a limit instead.
+	peakAnon atomic.Uint64 // KiB
 }
 
 // startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
@@ -103,6 +108,9 @@ func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 		}
 	}
 	a.cmd.Env = append(a.cmd.Env, "KUBECONFIG="+kubeconfig)
+	// KOLLECT_BENCH_AGENT_ENV (space-separated KEY=VALUE) measures the agent as a deployment
+	// configures it, e.g. GOMEMLIMIT as the chart sets it from the container's limit.
+	a.cmd.Env = append(a.cmd.Env, strings.Fields(os.Getenv("KOLLECT_BENCH_AGENT_ENV"))...)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	a.started = time.Now()
@@ -113,6 +121,7 @@ func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 	logFile.Close()
 	a.done = make(chan struct{})
 	go func() { a.waitErr = a.cmd.Wait(); close(a.done) }()
+	go a.sampleAnon()
 	b.Cleanup(func() {
 		a.stop()
 		if b.Failed() {
@@ -232,6 +241,24 @@ func (a *agentProc) memory(b testing.TB) map[string]float64 {
 		b.Fatal(err)
 	}
 	return m
+}
+
+// sampleAnon raises peakAnon until the process exits.
+func (a *agentProc) sampleAnon() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-a.done:
+			return
+		case <-t.C:
+			if m, err := testenv.ProcessMemory(a.pid()); err == nil {
+				kib := uint64(m["RssAnon"] * 1024)
+				for old := a.peakAnon.Load(); kib > old && !a.peakAnon.CompareAndSwap(old, kib); old = a.peakAnon.Load() {
+				}
+			}
+		}
+	}
 }
 
 // cpu is the agent's CPU time so far (user and system).

@@ -311,8 +311,11 @@ type TargetState struct {
 	// Behind, when not empty, says the kind's watch is behind (BehindOptions): the rows are
 	// what has been projected so far, and events are waiting.
 	Behind string
-	// Rows the target selects, with Cluster and Inventory left for the inventory to stamp.
+	// Rows the target selects, with Cluster and Inventory left for the inventory to stamp;
+	// Selection leaves them out.
 	Rows []export.Row
+	// Selected is how many rows the target selects (len(Rows) from Collect).
+	Selected int
 	// Failed lists objects whose extraction failed, sorted, with the reason.
 	Failed []FailedObject
 	// MatchFailed lists objects the target's match expression failed on, sorted, with the
@@ -327,7 +330,14 @@ type FailedObject struct {
 }
 
 // Collect returns the rows a target selects now.
-func (c *Collector) Collect(key TargetKey) (TargetState, error) {
+func (c *Collector) Collect(key TargetKey) (TargetState, error) { return c.collect(key, true) }
+
+// Selection is Collect without the rows: how many objects a target selects and which failed,
+// as its status reports them, without building a row per object (at 100k objects, a copy of
+// every row for each status update).
+func (c *Collector) Selection(key TargetKey) (TargetState, error) { return c.collect(key, false) }
+
+func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 	c.mu.Lock()
 	t := c.targets[key]
 	var w *gvkWatch
@@ -366,7 +376,11 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 	ti, hasMatch := w.proj.targetIndex[t.Key]
 	targetName := key.String()
 	c.metrics.setObjects(t.GVK, int(w.count.Load()))
-	for _, it := range w.itemsFor(t) {
+	items := w.itemsFor(t)
+	if withRows {
+		st.Rows = make([]export.Row, 0, len(items))
+	}
+	for _, it := range items {
 		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(it.name) {
 			continue
 		}
@@ -389,11 +403,14 @@ func (c *Collector) Collect(key TargetKey) (TargetState, error) {
 			st.Failed = append(st.Failed, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 			continue
 		}
-		st.Rows = append(st.Rows, export.Row{
-			Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-			Namespace: it.namespace, Name: it.name, UID: it.uid,
-			Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.json,
-		})
+		st.Selected++
+		if withRows {
+			st.Rows = append(st.Rows, export.Row{
+				Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
+				Namespace: it.namespace, Name: it.name, UID: it.uid,
+				Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.json,
+			})
+		}
 	}
 	sortFailed(st.Failed)
 	sortFailed(st.MatchFailed)

@@ -182,7 +182,7 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	if mapping.Resource.Group != "" {
 		t.status.Resource += "." + mapping.Resource.Group
 	}
-	st, err := r.Collector.Collect(key)
+	st, err := r.Collector.Selection(key)
 	switch {
 	case err != nil:
 		return ctrl.Result{}, false, kollectv1.ReasonSyncing, err.Error()
@@ -208,11 +208,11 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 
 // reportSelection fills counts and the Degraded condition from the collector.
 func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObject, gen int64) {
-	st, err := r.Collector.Collect(key)
+	st, err := r.Collector.Selection(key)
 	if err != nil || !st.Synced {
 		return
 	}
-	t.status.ObjectCount = int64(len(st.Rows) + len(st.Failed))
+	t.status.ObjectCount = int64(st.Selected + len(st.Failed))
 	t.status.ErrorCount = int64(len(st.Failed))
 	// A match that fails (a misspelled field, a result that is not a boolean) would otherwise
 	// look like one that selects nothing; it comes first, as it decides what is collected.

@@ -1,10 +1,13 @@
 package inventory
 
 import (
+	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -35,6 +38,87 @@ type stored struct {
 	Rows     []export.Row `json:"rows"`
 }
 
+// writeStored writes the stored form of snap one row at a time. Encoding the whole struct at
+// once would first build the entire document in memory: at 100k rows, tens of MiB for every
+// inventory saving at the same moment, the largest part of the agent's peak at its first
+// export.
+func writeStored(w io.Writer, snap *export.Snapshot, at time.Time) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	head, err := json.Marshal(stored{Checksum: snap.Checksum, BuiltAt: at.UTC()})
+	if err != nil {
+		return err
+	}
+	// {"checksum":…,"builtAt":…,"rows":null} → {"checksum":…,"builtAt":…,"rows":[
+	bw.Write(bytes.TrimSuffix(head, []byte("null}")))
+	bw.WriteByte('[')
+	enc := json.NewEncoder(bw)
+	for i := range snap.Rows {
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		if err := enc.Encode(&snap.Rows[i]); err != nil {
+			return fmt.Errorf("encoding row %d: %w", i, err)
+		}
+	}
+	bw.WriteString("]}\n")
+	return bw.Flush()
+}
+
+// readStored reads what writeStored wrote (or the single document earlier agents wrote), a row
+// at a time for the same reason.
+func readStored(r io.Reader) (stored, error) {
+	var st stored
+	dec := json.NewDecoder(r)
+	if err := expectDelim(dec, '{'); err != nil {
+		return st, err
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return st, err
+		}
+		switch tok {
+		case "checksum":
+			err = dec.Decode(&st.Checksum)
+		case "builtAt":
+			err = dec.Decode(&st.BuiltAt)
+		case "rows":
+			err = decodeRows(dec, &st.Rows)
+		default:
+			var skip json.RawMessage
+			err = dec.Decode(&skip)
+		}
+		if err != nil {
+			return st, fmt.Errorf("decoding %v: %w", tok, err)
+		}
+	}
+	return st, expectDelim(dec, '}')
+}
+
+func decodeRows(dec *json.Decoder, rows *[]export.Row) error {
+	if err := expectDelim(dec, '['); err != nil {
+		return err
+	}
+	for dec.More() {
+		*rows = append(*rows, export.Row{})
+		if err := dec.Decode(&(*rows)[len(*rows)-1]); err != nil {
+			return err
+		}
+	}
+	return expectDelim(dec, ']')
+}
+
+func expectDelim(dec *json.Decoder, want json.Delim) error {
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok != want {
+		return fmt.Errorf("want %q, found %v", want, tok)
+	}
+	return nil
+}
+
 // path names the file of an inventory. Kubernetes names hold no "_", so namespace_name (and
 // _name for a cluster inventory) cannot collide.
 func (s lastStore) path(k Key) string {
@@ -56,7 +140,7 @@ func (s lastStore) save(k Key, snap *export.Snapshot, at time.Time) error {
 	}
 	defer os.Remove(f.Name()) // after a successful rename there is nothing left to remove
 	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
-	err = json.NewEncoder(zw).Encode(stored{Checksum: snap.Checksum, BuiltAt: at.UTC(), Rows: snap.Rows})
+	err = writeStored(zw, snap, at)
 	if err = errors.Join(err, zw.Close(), f.Close()); err != nil {
 		return err
 	}
@@ -81,9 +165,9 @@ func (s lastStore) load(k Key) (*export.Snapshot, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, err
 	}
-	var st stored
-	if err := json.NewDecoder(zr).Decode(&st); err != nil {
-		return nil, time.Time{}, err
+	st, err := readStored(zr)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("%s: %w", s.path(k), err)
 	}
 	snap := export.NewSnapshot(st.Rows)
 	if snap.Checksum != st.Checksum {

@@ -44,6 +44,31 @@ func TestLastStoreKeepsOnlyWhatAddsUp(t *testing.T) {
 		t.Fatalf("an altered file loaded: %v, %v", snap, err)
 	}
 
+	// The single JSON document earlier agents wrote still loads.
+	writeOld := func(st stored) {
+		f, err := os.Create(s.path(k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		zw := gzip.NewWriter(f)
+		_ = json.NewEncoder(zw).Encode(st)
+		_ = zw.Close()
+		_ = f.Close()
+	}
+	writeOld(stored{Checksum: want.Checksum, BuiltAt: at, Rows: want.Rows})
+	if got, _, err := s.load(k); err != nil || got.Checksum != want.Checksum || got.Len() != 2 {
+		t.Fatalf("a file of the earlier format: loaded %v, %v", got, err)
+	}
+
+	// An empty snapshot round-trips too.
+	empty := export.NewSnapshot(nil)
+	if err := s.save(k, empty, at); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := s.load(k); err != nil || got.Checksum != empty.Checksum || got.Len() != 0 {
+		t.Fatalf("empty snapshot: loaded %v, %v", got, err)
+	}
+
 	s.remove(k)
 	if _, err := os.Stat(s.path(k)); !os.IsNotExist(err) {
 		t.Fatalf("removed inventory's file still there: %v", err)

@@ -235,7 +235,11 @@ func (r *runner) build() {
 			}
 			syncing = syncing || p.Syncing
 		default:
-			rows = append(rows, st.Rows...)
+			if rows == nil {
+				rows = st.Rows // Collect's slice is the build's own: no copy of the first target's rows
+			} else {
+				rows = append(rows, st.Rows...)
+			}
 			failed[tk] = len(st.Failed)
 			if st.Behind != "" {
 				behind = append(behind, TargetProblem{Target: tk, Reason: st.Behind})
