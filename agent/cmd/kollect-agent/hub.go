@@ -24,7 +24,7 @@ type hubFlags struct {
 }
 
 func (h *hubFlags) bind(fs *flag.FlagSet) {
-	fs.Var(&h.urls, "hub-url", "URL of the fleet hub (https://host:port); empty runs the agent standalone. A hub of several replicas: every replica's URL, comma-separated or the flag repeated; the agent starts with a random one and moves to the next at once when it fails.")
+	fs.Var(&h.urls, "hub-url", "`URL` of the fleet hub (https://host:port); empty runs the agent standalone. A hub of several replicas: every replica's URL, comma-separated or the flag repeated; the agent starts with a random one and moves to the next at once when it fails.")
 	fs.StringVar(&h.caFingerprint, "hub-ca-fingerprint", "", "Pin the hub's CA: sha256:<hex> as the hub prints it.")
 	fs.StringVar(&h.caFile, "hub-ca-file", "", "PEM file of the CA that signed the hub's certificate (instead of a pin).")
 	fs.StringVar(&h.labels, "cluster-labels", "", "Labels of this cluster for bundle selection: k=v,k2=v2.")
