@@ -194,6 +194,9 @@ hub:
 			hasArg(t, objs, "--hosts=kollect-hub,kollect-hub.kollect-system,kollect-hub.kollect-system.svc,kollect-hub.kollect-system.svc.cluster.local")
 			lacksArgPrefix(t, objs, "--store")
 			lacksArgPrefix(t, objs, "--tls-cert")
+			if len(find(objs, "PodDisruptionBudget", "")) != 0 {
+				t.Error("a PodDisruptionBudget with one replica would block every drain")
+			}
 		}},
 	{name: "hub-postgres-ha", chart: "hub", values: `replicas: 3
 store: {type: postgres, postgres: {existingSecret: hub-store}}
@@ -220,6 +223,25 @@ serviceMonitor: {enabled: true, bearerTokenSecret: {name: hub-metrics-token}}
 		}
 		one(t, objs, "Ingress")
 		one(t, objs, "ServiceMonitor")
+		checkHubHA(t, objs)
+	}},
+	{name: "hub-postgres-two", chart: "hub", values: `replicas: 2
+store: {type: postgres, postgres: {existingSecret: hub-store}}
+tls: {existingSecret: hub-tls}
+podDisruptionBudget: {maxUnavailable: 1}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		if got := toJSON(one(t, objs, "PodDisruptionBudget").Object["spec"]); !strings.Contains(got, `"maxUnavailable":1`) || strings.Contains(got, "minAvailable") {
+			t.Errorf("PodDisruptionBudget spec %s, want maxUnavailable 1 only", got)
+		}
+	}},
+	{name: "agent-hub-replicas", chart: "agent", values: `clusterName: prod-eu-1
+hub:
+  url: [https://hub-0.example.internal:443, https://hub-1.example.internal:443]
+  caFingerprint: ` + fingerprint + `
+  bootstrapToken: {token: kbt_0123456789}
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		// The agent fails over between the replicas: one flag, every URL.
+		hasArg(t, objs, "--hub-url=https://hub-0.example.internal:443,https://hub-1.example.internal:443")
 	}},
 	{name: "hub-postgres-single", chart: "hub", values: "store: {type: postgres, postgres: {existingSecret: hub-store}}\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
@@ -240,7 +262,27 @@ var failures = []struct {
 	{"agent", "clusterName: a\nhub: {url: https://h, caFingerprint: abc, bootstrapToken: {token: x}}\n", "sha256:<64"},
 	{"agent", "clusterName: a\nnetworkPolicy: {enabled: true}\n", "networkPolicy.apiServer.cidrs"},
 	{"hub", "replicas: 2\n", "needs store.type postgres"},
+	{"hub", "replicas: 2\nstore: {type: sqlite}\n", "replicas > 1 needs store.type postgres: the SQLite store belongs to one hub"},
+	{"agent", "clusterName: a\nhub: {url: [https://h, http://h2], caFingerprint: " + fingerprint + ", bootstrapToken: {token: x}}\n", "every URL of a list too"},
 	{"hub", "store: {type: postgres}\n", "store.postgres.existingSecret"},
 	{"hub", "replicas: 3\nstore: {type: postgres, postgres: {existingSecret: s}}\n", "tls.existingSecret"},
 	{"hub", "store: {type: mysql}\n", "sqlite or postgres"},
+}
+
+// checkHubHA: several hub replicas get a PodDisruptionBudget keeping one running, prefer
+// distinct nodes, are ready only when their store answers (/readyz) and live on the process
+// alone (/healthz), so a database outage takes them out of the Service without restarting them.
+func checkHubHA(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	pdb := one(t, objs, "PodDisruptionBudget")
+	if got := toJSON(pdb.Object["spec"]); !strings.Contains(got, `"minAvailable":1`) {
+		t.Errorf("PodDisruptionBudget spec %s, want minAvailable 1", got)
+	}
+	d := toJSON(one(t, objs, "Deployment").Object)
+	for _, want := range []string{`"podAntiAffinity"`, `"topologyKey":"kubernetes.io/hostname"`,
+		`"readinessProbe":{"httpGet":{"path":"/readyz"`, `"livenessProbe":{"httpGet":{"path":"/healthz"`} {
+		if !strings.Contains(d, want) {
+			t.Errorf("the HA Deployment lacks %s", want)
+		}
+	}
 }

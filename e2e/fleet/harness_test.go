@@ -71,7 +71,14 @@ type hub struct {
 	fingerprint string
 	adminToken  string
 	args        []string // flags beyond the harness's own
-	cmd         *exec.Cmd
+	// replica: a hub on a PostgreSQL store (--store in args), maybe one of several: its data
+	// directory holds no database and, but on the first replica, no admin token (adminToken
+	// is then the first one's).
+	replica bool
+	// caPEM is the CA of the hub's certificate: set beforehand when it is brought (--tls-cert
+	// in args), read from the data directory otherwise.
+	caPEM []byte
+	cmd   *exec.Cmd
 }
 
 func startHub(t *testing.T, dir, addr string) *hub {
@@ -126,18 +133,21 @@ func (h *hub) start() {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(h.dir, "data", "pki", "ca.crt"))
-	if err != nil {
-		h.t.Fatal(err)
+	if h.caPEM == nil {
+		if h.caPEM, err = os.ReadFile(filepath.Join(h.dir, "data", "pki", "ca.crt")); err != nil {
+			h.t.Fatal(err)
+		}
 	}
-	block, _ := pem.Decode(caPEM)
+	block, _ := pem.Decode(h.caPEM)
 	sum := sha256.Sum256(block.Bytes)
 	h.fingerprint = "sha256:" + hex.EncodeToString(sum[:])
 	tok, err := os.ReadFile(filepath.Join(h.dir, "data", "admin-token"))
-	if err != nil {
-		h.t.Fatal(err)
+	switch {
+	case err == nil:
+		h.adminToken = strings.TrimSpace(string(tok))
+	case !h.replica || h.adminToken == "":
+		h.t.Fatalf("no admin token: %v", err)
 	}
-	h.adminToken = strings.TrimSpace(string(tok))
 	h.checkPrivate()
 }
 
@@ -154,8 +164,8 @@ func (h *hub) checkPrivate() {
 	for _, name := range []string{"admin-token", "pki/ca.key", "hub.db", "hub.db-wal", "hub.db-shm"} {
 		fi, err := os.Stat(filepath.Join(data, name))
 		if err != nil {
-			if errors.Is(err, os.ErrNotExist) && strings.HasPrefix(name, "hub.db-") {
-				continue // the WAL and shared-memory files come and go
+			if errors.Is(err, os.ErrNotExist) && (strings.HasPrefix(name, "hub.db-") || h.replica) {
+				continue // the WAL and shared-memory files come and go; a replica has none of these
 			}
 			h.t.Errorf("%s: %v", name, err)
 			continue
@@ -174,12 +184,24 @@ func (h *hub) stop() {
 	}
 }
 
+// kill ends the hub process with SIGKILL, as a crashed node or the OOM killer would.
+func (h *hub) kill() {
+	if h.cmd != nil && h.cmd.Process != nil {
+		_ = h.cmd.Process.Kill()
+		_ = h.cmd.Wait()
+		h.cmd = nil
+	}
+}
+
+// url is the hub's URL as agents dial it.
+func (h *hub) url() string { return "https://" + h.addr }
+
 // fleet returns a FleetService client acting with token.
 func (h *hub) fleet(token string) fleetv1connect.FleetServiceClient {
-	caPEM, _ := os.ReadFile(filepath.Join(h.dir, "data", "pki", "ca.crt"))
 	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(caPEM)
-	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost"}}}
+	pool.AppendCertsFromPEM(h.caPEM)
+	host, _, _ := net.SplitHostPort(h.addr)
+	hc := &http.Client{Transport: &http2.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: host}}}
 	auth := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 			req.Header().Set("Authorization", "Bearer "+token)
@@ -196,6 +218,7 @@ type agent struct {
 	cp       *testenv.ControlPlane
 	h        *hub
 	labels   string
+	urls     string // --hub-url; the hub's own URL when empty
 	cacheDir string
 	bin      string   // bins.agent unless the test chose another build
 	args     []string // flags beyond the harness's own
@@ -211,11 +234,18 @@ func startAgent(t *testing.T, cp *testenv.ControlPlane, h *hub, token string, la
 // startAgentBinary is startAgent with a chosen build of kollect-agent.
 func startAgentBinary(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, token string, labels string, args ...string) *agent {
 	t.Helper()
+	return startAgentURLs(t, bin, cp, h, "", token, labels, args...)
+}
+
+// startAgentURLs is startAgentBinary with --hub-url urls (h's URL when empty); h still gives
+// the CA the agent pins.
+func startAgentURLs(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, urls, token string, labels string, args ...string) *agent {
+	t.Helper()
 	ctx := context.Background()
 	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
 	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
 		StringData: map[string]string{"token": token}})
-	a := &agent{t: t, cp: cp, h: h, labels: labels, bin: bin, args: args, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
+	a := &agent{t: t, cp: cp, h: h, labels: labels, urls: urls, bin: bin, args: args, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
 	a.start()
 	t.Cleanup(func() {
 		if a.cmd == nil {
@@ -243,8 +273,12 @@ func (a *agent) start() {
 	if err != nil {
 		a.t.Fatal(err)
 	}
+	urls := a.urls
+	if urls == "" {
+		urls = a.h.url()
+	}
 	a.cmd = exec.Command(a.bin, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
-		"--hub-url", "https://"+a.h.addr, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
+		"--hub-url", urls, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)

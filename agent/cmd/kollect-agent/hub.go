@@ -5,23 +5,26 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/types"
 
 	"kollect.dev/agent/internal/hubclient"
+	"kollect.dev/agent/internal/hubdial"
 	"kollect.dev/api/version"
 )
 
 type hubFlags struct {
-	url, caFingerprint, caFile             string
+	urls                                   urlList
+	caFingerprint, caFile                  string
 	labels, namespaces, defaultNamespace   string
 	bootstrapSecret, credentialSecret, own string
 	replace                                bool
 }
 
 func (h *hubFlags) bind(fs *flag.FlagSet) {
-	fs.StringVar(&h.url, "hub-url", "", "URL of the fleet hub (https://host:port); empty runs the agent standalone.")
+	fs.Var(&h.urls, "hub-url", "`URL` of the fleet hub (https://host:port); empty runs the agent standalone. A hub of several replicas: every replica's URL, comma-separated or the flag repeated; the agent starts with a random one and moves to the next at once when it fails.")
 	fs.StringVar(&h.caFingerprint, "hub-ca-fingerprint", "", "Pin the hub's CA: sha256:<hex> as the hub prints it.")
 	fs.StringVar(&h.caFile, "hub-ca-file", "", "PEM file of the CA that signed the hub's certificate (instead of a pin).")
 	fs.StringVar(&h.labels, "cluster-labels", "", "Labels of this cluster for bundle selection: k=v,k2=v2.")
@@ -34,7 +37,7 @@ func (h *hubFlags) bind(fs *flag.FlagSet) {
 }
 
 func (h *hubFlags) options() (*hubclient.Options, error) {
-	if h.url == "" {
+	if len(h.urls) == 0 {
 		return nil, nil
 	}
 	if h.own == "" {
@@ -53,7 +56,7 @@ func (h *hubFlags) options() (*hubclient.Options, error) {
 		def = h.own
 	}
 	return &hubclient.Options{
-		URL: h.url, CAFingerprint: h.caFingerprint, CAFile: h.caFile, Labels: labels,
+		URLs: h.urls, CAFingerprint: h.caFingerprint, CAFile: h.caFile, Labels: labels,
 		BootstrapSecret:   types.NamespacedName{Namespace: h.own, Name: h.bootstrapSecret},
 		CredentialSecret:  types.NamespacedName{Namespace: h.own, Name: h.credentialSecret},
 		ReplaceExisting:   h.replace,
@@ -69,4 +72,18 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// urlList is --hub-url: comma-separated, and repeatable.
+type urlList []string
+
+func (u *urlList) String() string { return strings.Join(*u, ",") }
+
+func (u *urlList) Set(v string) error {
+	for _, p := range hubdial.SplitURLs(v) {
+		if !slices.Contains(*u, p) {
+			*u = append(*u, p)
+		}
+	}
+	return nil
 }

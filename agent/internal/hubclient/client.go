@@ -35,7 +35,10 @@ type Client struct {
 	cache   cache.Cache
 	cfg     *rest.Config
 	applier *Applier
+	conn    *hubdial.Conn
 	api     fleetv1connect.AgentServiceClient
+	// replica is the hub replica the last config stream reached (configLoop only).
+	replica string
 
 	// rotating is held while a credential rotation runs: heartbeats from several goroutines
 	// may each be asked to rotate, and one rotation is enough.
@@ -53,17 +56,17 @@ type Client struct {
 
 // New returns a hub client. reader must be uncached: the agent reads its own Secrets only.
 func New(o Options, cfg *rest.Config, c client.Client, reader client.Reader, ca cache.Cache) (*Client, error) {
-	if o.URL == "" || o.Cluster == "" {
+	if len(o.URLs) == 0 || o.Cluster == "" {
 		return nil, errors.New("hub URL and cluster name are required")
 	}
 	hc := &Client{o: o, c: c, reader: reader, cache: ca, cfg: cfg, heartbeat: defaultHeartbeat,
 		applier: NewApplier(c, o)}
-	conn, err := hubdial.New(hubdial.Options{URL: o.URL, CAFingerprint: o.CAFingerprint, CAFile: o.CAFile,
+	conn, err := hubdial.New(hubdial.Options{URLs: o.URLs, CAFingerprint: o.CAFingerprint, CAFile: o.CAFile,
 		Token: hc.currentCredential})
 	if err != nil {
 		return nil, fmt.Errorf("hub connection: %w", err)
 	}
-	hc.api = conn.Agent()
+	hc.conn, hc.api = conn, conn.Agent()
 	return hc, nil
 }
 
@@ -265,6 +268,10 @@ func (h *Client) watchOnce(ctx context.Context) (received bool, err error) {
 	}
 	defer stream.Close()
 	for stream.Receive() {
+		if !received && h.conn != nil && h.conn.Current() != h.replica {
+			h.replica = h.conn.Current()
+			h.o.Log.Info("config stream open", "hub", h.replica)
+		}
 		received = true
 		msg := stream.Msg()
 		if _, applied, _ := h.applier.Snapshot(); applied == msg.GetConfigDigest() && applied != "" {

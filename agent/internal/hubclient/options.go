@@ -9,20 +9,22 @@ import (
 
 // Labels and annotations on every object the hub manages.
 const (
-	FieldManager         = "kollect-hub"
-	LabelManagedBy       = "kollect.dev/managed-by"
-	LabelBundle          = "kollect.dev/bundle"
-	AnnotationRevision   = "kollect.dev/bundle-revision"
-	AnnotationDigest     = "kollect.dev/bundle-digest"
-	managedByValue       = "kollect-hub"
-	defaultHeartbeat     = 15 * time.Second
-	maxReconnectInterval = 30 * time.Second
+	FieldManager       = "kollect-hub"
+	LabelManagedBy     = "kollect.dev/managed-by"
+	LabelBundle        = "kollect.dev/bundle"
+	AnnotationRevision = "kollect.dev/bundle-revision"
+	AnnotationDigest   = "kollect.dev/bundle-digest"
+	managedByValue     = "kollect-hub"
+	defaultHeartbeat   = 15 * time.Second
+	// maxReconnectInterval caps the wait between rounds over every hub URL: an agent that lost
+	// every replica is back within it of one returning.
+	maxReconnectInterval = 8 * time.Second
 )
 
 // Options configure the hub connection.
 type Options struct {
-	// URL of the hub, https://host:port.
-	URL string
+	// URLs of the hub, https://host:port: one, or one per replica (see hubdial).
+	URLs []string
 	// CAFingerprint pins the hub's CA ("sha256:<hex>" of its DER); CAFile trusts a PEM bundle
 	// instead. With neither, the system roots verify the hub. The host name of URL is checked
 	// in every case (see hubdial).

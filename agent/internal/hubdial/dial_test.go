@@ -116,6 +116,13 @@ func (h *fakeHub) WatchConfig(_ context.Context, req *connect.Request[fleetv1.Wa
 // serve starts a real HTTP/2 TLS server on 127.0.0.1 presenting cert and returns its port.
 func serve(t *testing.T, cert tls.Certificate) (string, *fakeHub) {
 	t.Helper()
+	port, hub, _ := serveServer(t, cert)
+	return port, hub
+}
+
+// serveServer is serve, returning the server too.
+func serveServer(t *testing.T, cert tls.Certificate) (string, *fakeHub, *httptest.Server) {
+	t.Helper()
 	hub := &fakeHub{}
 	mux := http.NewServeMux()
 	mux.Handle(fleetv1connect.NewAgentServiceHandler(hub))
@@ -129,7 +136,7 @@ func serve(t *testing.T, cert tls.Certificate) (string, *fakeHub) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return port, hub
+	return port, hub, srv
 }
 
 func report(t *testing.T, o Options) error {

@@ -78,8 +78,10 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- fail "replicas > 1 needs leaderElection.enabled: without it every replica would export" -}}
 {{- end -}}
 {{- if .Values.hub.url -}}
-{{- if not (hasPrefix "https://" .Values.hub.url) -}}
-{{- fail "hub.url must start with https:// (the hub always serves TLS)" -}}
+{{- range splitList "," (include "kollect-agent.hubURLs" $) -}}
+{{- if not (hasPrefix "https://" (trim .)) -}}
+{{- fail "hub.url must start with https:// (the hub always serves TLS); every URL of a list too" -}}
+{{- end -}}
 {{- end -}}
 {{- if and (not .Values.hub.caFingerprint) (not .Values.hub.caCert) -}}
 {{- fail "hub.url needs hub.caFingerprint or hub.caCert to trust the hub" -}}
@@ -118,4 +120,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
     {{- end }}
     {{- end }}
   {{- end }}
+{{- end -}}
+
+
+{{/* hub.url as the agent's --hub-url: one URL, or the replicas' URLs (a list or a comma-separated string) joined with commas. */}}
+{{- define "kollect-agent.hubURLs" -}}
+{{- if kindIs "slice" .Values.hub.url -}}
+{{- join "," .Values.hub.url -}}
+{{- else -}}
+{{- .Values.hub.url -}}
+{{- end -}}
 {{- end -}}

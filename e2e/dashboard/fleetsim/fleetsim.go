@@ -6,8 +6,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -78,9 +81,9 @@ type Cluster struct {
 	Heartbeats int
 }
 
-// Fleet is a set of simulated agents talking to one hub.
+// Fleet is a set of simulated agents talking to one hub, of one replica or several.
 type Fleet struct {
-	hubURL    string
+	hubURLs   []string
 	bootstrap string
 	client    *http.Client
 	interval  time.Duration
@@ -94,15 +97,27 @@ type Fleet struct {
 }
 
 // New prepares a fleet for the hub at hubURL (https://host:port) whose CA certificate is caPEM;
-// agents register with the bootstrap token and heartbeat every interval.
+// agents register with the bootstrap token and heartbeat every interval. hubURL may list
+// several replicas, comma-separated, as kollect-agent's --hub-url does, and the simulated
+// agents fail over as kollect-agent does: each starts with a random replica, stays with it,
+// and moves to the next one at once when a call or its stream fails for want of an answer.
 func New(hubURL string, caPEM []byte, bootstrap string, interval time.Duration) (*Fleet, error) {
+	var urls []string
+	for _, u := range strings.Split(hubURL, ",") {
+		if u = strings.TrimSpace(u); u != "" {
+			urls = append(urls, u)
+		}
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("fleetsim: no hub URL")
+	}
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(caPEM) {
 		return nil, errors.New("fleetsim: no certificate in the hub CA PEM")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Fleet{
-		hubURL: hubURL, bootstrap: bootstrap, interval: interval, ctx: ctx, cancel: cancel,
+		hubURLs: urls, bootstrap: bootstrap, interval: interval, ctx: ctx, cancel: cancel,
 		agents: map[string]*agent{},
 		client: &http.Client{Transport: &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
@@ -126,22 +141,33 @@ func (f *Fleet) Register(ctx context.Context, c Cluster) error {
 
 func (f *Fleet) register(ctx context.Context, c Cluster) (*agent, error) {
 	a := &agent{fleet: f, spec: c, kick: make(chan struct{}, 1), start: time.Now()}
-	reg := fleetv1connect.NewAgentServiceClient(f.client, f.hubURL)
-	resp, err := reg.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
-		ClusterName: c.Name, Labels: c.Labels, BootstrapToken: f.bootstrap,
-		AgentVersion: c.AgentVersion, KubernetesVersion: c.K8sVersion,
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("registering %s: %w", c.Name, err)
-	}
-	a.credential = resp.Msg.GetCredential()
+	a.cur.Store(int32(rand.IntN(len(f.hubURLs))))
 	bearer := connect.UnaryInterceptorFunc(func(next connect.UnaryFunc) connect.UnaryFunc {
 		return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-			req.Header().Set("Authorization", "Bearer "+a.credential)
+			if cred := a.cred(); cred != "" {
+				req.Header().Set("Authorization", "Bearer "+cred)
+			}
 			return next(ctx, req)
 		}
 	})
-	a.client = fleetv1connect.NewAgentServiceClient(f.client, f.hubURL, connect.WithInterceptors(bearer, streamBearer(a)))
+	for _, u := range f.hubURLs {
+		a.clients = append(a.clients, fleetv1connect.NewAgentServiceClient(f.client, u, connect.WithInterceptors(bearer, streamBearer(a))))
+	}
+	err := a.call(func(api fleetv1connect.AgentServiceClient) error {
+		resp, err := api.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
+			ClusterName: c.Name, Labels: c.Labels, BootstrapToken: f.bootstrap,
+			AgentVersion: c.AgentVersion, KubernetesVersion: c.K8sVersion,
+		}))
+		if err == nil {
+			a.mu.Lock()
+			a.credential = resp.Msg.GetCredential()
+			a.mu.Unlock()
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("registering %s: %w", c.Name, err)
+	}
 	return a, nil
 }
 
@@ -185,6 +211,44 @@ func (f *Fleet) Close() {
 	f.client.CloseIdleConnections()
 }
 
+// Report sends one heartbeat of a running cluster's agent now and returns the hub's answer,
+// e.g. to show that a credential revoked through one replica is refused by the one the
+// agent is connected to at its very next call.
+func (f *Fleet) Report(ctx context.Context, name string) error {
+	f.mu.Lock()
+	a := f.agents[name]
+	f.mu.Unlock()
+	if a == nil {
+		return fmt.Errorf("no simulated cluster %s", name)
+	}
+	return a.report(ctx)
+}
+
+// Connection is where a simulated agent's configuration stream is.
+type Connection struct {
+	// URL of the replica the agent talks to.
+	URL string
+	// Since is when the open stream received its first message; zero while it has none.
+	Since time.Time
+}
+
+// Connections returns every running agent's connection by cluster name.
+func (f *Fleet) Connections() map[string]Connection {
+	f.mu.Lock()
+	agents := make([]*agent, 0, len(f.agents))
+	for _, a := range f.agents {
+		agents = append(agents, a)
+	}
+	f.mu.Unlock()
+	out := make(map[string]Connection, len(agents))
+	for _, a := range agents {
+		a.mu.Lock()
+		out[a.spec.Name] = Connection{URL: a.fleet.hubURLs[int(a.cur.Load())], Since: a.since}
+		a.mu.Unlock()
+	}
+	return out
+}
+
 // streamBearer adds the credential to the WatchConfig stream.
 func streamBearer(a *agent) connect.Interceptor { return streamAuth{a} }
 
@@ -194,7 +258,7 @@ func (s streamAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc { return
 func (s streamAuth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
 	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
 		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+s.a.credential)
+		conn.RequestHeader().Set("Authorization", "Bearer "+s.a.cred())
 		return conn
 	}
 }
@@ -204,18 +268,56 @@ func (s streamAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 
 // agent is one simulated agent.
 type agent struct {
-	fleet      *Fleet
-	spec       Cluster
-	credential string
-	client     fleetv1connect.AgentServiceClient
-	kick       chan struct{}
-	start      time.Time // registration
+	fleet *Fleet
+	spec  Cluster
+	// clients has one client per hub URL; cur is the one the agent talks to.
+	clients []fleetv1connect.AgentServiceClient
+	cur     atomic.Int32
+	kick    chan struct{}
+	start   time.Time // registration
 
 	mu         sync.Mutex
+	credential string
+	since      time.Time // first message of the open stream
 	config     *fleetv1.WatchConfigResponse
 	heartbeats int
 	stopped    bool
 	stopErr    error
+}
+
+func (a *agent) cred() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.credential
+}
+
+// answered reports whether err is an answer of the hub, as opposed to the want of one (a
+// replica refusing connections, gone mid-call or mid-stream), which moves the agent on to
+// the next replica.
+func answered(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeInternal, connect.CodeDeadlineExceeded:
+		return false
+	}
+	return true
+}
+
+// failed moves the agent from replica idx to the next one, unless another call already did.
+func (a *agent) failed(idx int32) {
+	a.cur.CompareAndSwap(idx, (idx+1)%int32(len(a.clients)))
+}
+
+// call runs fn on the current replica and, while replicas fail to answer, on each next one.
+func (a *agent) call(fn func(fleetv1connect.AgentServiceClient) error) error {
+	var err error
+	for range a.clients {
+		idx := a.cur.Load()
+		if err = fn(a.clients[idx]); err == nil || answered(err) {
+			return err
+		}
+		a.failed(idx)
+	}
+	return err
 }
 
 func (a *agent) stop(err error) {
@@ -230,13 +332,21 @@ func (a *agent) isStopped() bool {
 	return a.stopped
 }
 
-// watch follows WatchConfig, reconnecting after a second, until the hub refuses the agent.
+// watch follows WatchConfig until the hub refuses the agent. A stream that breaks after it
+// delivered reconnects at once, to the next replica when the hub stopped answering; any
+// other reconnects after a second.
 func (a *agent) watch(ctx context.Context) {
 	for ctx.Err() == nil && !a.isStopped() {
-		stream, err := a.client.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
+		idx := a.cur.Load()
+		received := false
+		stream, err := a.clients[idx].WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
 		if err == nil {
 			for stream.Receive() {
 				a.mu.Lock()
+				if !received {
+					a.since = time.Now()
+				}
+				received = true
 				a.config = stream.Msg()
 				a.mu.Unlock()
 				select { // apply at once: report the new revision without waiting a period
@@ -247,9 +357,18 @@ func (a *agent) watch(ctx context.Context) {
 			err = stream.Err()
 			_ = stream.Close()
 		}
+		a.mu.Lock()
+		a.since = time.Time{}
+		a.mu.Unlock()
 		if connect.CodeOf(err) == connect.CodeUnauthenticated {
 			a.stop(err)
 			return
+		}
+		if ctx.Err() == nil && !answered(err) {
+			a.failed(idx)
+			if received {
+				continue
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -333,6 +452,8 @@ func (a *agent) report(ctx context.Context) error {
 		}
 		st.Sinks = append(st.Sinks, ss)
 	}
-	_, err := a.client.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: st}))
-	return err
+	return a.call(func(api fleetv1connect.AgentServiceClient) error {
+		_, err := api.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: st}))
+		return err
+	})
 }

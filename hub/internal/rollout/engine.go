@@ -18,13 +18,16 @@ import (
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
 
-// Engine drives rollouts. Every hub replica runs one; the store's compare-and-swap makes
-// each step happen once.
+// Engine drives rollouts. Every hub replica runs one, and only the one whose Leading says so
+// evaluates (the replica holding the store's rollout lease); the store's compare-and-swap
+// still makes each step happen once should two ever overlap (a holder that lost its lease
+// but has not noticed yet).
 type Engine struct {
-	store store.Store
-	th    health.Thresholds
-	now   func() time.Time
-	log   *slog.Logger
+	store   store.Store
+	leading func() bool
+	th      health.Thresholds
+	now     func() time.Time
+	log     *slog.Logger
 	// changed is called after a step was written; moved says desired revisions changed.
 	changed func(moved bool)
 	wake    chan struct{}
@@ -50,6 +53,8 @@ type Config struct {
 	// Changed is called after the engine wrote a step (moved: desired revisions changed), to
 	// wake the configuration dispatcher and fleet watchers.
 	Changed func(moved bool)
+	// Leading reports whether this replica drives rollouts now; nil means always.
+	Leading func() bool
 }
 
 // New returns an Engine; call Run to start it.
@@ -63,7 +68,10 @@ func New(cfg Config) *Engine {
 	if cfg.Changed == nil {
 		cfg.Changed = func(bool) {}
 	}
-	return &Engine{store: cfg.Store, th: cfg.Thresholds, now: cfg.Now, log: cfg.Log, changed: cfg.Changed,
+	if cfg.Leading == nil {
+		cfg.Leading = func() bool { return true }
+	}
+	return &Engine{store: cfg.Store, leading: cfg.Leading, th: cfg.Thresholds, now: cfg.Now, log: cfg.Log, changed: cfg.Changed,
 		wake: make(chan struct{}, 1), selectors: map[string]string{}, parsed: map[string]parsedStatus{}}
 }
 
@@ -97,6 +105,9 @@ func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 				case <-time.After(wait):
 				}
 			}
+		}
+		if !e.leading() {
+			continue
 		}
 		last = time.Now()
 		if err := e.Tick(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -268,8 +279,12 @@ func (e *Engine) advance(ctx context.Context, r store.Rollout, f *fleetState) er
 }
 
 // advanceOne runs one pass over a single rollout (after a user action, so that the answer
-// already shows its effect).
+// already shows its effect). A replica that does not lead leaves it to the one that does, at
+// its next pass.
 func (e *Engine) advanceOne(ctx context.Context, id int64) {
+	if !e.leading() {
+		return
+	}
 	r, err := e.store.GetRollout(ctx, id)
 	if err != nil || !r.Phase.Active() {
 		return

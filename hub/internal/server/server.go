@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -193,6 +194,8 @@ type Server struct {
 	registry   *prometheus.Registry
 	handler    http.Handler
 	guard      *auth.Guard
+	// leading: this replica drives rollouts (it holds the store's rollout lease).
+	leading atomic.Bool
 
 	// AdminToken is the secret of the admin token created on first start ("" otherwise).
 	AdminToken string
@@ -248,7 +251,10 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
 	s.watcher = fleet.NewWatcher(s.view, s.listBundles, s.log)
 	s.watcher.Rollouts = s.recentRollouts
+	// One process on SQLite leads from the start; replicas on PostgreSQL once Serve took the lease.
+	s.leading.Store(cfg.StoreDSN == "")
 	s.rollouts = rollout.New(rollout.Config{Store: s.store, Thresholds: cfg.Thresholds, Now: cfg.Now, Log: s.log,
+		Leading: s.leading.Load,
 		Changed: func(moved bool) {
 			if moved {
 				s.dispatcher.Kick()
@@ -344,6 +350,14 @@ func (s *Server) routes() http.Handler {
 	s.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_rollout_evaluations_total",
 		Help: "Completed evaluations of an active rollout by the rollout engine (one per rollout per pass)."},
 		func() float64 { return float64(s.rollouts.Evaluations()) }))
+	s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kollect_hub_rollout_leader",
+		Help: "1 while this replica drives rollouts (holds the store's rollout lease), else 0."},
+		func() float64 {
+			if s.leading.Load() {
+				return 1
+			}
+			return 0
+		}))
 	s.registry.MustRegister(
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_refused_calls_total",
 			Help: "Calls refused for their credential, token or role (this replica); each is logged and audited."},
@@ -391,6 +405,23 @@ func (s *Server) routes() http.Handler {
 	return r
 }
 
+// rolloutLease is the name of the lease whose holder drives rollouts.
+const rolloutLease = "rollouts"
+
+// lead records whether this replica holds the rollout lease; on taking it, the engine
+// evaluates at once (the previous holder may have died mid-rollout).
+func (s *Server) lead(held bool) {
+	if s.leading.Swap(held) == held {
+		return
+	}
+	if held {
+		s.log.Info("this replica drives rollouts now")
+		s.rollouts.Wake()
+		return
+	}
+	s.log.Warn("this replica no longer drives rollouts")
+}
+
 // Serve serves the hub over TLS on ln until ctx ends, running the background loops with it,
 // then shuts down gracefully (open streams are cut after 5 s).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -402,13 +433,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
 	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()
-	if w, ok := s.store.(store.ConfigWatcher); ok {
-		// Another replica's change reaches this replica's agents at once; the poll stays
-		// as the safety net for a notification lost while the listening session was down.
+	if l, ok := s.store.(store.Leaser); ok {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.WatchConfig(ctx, s.dispatcher.Poke, func(err error) {
+			l.HoldLease(ctx, rolloutLease, s.lead, func(err error) {
+				s.log.WarnContext(ctx, "holding the rollout lease; another replica drives rollouts meanwhile", "error", err)
+			})
+		}()
+	}
+	if w, ok := s.store.(store.ConfigWatcher); ok {
+		// Another replica's change reaches this replica's agents at once; the poll stays
+		// as the safety net for a notification lost while the listening session was down.
+		// The rollout engine hears of it too: a rollout created through another replica
+		// starts at once.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.WatchConfig(ctx, func() { s.dispatcher.Poke(); s.rollouts.Wake() }, func(err error) {
 				s.log.WarnContext(ctx, "listening for other replicas' configuration changes; polling meanwhile", "error", err)
 			})
 		}()

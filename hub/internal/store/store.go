@@ -53,6 +53,15 @@ type ConfigWatcher interface {
 	WatchConfig(ctx context.Context, changed func(), onError func(error))
 }
 
+// Leaser is implemented by a store that several replicas share: one replica at a time holds a
+// named lease (the rollout engine's), and when it dies another takes it. HoldLease keeps
+// trying to take the lease and holds it until ctx ends, calling held(true) when this replica
+// took it and held(false) when it lost it, and reports the errors that interrupt it to
+// onError. A store of one process holds it at once.
+type Leaser interface {
+	HoldLease(ctx context.Context, name string, held func(bool), onError func(error))
+}
+
 // Store is the hub's persistence. Implementations are safe for concurrent use, and several hub
 // replicas may share one database (PostgreSQL).
 type Store interface {
