@@ -15,10 +15,12 @@ import (
 
 	"kollect.dev/agent/internal/agent"
 	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/memory"
 	"kollect.dev/api/version"
 )
 
 func main() {
+	memory.ApplyGCDefault()
 	var (
 		o          agent.Options
 		namespaces string

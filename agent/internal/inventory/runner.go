@@ -196,7 +196,13 @@ func (r *runner) loop() {
 			r.markDirty(true)
 		case <-timer.C:
 			first = time.Time{}
+			select {
+			case r.m.builds <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
 			r.build()
+			<-r.m.builds
 		}
 	}
 }

@@ -103,3 +103,18 @@ func executableMappings(maps []byte, path string) []mapping {
 	}
 	return out
 }
+
+// DefaultGCPercent is the agent's garbage-collection target when GOGC is not set: the heap
+// may grow to 1.5× what is live, not Go's 2×. The agent's live memory is its rows, and its
+// CPU is idle between changes, so the collections this costs fall almost all in the initial
+// load: measured on the shipped binary at 100k objects, the first export's peak fell by about
+// a third for some 15% more CPU to the first export.
+const DefaultGCPercent = 50
+
+// ApplyGCDefault sets DefaultGCPercent unless the GOGC environment variable chooses.
+// GOMEMLIMIT (the chart sets it from the container's limit) applies on top either way.
+func ApplyGCDefault() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(DefaultGCPercent)
+	}
+}
