@@ -281,6 +281,7 @@ func TestObjectStoreContract(t *testing.T) {
 			Open: func(cluster string, ser v1alpha1.Serialization, mode v1alpha1.LayoutMode) sinktest.ObjectSink {
 				return newSink(t, cluster, cont, ser, mode, "sas")
 			},
+			Prefix:   "inv/",
 			Versions: func() map[string]string { return etags(t, cont) },
 			Read:     func(name string) []byte { return download(t, cont, name) },
 		}

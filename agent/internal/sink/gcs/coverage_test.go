@@ -45,6 +45,7 @@ func TestObjectStoreContract(t *testing.T) {
 			Open: func(cluster string, ser v1alpha1.Serialization, mode v1alpha1.LayoutMode) sinktest.ObjectSink {
 				return newSink(t, cluster, bucket, server.Endpoint, ser, mode)
 			},
+			Prefix:   "inv/",
 			Versions: func() map[string]string { return generations(t, bucket) },
 			Read:     func(name string) []byte { return download(t, bucket, name) },
 		}

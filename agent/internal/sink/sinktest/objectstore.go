@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -27,9 +28,11 @@ type ObjectSink interface {
 // ObjectStore is one fresh bucket or container of an object-store server, as a client the
 // sink does not use (the server's REST API by hand) reads it.
 type ObjectStore struct {
-	// Open builds a sink of cluster onto the store, under the prefix "inv", with the given
+	// Open builds a sink of cluster onto the store, under Prefix, with the given
 	// serialization and layout.
 	Open func(cluster string, ser kollectv1.Serialization, mode kollectv1.LayoutMode) ObjectSink
+	// Prefix is the sink's prefix, ending in "/", that stored names start with.
+	Prefix string
 	// Versions maps every stored name to the server's version token of it (an ETag, a
 	// generation): it changes whenever the object is written.
 	Versions func() map[string]string
@@ -51,7 +54,7 @@ func ObjectStoreContract(t *testing.T, fresh func(t *testing.T) ObjectStore) {
 }
 
 // manifestName is where the contract's sinks keep east's manifest.
-const manifestName = "inv/east/workloads.manifest.json"
+func (st ObjectStore) manifestName() string { return st.Prefix + "east/workloads.manifest.json" }
 
 // objectExporter drives an ObjectSink the way the delivery worker does.
 type objectExporter struct {
@@ -99,12 +102,12 @@ func workload(ns, name string, replicas int) export.Row {
 // manifestOf reads east's manifest and checks every document it lists against its hash.
 func manifestOf(t *testing.T, st ObjectStore) *snapshot.Manifest {
 	t.Helper()
-	m, err := snapshot.ParseManifest(st.Read(manifestName))
+	m, err := snapshot.ParseManifest(st.Read(st.manifestName()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range m.Files {
-		sum := sha256.Sum256(st.Read("inv/" + f.Path))
+		sum := sha256.Sum256(st.Read(st.Prefix + f.Path))
 		if hex.EncodeToString(sum[:]) != f.SHA256 {
 			t.Errorf("%s: stored hash differs from the manifest", f.Path)
 		}
@@ -114,8 +117,9 @@ func manifestOf(t *testing.T, st ObjectStore) *snapshot.Manifest {
 
 // onlyManifestChanged fails unless, between two listings, exactly the manifest changed
 // (wantManifest) or nothing did, and no object came or went.
-func onlyManifestChanged(t *testing.T, before, after map[string]string, wantManifest bool) {
+func (st ObjectStore) onlyManifestChanged(t *testing.T, before, after map[string]string, wantManifest bool) {
 	t.Helper()
+	manifestName := st.manifestName()
 	if len(before) != len(after) {
 		t.Fatalf("objects %v -> %v", before, after)
 	}
@@ -141,7 +145,7 @@ func secondWriterIsRefused(t *testing.T, st ObjectStore) {
 	if err := second.sink.Export(ctx, b); !errors.As(err, &conflict) || conflict.Holder != w1 || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("the second writer's export: %v, want a terminal WriterConflictError naming %v", err, w1)
 	}
-	onlyManifestChanged(t, before, st.Versions(), true)
+	st.onlyManifestChanged(t, before, st.Versions(), true)
 	m := manifestOf(t, st)
 	if m.Writer != w1 || m.Contender != w2 {
 		t.Fatalf("after the refusal the manifest names writer %v and contender %v", m.Writer, m.Contender)
@@ -152,14 +156,28 @@ func secondWriterIsRefused(t *testing.T, st ObjectStore) {
 	if !errors.Is(err, sink.ErrWriterConflict) {
 		t.Fatalf("the second writer's confirmation: %v, want ErrWriterConflict", err)
 	}
-	onlyManifestChanged(t, marked, st.Versions(), true) // the mark's time, nothing else
+	st.onlyManifestChanged(t, marked, st.Versions(), true) // the mark's time, nothing else
+	// The holder confirms: it succeeds, says another instance was refused, and keeps the mark.
 	err = first.sink.Confirm(ctx, sink.Confirmation{Cluster: "east", Inventory: "workloads", Checksum: m.Checksum,
 		At: time.Now(), Writer: w1, ConflictWindow: time.Minute})
-	if !errors.Is(err, sink.ErrContended) {
-		t.Fatalf("the holder's confirmation: %v, want ErrContended", err)
+	var contended *sink.ContendedError
+	if !errors.As(err, &contended) || contended.Contender != w2 {
+		t.Fatalf("the holder's confirmation: %v, want a ContendedError naming %v", err, w2)
 	}
-	if m := manifestOf(t, st); m.Writer != w1 || m.Checksum != first.prev.Checksum {
-		t.Fatalf("after the holder's confirmation the manifest names %v with checksum %s", m.Writer, m.Checksum)
+	if m := manifestOf(t, st); m.Writer != w1 || m.Contender != w2 || m.ContendedAt.IsZero() || m.Checksum != first.prev.Checksum ||
+		!m.ConfirmedAt.After(m.ExportedAt) {
+		t.Fatalf("after the holder's confirmation: writer %v, contender %v at %v, checksum %s, confirmed %v, exported %v",
+			m.Writer, m.Contender, m.ContendedAt, m.Checksum, m.ConfirmedAt, m.ExportedAt)
+	}
+
+	// The holder stops: a window after its last write, the second takes over.
+	b, _ = second.batch(workload("shop", "web", 7))
+	b.Envelope.ExportedAt = time.Now().Add(2 * time.Minute)
+	if err := second.sink.Export(ctx, b); err != nil {
+		t.Fatalf("taking over from a writer gone for the window: %v", err)
+	}
+	if m := manifestOf(t, st); m.Writer != w2 || m.ItemCount != 1 {
+		t.Fatalf("after the takeover the manifest names %v with %d rows", m.Writer, m.ItemCount)
 	}
 }
 
@@ -176,7 +194,7 @@ func confirmRewritesOnlyTheManifest(t *testing.T, st ObjectStore) {
 	if err := s.Confirm(context.Background(), sink.Confirmation{Cluster: "east", Inventory: "workloads", Checksum: e.prev.Checksum, At: at}); err != nil {
 		t.Fatal(err)
 	}
-	onlyManifestChanged(t, before, st.Versions(), true)
+	st.onlyManifestChanged(t, before, st.Versions(), true)
 	if m := manifestOf(t, st); !m.ConfirmedAt.Equal(at.UTC()) || !m.ExportedAt.Equal(exported.ExportedAt) {
 		t.Fatalf("after the confirmation: confirmedAt %v exportedAt %v", m.ConfirmedAt, m.ExportedAt)
 	}
@@ -184,7 +202,10 @@ func confirmRewritesOnlyTheManifest(t *testing.T, st ObjectStore) {
 	if err := s.Confirm(context.Background(), sink.Confirmation{Cluster: "east", Inventory: "workloads", Checksum: "sha256:other", At: at}); !errors.Is(err, sink.ErrNotHeld) {
 		t.Fatalf("confirming another checksum: %v, want ErrNotHeld", err)
 	}
-	onlyManifestChanged(t, confirmed, st.Versions(), false)
+	if err := s.Confirm(context.Background(), sink.Confirmation{Cluster: "west", Inventory: "workloads", Checksum: e.prev.Checksum, At: at}); !errors.Is(err, sink.ErrNotHeld) {
+		t.Fatalf("confirming without a manifest: %v, want ErrNotHeld", err)
+	}
+	st.onlyManifestChanged(t, confirmed, st.Versions(), false)
 }
 
 func manifestNamesItsWriter(t *testing.T, st ObjectStore) {
@@ -201,7 +222,7 @@ func manifestNamesItsWriter(t *testing.T, st ObjectStore) {
 		t.Fatalf("stored %v", before)
 	}
 	for k := range before {
-		if k != manifestName && bytes.Contains(st.Read(k), []byte(v1.Instance)) {
+		if k != st.manifestName() && bytes.Contains(st.Read(k), []byte(v1.Instance)) {
 			t.Errorf("%s names the writer", k)
 		}
 	}
@@ -214,17 +235,19 @@ func manifestNamesItsWriter(t *testing.T, st ObjectStore) {
 		t.Fatalf("after the upgraded agent's confirmation the manifest names %+v (confirmedAt %v), want %+v", m.Writer, m.ConfirmedAt, v2)
 	}
 	confirmed := st.Versions()
-	onlyManifestChanged(t, before, confirmed, true)
+	st.onlyManifestChanged(t, before, confirmed, true)
 	restarted := &objectExporter{sink: s, writer: v2, resync: true}
 	restarted.export(t, rows...)
-	onlyManifestChanged(t, confirmed, st.Versions(), false)
+	st.onlyManifestChanged(t, confirmed, st.Versions(), false)
 }
 
 func coverageOnlyRewritesTheManifest(t *testing.T, st ObjectStore) {
+	ctx := context.Background()
 	s := st.Open("east", kollectv1.Serialization{Format: kollectv1.FormatCSV}, kollectv1.LayoutByNamespace)
-	notServed := export.Coverage{Target: "apps/crons", State: kollectv1.CoverageKindNotServed,
-		Reason: "the cluster does not serve batch/v1beta1 CronJob"}
-	e := &objectExporter{sink: s, coverage: []export.Coverage{Complete("apps/crons", 0), Complete("apps/deploys", 3)}}
+	forbidden := export.Coverage{Target: "apps/crons", State: kollectv1.CoverageForbidden,
+		Reason: `cronjobs.batch is forbidden: User "system:serviceaccount:kollect:agent" cannot list resource "cronjobs"`}
+	v1 := export.Writer{Version: "v0.3.0", Instance: "kollect@1"}
+	e := &objectExporter{sink: s, writer: v1, coverage: []export.Coverage{Complete("apps/crons", 0), Complete("apps/deploys", 3)}}
 	rows := []export.Row{workload("shop", "web", 2), workload("shop", "api", 3), workload("ops", "probe", 1)}
 	e.export(t, rows...)
 	first := manifestOf(t, st)
@@ -232,19 +255,53 @@ func coverageOnlyRewritesTheManifest(t *testing.T, st ObjectStore) {
 		t.Fatalf("manifest coverage %+v, want %+v", first.Coverage, e.coverage)
 	}
 	before := st.Versions()
+	if len(before) != 3 { // two namespaces' documents and the manifest
+		t.Fatalf("stored %v", before)
+	}
 
-	e.coverage = []export.Coverage{notServed, Complete("apps/deploys", 3)}
+	// A target turned forbidden, its rows kept: same checksum, empty diff.
+	e.coverage = []export.Coverage{forbidden, Complete("apps/deploys", 3)}
+	e.writer = export.Writer{Version: "v0.3.1", Instance: v1.Instance}
 	if got := e.export(t, rows...); got.Written != 0 || got.Deleted != 0 || !got.ManifestWritten {
 		t.Fatalf("coverage-only export: %+v, want the manifest alone", got)
 	}
 	after := st.Versions()
-	onlyManifestChanged(t, before, after, true)
+	st.onlyManifestChanged(t, before, after, true)
 	m := manifestOf(t, st)
-	if !slices.Equal(m.Coverage, e.coverage) || m.Checksum != first.Checksum || !m.ExportedAt.Equal(first.ExportedAt) {
-		t.Fatalf("after the coverage-only export: coverage %+v checksum %s exportedAt %v", m.Coverage, m.Checksum, m.ExportedAt)
+	if !slices.Equal(m.Coverage, e.coverage) || m.Checksum != first.Checksum || !reflect.DeepEqual(m.Files, first.Files) {
+		t.Fatalf("after the coverage-only export: coverage %+v checksum %s files %+v", m.Coverage, m.Checksum, m.Files)
+	}
+	if !m.ExportedAt.Equal(first.ExportedAt) || !m.ConfirmedAt.Equal(first.ConfirmedAt) || m.Writer != e.writer {
+		t.Errorf("exportedAt %v -> %v, confirmedAt %v -> %v (no document changed, a forbidden target is not confirmed), writer %+v",
+			first.ExportedAt, m.ExportedAt, first.ConfirmedAt, m.ConfirmedAt, m.Writer)
 	}
 	if got := e.export(t, rows...); got.ManifestWritten || got.Written != 0 {
 		t.Fatalf("unchanged export: %+v", got)
 	}
-	onlyManifestChanged(t, after, st.Versions(), false)
+	st.onlyManifestChanged(t, after, st.Versions(), false)
+
+	// A periodic resync that finds the documents current but the coverage changed.
+	e.coverage = []export.Coverage{Complete("apps/crons", 0), Complete("apps/deploys", 3)}
+	b, _ := e.batch(rows...)
+	b.Resync = true
+	if err := s.Export(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	resynced := st.Versions()
+	st.onlyManifestChanged(t, after, resynced, true)
+	m = manifestOf(t, st)
+	if !slices.Equal(m.Coverage, e.coverage) || !m.ConfirmedAt.Equal(b.Envelope.ExportedAt.UTC()) || !m.ExportedAt.Equal(first.ExportedAt) {
+		t.Fatalf("after the resync: coverage %+v, confirmedAt %v (want %v: every target complete), exportedAt %v",
+			m.Coverage, m.ConfirmedAt, b.Envelope.ExportedAt.UTC(), m.ExportedAt)
+	}
+
+	// A confirmation keeps the coverage.
+	at := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
+	if err := s.Confirm(ctx, sink.Confirmation{Cluster: "east", Inventory: "workloads", Checksum: e.prev.Checksum, At: at, Writer: e.writer}); err != nil {
+		t.Fatal(err)
+	}
+	st.onlyManifestChanged(t, resynced, st.Versions(), true)
+	if m := manifestOf(t, st); !slices.Equal(m.Coverage, e.coverage) || !m.ConfirmedAt.Equal(at) {
+		t.Fatalf("after a confirmation: coverage %+v, confirmedAt %v", m.Coverage, m.ConfirmedAt)
+	}
 }
