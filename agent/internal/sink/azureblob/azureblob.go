@@ -169,8 +169,8 @@ func parseCredential(where, account string, names [2]string, sas, key string) (c
 func httpClient(ctx context.Context, env sink.Env, t *v1alpha1.TLSConfig) (*http.Client, error) {
 	tr := env.Guard().Transport()
 	if t != nil {
-		if t.CASecretRef != nil && env.Secrets == nil {
-			return nil, sink.Terminalf("secret %s: no secret reader configured", t.CASecretRef.Name)
+		if (t.CASecretRef != nil || t.ClientCertSecretRef != nil) && env.Secrets == nil {
+			return nil, sink.Terminalf("spec.azureBlob.tls names a Secret, and no secret reader is configured")
 		}
 		tc, err := sinktls.Config(ctx, t, env.Secrets)
 		if err != nil {
