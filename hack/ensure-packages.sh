@@ -5,7 +5,8 @@
 #            independent read-back clients of the sinks e2e: s3cmd (S3) and python3-pymongo
 #            (MongoDB, run by Debian's /usr/bin/python3), Prometheus (the documented alerts
 #            are evaluated by a real one), and jq and curl (the snapshot sinks' tests run the
-#            documented coverage reads)
+#            documented coverage reads), and npm (Azurite, the Azure Storage emulator, is an
+#            npm package)
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
 #   demo     what `make demo` runs beside its own binaries: PostgreSQL 15 (server and psql) and git
@@ -25,6 +26,7 @@ for group in "$@"; do
       [ -x /usr/bin/s3cmd ] || need+=(s3cmd)
       command -v jq >/dev/null || need+=(jq)
       command -v curl >/dev/null || need+=(curl)
+      command -v npm >/dev/null || need+=(npm)
       /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo)
       [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
     demo)

@@ -5,9 +5,10 @@
 #
 #  1. dry run: every build entry point (hack/**/build.sh) runs from the repository's root, as
 #     make runs it, with a `go` on PATH that turns `go build` and `go install` into their -n
-#     form. Module and package resolution happen exactly as in a cold build (workspace mode,
-#     replace directives, the packages named), but nothing is compiled: seconds on a warm module
-#     cache.
+#     form, and an `npm` that turns `npm install` into `npm install --dry-run`. Module and
+#     package resolution happen exactly as in a cold build (workspace mode, replace directives,
+#     the packages named, the npm registry's answer for the version pinned), but nothing is
+#     compiled or installed: seconds on a warm module cache.
 #  2. rule: every `go` command in a script under hack/ runs with GOWORK=off (on its line, or
 #     exported earlier in the script), so what it builds never depends on the directory it is
 #     run from or on a go.work the caller happens to be in. A script that means to build the
@@ -48,6 +49,15 @@ esac
 exec "$real_go" "\$@"
 SHIM
 chmod +x "$shim/go"
+real_npm=$(command -v npm || echo npm)
+cat >"$shim/npm" <<SHIM
+#!/usr/bin/env bash
+case "\${1:-}" in
+  install) shift; exec "$real_npm" install --dry-run "\$@" ;;
+esac
+exec "$real_npm" "\$@"
+SHIM
+chmod +x "$shim/npm"
 tools=$(sed -n '/^tool (/,/^)/{/^tool (/d;/^)/d;s/^[[:space:]]*//;p}' hack/tools/go.mod)
 pids=()
 scripts=()

@@ -5,7 +5,7 @@ import (
 )
 
 // SnapshotSinkType is the backend of a snapshot sink.
-// +kubebuilder:validation:Enum=git;gitlab;s3;gcs
+// +kubebuilder:validation:Enum=git;gitlab;s3;gcs;azureblob
 type SnapshotSinkType string
 
 // Snapshot sink types.
@@ -14,6 +14,8 @@ const (
 	SnapshotSinkGitLab SnapshotSinkType = "gitlab"
 	SnapshotSinkS3     SnapshotSinkType = "s3"
 	SnapshotSinkGCS    SnapshotSinkType = "gcs"
+	// SnapshotSinkAzureBlob stores documents as blobs in Azure Blob Storage.
+	SnapshotSinkAzureBlob SnapshotSinkType = "azureblob"
 )
 
 // Format is how rows are serialized into documents.
@@ -58,7 +60,7 @@ type Serialization struct {
 	// +optional
 	// +kubebuilder:default=yaml
 	Format Format `json:"format,omitempty"`
-	// Compression applies to object stores (s3, gcs) only.
+	// Compression applies to object stores (s3, gcs, azureblob) only.
 	// +optional
 	// +kubebuilder:default=none
 	Compression Compression `json:"compression,omitempty"`
@@ -205,12 +207,50 @@ type GCSSinkConfig struct {
 	SecretRef *SecretReference `json:"secretRef,omitempty"`
 }
 
+// AzureBlobSinkConfig writes snapshots as blobs (block blobs) to a container of an Azure
+// Storage account.
+type AzureBlobSinkConfig struct {
+	// Account is the storage account name: 3 to 24 lowercase letters and digits.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=24
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]+$`
+	Account string `json:"account"`
+	// Container is the blob container, which must exist: 3 to 63 lowercase letters, digits
+	// and single hyphens, starting and ending with a letter or digit.
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="!self.contains('--')",message="container names have no consecutive hyphens"
+	Container string `json:"container"`
+	// Prefix of every blob name.
+	// +optional
+	Prefix string `json:"prefix,omitempty"`
+	// Endpoint overrides the account's blob service URL (https://ACCOUNT.blob.core.windows.net
+	// by default): a sovereign cloud's (https://ACCOUNT.blob.core.usgovcloudapi.net), a private
+	// endpoint, or the Azure Storage emulator's path-style URL
+	// (http://127.0.0.1:10000/devstoreaccount1). Never a shared access signature: that
+	// belongs in the Secret.
+	// +optional
+	// +kubebuilder:validation:Pattern=`^https?://.+`
+	Endpoint string `json:"endpoint,omitempty"`
+	// SecretRef names the Secret with the credential: sasToken (a shared access signature
+	// with read, add, create, write, delete and list permissions on the container, with or
+	// without its leading "?") or accountKey (the account's shared key). Exactly one of the
+	// two.
+	SecretRef SecretReference `json:"secretRef"`
+	// TLS trusts a custom certificate authority (a private endpoint or an emulator with a
+	// certificate of its own).
+	// +optional
+	TLS *TLSConfig `json:"tls,omitempty"`
+}
+
 // KollectSnapshotSinkSpec configures a snapshot store. Exactly the block matching type is set.
 // +kubebuilder:validation:XValidation:rule="(self.type == 'git') == has(self.git)",message="spec.git is required when type is git and forbidden otherwise"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'gitlab') == has(self.gitlab)",message="spec.gitlab is required when type is gitlab and forbidden otherwise"
 // +kubebuilder:validation:XValidation:rule="(self.type == 's3') == has(self.s3)",message="spec.s3 is required when type is s3 and forbidden otherwise"
 // +kubebuilder:validation:XValidation:rule="(self.type == 'gcs') == has(self.gcs)",message="spec.gcs is required when type is gcs and forbidden otherwise"
-// +kubebuilder:validation:XValidation:rule="!has(self.serialization) || !has(self.serialization.compression) || self.serialization.compression == 'none' || self.type in ['s3', 'gcs']",message="compression is only supported by s3 and gcs sinks"
+// +kubebuilder:validation:XValidation:rule="(self.type == 'azureblob') == has(self.azureBlob)",message="spec.azureBlob is required when type is azureblob and forbidden otherwise"
+// +kubebuilder:validation:XValidation:rule="!has(self.serialization) || !has(self.serialization.compression) || self.serialization.compression == 'none' || self.type in ['s3', 'gcs', 'azureblob']",message="compression is only supported by s3, gcs and azureblob sinks"
 type KollectSnapshotSinkSpec struct {
 	// Type of the store.
 	Type SnapshotSinkType `json:"type"`
@@ -226,6 +266,9 @@ type KollectSnapshotSinkSpec struct {
 	// GCS configures type gcs.
 	// +optional
 	GCS *GCSSinkConfig `json:"gcs,omitempty"`
+	// AzureBlob configures type azureblob.
+	// +optional
+	AzureBlob *AzureBlobSinkConfig `json:"azureBlob,omitempty"`
 	// Serialization of documents.
 	// +optional
 	Serialization Serialization `json:"serialization,omitempty"`
@@ -242,7 +285,7 @@ type KollectSnapshotSinkSpec struct {
 	Timeout metav1.Duration `json:"timeout,omitempty"`
 }
 
-// KollectSnapshotSink is a store of snapshot documents: git, gitlab, s3 or gcs.
+// KollectSnapshotSink is a store of snapshot documents: git, gitlab, s3, gcs or azureblob.
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ksnap,categories=kollect

@@ -9,6 +9,8 @@ import (
 // ambientClients are the sink configurations (under spec) whose client library falls back to
 // the agent's own cloud identity when no secretRef is given, and whether an explicit endpoint
 // turns that fallback off (the sink then talks to an emulator or proxy without credentials).
+// Sinks whose schema requires a secretRef have no ambient mode and are not listed: postgres,
+// and azureblob (a shared access signature or an account key from the Secret).
 var ambientClients = []struct {
 	key            string
 	endpointIsAnon bool

@@ -27,6 +27,7 @@ func TestAmbientCredentials(t *testing.T) {
 		{"gcs without secretRef", map[string]any{"gcs": map[string]any{"bucket": "b"}}, []string{"spec.gcs.secretRef"}},
 		{"gcs emulator endpoint", map[string]any{"gcs": map[string]any{"endpoint": "http://gcs:4443"}}, []string{}},
 		{"bigquery without secretRef", map[string]any{"bigquery": map[string]any{"project": "p"}}, []string{"spec.bigquery.secretRef"}},
+		{"azureblob always has a secretRef", map[string]any{"azureBlob": map[string]any{"account": "a", "container": "c"}}, []string{}},
 		{"postgres always has a secretRef", map[string]any{"postgres": map[string]any{"host": "db"}}, []string{}},
 	} {
 		if got := paths(AmbientCredentials(field.NewPath("spec"), c.spec)); !slices.Equal(got, c.want) {

@@ -146,13 +146,33 @@ spec:
 		{"unknown snapshot sink type", `
 kind: KollectSnapshotSink
 spec:
-  type: ftp`, `supported values: "git", "gitlab", "s3", "gcs"`},
+  type: ftp`, `supported values: "git", "gitlab", "s3", "gcs", "azureblob"`},
+		{"azureblob sink without its azureBlob block", `
+kind: KollectSnapshotSink
+spec:
+  type: azureblob
+  gcs: {bucket: abc}`, "spec.azureBlob is required when type is azureblob"},
+		{"azureblob sink without secretRef", `
+kind: KollectSnapshotSink
+spec:
+  type: azureblob
+  azureBlob: {account: fleetlake, container: inventory}`, "spec.azureBlob.secretRef: Required value"},
+		{"azureblob account with capitals", `
+kind: KollectSnapshotSink
+spec:
+  type: azureblob
+  azureBlob: {account: FleetLake, container: inventory, secretRef: {name: s}}`, "spec.azureBlob.account: Invalid value"},
+		{"azureblob container with a double hyphen", `
+kind: KollectSnapshotSink
+spec:
+  type: azureblob
+  azureBlob: {account: fleetlake, container: "in--ventory", secretRef: {name: s}}`, "container names have no consecutive hyphens"},
 		{"compression on a git sink", `
 kind: KollectSnapshotSink
 spec:
   type: git
   git: {url: "https://git.example.com/x.git"}
-  serialization: {compression: gzip}`, "compression is only supported by s3 and gcs sinks"},
+  serialization: {compression: gzip}`, "compression is only supported by s3, gcs and azureblob sinks"},
 		{"path template without cluster", `
 kind: KollectSnapshotSink
 spec:

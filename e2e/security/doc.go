@@ -7,7 +7,9 @@
 // testenv: PostgreSQL (password auth), git smart HTTP (basic auth), versitygw standing in for S3,
 // kfake standing in for Kafka (SASL SCRAM), nats-server (token, and user/password), FerretDB
 // standing in for MongoDB. GCS and BigQuery sinks point at a closed port: their credential, a
-// service-account key, fails to parse before any request. One random value,
+// service-account key, fails to parse before any request; so does an Azure Blob sink whose
+// shared access signature's sig is the value (the refusal names the URL without its query), and
+// another with the signature in its endpoint's query string. One random value,
 // planted-s3cr3t-<hex>, is every credential: right where the server accepts it (probes pass,
 // rows are exported), wrong on purpose (the value with a suffix: authentication fails, probes
 // and exports fail and are retried, Events fire), unparsable (an nkey seed, an SSH key, a TLS

@@ -182,6 +182,12 @@ func sinkCases(s *servers, secret, wrong string) []sinkCase {
 		{name: "gcs-key", kind: "KollectSnapshotSink", family: "snapshot",
 			spec:   fmt.Sprintf(`{type: gcs, gcs: {bucket: %s, endpoint: "http://%s", secretRef: {name: gcs-key}}}`, bucket, closed),
 			secret: map[string]string{"key.json": saKey}, want: "failed to parse private key"},
+		// azureblob: a shared access signature whose sig is the secret, sent to a closed port
+		// (the error names the URL, never its query). One inventory takes at most 16
+		// snapshot sinks, so the account key's case is the package's (TestProbeAndPreview).
+		{name: "azure-sas", kind: "KollectSnapshotSink", family: "snapshot",
+			spec:   fmt.Sprintf(`{type: azureblob, azureBlob: {account: kollectsec, container: %s, endpoint: "http://%s/kollectsec", secretRef: {name: azure-sas}}}`, bucket, closed),
+			secret: map[string]string{"sasToken": "sv=2021-08-06&ss=b&srt=co&sp=racwdl&sig=" + secret}, want: "connection refused"},
 		{name: "pg-good", kind: "KollectDatabaseSink", family: "database", spec: pgSpec("127.0.0.1", "pg-good"), secret: login(pgRole, secret), ready: true},
 		{name: "pg-wrong", kind: "KollectDatabaseSink", family: "database", spec: pgSpec("127.0.0.1", "pg-wrong"), secret: login(pgRole, wrong),
 			want: "password authentication failed"},
@@ -215,6 +221,9 @@ func sinkCases(s *servers, secret, wrong string) []sinkCase {
 			spec: gitSpec(gitURL+"?private_token="+secret, "git-good")},
 		{name: "s3-query-token", kind: "KollectSnapshotSink", family: "snapshot", inline: true,
 			spec: s3Spec(s.s3.Endpoint+"/?X-Amz-Security-Token="+secret, "s3-good")},
+		{name: "azure-query-sig", kind: "KollectSnapshotSink", family: "snapshot", inline: true,
+			spec: fmt.Sprintf(`{type: azureblob, azureBlob: {account: kollectsec, container: %s, endpoint: "http://%s/kollectsec?sv=2021-08-06&sig=%s", secretRef: {name: azure-sas}}}`,
+				bucket, closed, secret)},
 
 		// The secret inline in URLs, each also with a good Secret: refused before any use.
 		{name: "git-inline", kind: "KollectSnapshotSink", family: "snapshot", inline: true,

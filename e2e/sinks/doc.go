@@ -12,6 +12,7 @@
 //	                  write log of the suite's fake GitLab REST API (fakeGitLabAPI)
 //	s3                s3cmd (Debian) against versitygw
 //	gcs               net/http with hand-written JSON on fake-gcs-server's JSON API
+//	azureblob         curl on Azurite's Blob REST API with an account shared access signature
 //	postgres          psql (Debian postgresql-client), with pg_stat_user_tables and xmin
 //	mongodb           python3-pymongo (Debian) run by /usr/bin/python3, against FerretDB
 //	bigquery          net/http with hand-written JSON on goccy/bigquery-emulator's REST API
@@ -29,9 +30,10 @@
 // namespaces, other rows, other keys keep their server-side write markers); (c) static data
 // over a full debounce + resync period writes nothing; (d) restarting the agent with unchanged
 // data writes nothing. "Nothing written" is server-side evidence over a known window: git
-// commit counts and blob ids, S3 ETags and Last-Modified, GCS generations, PostgreSQL
-// n_tup_ins/upd/del and row xmin, MongoDB and BigQuery write timestamps and BigQuery table
-// lastModifiedTime, Kafka end offsets, NATS stream and KV sequence numbers.
+// commit counts and blob ids, S3 ETags and Last-Modified, GCS generations, Azure Blob ETags
+// and Last-Modified, PostgreSQL n_tup_ins/upd/del and row xmin, MongoDB and BigQuery write
+// timestamps and BigQuery table lastModifiedTime, Kafka end offsets, NATS stream and KV
+// sequence numbers.
 //
 // TestSinkOutageThroughTheShippedAgent stops PostgreSQL, the Kafka broker and nats-server for
 // longer than several backoff rounds while the cluster churns, checks that the outage shows in
@@ -39,7 +41,8 @@
 // net/http and JSON), and after the return measures each sink's catch-up and checks that no
 // row was lost or duplicated (docs/testing.md lists what it asserts).
 //
-// Stand-ins (no real service can run here): versitygw for S3, fake-gcs-server for GCS, FerretDB
+// Stand-ins (no real service can run here): versitygw for S3, fake-gcs-server for GCS, Azurite
+// (the Azure Storage emulator) for Azure Blob Storage, FerretDB
 // (MongoDB wire protocol on SQLite) for MongoDB, goccy/bigquery-emulator for BigQuery, kfake
 // (franz-go) for Kafka, and a fake GitLab REST API in this package (fakeGitLabAPI) in front of
 // a real git smart-HTTP server. PostgreSQL, nats-server and git are the real servers. A

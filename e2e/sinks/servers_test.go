@@ -21,6 +21,7 @@ const (
 	gitlabProj  = "platform/fleet-inventory"
 	s3Bucket    = "kollect-e2e"
 	gcsBucket   = "kollect-e2e"
+	azContainer = "kollect-e2e"
 	bqProject   = "kollect-e2e"
 	bqDataset   = "kollect"
 	kafkaTopic  = "kollect.rows"
@@ -40,7 +41,7 @@ const snapshotSpec = `
 // startSinks starts every server, prepares what a user would prepare (a database, buckets,
 // bare repositories) and returns the sinks with their read-back clients.
 func startSinks(t *testing.T, ctx context.Context) ([]*sinkUnderTest, error) {
-	for _, tool := range []string{"git", "psql", "kcat", "s3cmd", "/usr/bin/python3"} {
+	for _, tool := range []string{"git", "psql", "kcat", "s3cmd", "curl", "/usr/bin/python3"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("read-back client %s is missing (hack/ensure-servers.sh installs it): %w", tool, err)
 		}
@@ -63,6 +64,7 @@ func startSinks(t *testing.T, ctx context.Context) ([]*sinkUnderTest, error) {
 		gh    *testenv.GitHTTP
 		s3    *testenv.S3
 		gcs   *testenv.GCS
+		azure *testenv.Azurite
 		mongo *testenv.Mongo
 		kafka *testenv.Kafka
 		nats  *testenv.NATS
@@ -77,6 +79,11 @@ func startSinks(t *testing.T, ctx context.Context) ([]*sinkUnderTest, error) {
 		},
 		func() (interface{ Stop() }, error) { var err error; s3, err = testenv.StartS3(); return s3, err },
 		func() (interface{ Stop() }, error) { var err error; gcs, err = testenv.StartGCS(); return gcs, err },
+		func() (interface{ Stop() }, error) {
+			var err error
+			azure, err = testenv.StartAzurite()
+			return azure, err
+		},
 		func() (interface{ Stop() }, error) {
 			var err error
 			mongo, err = testenv.StartMongo()
@@ -142,6 +149,10 @@ func startSinks(t *testing.T, ctx context.Context) ([]*sinkUnderTest, error) {
 	if err := createGCSBucket(ctx, gcs.Endpoint, gcsBucket); err != nil {
 		return nil, err
 	}
+	if err := azure.CreateContainer(azContainer); err != nil {
+		return nil, err
+	}
+	azReader := &azureReader{endpoint: azure.Endpoint, container: azContainer, sas: azure.AccountSAS("rl")}
 	api := newFakeGitLabAPI(gitlabProj, gitToken)
 	t.Cleanup(api.Close)
 
@@ -202,6 +213,7 @@ spec:
   type: gcs
   gcs: {bucket: %s, prefix: inv/, endpoint: "%s"}`+snapshotSpec, gcsBucket, gcs.Endpoint),
 			rows: (&gcsReader{endpoint: gcs.Endpoint, bucket: gcsBucket}).rows, marks: (&gcsReader{endpoint: gcs.Endpoint, bucket: gcsBucket}).marks},
+		azureBlobSink(azure, azReader),
 		postgresSink(pg, pgURL),
 		{name: "mongodb", typ: "mongodb", client: "python3-pymongo", manifest: fmt.Sprintf(`
 apiVersion: kollect.dev/v1alpha1
@@ -228,6 +240,25 @@ spec:
 		branch: "kollect/" + cluster + "/" + inventory, api: api}
 	sinks[2].rows, sinks[2].marks = glRepo.rows, glRepo.marks
 	return sinks, nil
+}
+
+// azureBlobSink is the azureblob sink into container azContainer of the emulator, writing
+// with an account SAS from its Secret, read back by r (curl).
+func azureBlobSink(az *testenv.Azurite, r *azureReader) *sinkUnderTest {
+	return &sinkUnderTest{name: "azureblob", typ: "azureblob", client: "curl (Blob REST API, shared access signature)", manifest: fmt.Sprintf(`
+apiVersion: v1
+kind: Secret
+metadata: {name: azure-sas, namespace: kollect-sinks}
+stringData: {sasToken: "%s"}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectSnapshotSink
+metadata: {name: azureblob, namespace: kollect-sinks}
+spec:
+  type: azureblob
+  azureBlob: {account: %s, container: %s, prefix: inv/, endpoint: "%s", secretRef: {name: azure-sas}}`+snapshotSpec,
+		az.AccountSAS("racwdl"), az.Account, azContainer, az.Endpoint),
+		rows: r.rows, marks: r.marks}
 }
 
 // postgresSink is the postgres sink into database pgDatabase of pg (at pgURL), read back with

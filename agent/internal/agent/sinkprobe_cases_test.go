@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"encoding/base64"
 	"fmt"
 	"time"
 
@@ -51,6 +52,12 @@ func probeCases(srv *probeServers, closedPort int) map[string]probeCase {
 	s3Keys := func(secretKey string) map[string]string {
 		return map[string]string{"accessKeyID": srv.s3.AccessKey, "secretAccessKey": secretKey}
 	}
+
+	azure := func(endpoint, container, secret string) *kollectv1.KollectSnapshotSink {
+		return snapshot(kollectv1.KollectSnapshotSinkSpec{Type: kollectv1.SnapshotSinkAzureBlob, AzureBlob: &kollectv1.AzureBlobSinkConfig{
+			Account: srv.azure.Account, Container: container, Endpoint: endpoint, SecretRef: *secretRef(secret)}})
+	}
+	azureSAS := map[string]string{"sasToken": srv.azure.AccountSAS("racwdl")}
 
 	gcs := func(endpoint, bucket, secret string) *kollectv1.KollectSnapshotSink {
 		cfg := &kollectv1.GCSSinkConfig{Bucket: bucket, Endpoint: endpoint}
@@ -141,6 +148,19 @@ func probeCases(srv *probeServers, closedPort int) map[string]probeCase {
 		"gcs-missing-bucket": {obj: gcs(srv.gcs.Endpoint, "nope", ""), want: []string{"bucket nope", "doesn't exist"}},
 		"gcs-nokey": {obj: gcs(srv.gcs.Endpoint, probeBucket, "gcs-nokey"), secret: map[string]string{"key": "{}"},
 			want: missingKey("gcs-nokey", "key.json")},
+
+		// azureblob: Azurite checks every request's shared access signature or shared key.
+		"azure-good":     {obj: azure(srv.azure.Endpoint, probeBucket, "azure-good"), secret: azureSAS, ready: true},
+		"azure-key-good": {obj: azure(srv.azure.Endpoint, probeBucket, "azure-key-good"), secret: map[string]string{"accountKey": srv.azure.Key}, ready: true},
+		"azure-unreachable": {obj: azure("http://"+closed+"/"+srv.azure.Account, probeBucket, "azure-unreachable"), secret: azureSAS,
+			want: refused},
+		"azure-wrong": {obj: azure(srv.azure.Endpoint, probeBucket, "azure-wrong"),
+			secret: map[string]string{"accountKey": base64.StdEncoding.EncodeToString([]byte(probeWrong))},
+			want:   []string{"AuthorizationFailure (HTTP 403)", "check the Secret's sasToken or accountKey"}},
+		"azure-missing-container": {obj: azure(srv.azure.Endpoint, "nope", "azure-missing-container"), secret: azureSAS,
+			want: []string{"/nope/", "ContainerNotFound", "the container does not exist"}},
+		"azure-nokey": {obj: azure(srv.azure.Endpoint, probeBucket, "azure-nokey"), secret: map[string]string{"sas": "x"},
+			want: []string{"secret azure-nokey needs sasToken (a shared access signature) or accountKey"}},
 
 		// postgres: the role must give its scram-sha-256 password (see RequirePassword).
 		"pg-good":        {obj: postgres(int32(srv.pg.Port), "pg-good"), secret: pgLogin(probePGPass), ready: true},

@@ -57,6 +57,7 @@ type probeServers struct {
 	gitlabAPI *httptest.Server
 	s3        *testenv.S3
 	gcs       *testenv.GCS
+	azure     *testenv.Azurite
 	mongo     *testenv.Mongo
 	bq        *testenv.BigQuery
 	kafka     *testenv.Kafka
@@ -104,6 +105,11 @@ func startProbeServers(t *testing.T) *probeServers {
 	})
 	start("s3", func() (interface{ Stop() }, error) { var err error; s.s3, err = testenv.StartS3(); return s.s3, err })
 	start("gcs", func() (interface{ Stop() }, error) { var err error; s.gcs, err = testenv.StartGCS(); return s.gcs, err })
+	start("azurite", func() (interface{ Stop() }, error) {
+		var err error
+		s.azure, err = testenv.StartAzurite()
+		return s.azure, err
+	})
 	start("mongo", func() (interface{ Stop() }, error) {
 		var err error
 		s.mongo, err = testenv.StartMongo()
@@ -143,6 +149,7 @@ func startProbeServers(t *testing.T) *probeServers {
 		func() error { _, err := s.gitlabGit.InitBareRepo("fleet.git"); return err },
 		func() error { return createS3Bucket(ctx, s.s3, probeBucket) },
 		func() error { return createGCSBucket(s.gcs, probeBucket) },
+		func() error { return s.azure.CreateContainer(probeBucket) },
 		func() error { return createKafkaTopics(ctx, s.kafka.Addr, probeWritableTopic, probeReadOnlyTopic) },
 	} {
 		if err := step(); err != nil {

@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -126,7 +128,13 @@ func TestSinkProbeOfEveryType(t *testing.T) {
 	// sink, nor in the inventories' status (where failing exports leave their errors: once
 	// pg-wrong's is there, the check covers export errors too), nor in the agent's log.
 	secrets := []string{probeGitPass, probeGitLabToken, probePGPass, probeMongoPass, probeKafkaPass, probeReaderPass,
-		probeNATSPass, probeWrong, srv.s3.SecretKey}
+		probeNATSPass, probeWrong, srv.s3.SecretKey, base64.StdEncoding.EncodeToString([]byte(probeWrong)), srv.azure.Key}
+	for _, c := range cases {
+		if sas := c.secret["sasToken"]; sas != "" {
+			q, _ := url.ParseQuery(sas)
+			secrets = append(secrets, q.Get("sig"), url.QueryEscape(q.Get("sig")))
+		}
+	}
 	shown := map[string]string{}
 	for name, st := range statuses {
 		shown["sink "+name] = fmt.Sprintf("%+v", *st)

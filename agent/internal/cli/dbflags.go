@@ -42,7 +42,8 @@ func (d *dbFlags) register(fl *pflag.FlagSet, bigQuery bool) {
 	if bigQuery {
 		fl.StringVar(&d.project, "bigquery", "", "Google Cloud project of the BigQuery sink (default credentials).")
 		fl.StringVar(&d.dataset, "dataset", "", "BigQuery dataset of the sink.")
-		fl.StringVar(&d.endpoint, "endpoint", "", "BigQuery API endpoint, for an emulator (no authentication then).")
+		fl.StringVar(&d.endpoint, "endpoint", "", "API endpoint of the sink, for an emulator or another cloud: BigQuery's or GCS's (no authentication then), "+
+			"an S3-compatible store's, an Azure blob service URL.")
 	}
 }
 

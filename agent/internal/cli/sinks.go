@@ -44,11 +44,11 @@ func newPurgeCmd(env *Env) *cobra.Command {
 	var f purgeFlags
 	c := &cobra.Command{
 		Use: "purge --cluster NAME (--postgres URL | --mongodb URI --database DB | --bigquery PROJECT --dataset D | " +
-			"--s3 s3://BUCKET/PREFIX | --gcs gs://BUCKET/PREFIX | --kafka BROKERS --topic T | --nats URL --stream S) " +
+			"--s3 s3://BUCKET/PREFIX | --gcs gs://BUCKET/PREFIX | --azureblob ACCOUNT/CONTAINER/PREFIX | --kafka BROKERS --topic T | --nats URL --stream S) " +
 			"[--inventory INV] [--dry-run] [--force]",
 		Short: "Remove a retired cluster's rows, coverage and state from a shared sink",
 		Long: "purge removes from a PostgreSQL, MongoDB or BigQuery sink every row, coverage entry and state record of " +
-			"one cluster (of one inventory with --inventory), and nothing of any other cluster; from an S3 or GCS sink " +
+			"one cluster (of one inventory with --inventory), and nothing of any other cluster; from an S3, GCS or Azure Blob sink " +
 			"the cluster's documents and manifests; from a Kafka topic it produces a tombstone per key of the cluster " +
 			"(the state records' included); from a NATS stream it removes the cluster's messages by subject, and its " +
 			"keys from --kv-bucket. It refuses while the " +
@@ -58,6 +58,7 @@ func newPurgeCmd(env *Env) *cobra.Command {
 			"  kollect sinks purge --mongodb mongodb://mongo:27017 --database inventory --cluster old-eu-1\n" +
 			"  kollect sinks purge --bigquery acme-fleet --dataset kollect --cluster old-eu-1 --inventory shop/workloads\n" +
 			"  kollect sinks purge --s3 s3://acme-inventory/fleet --cluster old-eu-1 --dry-run\n" +
+			"  AZURE_STORAGE_SAS_TOKEN=... kollect sinks purge --azureblob fleetlake/inventory/fleet --cluster old-eu-1\n" +
 			"  kollect sinks purge --kafka kafka-0:9092 --topic kollect.changes --cluster old-eu-1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -87,13 +88,13 @@ func newPurgeCmd(env *Env) *cobra.Command {
 func (f *purgeFlags) check() error {
 	switch {
 	case f.store.given() > 0 && (f.db.postgresURL != "" || f.db.mongoURI != "" || f.db.project != ""), f.store.given() > 1:
-		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --kafka or --nats")
+		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --azureblob, --kafka or --nats")
 	case f.store.given() == 1:
 		if err := f.store.check(); err != nil {
 			return err
 		}
 	case f.db.postgresURL == "" && f.db.mongoURI == "" && f.db.project == "":
-		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --kafka or --nats")
+		return errors.New("give exactly one sink: --postgres, --mongodb, --bigquery, --s3, --gcs, --azureblob, --kafka or --nats")
 	default:
 		if err := f.db.check(); err != nil {
 			return err

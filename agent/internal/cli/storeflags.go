@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/pflag"
 
+	"kollect.dev/agent/internal/sink/azureblob"
 	"kollect.dev/agent/internal/sink/gcs"
 	"kollect.dev/agent/internal/sink/kafka"
 	kollectnats "kollect.dev/agent/internal/sink/nats"
@@ -22,12 +23,14 @@ const EnvSASLPassword = "KOLLECT_SASL_PASSWORD"
 
 // storeFlags name the snapshot or event sink kollect sinks purge reaches directly, beside
 // dbFlags' databases: an object store by URL, a Kafka topic or a NATS stream. Credentials come
-// from the clients' own environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS), from
-// KOLLECT_SASL_PASSWORD, or from a NATS credentials file, and are never echoed.
+// from the clients' own environment (AWS_*, GOOGLE_APPLICATION_CREDENTIALS,
+// AZURE_STORAGE_SAS_TOKEN or AZURE_STORAGE_KEY), from KOLLECT_SASL_PASSWORD, or from a NATS
+// credentials file, and are never echoed.
 type storeFlags struct {
 	s3URL, region string
 	pathStyle     bool
 	gcsURL        string
+	azureBlob     string
 	// endpoint is dbFlags' --endpoint, shared with BigQuery (an emulator or S3-compatible store).
 	endpoint *string
 
@@ -42,6 +45,8 @@ func (s *storeFlags) register(fl *pflag.FlagSet, endpoint *string) {
 	fl.StringVar(&s.region, "region", "us-east-1", "Region of the S3 bucket.")
 	fl.BoolVar(&s.pathStyle, "path-style", false, "Path-style S3 requests (most S3-compatible stores).")
 	fl.StringVar(&s.gcsURL, "gcs", "", "GCS sink as gs://BUCKET[/PREFIX] (Application Default Credentials; none with --endpoint).")
+	fl.StringVar(&s.azureBlob, "azureblob", "", "Azure Blob sink as ACCOUNT/CONTAINER[/PREFIX] (credential from "+
+		azureblob.EnvSASToken+" or "+azureblob.EnvAccountKey+"; --endpoint for another cloud or the emulator).")
 	fl.StringVar(&s.kafkaBrokers, "kafka", "", "Kafka brokers of the sink, comma-separated (with --topic).")
 	fl.StringVar(&s.topic, "topic", "", "Kafka topic of the sink.")
 	fl.StringVar(&s.saslMechanism, "sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from "+EnvSASLPassword+").")
@@ -56,7 +61,7 @@ func (s *storeFlags) register(fl *pflag.FlagSet, endpoint *string) {
 // given counts the stores named.
 func (s *storeFlags) given() int {
 	n := 0
-	for _, v := range []string{s.s3URL, s.gcsURL, s.kafkaBrokers, s.natsServers} {
+	for _, v := range []string{s.s3URL, s.gcsURL, s.azureBlob, s.kafkaBrokers, s.natsServers} {
 		if v != "" {
 			n++
 		}
@@ -86,6 +91,8 @@ func (s *storeFlags) open(ctx context.Context) (dbSink, error) {
 		return s3.OpenURL(ctx, s.s3URL, s.region, *s.endpoint, s.pathStyle)
 	case s.gcsURL != "":
 		return gcs.OpenURL(ctx, s.gcsURL, *s.endpoint)
+	case s.azureBlob != "":
+		return azureblob.OpenURL(ctx, s.azureBlob, *s.endpoint)
 	case s.kafkaBrokers != "":
 		auth := kafka.Auth{Mechanism: s.saslMechanism, User: s.saslUser, Password: os.Getenv(EnvSASLPassword)}
 		return kafka.OpenBrokers(ctx, strings.Split(s.kafkaBrokers, ","), s.topic, auth, nil)
@@ -105,6 +112,8 @@ func (s *storeFlags) destination() string {
 		return s.s3URL
 	case s.gcsURL != "":
 		return s.gcsURL
+	case s.azureBlob != "":
+		return "azureblob:" + s.azureBlob
 	case s.kafkaBrokers != "":
 		return "kafka://" + s.kafkaBrokers + "/" + s.topic
 	default:

@@ -40,6 +40,9 @@ func Destination(obj Object) (string, error) {
 		if c.GCS != nil {
 			c.GCS.SecretRef = nil
 		}
+		if c.AzureBlob != nil {
+			c.AzureBlob.SecretRef, c.AzureBlob.TLS = v1alpha1.SecretReference{}, nil
+		}
 		spec = c
 	case *v1alpha1.KollectDatabaseSink:
 		c := s.Spec.DeepCopy()

@@ -18,6 +18,12 @@ func TestDestinationDigest(t *testing.T) {
 			Type: v1alpha1.SnapshotSinkGit, Git: &v1alpha1.GitSinkConfig{URL: "file:///a.git", Branch: "main"},
 		}}
 	}
+	azure := func() *v1alpha1.KollectSnapshotSink {
+		return &v1alpha1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{UID: "u1", Name: "s"}, Spec: v1alpha1.KollectSnapshotSinkSpec{
+			Type: v1alpha1.SnapshotSinkAzureBlob, AzureBlob: &v1alpha1.AzureBlobSinkConfig{Account: "fleetlake", Container: "inventory",
+				SecretRef: v1alpha1.SecretReference{Name: "sas"}},
+		}}
+	}
 	database := func() *v1alpha1.KollectDatabaseSink {
 		return &v1alpha1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{UID: "u1", Name: "s"}, Spec: v1alpha1.KollectDatabaseSinkSpec{
 			Type: v1alpha1.DatabaseSinkPostgres, Postgres: &v1alpha1.PostgresSinkConfig{Host: "db", Database: "inv", Table: "rows", SecretRef: v1alpha1.SecretReference{Name: "pg"}},
@@ -51,6 +57,15 @@ func TestDestinationDigest(t *testing.T) {
 			o.(*v1alpha1.KollectSnapshotSink).Spec.Git.SecretRef = &v1alpha1.SecretReference{Name: "new"}
 		}, false},
 		{"snapshot name only", snapshot(), func(o Object) { o.SetLabels(map[string]string{"a": "b"}) }, false},
+		{"azureblob container", azure(), func(o Object) { o.(*v1alpha1.KollectSnapshotSink).Spec.AzureBlob.Container = "other" }, true},
+		{"azureblob endpoint", azure(), func(o Object) {
+			o.(*v1alpha1.KollectSnapshotSink).Spec.AzureBlob.Endpoint = "https://fleetlake.blob.core.usgovcloudapi.net"
+		}, true},
+		{"azureblob prefix", azure(), func(o Object) { o.(*v1alpha1.KollectSnapshotSink).Spec.AzureBlob.Prefix = "fleet/" }, true},
+		{"azureblob secret", azure(), func(o Object) { o.(*v1alpha1.KollectSnapshotSink).Spec.AzureBlob.SecretRef.Name = "key" }, false},
+		{"azureblob tls", azure(), func(o Object) {
+			o.(*v1alpha1.KollectSnapshotSink).Spec.AzureBlob.TLS = &v1alpha1.TLSConfig{ServerName: "x"}
+		}, false},
 		{"database table", database(), func(o Object) { o.(*v1alpha1.KollectDatabaseSink).Spec.Postgres.Table = "rows2" }, true},
 		{"database host", database(), func(o Object) { o.(*v1alpha1.KollectDatabaseSink).Spec.Postgres.Host = "db2" }, true},
 		{"database schema", database(), func(o Object) { o.(*v1alpha1.KollectDatabaseSink).Spec.Postgres.Schema = "s2" }, true},

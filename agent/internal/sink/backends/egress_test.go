@@ -41,6 +41,9 @@ func egressCase(typ, host, port string) sink.Object {
 	case "snapshot/gcs":
 		return &kollectv1.KollectSnapshotSink{ObjectMeta: meta, Spec: kollectv1.KollectSnapshotSinkSpec{Type: kollectv1.SnapshotSinkGCS,
 			GCS: &kollectv1.GCSSinkConfig{Bucket: "b", Endpoint: "http://" + hp}}}
+	case "snapshot/azureblob":
+		return &kollectv1.KollectSnapshotSink{ObjectMeta: meta, Spec: kollectv1.KollectSnapshotSinkSpec{Type: kollectv1.SnapshotSinkAzureBlob,
+			AzureBlob: &kollectv1.AzureBlobSinkConfig{Account: "a", Container: "c", Endpoint: "http://" + hp + "/a", SecretRef: *secret}}}
 	case "database/postgres":
 		return &kollectv1.KollectDatabaseSink{ObjectMeta: meta, Spec: kollectv1.KollectDatabaseSinkSpec{Type: kollectv1.DatabaseSinkPostgres,
 			Postgres: &kollectv1.PostgresSinkConfig{Host: host, Port: portNum, Database: "inventory", SecretRef: *secret}}}
@@ -75,7 +78,7 @@ func TestEgressRefusedByEverySinkClient(t *testing.T) {
 	strict := egress.New(egress.Policy{})
 	secrets := func(context.Context, string) (map[string][]byte, error) {
 		return map[string][]byte{"username": []byte("u"), "password": []byte("p"), "token": []byte("t"),
-			"accessKeyID": []byte("a"), "secretAccessKey": []byte("s"), "access_key_id": []byte("a"), "secret_access_key": []byte("s")}, nil
+			"accessKeyID": []byte("a"), "secretAccessKey": []byte("s"), "sasToken": []byte("sv=2021-08-06&sig=x"), "access_key_id": []byte("a"), "secret_access_key": []byte("s")}, nil
 	}
 	types := slices.Sorted(func(yield func(string) bool) {
 		for k := range Factories(nil) {

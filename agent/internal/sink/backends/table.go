@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/azureblob"
 	"kollect.dev/agent/internal/sink/bigquery"
 	"kollect.dev/agent/internal/sink/eventbuf"
 	"kollect.dev/agent/internal/sink/gcs"
@@ -21,15 +22,16 @@ import (
 // table is every backend by sink.Key. Adding a backend is one line here and a value in its
 // CRD's spec.type enum; TestTableMatchesCRDEnums fails until both are there.
 var table = sink.Factories{
-	"snapshot/git":      git.New,
-	"snapshot/gitlab":   gitlab.New,
-	"snapshot/s3":       s3.New,
-	"snapshot/gcs":      gcs.New,
-	"database/postgres": postgres.New,
-	"database/mongodb":  mongodb.New,
-	"database/bigquery": bigquery.New,
-	"event/kafka":       kafka.New,
-	"event/nats":        nats.New,
+	"snapshot/git":       git.New,
+	"snapshot/gitlab":    gitlab.New,
+	"snapshot/s3":        s3.New,
+	"snapshot/gcs":       gcs.New,
+	"snapshot/azureblob": azureblob.New,
+	"database/postgres":  postgres.New,
+	"database/mongodb":   mongodb.New,
+	"database/bigquery":  bigquery.New,
+	"event/kafka":        kafka.New,
+	"event/nats":         nats.New,
 }
 
 // Factories returns the table, a fresh copy for each caller. With a non-nil registerer, the

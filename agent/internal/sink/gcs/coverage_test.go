@@ -1,14 +1,11 @@
 package gcs
 
 import (
-	"context"
-	"slices"
+	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/api/v1alpha1"
 )
@@ -22,63 +19,37 @@ func notServed(target string, rows int64) export.Coverage {
 		Reason: "the cluster does not serve batch/v1beta1 CronJob"}
 }
 
-// onlyManifestChanged fails unless, between two listings of the bucket, exactly the manifest's
-// generation changed (wantManifest) or nothing did.
-func onlyManifestChanged(t *testing.T, before, after map[string]string, manifest string, wantManifest bool) {
+// generations maps every object of the bucket to its generation, as the emulator reports it.
+func generations(t *testing.T, bucket string) map[string]string {
 	t.Helper()
-	if len(before) != len(after) {
-		t.Fatalf("objects %v -> %v", before, after)
+	var out struct {
+		Items []struct{ Name, Generation string } `json:"items"`
 	}
-	for k, g := range before {
-		if changed := after[k] != g; changed != (wantManifest && k == manifest) {
-			t.Errorf("%s: changed=%v (generation %s -> %s)", k, changed, g, after[k])
-		}
-	}
-}
-
-// TestCoverageOnlyRewritesTheManifest: against the GCS emulator, the manifest records the
-// batch's coverage; a batch that changes only the coverage writes a new generation of the
-// manifest and of no document; the same batch again writes nothing; a confirmation keeps the
-// coverage.
-func TestCoverageOnlyRewritesTheManifest(t *testing.T) {
-	bucket := newBucket(t)
-	s := newSink(t, "east", bucket, server.Endpoint, v1alpha1.Serialization{Format: v1alpha1.FormatCSV}, v1alpha1.LayoutByNamespace)
-	e := &exporter{sink: s, coverage: []export.Coverage{complete("apps/crons", 0), complete("apps/deploys", 3)}}
-	rows := []export.Row{row(t, "east", "shop", "web", 2), row(t, "east", "shop", "api", 3), row(t, "east", "ops", "probe", 1)}
-	e.export(t, rows...)
-	manifest := "inv/east/workloads.manifest.json"
-	first := verifyManifest(t, bucket, "east")
-	if !slices.Equal(first.Coverage, e.coverage) {
-		t.Fatalf("manifest coverage %+v, want %+v", first.Coverage, e.coverage)
-	}
-	before := generations(t, bucket)
-	if len(before) != 3 {
-		t.Fatalf("stored %v", before)
-	}
-
-	e.coverage = []export.Coverage{notServed("apps/crons", 0), complete("apps/deploys", 3)}
-	if st := e.export(t, rows...); st.Written != 0 || st.Deleted != 0 || !st.ManifestWritten {
-		t.Fatalf("coverage-only export: %+v, want the manifest alone", st)
-	}
-	after := generations(t, bucket)
-	onlyManifestChanged(t, before, after, manifest, true)
-	m := verifyManifest(t, bucket, "east")
-	if !slices.Equal(m.Coverage, e.coverage) || m.Checksum != first.Checksum || !m.ExportedAt.Equal(first.ExportedAt) {
-		t.Fatalf("after the coverage-only export: coverage %+v checksum %s exportedAt %v", m.Coverage, m.Checksum, m.ExportedAt)
-	}
-
-	if st := e.export(t, rows...); st.ManifestWritten || st.Written != 0 {
-		t.Fatalf("unchanged export: %+v", st)
-	}
-	onlyManifestChanged(t, after, generations(t, bucket), manifest, false)
-
-	at := time.Now().Add(time.Minute).UTC().Truncate(time.Second)
-	if err := s.Confirm(context.Background(), sink.Confirmation{Cluster: "east", Inventory: "workloads", Checksum: e.prev.Checksum, At: at}); err != nil {
+	if err := json.Unmarshal(api(t, "GET", "/storage/v1/b/"+bucket+"/o", nil), &out); err != nil {
 		t.Fatal(err)
 	}
-	if m := verifyManifest(t, bucket, "east"); !slices.Equal(m.Coverage, e.coverage) || !m.ConfirmedAt.Equal(at) {
-		t.Fatalf("after a confirmation: coverage %+v, confirmedAt %v", m.Coverage, m.ConfirmedAt)
+	m := map[string]string{}
+	for _, it := range out.Items {
+		m[it.Name] = it.Generation
 	}
+	return m
+}
+
+// TestObjectStoreContract runs the object stores' shared contract (writer check,
+// confirmation, writer naming, coverage) against the GCS emulator (a stand-in for GCS), the
+// objects' generations showing what was written.
+func TestObjectStoreContract(t *testing.T) {
+	sinktest.ObjectStoreContract(t, func(t *testing.T) sinktest.ObjectStore {
+		bucket := newBucket(t)
+		return sinktest.ObjectStore{
+			Open: func(cluster string, ser v1alpha1.Serialization, mode v1alpha1.LayoutMode) sinktest.ObjectSink {
+				return newSink(t, cluster, bucket, server.Endpoint, ser, mode)
+			},
+			Prefix:   "inv/",
+			Versions: func() map[string]string { return generations(t, bucket) },
+			Read:     func(name string) []byte { return download(t, bucket, name) },
+		}
+	})
 }
 
 // TestDocumentedCoverageRead runs the read docs/sinks/gcs.md documents, "which targets of

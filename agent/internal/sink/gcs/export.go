@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"cloud.google.com/go/storage"
 	"google.golang.org/api/iterator"
@@ -14,9 +13,6 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 )
-
-// uploads bounds concurrent object writes of one export.
-const uploads = 8
 
 // singleRequestLimit: smaller objects go up in one request rather than a resumable session.
 const singleRequestLimit = 16 << 20
@@ -109,38 +105,12 @@ func (s *Sink) listOwned(ctx context.Context, m *snapshot.Matcher) ([]string, er
 }
 
 func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan *snapshot.File)
-	var once sync.Once
-	var firstErr error
-	var wg sync.WaitGroup
-	for range min(uploads, len(files)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				if err := s.write(ctx, s.bucket.Object(s.key(f.Path)), f.Data, s.opts.ContentType(), f.SHA256); err != nil {
-					once.Do(func() { firstErr = classify("writing "+s.key(f.Path), err); cancel() })
-				}
-			}
-		}()
-	}
-	for i := range files {
-		select {
-		case work <- &files[i]:
-		case <-ctx.Done():
+	return snapshot.Parallel(ctx, files, snapshot.Uploads, func(ctx context.Context, f *snapshot.File) error {
+		if err := s.write(ctx, s.bucket.Object(s.key(f.Path)), f.Data, s.opts.ContentType(), f.SHA256); err != nil {
+			return classify("writing "+s.key(f.Path), err)
 		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		return sink.TransientError(ctx.Err())
-	}
-	return firstErr
+		return nil
+	})
 }
 
 func (s *Sink) write(ctx context.Context, obj *storage.ObjectHandle, data []byte, contentType, sum string) error {

@@ -2,8 +2,6 @@ package gcs
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +14,7 @@ import (
 	"google.golang.org/api/option"
 
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -126,7 +125,7 @@ func classify(op string, err error) error {
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		return sink.TerminalError(wrapped)
 	}
-	if isCertificateError(err) {
+	if sinktls.IsVerificationError(err) {
 		return sink.TerminalError(wrapped) // untrusted until the TLS settings change
 	}
 	return sink.TransientError(wrapped)
@@ -169,13 +168,3 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 
 // Close closes the client.
 func (s *Sink) Close() error { return s.client.Close() }
-
-// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
-// settings change.
-func isCertificateError(err error) bool {
-	var unknown x509.UnknownAuthorityError
-	var invalid x509.CertificateInvalidError
-	var host x509.HostnameError
-	var verify *tls.CertificateVerificationError
-	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
-}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -17,9 +16,6 @@ import (
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/snapshot"
 )
-
-// uploads bounds concurrent object writes of one export.
-const uploads = 8
 
 // Stats counts what the latest export did.
 type Stats = snapshot.Publication
@@ -116,38 +112,7 @@ func (s *Sink) listOwned(ctx context.Context, m *snapshot.Matcher) ([]string, er
 }
 
 func (s *Sink) putAll(ctx context.Context, files []snapshot.File) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	work := make(chan *snapshot.File)
-	var once sync.Once
-	var firstErr error
-	var wg sync.WaitGroup
-	for range min(uploads, len(files)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for f := range work {
-				if err := s.put(ctx, f); err != nil {
-					once.Do(func() { firstErr = err; cancel() })
-				}
-			}
-		}()
-	}
-	for i := range files {
-		select {
-		case work <- &files[i]:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
-			break
-		}
-	}
-	close(work)
-	wg.Wait()
-	if firstErr == nil && ctx.Err() != nil {
-		return sink.TransientError(ctx.Err())
-	}
-	return firstErr
+	return snapshot.Parallel(ctx, files, snapshot.Uploads, s.put)
 }
 
 func (s *Sink) put(ctx context.Context, f *snapshot.File) error {

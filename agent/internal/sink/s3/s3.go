@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/sinktls"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
@@ -183,7 +184,7 @@ func classify(op string, err error) error {
 	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 		return sink.TerminalError(wrapped) // a misspelt endpoint
 	}
-	if isCertificateError(err) {
+	if sinktls.IsVerificationError(err) {
 		return sink.TerminalError(wrapped) // untrusted until the TLS settings change
 	}
 	return sink.TransientError(wrapped)
@@ -246,13 +247,3 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 
 // Close releases idle connections.
 func (s *Sink) Close() error { return nil }
-
-// isCertificateError: an untrusted or mismatched server certificate stays so until the TLS
-// settings change.
-func isCertificateError(err error) bool {
-	var unknown x509.UnknownAuthorityError
-	var invalid x509.CertificateInvalidError
-	var host x509.HostnameError
-	var verify *tls.CertificateVerificationError
-	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
-}

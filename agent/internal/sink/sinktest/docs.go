@@ -42,6 +42,21 @@ func DocCommand(t testing.TB, page, marker string) string {
 	return found[0]
 }
 
+// DocFile returns docs/<path> (such as "examples/snapshot-s3.yaml"), for tests that apply a
+// documented example to a real server.
+func DocFile(t testing.TB, path string) []byte {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "docs", filepath.FromSlash(path)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
 // Shell runs a command line with bash (pipefail: a failing reader is not hidden by jq) in dir,
 // with env added to the test's environment, and returns its standard output.
 func Shell(t testing.TB, dir string, env []string, line string) string {

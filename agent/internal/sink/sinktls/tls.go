@@ -46,10 +46,13 @@ func Config(ctx context.Context, t *v1alpha1.TLSConfig, secrets sink.SecretGette
 	return cfg, nil
 }
 
-// IsVerificationError reports a certificate the client refused: a configuration problem.
+// IsVerificationError reports a certificate the client refused (untrusted, expired or not
+// valid for the host): a configuration problem that stays until the TLS settings or the
+// server's certificate change.
 func IsVerificationError(err error) bool {
 	var unknown x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
 	var host x509.HostnameError
 	var verify *tls.CertificateVerificationError
-	return errors.As(err, &unknown) || errors.As(err, &host) || errors.As(err, &verify)
+	return errors.As(err, &unknown) || errors.As(err, &invalid) || errors.As(err, &host) || errors.As(err, &verify)
 }
