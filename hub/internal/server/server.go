@@ -83,6 +83,9 @@ type Config struct {
 	// rotation replaced keeps working. Defaults DefaultAgentCredentialTTL and
 	// DefaultAgentCredentialGrace.
 	AgentCredentialTTL, AgentCredentialGrace time.Duration
+	// PprofAddr serves Go's /debug/pprof/ endpoints (plain HTTP) on this address; "" (the
+	// default) disables them.
+	PprofAddr string
 	// ReadHeaderTimeout and IdleTimeout bound how long a connection may take to send a
 	// request's headers and stay open without a request or stream (defaults 10 s and 2 min).
 	ReadHeaderTimeout, IdleTimeout time.Duration
@@ -411,6 +414,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			w.WatchConfig(ctx, s.dispatcher.Poke, func(err error) {
 				s.log.WarnContext(ctx, "listening for other replicas' configuration changes; polling meanwhile", "error", err)
 			})
+		}()
+	}
+	if s.cfg.PprofAddr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.servePprof(ctx, s.cfg.PprofAddr); err != nil {
+				s.log.ErrorContext(ctx, "pprof endpoint", "error", err)
+			}
 		}()
 	}
 	defer wg.Wait()
