@@ -47,11 +47,11 @@ func hubBinary(b *testing.B) string {
 	return built[0]
 }
 
-// startHub starts a hub process on dataDir with store ("" for SQLite in dataDir) and waits until
-// it serves. Replicas of one PostgreSQL store share dataDir, and so their CA and serving
+// startHub starts a hub process on dataDir with store ("" for SQLite in dataDir) and Go's soft
+// memory limit memLimit (GOMEMLIMIT; "" for none) and waits until it serves. Replicas of one PostgreSQL store share dataDir, and so their CA and serving
 // certificate, as the chart's replicas share their TLS Secret; the first one started writes the
 // admin token.
-func startHub(b *testing.B, bin, dataDir, store string) *hub {
+func startHub(b *testing.B, bin, dataDir, store, memLimit string) *hub {
 	addr, err := freeAddr()
 	if err != nil {
 		b.Fatal(err)
@@ -70,6 +70,9 @@ func startHub(b *testing.B, bin, dataDir, store string) *hub {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	if memLimit != "" {
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memLimit)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -83,7 +83,7 @@ func raiseOpenFiles(b *testing.B, need int) {
 //
 // Topologies: sqlite (one hub, the default store) and postgres-2-replicas (two hubs on one
 // PostgreSQL database, half the agents on each; figures are summed, and each replica's are
-// reported as hub0-… and hub1-…). KOLLECT_BENCH_PROFILE=DIR saves each hub's CPU profile of
+// reported as hub0-… and hub1-…). Every hub runs with GOMEMLIMIT (memLimit). KOLLECT_BENCH_PROFILE=DIR saves each hub's CPU profile of
 // the steady window and of the first rollout, and its heap at the end, into DIR.
 func BenchmarkHubScale(b *testing.B) {
 	n := agents(b)
@@ -110,6 +110,25 @@ func BenchmarkHubScale(b *testing.B) {
 	})
 }
 
+// memoryBudget is the resident memory the hubs of one topology may use together (the goal at
+// 10,000 agents), shared equally by the replicas.
+const memoryBudget = 1024 // MiB
+
+// memLimit is the GOMEMLIMIT each of replicas hubs runs with: 90% of its share of
+// memoryBudget, as docs/hub.md recommends (the limit covers the Go heap and stacks, not the
+// binary's mapped pages). KOLLECT_BENCH_GOMEMLIMIT overrides it for every hub; "off" runs
+// them without one.
+func memLimit(replicas int) string {
+	switch v := os.Getenv("KOLLECT_BENCH_GOMEMLIMIT"); v {
+	case "":
+		return fmt.Sprintf("%dMiB", memoryBudget*9/10/replicas)
+	case "off":
+		return ""
+	default:
+		return v
+	}
+}
+
 // scale is a joined fleet and its hubs.
 type scale struct {
 	name       string
@@ -126,7 +145,7 @@ func join(b *testing.B, bin string, n, replicas int, store string) *scale {
 	dataDir := b.TempDir()
 	s := &scale{name: strings.ReplaceAll(b.Name(), "/", "-"), n: n, profileDir: os.Getenv("KOLLECT_BENCH_PROFILE")}
 	for range replicas {
-		s.hubs = append(s.hubs, startHub(b, bin, dataDir, store))
+		s.hubs = append(s.hubs, startHub(b, bin, dataDir, store, memLimit(replicas)))
 	}
 	s.admin = s.hubs[0].fleetClient()
 	boot, err := s.admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
@@ -180,10 +199,10 @@ func join(b *testing.B, bin string, n, replicas int, store string) *scale {
 // waitConnected waits until want agents hold a WatchConfig stream on h (its
 // kollect_hub_connected_agents metric).
 func waitConnected(b *testing.B, h *hub, want int) {
-	client := h.fleetClientHTTP()
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
-		got, err := connected(client, h)
+		m, err := h.metrics()
+		got := int(m["kollect_hub_connected_agents"])
 		if err == nil && got >= want {
 			return
 		}
@@ -194,26 +213,47 @@ func waitConnected(b *testing.B, h *hub, want int) {
 	}
 }
 
-func connected(client *http.Client, h *hub) (int, error) {
+// metrics reads the hub's unlabelled series from /metrics (one scrape, as Prometheus would).
+func (h *hub) metrics() (map[string]float64, error) {
 	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+h.adminToken)
-	resp, err := client.Do(req)
+	resp, err := h.fleetClientHTTP().Do(req)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "kollect_hub_connected_agents "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			return int(f), err
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
 		}
 	}
-	return 0, fmt.Errorf("no kollect_hub_connected_agents in /metrics (%s): %v", resp.Status, sc.Err())
+	return out, sc.Err()
+}
+
+// logMemory logs where a hub's memory is, from the Go runtime's own figures.
+func (h *hub) logMemory(b *testing.B, i int) {
+	m, err := h.metrics()
+	if err != nil {
+		b.Logf("hub %d metrics: %v", i, err)
+		return
+	}
+	const mib = 1 << 20
+	b.Logf("hub %d: %.0f goroutines; heap in use %.0f MiB, stacks %.0f MiB, next GC at %.0f MiB, from the OS %.0f MiB",
+		i, m["go_goroutines"], m["go_memstats_heap_inuse_bytes"]/mib, m["go_memstats_stack_inuse_bytes"]/mib,
+		m["go_memstats_next_gc_bytes"]/mib, m["go_memstats_sys_bytes"]/mib)
 }
 
 // steady measures the hubs over one heartbeat interval.
@@ -221,18 +261,23 @@ func (s *scale) steady(b *testing.B) {
 	cpu0 := make([]time.Duration, len(s.hubs))
 	var total time.Duration
 	profiles := s.startProfiles(b, "steady", heartbeat)
+	for i, h := range s.hubs {
+		cpu0[i] = h.cpu(b)
+	}
 	for b.Loop() {
-		for i, h := range s.hubs {
-			cpu0[i] = h.cpu(b)
-		}
 		time.Sleep(heartbeat)
 		total += heartbeat
+	}
+	used := make([]float64, len(s.hubs))
+	for i, h := range s.hubs {
+		used[i] = (h.cpu(b) - cpu0[i]).Seconds() / total.Seconds()
 	}
 	profiles()
 	var cores, rss, peak float64
 	for i, h := range s.hubs {
-		c := (h.cpu(b) - cpu0[i]).Seconds() / heartbeat.Seconds()
+		c := used[i]
 		r, p := h.memory(b)
+		h.logMemory(b, i) // after reading the CPU and RSS: a scrape costs the hub a fleet snapshot
 		cores, rss, peak = cores+c, rss+r, peak+p
 		if len(s.hubs) > 1 {
 			b.ReportMetric(c, fmt.Sprintf("hub%d-cores", i))

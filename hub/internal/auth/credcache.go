@@ -14,8 +14,9 @@ import (
 // epoch (store.Store.ClusterEpoch) it was read at, and a call uses it only while the epoch is
 // unchanged: any registration, revocation, release, deletion or rotation through any replica
 // moves the epoch, so a credential revoked or replaced anywhere is refused at its next call.
-// The cached cluster has no Status (nothing authenticated reads it, and it is the bulk of a
-// row).
+// An entry keeps only what authentication and the agent handlers read — the cluster's name,
+// revocation and credential fields —, not its labels, versions or status: a hub of 10,000
+// agents holds 10,000 entries.
 type CredentialCache struct {
 	store store.Store
 	now   func() time.Time
@@ -85,12 +86,19 @@ func (c *CredentialCache) lookup(ctx context.Context, hash string, maxAge time.D
 	if err != nil {
 		return cl, err
 	}
-	cl.Status = ""
+	cl = credentialFacts(cl)
 	c.mu.Lock()
 	c.entries[hash] = &credentialEntry{cluster: cl, epoch: epoch, lastUsed: now}
 	c.sweepLocked(now)
 	c.mu.Unlock()
 	return cl, nil
+}
+
+// credentialFacts is the part of a cluster an entry keeps.
+func credentialFacts(c store.Cluster) store.Cluster {
+	return store.Cluster{Name: c.Name, Revoked: c.Revoked, CredentialHash: c.CredentialHash,
+		CredentialExpiresAt: c.CredentialExpiresAt, PreviousCredentialHash: c.PreviousCredentialHash,
+		PreviousExpiresAt: c.PreviousExpiresAt}
 }
 
 // epoch reads the cluster epoch, or returns one read within maxAge.

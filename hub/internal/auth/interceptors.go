@@ -35,8 +35,8 @@ type Principal struct {
 // Actor is how the principal appears in the audit log.
 func (p Principal) Actor() string { return "token:" + p.Name }
 
-// AgentFrom returns the authenticated agent's cluster as it was when the call began, without
-// its Status (see CredentialCache).
+// AgentFrom returns the authenticated agent's cluster as it was when the call began: its name,
+// revocation and credential fields only (see CredentialCache).
 func AgentFrom(ctx context.Context) (store.Cluster, bool) {
 	c, ok := ctx.Value(clusterKey).(store.Cluster)
 	return c, ok
