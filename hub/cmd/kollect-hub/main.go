@@ -51,6 +51,7 @@ func run() error {
 		idle       = flag.Duration("idle-timeout", 2*time.Minute, "close a connection that has had no request and no open stream for this long")
 		credTTL    = flag.Duration("agent-credential-ttl", server.DefaultAgentCredentialTTL, "how long an agent credential works; agents rotate it over their connection once half of it has passed")
 		credGrace  = flag.Duration("agent-credential-grace", server.DefaultAgentCredentialGrace, "how long the credential a rotation replaced keeps working")
+		pprofAddr  = flag.String("pprof-bind-address", "", "address of Go's /debug/pprof/ endpoints (CPU, heap, goroutine profiles; plain HTTP); empty disables them. Bind it to loopback: profiles reveal memory contents")
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
@@ -85,7 +86,7 @@ func run() error {
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
 		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
-		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle,
+		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle, PprofAddr: *pprofAddr,
 		AgentCredentialTTL: *credTTL, AgentCredentialGrace: *credGrace,
 	}
 	if *maxStreams == 0 {

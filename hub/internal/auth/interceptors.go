@@ -35,7 +35,8 @@ type Principal struct {
 // Actor is how the principal appears in the audit log.
 func (p Principal) Actor() string { return "token:" + p.Name }
 
-// AgentFrom returns the authenticated agent's cluster as it was when the call began.
+// AgentFrom returns the authenticated agent's cluster as it was when the call began: its name,
+// revocation and credential fields only (see CredentialCache).
 func AgentFrom(ctx context.Context) (store.Cluster, bool) {
 	c, ok := ctx.Value(clusterKey).(store.Cluster)
 	return c, ok
@@ -104,7 +105,8 @@ func bearer(h http.Header) (string, bool) {
 // Register is authenticated by the bootstrap token in its body, in the handler; AgentAuth
 // applies the per-address registration limit to it first.
 type AgentAuth struct {
-	Store store.Store
+	// Credentials resolves credentials to clusters.
+	Credentials *CredentialCache
 	// Guard limits, logs and audits refused calls (never the credential).
 	Guard *Guard
 }
@@ -116,7 +118,7 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	if !ok {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("missing agent credential (Authorization: Bearer)"))
 	}
-	c, err := a.Store.ClusterByCredential(ctx, Hash(cred))
+	c, err := a.Credentials.Lookup(ctx, Hash(cred))
 	if errors.Is(err, store.ErrNotFound) {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
 	}

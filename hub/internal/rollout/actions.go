@@ -42,17 +42,17 @@ func (e *Engine) Start(ctx context.Context, p StartParams) (store.Rollout, []sto
 	if err != nil {
 		return store.Rollout{}, nil, err
 	}
-	f, err := e.observe(ctx)
+	fleet, err := e.members(ctx, p.Bundle)
 	if err != nil {
 		return store.Rollout{}, nil, err
 	}
 	var members []Member
 	settled := rev.Revision == b.StableRevision
-	for name, c := range f.clusters {
+	for name, c := range fleet {
 		if c.Revoked {
 			continue
 		}
-		held, match := f.desired[p.Bundle][name], target(c.Labels)
+		held, match := c.Desired, target(c.Labels)
 		if match || held != 0 {
 			members = append(members, Member{Name: name, Labels: c.Labels})
 		}
@@ -87,11 +87,15 @@ func (e *Engine) Start(ctx context.Context, p StartParams) (store.Rollout, []sto
 	return e.Get(ctx, r.ID)
 }
 
-// Get returns a rollout with its clusters.
+// Get returns a rollout with its clusters: those the engine holds for the rollout's version
+// when it follows the rollout (a client polling an active rollout then costs one row read).
 func (e *Engine) Get(ctx context.Context, id int64) (store.Rollout, []store.RolloutCluster, error) {
 	r, err := e.store.GetRollout(ctx, id)
 	if err != nil {
 		return r, nil, err
+	}
+	if cs, ok := e.cachedRows(id, r.Version); ok {
+		return r, cs, nil
 	}
 	cs, err := e.store.RolloutClusters(ctx, id)
 	return r, cs, err
@@ -206,13 +210,13 @@ func (e *Engine) Rollback(ctx context.Context, id int64, strategy *fleetv1.Rollo
 			return store.Rollout{}, nil, fmt.Errorf("rollout %d released the bundle's first revision; there is no "+
 				"earlier revision to roll back to (delete the bundle instead): %w", id, ErrPrecondition)
 		}
-		f, err := e.observe(ctx)
+		fleet, err := e.members(ctx, old.Bundle)
 		if err != nil {
 			return store.Rollout{}, nil, err
 		}
 		var members []Member
 		for _, c := range cs {
-			if cl, ok := f.clusters[c.Cluster]; ok && !c.MovedAt.IsZero() && !cl.Revoked {
+			if cl, ok := fleet[c.Cluster]; ok && !c.MovedAt.IsZero() && !cl.Revoked {
 				members = append(members, Member{Name: c.Cluster, Labels: cl.Labels})
 			}
 		}

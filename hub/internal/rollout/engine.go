@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/labelsel"
 	"kollect.dev/hub/internal/store"
@@ -34,14 +32,20 @@ type Engine struct {
 	// evaluations counts completed evaluations of an active rollout (see Evaluations).
 	evaluations atomic.Int64
 
+	// pass serialises evaluations (Run's passes and user actions): they share views.
+	pass sync.Mutex
+
 	mu        sync.Mutex
 	selectors map[string]string // "bundle@revision" → selector JSON (revisions are immutable)
-	parsed    map[string]parsedStatus
+	// views are what the engine keeps of each active rollout between passes (see view.go).
+	views map[int64]*view
 }
 
+// parsedStatus is a decoded status and the heartbeat that stored it: a status changes only
+// with a heartbeat, so an unchanged heartbeat time means an unchanged status.
 type parsedStatus struct {
-	raw    string
-	status *fleetv1.AgentStatus
+	heartbeat time.Time
+	status    *fleetv1.AgentStatus
 }
 
 // Config configures an Engine.
@@ -72,7 +76,7 @@ func New(cfg Config) *Engine {
 		cfg.Leading = func() bool { return true }
 	}
 	return &Engine{store: cfg.Store, leading: cfg.Leading, th: cfg.Thresholds, now: cfg.Now, log: cfg.Log, changed: cfg.Changed,
-		wake: make(chan struct{}, 1), selectors: map[string]string{}, parsed: map[string]parsedStatus{}}
+		wake: make(chan struct{}, 1), selectors: map[string]string{}, views: map[int64]*view{}}
 }
 
 // Wake asks for a prompt pass (a heartbeat arrived, a cluster registered, a user acted).
@@ -107,6 +111,7 @@ func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 			}
 		}
 		if !e.leading() {
+			e.forget(nil) // a standby keeps no views: the leader's steps would make them stale
 			continue
 		}
 		last = time.Now()
@@ -119,78 +124,31 @@ func (e *Engine) Run(ctx context.Context, interval time.Duration) {
 // Tick advances every active rollout once.
 func (e *Engine) Tick(ctx context.Context) error {
 	active, err := e.store.ListRollouts(ctx, store.RolloutFilter{ActiveOnly: true})
-	if err != nil || len(active) == 0 {
-		return err
-	}
-	fleet, err := e.observe(ctx)
 	if err != nil {
 		return err
 	}
+	e.forget(active)
 	var errs []error
 	for _, r := range active {
-		if err := e.advance(ctx, r, fleet); err != nil {
+		if err := e.advance(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("rollout %d: %w", r.ID, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// fleetState is one read of every cluster and every desired revision.
-type fleetState struct {
-	clusters map[string]store.Cluster
-	desired  map[string]map[string]int64 // bundle → cluster → revision
-}
-
-func (e *Engine) observe(ctx context.Context) (*fleetState, error) {
-	clusters, err := e.store.ListClusters(ctx)
+// members reads the whole fleet (no status) with each cluster's desired revision of bundle:
+// what a new rollout or a rollback is planned over.
+func (e *Engine) members(ctx context.Context, bundle string) (map[string]store.Observed, error) {
+	obs, err := e.store.ObserveFleet(ctx, bundle)
 	if err != nil {
 		return nil, err
 	}
-	desired, err := e.store.Desired(ctx, "")
-	if err != nil {
-		return nil, err
+	out := make(map[string]store.Observed, len(obs))
+	for _, o := range obs {
+		out[o.Name] = o
 	}
-	f := &fleetState{clusters: make(map[string]store.Cluster, len(clusters)), desired: map[string]map[string]int64{}}
-	for _, c := range clusters {
-		f.clusters[c.Name] = c
-	}
-	for _, d := range desired {
-		if f.desired[d.Bundle] == nil {
-			f.desired[d.Bundle] = map[string]int64{}
-		}
-		f.desired[d.Bundle][d.Cluster] = d.Revision
-	}
-	return f, nil
-}
-
-// observations is the fleet as Advance sees it for one bundle.
-func (e *Engine) observations(f *fleetState, bundle string, now time.Time) map[string]Observation {
-	out := make(map[string]Observation, len(f.clusters))
-	for name, c := range f.clusters {
-		st := health.State(c, now, e.th)
-		out[name] = Observation{Labels: c.Labels, Live: !c.Revoked, LastHeartbeat: c.LastHeartbeat,
-			Offline: st != fleetv1.ClusterState_CLUSTER_STATE_ONLINE, Desired: f.desired[bundle][name]}
-	}
-	return out
-}
-
-// status decodes a cluster's stored status, reusing the last decode while it is unchanged.
-func (e *Engine) status(f *fleetState, name string) *fleetv1.AgentStatus {
-	c, ok := f.clusters[name]
-	if !ok || c.Status == "" {
-		return nil
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if p, ok := e.parsed[name]; ok && p.raw == c.Status {
-		return p.status
-	}
-	st := &fleetv1.AgentStatus{}
-	if err := protojson.Unmarshal([]byte(c.Status), st); err != nil {
-		st = nil // written by the hub from a decoded message: a corrupt row, treated as no status
-	}
-	e.parsed[name] = parsedStatus{raw: c.Status, status: st}
-	return st
+	return out, nil
 }
 
 // selector returns a revision's stored selector.
@@ -212,32 +170,31 @@ func (e *Engine) selector(ctx context.Context, bundle string, revision int64) (s
 	return rev.Selector, nil
 }
 
-// input assembles Advance's input for one rollout.
-func (e *Engine) input(ctx context.Context, r store.Rollout, f *fleetState) (Input, error) {
+// input assembles Advance's input for one rollout from its view.
+func (e *Engine) input(ctx context.Context, r store.Rollout) (Input, *view, *statusReader, error) {
 	st, err := DecodeStrategy(r.Strategy)
 	if err != nil {
-		return Input{}, err
+		return Input{}, nil, nil, err
 	}
 	canary, err := CanaryMatcher(st)
 	if err != nil {
-		return Input{}, err
+		return Input{}, nil, nil, err
 	}
 	sel, err := e.selector(ctx, r.Bundle, r.ToRevision)
 	if err != nil {
-		return Input{}, err
+		return Input{}, nil, nil, err
 	}
 	target, err := StoredMatcher(sel)
 	if err != nil {
-		return Input{}, err
-	}
-	clusters, err := e.store.RolloutClusters(ctx, r.ID)
-	if err != nil {
-		return Input{}, err
+		return Input{}, nil, nil, err
 	}
 	now := e.clock()
-	return Input{Rollout: r, Strategy: st, Clusters: clusters, Fleet: e.observations(f, r.Bundle, now),
-		Status: func(name string) *fleetv1.AgentStatus { return e.status(f, name) }, Target: target, Canary: canary,
-		Now: now}, nil
+	v, statuses, err := e.observe(ctx, r, now)
+	if err != nil {
+		return Input{}, nil, nil, err
+	}
+	return Input{Rollout: r, Strategy: st, Clusters: v.rows, Fleet: v.fleet, Status: statuses.status, Target: target,
+		Canary: canary, Now: now}, v, statuses, nil
 }
 
 // Evaluations is the number of completed evaluations of an active rollout: passes of Run
@@ -249,24 +206,32 @@ func (e *Engine) Evaluations() int64 { return e.evaluations.Load() }
 
 // advance computes and writes one step of r. Losing the compare-and-swap is not an error:
 // another replica or a user action got there first, and the next pass sees its result.
-func (e *Engine) advance(ctx context.Context, r store.Rollout, f *fleetState) error {
-	in, err := e.input(ctx, r, f)
+func (e *Engine) advance(ctx context.Context, r store.Rollout) error {
+	e.pass.Lock()
+	defer e.pass.Unlock()
+	in, v, statuses, err := e.input(ctx, r)
 	if err != nil {
 		return err
 	}
 	step, ok := Advance(in)
+	if err := statuses.err; err != nil {
+		return err // a status could not be read: decide nothing from its absence
+	}
 	if !ok {
 		e.evaluations.Add(1)
 		return nil
 	}
 	next, err := e.store.ApplyRolloutStep(ctx, step, labelsel.Match)
 	if errors.Is(err, store.ErrStale) {
+		e.stale(v)
 		e.evaluations.Add(1)
 		return nil
 	}
 	if err != nil {
+		e.stale(v)
 		return err
 	}
+	e.applied(v, step, next)
 	e.evaluations.Add(1)
 	for _, a := range step.Audit {
 		e.log.InfoContext(ctx, "rollout", "id", r.ID, "event", a.Action, "detail", a.Detail)
@@ -289,11 +254,7 @@ func (e *Engine) advanceOne(ctx context.Context, id int64) {
 	if err != nil || !r.Phase.Active() {
 		return
 	}
-	f, err := e.observe(ctx)
-	if err == nil {
-		err = e.advance(ctx, r, f)
-	}
-	if err != nil && !errors.Is(err, context.Canceled) {
+	if err := e.advance(ctx, r); err != nil && !errors.Is(err, context.Canceled) {
 		e.log.WarnContext(ctx, "advancing rollout", "id", id, "error", err)
 	}
 }

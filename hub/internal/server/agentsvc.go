@@ -144,9 +144,14 @@ func (a *agentService) WatchConfig(ctx context.Context, req *connect.Request[fle
 		case <-conn.Wake:
 		case <-recheck.C:
 			// A rotation keeps the stream: it ends only when the credential it was opened with
-			// no longer works (revoked, replaced, expired, or rotated and past its grace).
-			c, err := a.s.store.GetCluster(ctx, agent.Name)
-			if err == nil {
+			// no longer works (revoked, replaced, expired, or rotated and past its grace). The
+			// check reads nothing while no registration changed (one epoch read a second
+			// serves every stream of the replica).
+			c, err := a.s.creds.LookupRecent(ctx, auth.PresentedCredential(ctx), time.Second)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				return connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
+			case err == nil:
 				if err := auth.CredentialValid(c, auth.PresentedCredential(ctx), a.s.cfg.Now()); err != nil {
 					return err
 				}
@@ -178,14 +183,17 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	}
 	now := a.s.cfg.Now()
 	sum := health.Summarize(st)
-	// agent is the cluster as it was before this heartbeat: its state says whether this
-	// heartbeat ends a silence.
 	record := store.HeartbeatRecord{AgentVersion: st.GetAgentVersion(), AppliedDigest: st.GetConfigDigest(),
 		Inventories: sum.Inventories, Items: sum.Items, InventoriesNotReady: sum.InventoriesNotReady,
-		SinkErrors: sum.SinkErrors, State: stateNames[health.State(agent, now, a.s.cfg.Thresholds)]}
+		SinkErrors: sum.SinkErrors}
+	// The state is the cluster's before this heartbeat (does it end a silence?), from the
+	// previous heartbeat as stored: the authenticated copy of the cluster is cached.
+	stateAt := func(previous time.Time) string {
+		return stateNames[health.State(store.Cluster{LastHeartbeat: previous}, now, a.s.cfg.Thresholds)]
+	}
 	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
 		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw),
-		Record: record})
+		Record: record, StateAt: stateAt})
 	if errors.Is(err, store.ErrNotFound) {
 		// Revoked between authentication and now.
 		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", agent.Name))

@@ -84,6 +84,9 @@ type Config struct {
 	// rotation replaced keeps working. Defaults DefaultAgentCredentialTTL and
 	// DefaultAgentCredentialGrace.
 	AgentCredentialTTL, AgentCredentialGrace time.Duration
+	// PprofAddr serves Go's /debug/pprof/ endpoints (plain HTTP) on this address; "" (the
+	// default) disables them.
+	PprofAddr string
 	// ReadHeaderTimeout and IdleTimeout bound how long a connection may take to send a
 	// request's headers and stay open without a request or stream (defaults 10 s and 2 min).
 	ReadHeaderTimeout, IdleTimeout time.Duration
@@ -194,6 +197,7 @@ type Server struct {
 	registry   *prometheus.Registry
 	handler    http.Handler
 	guard      *auth.Guard
+	creds      *auth.CredentialCache
 	// leading: this replica drives rollouts (it holds the store's rollout lease).
 	leading atomic.Bool
 
@@ -246,6 +250,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.guard = auth.NewGuard(s.store, s.log, cfg.RegisterLimit, cfg.AuthFailureLimit, cfg.Now)
+	s.creds = auth.NewCredentialCache(s.store, nil)
 	s.builder = assign.New(s.store)
 	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
 	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
@@ -367,12 +372,18 @@ func (s *Server) routes() http.Handler {
 			func() float64 { return float64(s.guard.Limited()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_refused_calls_unaudited_total",
 			Help: "Refused calls whose audit event was dropped because the audit queue was full."},
-			func() float64 { return float64(s.guard.Unaudited()) }))
+			func() float64 { return float64(s.guard.Unaudited()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_credential_lookups_total",
+			Help: "Agent credential checks (every agent call and stream recheck) on this replica."},
+			func() float64 { return float64(s.creds.Stats().Lookups) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_credential_store_reads_total",
+			Help: "Agent credential checks that read the cluster from the store: the first of a credential, and the first after any registration change (kollect_hub_credential_lookups_total minus these were answered from memory)."},
+			func() float64 { return float64(s.creds.Stats().StoreReads) }))
 
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a
 	// fleet's heartbeats are the hub's most frequent call.
-	agentAuth := connect.WithInterceptors(&auth.AgentAuth{Store: s.store, Guard: s.guard})
+	agentAuth := connect.WithInterceptors(&auth.AgentAuth{Credentials: s.creds, Guard: s.guard})
 	fleetAuth := connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard})
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
@@ -453,6 +464,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			w.WatchConfig(ctx, func() { s.dispatcher.Poke(); s.rollouts.Wake() }, func(err error) {
 				s.log.WarnContext(ctx, "listening for other replicas' configuration changes; polling meanwhile", "error", err)
 			})
+		}()
+	}
+	if s.cfg.PprofAddr != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := s.servePprof(ctx, s.cfg.PprofAddr); err != nil {
+				s.log.ErrorContext(ctx, "pprof endpoint", "error", err)
+			}
 		}()
 	}
 	defer wg.Wait()

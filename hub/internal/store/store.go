@@ -110,6 +110,16 @@ type Store interface {
 	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
 	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
+	// ObserveFleet lists every cluster (revoked too) with its labels and its desired revision
+	// of bundle, without status: what the rollout engine needs of the whole fleet to find
+	// clusters that joined or left.
+	ObserveFleet(ctx context.Context, bundle string) ([]Observed, error)
+	// ObserveClusters is ObserveFleet for the named clusters only (those that exist), without
+	// labels: what the rollout engine reads of the clusters it is judging.
+	ObserveClusters(ctx context.Context, bundle string, names []string) ([]Observed, error)
+	// ClusterStatuses returns the stored status (AgentStatus as protobuf JSON) of each named
+	// cluster that has one.
+	ClusterStatuses(ctx context.Context, names []string) (map[string]string, error)
 	// RevokeCluster revokes a cluster's agent; its name stays blocked until ReleaseCluster.
 	RevokeCluster(ctx context.Context, name string) error
 	// ReleaseCluster lets a revoked cluster's name be registered again (ErrNotFound for an
@@ -155,6 +165,11 @@ type Store interface {
 	Desired(ctx context.Context, cluster string) ([]Desired, error)
 	// ConfigEpoch increases with every change of desired configuration; hub replicas poll it.
 	ConfigEpoch(ctx context.Context) (int64, error)
+	// ClusterEpoch increases with every change of a cluster's registration — registration,
+	// labels, revocation, release, deletion, credential rotation — through any replica, and
+	// never with a heartbeat. A value read after such a change committed is never the one
+	// read before it: caches of credentials and of the fleet's membership compare it.
+	ClusterEpoch(ctx context.Context) (int64, error)
 
 	// CreateRollout stores a new rollout (ID, Version, timestamps assigned) with its clusters.
 	// A bundle has at most one active rollout: a second one fails with an
@@ -242,6 +257,17 @@ type Cluster struct {
 	Status string
 }
 
+// Observed is a cluster as the rollout engine sees it on each pass: no status, and the desired
+// revision of the one bundle asked about.
+type Observed struct {
+	Name          string
+	Labels        map[string]string // nil from ObserveClusters
+	Revoked       bool
+	LastHeartbeat time.Time
+	// Desired is the cluster's desired revision of the bundle; 0 when it does not hold it.
+	Desired int64
+}
+
 // Rotation is one credential rotation.
 type Rotation struct {
 	Cluster       string
@@ -279,12 +305,17 @@ type Heartbeat struct {
 	Status            string
 	// Record is the heartbeat's summary for the history; its At is the heartbeat's.
 	Record HeartbeatRecord
+	// StateAt, when set, gives Record.State from the time of the cluster's previous heartbeat
+	// (zero: none), read in the heartbeat's own transaction: the caller's copy of the cluster
+	// may be older than the last heartbeat (another replica's, or a cached one).
+	StateAt func(previous time.Time) string
 }
 
-// The heartbeat history keeps a record of every heartbeat that changed a recorded value, of
-// at most one heartbeat per HistoryInterval otherwise, and only the newest HistoryLimit records
-// per cluster: a fleet of agents reporting the same status writes nothing more than once a
-// minute each.
+// The heartbeat history keeps a record of every heartbeat that changed a recorded value other
+// than the item count, of at most one heartbeat per HistoryInterval otherwise — so an item
+// count that moves with every heartbeat is recorded once a minute —, and only the newest
+// HistoryLimit records per cluster: a fleet of agents reporting the same status, or only
+// growing inventories, writes nothing more than once a minute each.
 const (
 	HistoryInterval = time.Minute
 	HistoryLimit    = 100
@@ -308,6 +339,13 @@ type HeartbeatRecord struct {
 func (r HeartbeatRecord) SameValues(o HeartbeatRecord) bool {
 	r.At = o.At
 	return r == o
+}
+
+// SameBesidesItems reports whether two records differ in nothing but their time and item
+// count: such a heartbeat waits for HistoryInterval like an unchanged one.
+func (r HeartbeatRecord) SameBesidesItems(o HeartbeatRecord) bool {
+	r.Items = o.Items
+	return r.SameValues(o)
 }
 
 // Bundle is a named, versioned set of manifests.

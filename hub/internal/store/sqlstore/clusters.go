@@ -46,6 +46,9 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		if err := s.bumpEpoch(ctx, tx); err != nil {
 			return err
 		}
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+			return err
+		}
 		existing, err := scanCluster(tx.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE name = ?`), p.Name))
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
@@ -234,10 +237,9 @@ func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, l
 
 // ClusterByCredential implements store.Store.
 func (s *Store) ClusterByCredential(ctx context.Context, hash string) (store.Cluster, error) {
-	c, err := scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters WHERE credential_hash = ?`), hash))
+	c, err := scanCluster(s.stmt(qClusterByCredential).QueryRowContext(ctx, hash))
 	if errors.Is(err, sql.ErrNoRows) && hash != "" {
-		c, err = scanCluster(s.db.QueryRowContext(ctx, s.q(`SELECT `+clusterCols+` FROM clusters
-			WHERE previous_credential_hash = ?`), hash))
+		c, err = scanCluster(s.stmt(qClusterByPrevious).QueryRowContext(ctx, hash))
 	}
 	if err != nil {
 		return c, notFound(err, "looking up agent credential")
@@ -247,25 +249,35 @@ func (s *Store) ClusterByCredential(ctx context.Context, hash string) (store.Clu
 
 // RotateCredential implements store.Store.
 func (s *Store) RotateCredential(ctx context.Context, r store.Rotation) (store.Cluster, error) {
-	// Each statement compares the presented credential with the stored one, so two
-	// rotations at once cannot both win with the same credential.
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET previous_credential_hash = credential_hash,
-		previous_expires_at = ?, credential_hash = ?, credential_expires_at = ?
-		WHERE name = ? AND credential_hash = ? AND revoked = 0`),
-		ms(r.PreviousUntil), r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
-	if err != nil {
-		return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		res, err = s.db.ExecContext(ctx, s.q(`UPDATE clusters SET credential_hash = ?, credential_expires_at = ?
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+			return err
+		}
+		// Each statement compares the presented credential with the stored one, so two
+		// rotations at once cannot both win with the same credential.
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET previous_credential_hash = credential_hash,
+			previous_expires_at = ?, credential_hash = ?, credential_expires_at = ?
+			WHERE name = ? AND credential_hash = ? AND revoked = 0`),
+			ms(r.PreviousUntil), r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
+		if err != nil {
+			return fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return nil
+		}
+		res, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET credential_hash = ?, credential_expires_at = ?
 			WHERE name = ? AND previous_credential_hash = ? AND revoked = 0`),
 			r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
 		if err != nil {
-			return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
+			return fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return store.Cluster{}, fmt.Errorf("rotating the credential of %s: %w", r.Cluster, store.ErrNotFound)
+			return fmt.Errorf("rotating the credential of %s: %w", r.Cluster, store.ErrNotFound)
 		}
+		return nil
+	})
+	if err != nil {
+		return store.Cluster{}, err
 	}
 	return s.GetCluster(ctx, r.Cluster)
 }
@@ -291,24 +303,37 @@ func (s *Store) LiveClusters(ctx context.Context) ([]string, error) {
 
 // RevokeCluster implements store.Store.
 func (s *Store) RevokeCluster(ctx context.Context, name string) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1, released = 0 WHERE name = ?`), name)
-	if err != nil {
-		return fmt.Errorf("revoking cluster %s: %w", name, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1, released = 0 WHERE name = ?`), name)
+		if err != nil {
+			return fmt.Errorf("revoking cluster %s: %w", name, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
+		}
+		return nil
+	})
 }
 
 // ReleaseCluster implements store.Store.
 func (s *Store) ReleaseCluster(ctx context.Context, name string) error {
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE clusters SET released = 1 WHERE name = ? AND revoked = 1`), name)
-	if err != nil {
-		return fmt.Errorf("releasing cluster %s: %w", name, err)
-	}
-	if n, _ := res.RowsAffected(); n > 0 {
+	var released int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET released = 1 WHERE name = ? AND revoked = 1`), name)
+		if err != nil {
+			return fmt.Errorf("releasing cluster %s: %w", name, err)
+		}
+		released, _ = res.RowsAffected()
 		return nil
+	})
+	if err != nil || released > 0 {
+		return err
 	}
 	if _, err := s.GetCluster(ctx, name); err != nil {
 		return fmt.Errorf("releasing: %w", err)
@@ -326,6 +351,9 @@ func (s *Store) SetClusterLabels(ctx context.Context, name string, labels map[st
 		if err := s.bumpEpoch(ctx, tx); err != nil {
 			return err
 		}
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ? WHERE name = ?`), string(raw), name)
 		if err != nil {
 			return fmt.Errorf("setting labels of %s: %w", name, err)
@@ -341,6 +369,9 @@ func (s *Store) SetClusterLabels(ctx context.Context, name string, labels map[st
 func (s *Store) DeleteCluster(ctx context.Context, name string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := s.bumpEpoch(ctx, tx); err != nil {
+			return err
+		}
+		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
 			return err
 		}
 		// Explicitly, not by cascade: SQLite enforces foreign keys only when told to.

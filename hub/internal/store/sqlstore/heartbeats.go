@@ -21,55 +21,97 @@ func scanHeartbeat(sc scanner) (store.HeartbeatRecord, error) {
 	return r, err
 }
 
-// RecordHeartbeat implements store.Store.
+// RecordHeartbeat implements store.Store. A fleet's heartbeats are the store's most frequent
+// write, so it writes only what changed: the cluster's row (its heartbeat time and status
+// always change), the applied revisions that differ from the stored ones, and a history record
+// when recordHistory calls for one. Its statements are prepared once (prepared).
 func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
-			kubernetes_version = ?, applied_digest = ?, status = ? WHERE name = ? AND revoked = 0`),
-			ms(h.At), h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status, h.Cluster)
+		if h.StateAt != nil {
+			st := s.txStmt(ctx, tx, qHeartbeatPrevious)
+			var prev int64
+			if err := st.QueryRowContext(ctx, h.Cluster).Scan(&prev); err != nil {
+				return notFound(err, "recording heartbeat of "+h.Cluster)
+			}
+			h.Record.State = h.StateAt(fromMS(prev))
+		}
+		st := s.txStmt(ctx, tx, qHeartbeatCluster)
+		res, err := st.ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status, h.Cluster)
 		if err != nil {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = 0 WHERE cluster = ?`), h.Cluster); err != nil {
-			return fmt.Errorf("recording applied revisions of %s: %w", h.Cluster, err)
-		}
-		for bundle, rev := range h.Applied {
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE cluster_bundles SET applied_revision = ?
-				WHERE cluster = ? AND bundle = ?`), rev, h.Cluster, bundle); err != nil {
-				return fmt.Errorf("recording applied revision of %s/%s: %w", h.Cluster, bundle, err)
-			}
+		if err := s.recordApplied(ctx, tx, h); err != nil {
+			return err
 		}
 		return s.recordHistory(ctx, tx, h)
 	})
 }
 
-// recordHistory adds the heartbeat's record unless the newest one says the same and is recent.
-// The common case — an agent reporting what it reported a moment ago — costs one indexed read
-// and writes nothing; a new record also prunes the cluster's oldest beyond HistoryLimit.
+// recordApplied sets each desired bundle's applied revision to what the heartbeat reports (0
+// for a bundle it does not report), writing only the rows that change.
+func (s *Store) recordApplied(ctx context.Context, tx *sql.Tx, h store.Heartbeat) error {
+	st := s.txStmt(ctx, tx, qAppliedRead)
+	rows, err := st.QueryContext(ctx, h.Cluster)
+	if err != nil {
+		return fmt.Errorf("reading applied revisions of %s: %w", h.Cluster, err)
+	}
+	changed := map[string]int64{}
+	for rows.Next() {
+		var (
+			bundle string
+			rev    int64
+		)
+		if err := rows.Scan(&bundle, &rev); err != nil {
+			rows.Close()
+			return fmt.Errorf("reading applied revisions of %s: %w", h.Cluster, err)
+		}
+		if want := h.Applied[bundle]; want != rev {
+			changed[bundle] = want
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("reading applied revisions of %s: %w", h.Cluster, err)
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	up := s.txStmt(ctx, tx, qAppliedWrite)
+	for bundle, rev := range changed {
+		if _, err := up.ExecContext(ctx, rev, h.Cluster, bundle); err != nil {
+			return fmt.Errorf("recording applied revision of %s/%s: %w", h.Cluster, bundle, err)
+		}
+	}
+	return nil
+}
+
+// recordHistory adds the heartbeat's record unless the newest one is recent and differs from it
+// in nothing but the item count (store.HistoryInterval). The common case — an agent reporting
+// what it reported a moment ago — costs one indexed read and writes nothing; a new record also
+// prunes the cluster's oldest beyond HistoryLimit.
 func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, h store.Heartbeat) error {
 	rec := h.Record
 	rec.At = h.At
-	last, err := scanHeartbeat(tx.QueryRowContext(ctx, s.q(`SELECT `+heartbeatCols+` FROM cluster_heartbeats
-		WHERE cluster = ? ORDER BY id DESC LIMIT 1`), h.Cluster))
+	st := s.txStmt(ctx, tx, qHistoryNewest)
+	last, err := scanHeartbeat(st.QueryRowContext(ctx, h.Cluster))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return fmt.Errorf("reading the heartbeat history of %s: %w", h.Cluster, err)
-	case last.SameValues(rec) && rec.At.Sub(last.At) < store.HistoryInterval:
+	case last.SameBesidesItems(rec) && rec.At.Sub(last.At) < store.HistoryInterval:
 		return nil
 	}
-	if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO cluster_heartbeats (cluster, `+heartbeatCols+`)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`), h.Cluster, ms(rec.At), rec.AgentVersion, rec.AppliedDigest,
+	ins := s.txStmt(ctx, tx, qHistoryInsert)
+	if _, err := ins.ExecContext(ctx, h.Cluster, ms(rec.At), rec.AgentVersion, rec.AppliedDigest,
 		rec.Inventories, rec.Items, rec.InventoriesNotReady, rec.SinkErrors, rec.State); err != nil {
 		return fmt.Errorf("recording the heartbeat history of %s: %w", h.Cluster, err)
 	}
 	// Everything from the (HistoryLimit+1)-th newest row down; usually exactly one row.
-	if _, err := tx.ExecContext(ctx, s.q(`DELETE FROM cluster_heartbeats WHERE cluster = ? AND id <= (
-		SELECT id FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`),
-		h.Cluster, h.Cluster, store.HistoryLimit); err != nil {
+	prune := s.txStmt(ctx, tx, qHistoryPrune)
+	if _, err := prune.ExecContext(ctx, h.Cluster, h.Cluster, store.HistoryLimit); err != nil {
 		return fmt.Errorf("pruning the heartbeat history of %s: %w", h.Cluster, err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -46,6 +47,10 @@ type Store struct {
 	d  dialect
 	// dsn is the PostgreSQL connection string WatchConfig listens with; "" on SQLite.
 	dsn string
+	// clusterEpoch is the cluster epoch on SQLite (see bumpClusterEpoch).
+	clusterEpoch atomic.Int64
+	// stmts holds the prepared statements of the hot paths (hotQueries), by query.
+	stmts map[string]*sql.Stmt
 }
 
 var _ store.Store = (*Store)(nil)
@@ -70,6 +75,16 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		s.db.Close()
 		return nil, err
 	}
+	if err := s.prepare(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	epoch, err := s.readClusterEpoch(ctx)
+	if err != nil {
+		s.db.Close()
+		return nil, err
+	}
+	s.clusterEpoch.Store(epoch)
 	return s, nil
 }
 
@@ -104,8 +119,13 @@ func openSQLite(path string) (*Store, error) {
 	return &Store{db: db, d: sqliteDialect}, nil
 }
 
-// Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the prepared statements and the database.
+func (s *Store) Close() error {
+	for _, st := range s.stmts {
+		_ = st.Close()
+	}
+	return s.db.Close()
+}
 
 // q rewrites ? placeholders for the dialect. Queries never contain a literal '?'.
 func (s *Store) q(query string) string {

@@ -9,9 +9,9 @@ import (
 	"kollect.dev/hub/internal/store"
 )
 
-// testHeartbeatHistory checks which heartbeats become history records (a change, else one per
-// HistoryInterval), the pruning to HistoryLimit per cluster, and that a deleted cluster leaves
-// no history behind for the next cluster of that name.
+// testHeartbeatHistory checks which heartbeats become history records (a change other than the
+// item count, else one per HistoryInterval), the pruning to HistoryLimit per cluster, and that
+// a deleted cluster leaves no history behind for the next cluster of that name.
 func testHeartbeatHistory(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	bootstrap(t, s, "tok", 0, time.Hour, false)
@@ -47,11 +47,15 @@ func testHeartbeatHistory(t *testing.T, s store.Store) {
 	beat("alpha", at.Add(20*time.Second), base) // nothing changed: not recorded
 	more := base
 	more.Items = 51
-	beat("alpha", at.Add(30*time.Second), more)
-	beat("alpha", at.Add(89*time.Second), more) // 59 s after the last record: not recorded
-	beat("alpha", at.Add(90*time.Second), more) // a minute after it: recorded
+	beat("alpha", at.Add(30*time.Second), more) // only the item count changed: waits for the minute
+	beat("alpha", at.Add(69*time.Second), more) // 59 s after the last record: not recorded
+	beat("alpha", at.Add(70*time.Second), more) // a minute after it: recorded, with the new count
+	more.Items = 52
+	failing := more
+	failing.SinkErrors = 1
+	beat("alpha", at.Add(75*time.Second), failing) // a sink began failing: recorded at once
 	h := history("alpha", 10)
-	wantAt := []time.Duration{90 * time.Second, 30 * time.Second, 10 * time.Second, 0}
+	wantAt := []time.Duration{75 * time.Second, 70 * time.Second, 10 * time.Second, 0}
 	if len(h) != len(wantAt) {
 		t.Fatalf("history: %+v", h)
 	}
@@ -60,22 +64,23 @@ func testHeartbeatHistory(t *testing.T, s store.Store) {
 			t.Errorf("record %d at %v, want %v", i, h[i].At, at.Add(d))
 		}
 	}
-	if h[0] != (store.HeartbeatRecord{At: at.Add(90 * time.Second), AgentVersion: "v1", AppliedDigest: "sha256:a",
-		Inventories: 2, Items: 51, InventoriesNotReady: 1, State: "online"}) || h[3].State != "pending" {
+	if h[1] != (store.HeartbeatRecord{At: at.Add(70 * time.Second), AgentVersion: "v1", AppliedDigest: "sha256:a",
+		Inventories: 2, Items: 51, InventoriesNotReady: 1, State: "online"}) || h[0].Items != 52 || h[0].SinkErrors != 1 ||
+		h[3].State != "pending" {
 		t.Fatalf("records: %+v", h)
 	}
 
 	// A busy cluster keeps only the newest HistoryLimit records; the other cluster keeps its own.
 	for i := range store.HistoryLimit + 20 {
 		r := base
-		r.Items = int64(1000 + i)
+		r.SinkErrors = int64(1000 + i)
 		beat("alpha", at.Add(time.Hour+time.Duration(i)*time.Second), r)
 	}
 	h = history("alpha", store.HistoryLimit+50)
-	if len(h) != store.HistoryLimit || h[0].Items != int64(1000+store.HistoryLimit+19) || h[len(h)-1].Items != 1020 {
+	if len(h) != store.HistoryLimit || h[0].SinkErrors != int64(1000+store.HistoryLimit+19) || h[len(h)-1].SinkErrors != 1020 {
 		t.Fatalf("after pruning: %d records, newest %+v, oldest %+v", len(h), h[0], h[len(h)-1])
 	}
-	if h := history("alpha", 3); len(h) != 3 || h[0].Items != int64(1000+store.HistoryLimit+19) {
+	if h := history("alpha", 3); len(h) != 3 || h[0].SinkErrors != int64(1000+store.HistoryLimit+19) {
 		t.Fatalf("limit 3: %+v", h)
 	}
 	if h := history("beta", 10); len(h) != 1 || h[0].State != "pending" {

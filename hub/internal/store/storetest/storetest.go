@@ -46,6 +46,8 @@ func Run(t *testing.T, newStore Factory) {
 		"HoldAndStable":           testHoldAndStable,
 		"Rollouts":                testRollouts,
 		"RolloutRaces":            testRolloutRaces,
+		"ClusterEpoch":            testClusterEpoch,
+		"Observe":                 testObserve,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,411 @@
+package hubbench
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"kollect.dev/e2e/dashboard/fleetsim"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
+	"kollect.dev/testenv"
+)
+
+// manifests is the bundle each rollout releases; the iteration number goes into the match
+// expression so that every revision differs.
+const manifests = `apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: deployments, namespace: kollect-system}
+spec:
+  target: {group: apps, version: v1, kind: Deployment}
+  attributes:
+    - {name: replicas, jsonPath: "{.spec.replicas}", type: int}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata: {name: deployments, namespace: kollect-system}
+spec:
+  profileRef: {name: deployments}
+  match: "object.spec.replicas > %d"
+`
+
+// heartbeat is how often every simulated agent reports; the steady window is one interval, so
+// that every agent heartbeats in it once.
+const heartbeat = time.Minute
+
+// agents is how many simulated agents join; KOLLECT_BENCH_AGENTS overrides the 1,000 default
+// (the goal is 10,000).
+func agents(b *testing.B) int {
+	if v := os.Getenv("KOLLECT_BENCH_AGENTS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("KOLLECT_BENCH_AGENTS=%q", v)
+		}
+		return n
+	}
+	return 1000
+}
+
+// raiseOpenFiles lifts this process's open-file limit to its hard limit: every simulated
+// agent holds a connection of its own, and the hubs (children) inherit the limit.
+func raiseOpenFiles(b *testing.B, need int) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	lim.Cur = lim.Max
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		b.Fatal(err)
+	}
+	if lim.Cur < uint64(need) {
+		b.Fatalf("open-file limit %d is below the %d this benchmark needs: raise the hard limit (ulimit -Hn)", lim.Cur, need)
+	}
+}
+
+// BenchmarkHubScale joins N simulated agents (e2e/dashboard/fleetsim, each with its own TLS
+// connection, WatchConfig stream and a heartbeat a minute) to kollect-hub processes and
+// measures the hubs alone, from their /proc entries:
+//
+//   - steady: one heartbeat interval after every agent joined; hub-cores is the hubs' CPU
+//     seconds per second of it.
+//   - rollout: one operation is a staged rollout (10 waves of 10%, only the "applied" gate,
+//     min_healthy 0) to every agent, from ApplyBundle with hold to COMPLETED.
+//
+// Topologies: sqlite (one hub, the default store) and postgres-2-replicas (two hubs on one
+// PostgreSQL database, half the agents on each; figures are summed, and each replica's are
+// reported as hub0-… and hub1-…). Every hub runs with GOMEMLIMIT (memLimit). KOLLECT_BENCH_PROFILE=DIR saves each hub's CPU profile of
+// the steady window and of the first rollout, and its heap at the end, into DIR.
+func BenchmarkHubScale(b *testing.B) {
+	n := agents(b)
+	raiseOpenFiles(b, n+1000)
+	bin := hubBinary(b)
+	b.Run("sqlite", func(b *testing.B) {
+		f := join(b, bin, n, 1, "")
+		b.Run("steady", f.steady)
+		b.Run("rollout", f.rollout)
+	})
+	b.Run("postgres-2-replicas", func(b *testing.B) {
+		pg, err := testenv.StartPostgres()
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(pg.Stop)
+		dsn, err := pg.CreateDatabase(context.Background(), "hubbench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		f := join(b, bin, n, 2, dsn)
+		b.Run("steady", f.steady)
+		b.Run("rollout", f.rollout)
+	})
+}
+
+// memoryBudget is the resident memory the hubs of one topology may use together (the goal at
+// 10,000 agents), shared equally by the replicas.
+const memoryBudget = 1024 // MiB
+
+// memLimit is the GOMEMLIMIT each of replicas hubs runs with: 90% of its share of
+// memoryBudget, as docs/hub.md recommends (the limit covers the Go heap and stacks, not the
+// binary's mapped pages). KOLLECT_BENCH_GOMEMLIMIT overrides it for every hub; "off" runs
+// them without one.
+func memLimit(replicas int) string {
+	switch v := os.Getenv("KOLLECT_BENCH_GOMEMLIMIT"); v {
+	case "":
+		return fmt.Sprintf("%dMiB", memoryBudget*9/10/replicas)
+	case "off":
+		return ""
+	default:
+		return v
+	}
+}
+
+// scale is a joined fleet and its hubs.
+type scale struct {
+	name       string
+	n          int
+	hubs       []*hub
+	admin      fleetv1connect.FleetServiceClient
+	profileDir string
+	rollouts   int // rollouts run so far; revision 1 is released before the first
+}
+
+// join starts replicas hubs on store ("" for SQLite) and joins n agents, spread evenly.
+func join(b *testing.B, bin string, n, replicas int, store string) *scale {
+	ctx := context.Background()
+	dataDir := b.TempDir()
+	s := &scale{name: strings.ReplaceAll(b.Name(), "/", "-"), n: n, profileDir: os.Getenv("KOLLECT_BENCH_PROFILE")}
+	for range replicas {
+		s.hubs = append(s.hubs, startHub(b, bin, dataDir, store, memLimit(replicas)))
+	}
+	s.admin = s.hubs[0].fleetClient()
+	boot, err := s.admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
+		Description: "hubbench", MaxUses: int64(n)}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var fleets []*fleetsim.Fleet
+	for _, h := range s.hubs {
+		f, err := fleetsim.New(h.url, h.caPEM, boot.Msg.GetSecret(), heartbeat)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f.ConnectionPerAgent()
+		b.Cleanup(f.Close)
+		fleets = append(fleets, f)
+	}
+	start := time.Now()
+	var (
+		wg   sync.WaitGroup
+		errs = make(chan error, n)
+		sem  = make(chan struct{}, 32)
+	)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			c := fleetsim.Healthy(fmt.Sprintf("c%05d", i), map[string]string{"env": "bench"}, int64(100+i%900))
+			if err := fleets[i%len(fleets)].Add(ctx, c); err != nil {
+				errs <- err
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		b.Fatal(err)
+	}
+	for i, h := range s.hubs {
+		waitConnected(b, h, (n+replicas-1-i)/replicas)
+	}
+	for i, h := range s.hubs {
+		rss, peak := h.memory(b)
+		b.Logf("%d simulated agents joined in %s; hub %d RSS %.0f MiB (peak %.0f MiB)", n, time.Since(start).Round(time.Second), i, rss, peak)
+	}
+	return s
+}
+
+// waitConnected waits until want agents hold a WatchConfig stream on h (its
+// kollect_hub_connected_agents metric).
+func waitConnected(b *testing.B, h *hub, want int) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		m, err := h.metrics()
+		got := int(m["kollect_hub_connected_agents"])
+		if err == nil && got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d agents connected to %s after 5 minutes (%v)", got, want, h.url, err)
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// metrics reads the hub's unlabelled series from /metrics (one scrape, as Prometheus would).
+func (h *hub) metrics() (map[string]float64, error) {
+	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+h.adminToken)
+	resp, err := h.fleetClientHTTP().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if v, err := strconv.ParseFloat(value, 64); err == nil {
+			out[name] = v
+		}
+	}
+	return out, sc.Err()
+}
+
+// logMemory logs where a hub's memory is, from the Go runtime's own figures.
+func (h *hub) logMemory(b *testing.B, i int) {
+	m, err := h.metrics()
+	if err != nil {
+		b.Logf("hub %d metrics: %v", i, err)
+		return
+	}
+	const mib = 1 << 20
+	b.Logf("hub %d: %.0f goroutines; heap in use %.0f MiB, stacks %.0f MiB, next GC at %.0f MiB, from the OS %.0f MiB",
+		i, m["go_goroutines"], m["go_memstats_heap_inuse_bytes"]/mib, m["go_memstats_stack_inuse_bytes"]/mib,
+		m["go_memstats_next_gc_bytes"]/mib, m["go_memstats_sys_bytes"]/mib)
+}
+
+// steady measures the hubs over one heartbeat interval.
+func (s *scale) steady(b *testing.B) {
+	cpu0 := make([]time.Duration, len(s.hubs))
+	var total time.Duration
+	profiles := s.startProfiles(b, "steady", heartbeat)
+	for i, h := range s.hubs {
+		cpu0[i] = h.cpu(b)
+	}
+	for b.Loop() {
+		time.Sleep(heartbeat)
+		total += heartbeat
+	}
+	used := make([]float64, len(s.hubs))
+	for i, h := range s.hubs {
+		used[i] = (h.cpu(b) - cpu0[i]).Seconds() / total.Seconds()
+	}
+	profiles()
+	var cores, rss, peak float64
+	for i, h := range s.hubs {
+		c := used[i]
+		r, p := h.memory(b)
+		h.logMemory(b, i) // after reading the CPU and RSS: a scrape costs the hub a fleet snapshot
+		cores, rss, peak = cores+c, rss+r, peak+p
+		if len(s.hubs) > 1 {
+			b.ReportMetric(c, fmt.Sprintf("hub%d-cores", i))
+			b.ReportMetric(r, fmt.Sprintf("hub%d-RSS-MiB", i))
+		}
+	}
+	b.ReportMetric(cores, "hub-cores")
+	b.ReportMetric(rss, "hub-RSS-MiB")
+	b.ReportMetric(peak, "hub-peak-RSS-MiB")
+	b.ReportMetric(float64(s.n), "agents")
+}
+
+// rollout measures staged rollouts to every agent.
+func (s *scale) rollout(b *testing.B) {
+	ctx := context.Background()
+	strategy := &fleetv1.RolloutStrategy{
+		WaveSize: &fleetv1.WaveSize{Size: &fleetv1.WaveSize_Percent{Percent: 10}},
+		Gates:    &fleetv1.RolloutGates{SkipInventoriesReady: true, SkipSinkErrors: true, SkipCoverage: true},
+	}
+	selector := &fleetv1.LabelSelector{MatchLabels: map[string]string{"env": "bench"}}
+	if s.rollouts == 0 {
+		// Release revision 1 at once so that every rollout is a move between revisions.
+		if _, err := s.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+			Name: "bench", Manifests: fmt.Sprintf(manifests, 0), ClusterSelector: selector})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu0 := make([]time.Duration, len(s.hubs))
+	for i, h := range s.hubs {
+		cpu0[i] = h.cpu(b)
+	}
+	var worst time.Duration
+	var profiles func()
+	for b.Loop() {
+		s.rollouts++
+		if profiles == nil {
+			profiles = s.startProfiles(b, "rollout", 30*time.Second)
+		}
+		t0 := time.Now()
+		if _, err := s.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{
+			Name: "bench", Manifests: fmt.Sprintf(manifests, s.rollouts), ClusterSelector: selector, Hold: true})); err != nil {
+			b.Fatal(err)
+		}
+		started, err := s.admin.StartRollout(ctx, connect.NewRequest(&fleetv1.StartRolloutRequest{Bundle: "bench", Strategy: strategy}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.waitCompleted(b, started.Msg.GetRollout().GetId())
+		worst = max(worst, time.Since(t0))
+	}
+	var cpu, rss float64
+	for i, h := range s.hubs {
+		c := (h.cpu(b) - cpu0[i]).Seconds() / float64(b.N)
+		r, _ := h.memory(b)
+		cpu, rss = cpu+c, rss+r
+		if len(s.hubs) > 1 {
+			b.ReportMetric(c, fmt.Sprintf("hub%d-CPU-s/op", i))
+			b.ReportMetric(r, fmt.Sprintf("hub%d-RSS-MiB", i))
+		}
+	}
+	profiles()
+	b.ReportMetric(cpu, "hub-CPU-s/op")
+	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
+	b.ReportMetric(float64(s.n), "agents")
+	b.ReportMetric(rss, "hub-RSS-MiB")
+}
+
+// waitCompleted waits for a rollout to complete with every agent healthy. It polls
+// ListRollouts, which answers from the rollout's row (waves with their counts), as the
+// dashboard's rollout list does: GetRollout would add a read of every cluster's row to the
+// hub's work 20 times a second.
+func (s *scale) waitCompleted(b *testing.B, id int64) {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		got, err := s.admin.ListRollouts(context.Background(), connect.NewRequest(&fleetv1.ListRolloutsRequest{Bundle: "bench", Limit: 1}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(got.Msg.GetRollouts()) != 1 || got.Msg.GetRollouts()[0].GetId() != id {
+			b.Fatalf("rollout %d is not the bundle's latest: %v", id, got.Msg.GetRollouts())
+		}
+		r := got.Msg.GetRollouts()[0]
+		switch r.GetPhase() {
+		case fleetv1.RolloutPhase_ROLLOUT_PHASE_COMPLETED:
+			var healthy int64
+			for _, w := range r.GetWaves() {
+				healthy += w.GetClustersHealthy()
+			}
+			if len(r.GetWaves()) != 10 || healthy != int64(s.n) {
+				b.Fatalf("rollout %d completed in %d waves with %d of %d clusters healthy", id, len(r.GetWaves()), healthy, s.n)
+			}
+			return
+		case fleetv1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING:
+		default:
+			b.Fatalf("rollout %d is %v: %s", id, r.GetPhase(), r.GetMessage())
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("rollout %d not completed in 10 minutes (wave %d)", id, r.GetCurrentWave())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startProfiles starts a CPU profile of every hub over d when KOLLECT_BENCH_PROFILE is set; the
+// function it returns waits for them and saves each hub's heap profile too.
+func (s *scale) startProfiles(b *testing.B, what string, d time.Duration) func() {
+	if s.profileDir == "" {
+		return func() {}
+	}
+	var wg sync.WaitGroup
+	for i, h := range s.hubs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("%s-%d-hub%d-%s", s.name, s.n, i, what)
+			if err := h.profile(context.Background(), s.profileDir, name+".cpu.pprof",
+				fmt.Sprintf("profile?seconds=%d", int(d.Seconds()))); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	return func() {
+		wg.Wait()
+		for i, h := range s.hubs {
+			name := fmt.Sprintf("%s-%d-hub%d-%s.heap.pprof", s.name, s.n, i, what)
+			if err := h.profile(context.Background(), s.profileDir, name, "heap"); err != nil {
+				b.Error(err)
+			}
+		}
+	}
+}
