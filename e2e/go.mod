@@ -70,6 +70,7 @@ replace (
 
 require (
 	connectrpc.com/connect v1.21.1
+	go.opentelemetry.io/proto/otlp v1.11.0
 	golang.org/x/net v0.62.0
 	google.golang.org/protobuf v1.36.13-0.20261016172727-e9ee2a76ab8e
 	k8s.io/apiextensions-apiserver v0.37.2

@@ -534,7 +534,9 @@ type agentProc struct {
 	metrics, healthz string
 	// args are flags beyond the ones every run gets (the hub's, for instance).
 	args []string
-	cmd  *exec.Cmd
+	// env is the environment beyond KUBECONFIG; nil is the test's own.
+	env []string
+	cmd *exec.Cmd
 }
 
 func newAgent(t *testing.T, cp *testenv.ControlPlane) *agentProc {
@@ -568,7 +570,11 @@ func (a *agentProc) start() {
 	a.cmd = exec.Command(agentBin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
 		"--health-probe-bind-address", a.healthz, "--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
-	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
+	env := a.env
+	if env == nil {
+		env = os.Environ()
+	}
+	a.cmd.Env = append(env, "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	must(a.t, a.cmd.Start())

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"kollect.dev/agent/internal/agent"
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/memory"
+	"kollect.dev/agent/internal/tracing"
 	"kollect.dev/api/version"
 )
 
@@ -91,9 +93,21 @@ func main() {
 	o.Log = log
 
 	log.Info("starting kollect-agent", "version", version.String(), "cluster", o.Cluster, "namespaces", o.Namespaces, "leaderElection", o.LeaderElection)
+	ctx := ctrl.SetupSignalHandler()
+	// Off unless the OTEL_* environment asks for traces (see package tracing).
+	shutdownTracing, err := tracing.Setup(ctx, log.WithName("tracing"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
+		os.Exit(2)
+	}
 	// Run returns only on SIGTERM or an error no retry fixes: a lost lease or an API outage
 	// does not end the process.
-	if err := agent.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), o); err != nil {
+	err = agent.Run(ctx, ctrl.GetConfigOrDie(), o)
+	// The spans of the last exports are flushed even on SIGTERM (ctx is done by then).
+	if terr := shutdownTracing(context.WithoutCancel(ctx)); terr != nil {
+		log.Error(terr, "stopping tracing")
+	}
+	if err != nil {
 		log.Error(err, "agent stopped")
 		os.Exit(1)
 	}

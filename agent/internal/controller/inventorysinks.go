@@ -88,7 +88,7 @@ func (r *InventoryReconciler) bindings(ctx context.Context, key inventory.Key, o
 		p := prior[ref]
 		// New scopes' destinations replace the worker like a rotated Secret does, keeping what
 		// the sink accepted: the destination is the same, only the guard is narrower.
-		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest() + policy.key, Destination: dest, Sink: b.sink, Timeout: so.timeout}
+		binding := inventory.SinkBinding{Ref: ref, ID: id, Credentials: b.reads.digest() + policy.key, Destination: dest, Type: so.typ, Sink: b.sink, Timeout: so.timeout}
 		// What the status remembers holds only for the destination it was accepted into: a
 		// bucket, table, repository, path or format edited while the agent was down, or the
 		// sink re-created under the same name, is a destination that holds nothing yet. A

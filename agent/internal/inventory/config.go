@@ -44,8 +44,10 @@ type SinkBinding struct {
 	// Destination is the sink's destination digest (sink.Destination), recorded with the
 	// accepted checksum.
 	Destination string
-	Sink        sink.Sink
-	Timeout     time.Duration
+	// Type is the sink's family/type (database/postgres), an attribute of its spans.
+	Type    string
+	Sink    sink.Sink
+	Timeout time.Duration
 	// Accepted is what the inventory's status says the sink accepted last, so a restart with
 	// unchanged data exports nothing.
 	Accepted     string

@@ -210,7 +210,7 @@ func (m *Manager) kindChanged(gvk schema.GroupVersionKind) {
 	}
 	m.mu.Unlock()
 	for _, r := range dirty {
-		r.markDirty(false)
+		r.markChanged(gvk.String())
 	}
 }
 

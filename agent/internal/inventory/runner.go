@@ -6,9 +6,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/tracing"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
@@ -38,6 +42,10 @@ type runner struct {
 	storedLoaded bool
 	// retireBuilt: r.last was built by the retiring configuration (see retire.go).
 	retireBuilt bool
+	// changedKind and changedAt are the first watch change since the last build, recorded
+	// as an event of the build's span.
+	changedKind string
+	changedAt   time.Time
 }
 
 type workerHandle struct {
@@ -126,7 +134,7 @@ func (r *runner) syncWorkersLocked() {
 			accepted, coverage, rows, at, confirmed = "", "", 0, time.Time{}, time.Time{}
 		}
 		w := delivery.NewWorker(delivery.WorkerOptions{
-			Name: ref.String(), Inventory: r.cfg.Key.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
+			Name: ref.String(), SinkType: b.Type, Inventory: r.cfg.Key.String(), Sink: b.Sink, Timeout: b.Timeout, Backoff: r.m.backoff, Metrics: r.m.metrics,
 			Log: r.m.log, Accepted: accepted, AcceptedCoverage: coverage, AcceptedRows: rows, AcceptedAt: at, Ready: r.m.ready,
 			ConfirmedAt: confirmed, ConfirmInterval: r.cfg.Confirm,
 			OnStatus: func(delivery.Status) { r.m.onStatus(r.key) },
@@ -146,6 +154,16 @@ func (r *runner) kickWorkers() {
 	for _, h := range r.workers {
 		h.w.Kick()
 	}
+}
+
+// markChanged records a watch change of kind and marks the inventory dirty.
+func (r *runner) markChanged(kind string) {
+	r.mu.Lock()
+	if r.changedAt.IsZero() {
+		r.changedKind, r.changedAt = kind, time.Now()
+	}
+	r.mu.Unlock()
+	r.markDirty(false)
 }
 
 func (r *runner) markDirty(resync bool) {
@@ -214,7 +232,17 @@ func (r *runner) build() {
 	prev := r.last
 	resync := r.resync
 	r.resync = false
+	changedKind, changedAt := r.changedKind, r.changedAt
+	r.changedKind, r.changedAt = "", time.Time{}
+	spanCtx := r.ctx
 	r.mu.Unlock()
+	// The build's span parents the sink writes it offers (Job.Trace): one trace per change.
+	_, span := tracing.Tracer("inventory").Start(spanCtx, tracing.SpanBuild, trace.WithAttributes(
+		tracing.Inventory.String(cfg.Key.String()), tracing.Targets.Int(len(cfg.Targets))))
+	defer span.End()
+	if !changedAt.IsZero() {
+		span.AddEvent(tracing.EventChange, trace.WithTimestamp(changedAt), trace.WithAttributes(tracing.Kind.String(changedKind)))
+	}
 
 	var rows []export.Row
 	var incomplete []TargetProblem
@@ -308,10 +336,12 @@ func (r *runner) build() {
 		// acted on) is made by the first build that exports, not dropped with this one.
 		r.resync = r.resync || resync
 		r.mu.Unlock()
+		span.SetAttributes(tracing.Rows.Int(len(rows)), attribute.Bool("kollect.held", true))
 		r.m.onStatus(r.key)
 		return
 	}
 	snap := export.NewSnapshot(rows)
+	span.SetAttributes(tracing.Rows.Int(snap.Len()))
 	changed := prev == nil || snap.Checksum != prev.Checksum
 	if changed {
 		r.last = snap
@@ -334,6 +364,9 @@ func (r *runner) build() {
 		}
 	}
 	job := r.job(resync)
+	if len(offer) > 0 {
+		job.Trace = span.SpanContext()
+	}
 	ctx := r.ctx
 	r.mu.Unlock()
 

@@ -9,9 +9,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/tracing"
 )
 
 // Job is one snapshot an inventory wants exported.
@@ -38,6 +42,8 @@ type Job struct {
 	// a deleted inventory leaves nothing. Only then does the sink count as having accepted
 	// the snapshot, so the retirement's finalizer waits for it.
 	PurgeState bool
+	// Trace is the span of the build that offered the job: the sink write's span is its child.
+	Trace trace.SpanContext
 }
 
 // settled is the job as the worker keeps it once the sink accepted it: no resync pending.
@@ -110,6 +116,7 @@ var DefaultBackoff = Backoff{Base: time.Second, Max: 5 * time.Minute, TerminalDe
 // Worker exports snapshots of one inventory to one sink.
 type Worker struct {
 	Name      string // for logs and metrics: family/namespace/name
+	sinkType  string // family/type, for spans
 	inventory string // namespace/name, for metrics
 	sink      sink.Sink
 	timeout   time.Duration
@@ -136,6 +143,8 @@ type Worker struct {
 // WorkerOptions configure a Worker.
 type WorkerOptions struct {
 	Name string
+	// SinkType is the sink's family/type (database/postgres), an attribute of its spans.
+	SinkType string
 	// Inventory labels the worker's metrics before its first job (namespace/name).
 	Inventory string
 	Sink      sink.Sink
@@ -173,7 +182,7 @@ func NewWorker(o WorkerOptions) *Worker {
 		o.Metrics.initSink(o.Name)
 	}
 	o.Metrics.confirmInterval(o.Name, o.Inventory, o.ConfirmInterval)
-	return &Worker{Name: o.Name, inventory: o.Inventory, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
+	return &Worker{Name: o.Name, sinkType: o.SinkType, inventory: o.Inventory, sink: o.Sink, timeout: o.Timeout, backoff: o.Backoff, metrics: o.Metrics, log: o.Log,
 		onStatus: o.OnStatus, ready: o.Ready, confirmEvery: o.ConfirmInterval, wake: make(chan struct{}, 1), kick: make(chan struct{}, 1),
 		status: Status{Checksum: o.Accepted, Rows: o.AcceptedRows, Coverage: o.AcceptedCoverage, LastExport: o.AcceptedAt, LastConfirm: o.ConfirmedAt}}
 }
@@ -301,6 +310,10 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		ConflictWindow:   w.conflictWindow(),
 	}
 	callCtx, cancel := context.WithTimeout(ctx, w.timeout)
+	callCtx, span := tracing.Tracer("delivery").Start(trace.ContextWithRemoteSpanContext(callCtx, job.Trace), tracing.SpanExport,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			tracing.Inventory.String(job.Inventory), tracing.Sink.String(w.Name), tracing.SinkType.String(w.sinkType),
+			tracing.Rows.Int(job.Snapshot.Len()), tracing.RowsChanged.Int(len(batch.Diff.Added)+len(batch.Diff.Changed)+len(batch.Diff.Deleted))))
 	start := time.Now()
 	err := w.sink.Export(callCtx, batch)
 	// A contended export succeeded: the sink holds the batch and reports the other agent.
@@ -309,6 +322,12 @@ func (w *Worker) exportOnce(ctx context.Context) (retry bool) {
 		// Never after a contended export: the other agent's state is not this one's to purge.
 		err = w.purgeState(callCtx, job)
 	}
+	if err != nil {
+		// The message the sink's status shows: sink errors never carry credentials or rows.
+		span.SetStatus(codes.Error, err.Error())
+		span.SetAttributes(attribute.String("kollect.error.class", string(sink.ClassOf(err))))
+	}
+	span.End()
 	cancel()
 	w.metrics.observe(w.Name, job.Inventory, time.Since(start), err)
 	w.metrics.writerConflict(w.Name, job.Inventory, conflict != nil)
