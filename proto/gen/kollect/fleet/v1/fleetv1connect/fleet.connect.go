@@ -127,8 +127,9 @@ type FleetServiceClient interface {
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
 	// ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
-	// record of every heartbeat that changed one of the record's values, and otherwise of at
-	// most one heartbeat a minute; the hub keeps the last 100 per cluster.
+	// record of every heartbeat that changed one of the record's values other than the item
+	// count, and otherwise of at most one heartbeat a minute; the hub keeps the last 100 per
+	// cluster.
 	ListHeartbeats(context.Context, *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error)
 	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
 	// the cluster gets the latest revision of every bundle its new labels select and loses the
@@ -595,8 +596,9 @@ type FleetServiceHandler interface {
 	// GetCluster returns one cluster with its last heartbeat status (viewer).
 	GetCluster(context.Context, *connect.Request[v1.GetClusterRequest]) (*connect.Response[v1.GetClusterResponse], error)
 	// ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
-	// record of every heartbeat that changed one of the record's values, and otherwise of at
-	// most one heartbeat a minute; the hub keeps the last 100 per cluster.
+	// record of every heartbeat that changed one of the record's values other than the item
+	// count, and otherwise of at most one heartbeat a minute; the hub keeps the last 100 per
+	// cluster.
 	ListHeartbeats(context.Context, *connect.Request[v1.ListHeartbeatsRequest]) (*connect.Response[v1.ListHeartbeatsResponse], error)
 	// SetClusterLabels replaces a cluster's labels (operator). Bundles are re-selected at once:
 	// the cluster gets the latest revision of every bundle its new labels select and loses the

@@ -1192,8 +1192,9 @@ export const FleetService: GenService<{
   },
   /**
    * ListHeartbeats returns a cluster's heartbeat history, newest first (viewer): a compact
-   * record of every heartbeat that changed one of the record's values, and otherwise of at
-   * most one heartbeat a minute; the hub keeps the last 100 per cluster.
+   * record of every heartbeat that changed one of the record's values other than the item
+   * count, and otherwise of at most one heartbeat a minute; the hub keeps the last 100 per
+   * cluster.
    *
    * @generated from rpc kollect.fleet.v1.FleetService.ListHeartbeats
    */
