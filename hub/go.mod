@@ -93,15 +93,15 @@ require (
 	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/apiserver v0.37.2
-	kollect.dev/testenv v0.0.0
 	kollect.dev/expr v0.0.0
 	kollect.dev/proto v0.0.0-00010101000000-000000000000
+	kollect.dev/testenv v0.0.0
 	modernc.org/sqlite v1.62.0
 	sigs.k8s.io/yaml v1.6.0
 )
 
 replace (
-	kollect.dev/testenv => ../testenv
 	kollect.dev/expr => ../expr
 	kollect.dev/proto => ../proto
+	kollect.dev/testenv => ../testenv
 )
