@@ -2,69 +2,32 @@ package s3
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"sort"
-	"strings"
 	"testing"
 	"time"
 
-	"kollect.dev/agent/internal/export"
-	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/sinktest"
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
 
-// exportAt exports n Deployments of cluster's inventory, one document each, with their
-// coverage entry, as the agent kollect-system@<cluster> did at the time at.
+// exportAt seeds cluster's inventory with n Deployments at the time at.
 func exportAt(t *testing.T, s *Sink, cluster, inventory string, n int, at time.Time) {
 	t.Helper()
-	snap := export.NewSnapshot(sinktest.Deployments(cluster, inventory, n, 1))
-	b := &sink.Batch{Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: cluster, Inventory: inventory,
-		Generation: 1, ExportedAt: at, ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
-		Writer:   export.Writer{Version: "v0.1.0", Instance: "kollect-system@" + cluster},
-		Coverage: []export.Coverage{sinktest.Complete("deployments", int64(n))}}, Diff: export.Compute(nil, snap)}
-	if err := s.Export(context.Background(), b); err != nil {
-		t.Fatal(err)
-	}
+	sinktest.ExportDeploymentsAt(t, s, cluster, inventory, n, at)
 }
 
-// heldIn counts, with the tests' own client, a cluster's documents under the sink's prefix,
+// heldIn counts, with the test's own client, a cluster's documents under the sink's prefix,
 // the coverage entries its manifests list and its manifests.
 func heldIn(t *testing.T, bucket, cluster string) [3]int64 {
 	t.Helper()
-	var out [3]int64
-	for _, k := range keys(t, bucket) {
-		path, ok := strings.CutPrefix(k, "fleet/"+cluster+"/")
-		switch {
-		case !ok:
-		case strings.HasSuffix(path, ".manifest.json"):
-			var m snapshot.Manifest
-			if err := json.Unmarshal(get(t, bucket, k), &m); err != nil {
-				t.Fatal(err)
-			}
-			out[1] += int64(len(m.Coverage))
-			out[2]++
-		default:
-			out[0]++
-		}
-	}
-	return out
+	return sinktest.ObjectsHeld(t, keys(t, bucket), "fleet/"+cluster+"/", func(n string) []byte { return get(t, bucket, n) })
 }
 
-// fingerprintOf is every key of cluster with its ETag, as the server lists them: a rewrite or
-// removal changes it.
+// fingerprintOf is every object of cluster with its version, as the server lists them.
 func fingerprintOf(t *testing.T, bucket, cluster string) string {
 	t.Helper()
-	var parts []string
-	for k, etag := range etags(t, bucket) {
-		if strings.HasPrefix(k, "fleet/"+cluster+"/") {
-			parts = append(parts, k+"@"+etag)
-		}
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ",")
+	return sinktest.ObjectsFingerprint(etags(t, bucket), "fleet/"+cluster+"/")
 }
 
 // TestPurgeRemovesOneClusterOnly runs the purge contract against versitygw: Holdings reads the
