@@ -35,7 +35,7 @@ func TestFullObjectExport(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: ns, Labels: map[string]string{"owner": "team-a"},
 			Annotations: map[string]string{
 				"kubectl.kubernetes.io/last-applied-configuration": `{"apiVersion":"v1","kind":"ConfigMap"}`,
-				"example.com/checksum": "1", "example.com/keep": "yes",
+				"example.com/checksum":                             "1", "example.com/keep": "yes",
 			}},
 		Data: map[string]string{"mode": "fast"},
 	}

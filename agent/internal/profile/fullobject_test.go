@@ -173,7 +173,7 @@ func TestFullObjectCompileErrors(t *testing.T) {
 		"secret": {fullProfile("Secret", kollectv1.FullObject{}), "fullObject cannot export Secrets"},
 		"name taken": {fullProfile("ConfigMap", kollectv1.FullObject{},
 			kollectv1.Attribute{Name: "objectTruncated", JSONPath: "{.data}"}), "attribute objectTruncated: the name is taken by fullObject"},
-		"bad prune path": {fullProfile("ConfigMap", kollectv1.FullObject{Prune: []string{"metadata..labels"}}), `fullObject.prune "metadata..labels": empty path segment`},
+		"bad prune path":    {fullProfile("ConfigMap", kollectv1.FullObject{Prune: []string{"metadata..labels"}}), `fullObject.prune "metadata..labels": empty path segment`},
 		"nothing to export": {profileOf(), "set attributes, fullObject or both"},
 	}
 	for name, tc := range cases {
