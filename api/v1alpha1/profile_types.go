@@ -113,7 +113,7 @@ type FullObject struct {
 
 // KollectProfileSpec says what to extract from objects of one kind.
 // +kubebuilder:validation:XValidation:rule="(has(self.attributes) && size(self.attributes) > 0) || has(self.fullObject)",message="set attributes, fullObject or both"
-// +kubebuilder:validation:XValidation:rule="!has(self.fullObject) || self.target.kind != 'Secret' || (has(self.target.group) && self.target.group != ”)",message="fullObject cannot export Secrets: extract the fields you need with attributes"
+// +kubebuilder:validation:XValidation:rule="!has(self.fullObject) || self.target.kind != 'Secret' || (has(self.target.group) && size(self.target.group) > 0)",message="fullObject cannot export Secrets: extract the fields you need with attributes"
 type KollectProfileSpec struct {
 	// Target is the kind of object this profile reads.
 	Target GroupVersionKind `json:"target"`
