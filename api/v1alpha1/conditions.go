@@ -49,6 +49,10 @@ const (
 	// they lack, a result that is not a boolean); they are not collected, and the message
 	// names some with the error.
 	ReasonMatchFailed = "MatchFailed"
+	// ReasonObjectsTruncated (Degraded=True): some objects a fullObject profile exports are
+	// larger than its maxBytes and were exported cut; the message names some with the paths
+	// removed, and each such row lists them in <attribute>Truncated.
+	ReasonObjectsTruncated = "ObjectsTruncated"
 	// ReasonBudgetExceeded (Ready=False on a profile and its targets, Degraded=True on their
 	// inventories): the profile spent more CEL cost than its budget allows and is quarantined
 	// on this agent: no longer evaluated, its targets' last rows kept. The message names the

@@ -71,16 +71,63 @@ type Attribute struct {
 	Description string `json:"description,omitempty"`
 }
 
+// FullObject exports each whole object as one attribute, pruned of the fields that change on
+// every write or only repeat what the API server already knows.
+type FullObject struct {
+	// Attribute is the name of the attribute that holds the object in exported rows. When the
+	// agent cuts an object to MaxBytes, the attribute <attribute>Truncated lists the paths it
+	// removed, so a reader of the sink sees that the object is incomplete.
+	// +optional
+	// +kubebuilder:default=object
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=54
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Attribute string `json:"attribute,omitempty"`
+	// Status keeps the object's .status. Off by default: status changes far more often than
+	// the desired state, and every change is a row to export.
+	// +optional
+	Status bool `json:"status,omitempty"`
+	// KeepManagedFields keeps metadata.managedFields, which the agent removes by default.
+	// +optional
+	KeepManagedFields bool `json:"keepManagedFields,omitempty"`
+	// Prune lists more fields to remove, as dot-separated paths into the object (for example
+	// spec.template.metadata.annotations or metadata.annotations.example\.com/checksum, with
+	// \. for a dot inside a key). Removed by default: metadata.managedFields,
+	// metadata.resourceVersion, metadata.selfLink and the annotation
+	// kubectl.kubernetes.io/last-applied-configuration.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=512
+	Prune []string `json:"prune,omitempty"`
+	// MaxBytes caps the size of one exported object, in bytes of canonical JSON. A larger object
+	// is cut, largest fields first (never apiVersion, kind, metadata.name or
+	// metadata.namespace), and the cut is reported: in the row (<attribute>Truncated) and on the
+	// target (truncatedCount and the Degraded condition, reason ObjectsTruncated).
+	// +optional
+	// +kubebuilder:default=65536
+	// +kubebuilder:validation:Minimum=1024
+	// +kubebuilder:validation:Maximum=1048576
+	MaxBytes int32 `json:"maxBytes,omitempty"`
+}
+
 // KollectProfileSpec says what to extract from objects of one kind.
+// +kubebuilder:validation:XValidation:rule="(has(self.attributes) && size(self.attributes) > 0) || has(self.fullObject)",message="set attributes, fullObject or both"
+// +kubebuilder:validation:XValidation:rule="!has(self.fullObject) || self.target.kind != 'Secret' || (has(self.target.group) && size(self.target.group) > 0)",message="fullObject cannot export Secrets: extract the fields you need with attributes"
 type KollectProfileSpec struct {
 	// Target is the kind of object this profile reads.
 	Target GroupVersionKind `json:"target"`
-	// Attributes are the values extracted from every object; names are unique.
+	// Attributes are the values extracted from every object; names are unique. Optional when
+	// fullObject is set.
+	// +optional
 	// +listType=map
 	// +listMapKey=name
-	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=128
-	Attributes []Attribute `json:"attributes"`
+	Attributes []Attribute `json:"attributes,omitempty"`
+	// FullObject exports each whole object, pruned, beside the attributes. Secrets cannot be
+	// exported whole: extract the fields you need with attributes instead.
+	// +optional
+	FullObject *FullObject `json:"fullObject,omitempty"`
 }
 
 // KollectProfileStatus reports whether the profile compiled.

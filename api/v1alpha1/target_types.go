@@ -98,6 +98,10 @@ type KollectTargetStatus struct {
 	// ErrorCount is the number of selected objects whose extraction failed.
 	// +optional
 	ErrorCount int64 `json:"errorCount,omitempty"`
+	// TruncatedCount is the number of selected objects exported cut to the profile's
+	// fullObject.maxBytes.
+	// +optional
+	TruncatedCount int64 `json:"truncatedCount,omitempty"`
 }
 
 // KollectTarget selects objects in namespaces a team may reach and names the profile that

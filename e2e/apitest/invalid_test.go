@@ -54,7 +54,17 @@ spec:
 kind: KollectProfile
 spec:
   target: {version: v1, kind: Pod}
-  attributes: []`, "should have at least 1 items"},
+  attributes: []`, "set attributes, fullObject or both"},
+		{"whole Secrets", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: Secret}
+  fullObject: {}`, "fullObject cannot export Secrets"},
+		{"full-object size limit too small", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: ConfigMap}
+  fullObject: {maxBytes: 10}`, "spec.fullObject.maxBytes"},
 		{"lower-case kind", `
 kind: KollectProfile
 spec:

@@ -75,7 +75,7 @@ func TestValidate(t *testing.T) {
 		t.Fatalf("bad file: exit %d, want %d: %s", code, ExitFindings, errOut)
 	}
 	golden(t, "validate.bad.golden", out)
-	if !strings.Contains(errOut, "10 problems in 7 Kollect objects") {
+	if !strings.Contains(errOut, "12 problems in 10 Kollect objects") {
 		t.Fatalf("summary: %s", errOut)
 	}
 }

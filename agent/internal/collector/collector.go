@@ -321,6 +321,9 @@ type TargetState struct {
 	// MatchFailed lists objects the target's match expression failed on, sorted, with the
 	// error. They are not selected: whether they would be is unknown.
 	MatchFailed []FailedObject
+	// Truncated lists objects exported cut to their profile's fullObject.maxBytes, sorted, with
+	// what was cut (a *profile.TruncatedError). They are in Rows and Selected too.
+	Truncated []FailedObject
 }
 
 // FailedObject is an object a target selects but could not extract.
@@ -399,9 +402,12 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 			// and NamespacesChanged is restarting the watch to evaluate it.
 			return TargetState{}, nil
 		}
-		if ex.err != nil {
+		if ex.err != nil && ex.json == nil {
 			st.Failed = append(st.Failed, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 			continue
+		}
+		if ex.err != nil { // exported, cut to maxBytes (extraction.err)
+			st.Truncated = append(st.Truncated, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 		}
 		st.Selected++
 		if withRows {
@@ -414,6 +420,7 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 	}
 	sortFailed(st.Failed)
 	sortFailed(st.MatchFailed)
+	sortFailed(st.Truncated)
 	return st, nil
 }
 

@@ -60,6 +60,9 @@ func (i *item) attr(pi int) extraction {
 	return extraction{skip: notSelected}
 }
 
+// extraction is one profile's result on one object: json, or err when extraction failed.
+// Both are set when the object was exported cut to fullObject.maxBytes (a
+// *profile.TruncatedError): a second error field would cost every object of every kind a word.
 type extraction struct {
 	json []byte
 	err  error

@@ -214,6 +214,7 @@ func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObj
 	}
 	t.status.ObjectCount = int64(st.Selected + len(st.Failed))
 	t.status.ErrorCount = int64(len(st.Failed))
+	t.status.TruncatedCount = int64(len(st.Truncated))
 	// A match that fails (a misspelled field, a result that is not a boolean) would otherwise
 	// look like one that selects nothing; it comes first, as it decides what is collected.
 	var problems []string
@@ -226,6 +227,12 @@ func (r *TargetReconciler) reportSelection(key collector.TargetKey, t *targetObj
 		problems = append(problems, fmt.Sprintf("%d objects not exported: %s", n, examples(st.Failed)))
 		if reason == kollectv1.ReasonNoProblems {
 			reason = kollectv1.ReasonExtractionFailed
+		}
+	}
+	if n := len(st.Truncated); n > 0 {
+		problems = append(problems, fmt.Sprintf("%d objects exported cut to the profile's fullObject.maxBytes: %s", n, examples(st.Truncated)))
+		if reason == kollectv1.ReasonNoProblems {
+			reason = kollectv1.ReasonObjectsTruncated
 		}
 	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))

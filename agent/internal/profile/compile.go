@@ -25,6 +25,8 @@ type Compiled struct {
 	// MetadataOnly is true when every attribute reads only metadata.
 	MetadataOnly bool
 	attrs        []attribute
+	// full, when the profile sets fullObject, exports the whole object beside the attributes.
+	full *fullObject
 }
 
 type attribute struct {
@@ -75,6 +77,19 @@ func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
 		}
 		c.attrs = append(c.attrs, attr)
 	}
+	if spec := p.Spec.FullObject; spec != nil {
+		full, fullProblems := compileFullObject(p.Spec.Target, spec)
+		problems = append(problems, fullProblems...)
+		for _, a := range p.Spec.Attributes {
+			if a.Name == full.attribute || a.Name == full.truncatedAttribute {
+				problems = append(problems, fmt.Sprintf("attribute %s: the name is taken by fullObject (attribute %q)", a.Name, full.attribute))
+			}
+		}
+		c.full, c.MetadataOnly = full, false
+	}
+	if len(p.Spec.Attributes) == 0 && p.Spec.FullObject == nil {
+		problems = append(problems, "set attributes, fullObject or both")
+	}
 	if len(problems) > 0 {
 		return nil, &CompileError{Problems: problems}
 	}
@@ -91,7 +106,8 @@ func (e *MissingError) Error() string {
 // Extract runs every attribute against obj (an unstructured object's content) and returns the
 // values keyed by attribute name. A missing optional attribute is left out; a missing required
 // one, an evaluation error or a failed coercion makes the whole extraction fail with an error
-// naming the attribute, so the object is reported instead of exported with holes.
+// naming the attribute, so the object is reported instead of exported with holes. With
+// fullObject, an object cut to maxBytes returns its values and a *TruncatedError together.
 func (c *Compiled) Extract(obj map[string]any) (map[string]any, error) {
 	out, _, err := c.extract(obj)
 	return out, err
@@ -129,7 +145,24 @@ func (c *Compiled) extract(obj map[string]any) (map[string]any, uint64, error) {
 	if len(missing) > 0 {
 		return nil, cost, &MissingError{Attributes: missing}
 	}
-	return out, cost, nil
+	if c.full == nil {
+		return out, cost, nil
+	}
+	cost += JSONPathCost
+	obj, cut, err := c.full.export(obj)
+	if err != nil {
+		return nil, cost, fmt.Errorf("fullObject: %w", err)
+	}
+	out[c.full.attribute] = obj
+	if len(cut) == 0 {
+		return out, cost, nil
+	}
+	paths := make([]any, len(cut))
+	for i, p := range cut {
+		paths[i] = p
+	}
+	out[c.full.truncatedAttribute] = paths
+	return out, cost, &TruncatedError{MaxBytes: c.full.maxBytes, Paths: cut}
 }
 
 // ExtractJSON is Extract followed by the canonical encoding rows carry.
@@ -140,13 +173,17 @@ func (c *Compiled) ExtractJSON(obj map[string]any) ([]byte, error) {
 
 // ExtractJSONCost is ExtractJSON that also returns what the evaluations cost, in CEL cost units.
 // An error that is an evaluation cut off by the per-evaluation cost limit satisfies
-// IsCostLimitExceeded.
+// IsCostLimitExceeded. A *TruncatedError (IsTruncated) comes with the encoded row: the object
+// is exported, cut.
 func (c *Compiled) ExtractJSONCost(obj map[string]any) ([]byte, uint64, error) {
 	values, cost, err := c.extract(obj)
-	if err != nil {
+	if err != nil && !IsTruncated(err) {
 		return nil, cost, err
 	}
-	raw, err := export.EncodeAttributes(values)
+	raw, encErr := export.EncodeAttributes(values)
+	if encErr != nil {
+		return nil, cost, encErr
+	}
 	return raw, cost, err
 }
 

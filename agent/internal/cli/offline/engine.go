@@ -247,7 +247,7 @@ func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (la
 				continue
 			}
 			attrs, err := t.Profile.ExtractJSON(obj.Object)
-			if err != nil {
+			if err != nil && attrs == nil { // a row cut to fullObject.maxBytes is still exported
 				failures = append(failures, Failure{Target: t.Key, Object: obj, Err: err})
 				continue
 			}
