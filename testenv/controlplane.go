@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -59,6 +60,9 @@ type Options struct {
 	ExtraCRDs []*apiextensionsv1.CustomResourceDefinition
 	// WebhookInstallOptions configures envtest's webhook serving.
 	WebhookInstallOptions envtest.WebhookInstallOptions
+	// EtcdQuotaBytes raises etcd's storage quota (2 GiB by default) for runs that store more,
+	// such as the agent benchmark's million objects; zero keeps the default.
+	EtcdQuotaBytes int64
 }
 
 // AssetsDir returns the directory holding etcd, kube-apiserver and kubectl.
@@ -122,6 +126,10 @@ func Start(name string, opts Options) (*ControlPlane, error) {
 	api := env.ControlPlane.GetAPIServer().Configure()
 	api.Set("advertise-address", "127.0.0.1")
 	api.Set("endpoint-reconciler-type", "none")
+	if opts.EtcdQuotaBytes > 0 {
+		env.ControlPlane.Etcd = &envtest.Etcd{}
+		env.ControlPlane.Etcd.Configure().Set("quota-backend-bytes", strconv.FormatInt(opts.EtcdQuotaBytes, 10))
+	}
 
 	cfg, err := env.Start()
 	if err != nil {

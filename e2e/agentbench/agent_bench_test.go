@@ -126,7 +126,7 @@ const mib = 1 << 20
 func measure(b *testing.B, name string, s shape) result {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cp, pg, pgURL := startServers(b, ctx)
+	cp, pg, pgURL := startServers(b, ctx, s.objects)
 	var r result
 	seedTime, err := seed(ctx, cp.Config, s)
 	if err != nil {
@@ -194,8 +194,9 @@ func measure(b *testing.B, name string, s shape) result {
 	return r
 }
 
-// startServers starts the control plane and PostgreSQL together, and creates the database.
-func startServers(b testing.TB, ctx context.Context) (*testenv.ControlPlane, *testenv.Postgres, string) {
+// startServers starts the control plane, sized for objects, and PostgreSQL together, and
+// creates the database.
+func startServers(b testing.TB, ctx context.Context, objects int) (*testenv.ControlPlane, *testenv.Postgres, string) {
 	b.Helper()
 	// The control plane and PostgreSQL start together.
 	var (
@@ -204,7 +205,11 @@ func startServers(b testing.TB, ctx context.Context) (*testenv.ControlPlane, *te
 		cpErr, pgErr error
 		wg           sync.WaitGroup
 	)
-	wg.Go(func() { cp, cpErr = testenv.Start("agentbench", testenv.Options{}) })
+	var opts testenv.Options
+	if objects > 500_000 {
+		opts.EtcdQuotaBytes = 8 << 30 // a million mixed objects pass etcd's default 2 GiB
+	}
+	wg.Go(func() { cp, cpErr = testenv.Start("agentbench", opts) })
 	wg.Go(func() { pg, pgErr = testenv.StartPostgres() })
 	wg.Wait()
 	if cp != nil {

@@ -90,7 +90,7 @@ func TestRestartComesBack(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := shape{objects: 4_000, namespaces: 20, tenants: true, restart: true, kinds: mixed}
-	cp, pg, pgURL := startServers(t, ctx)
+	cp, pg, pgURL := startServers(t, ctx, 0)
 	if _, err := seed(ctx, cp.Config, s); err != nil {
 		t.Fatal(err)
 	}
