@@ -65,17 +65,29 @@ func (w *writer) syncHistory(ctx context.Context) error {
                       AND `+sameContent+`)`, w.cluster, w.inventory, at); err != nil {
 		return fmt.Errorf("closing stale history versions: %w", err)
 	}
-	if _, err := w.tx.Exec(ctx, `INSERT INTO `+w.n.History()+` (`+historyColumns+`, valid_from)
+	tag, err := w.tx.Exec(ctx, `INSERT INTO `+w.n.History()+` (`+historyColumns+`, valid_from)
 SELECT `+historyColumns+`, $3 FROM `+w.n.Rows()+` r
  WHERE r.cluster = $1 AND r.inventory = $2
    AND NOT EXISTS (SELECT 1 FROM `+w.n.History()+` h
                     WHERE h.cluster = r.cluster AND h.inventory = r.inventory AND h.target = r.target AND h.uid = r.uid
-                      AND h.valid_to IS NULL)`, w.cluster, w.inventory, at); err != nil {
+                      AND h.valid_to IS NULL)`, w.cluster, w.inventory, at)
+	if err != nil {
 		return fmt.Errorf("seeding the history: %w", err)
+	}
+	if tag.RowsAffected() >= analyzeAfter {
+		// Planner statistics of a table that just grew by this much are missing until
+		// autovacuum comes by: the next diffs' closing UPDATEs would then scan the whole
+		// history once per changed row (seconds per diff at 100k rows, measured).
+		if _, err := w.tx.Exec(ctx, "ANALYZE "+w.n.History()); err != nil {
+			return fmt.Errorf("analyzing the seeded history: %w", err)
+		}
 	}
 	w.hist.seeded = true
 	return nil
 }
+
+// analyzeAfter is the seed size from which the seeding transaction analyzes the history.
+const analyzeAfter = 10_000
 
 // versioned wraps a data-modifying statement whose RETURNING lists historyColumns (the rows
 // it inserted or rewrote) so that the same statement closes their open versions and opens
