@@ -153,3 +153,33 @@ func BenchmarkConfirmOn100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHistoryCheck100k measures what history: true adds to an agent's start: the first
+// export of an unchanged 100k-row inventory checks the history against the rows (and writes
+// nothing, the history being current).
+func BenchmarkHistoryCheck100k(b *testing.B) {
+	ctx := context.Background()
+	sp := spec(newDatabase(b))
+	sp.History = true
+	s, err := open(ctx, sp, testEnv("east"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	rows := benchRows("east", "apps", 100_000, 1)
+	if err := a.export(ctx, rows); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		s.mu.Lock()
+		s.seeded = map[string]bool{} // a restarted agent's sink
+		s.mu.Unlock()
+		batch := a.batch(rows)
+		b.StartTimer()
+		if err := s.Export(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
