@@ -352,3 +352,26 @@ func TestPurgeRemovesTheClusterHistory(t *testing.T) {
 		t.Fatalf("west has %d versions after east's purge, want 6", got)
 	}
 }
+
+// TestPreviewShowsTheHistoryStatements: a sink with history: true previews the statements
+// that keep rows_history beside the rows'; one without does not mention it.
+func TestPreviewShowsTheHistoryStatements(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	plain, _ := newSink(t, db, "east")
+	for s, want := range map[*Sink]bool{newHistorySink(t, db, "east"): true, plain: false} {
+		p, err := s.Preview(ctx, "east", "apps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var exports []string
+		for _, st := range p.Statements {
+			if !strings.HasPrefix(st, "CREATE") && !strings.HasPrefix(st, "--") {
+				exports = append(exports, st)
+			}
+		}
+		if got := strings.Contains(strings.Join(exports, "\n"), `UPDATE "kollect"."rows_history" SET valid_to`); got != want {
+			t.Errorf("history %v: the preview's export statements mention closing versions: %v\n%s", want, got, strings.Join(exports, "\n"))
+		}
+	}
+}
