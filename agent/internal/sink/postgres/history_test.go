@@ -375,3 +375,36 @@ func TestPreviewShowsTheHistoryStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryOfAFullReconcile: a full export (no diff the state can take: a resync) that
+// changes a row and drops another closes their versions, opens the changed row's new one
+// and leaves the equal rows' versions alone.
+func TestHistoryOfAFullReconcile(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s := newHistorySink(t, db, "east")
+	pool := connect(t, db)
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	rows := sinktest.Deployments("east", "apps", 4, 1)
+	if err := a.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	next := slices.Clone(rows[:3])
+	next[0] = sinktest.Deployment("east", "apps", 0, map[string]any{"replicas": 7})
+	b := a.batch(next)
+	b.Resync = true
+	if err := s.Export(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, v := range versions(t, pool, "east") {
+		state := "open"
+		if v.to != nil {
+			state = "closed"
+		}
+		got = append(got, v.uid[len(v.uid)-1:]+" "+state)
+	}
+	if want := "0 closed,0 open,1 open,2 open,3 closed"; strings.Join(got, ",") != want {
+		t.Fatalf("versions after a full reconcile: %s, want %s", strings.Join(got, ","), want)
+	}
+}
