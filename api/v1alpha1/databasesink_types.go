@@ -66,6 +66,15 @@ type PostgresSinkConfig struct {
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=64
 	MaxConnections int32 `json:"maxConnections,omitempty"`
+	// History keeps every version of every row of this agent's cluster in <table>_history,
+	// each with the interval it was current (valid_from, valid_to; valid_to NULL while it
+	// still is), written in the same transaction as the rows. Unchanged data writes no
+	// history. <schema>.<table>_as_of(timestamptz) returns the rows current at a time, and
+	// `kollect query --as-of` reads it. Turning it on seeds the history with the rows the
+	// table holds at that time; turning it off stops recording (the history is kept), and
+	// turning it on again first brings the history up to the rows as they are then.
+	// +optional
+	History bool `json:"history,omitempty"`
 }
 
 // MongoDBSinkConfig writes rows into a MongoDB collection.

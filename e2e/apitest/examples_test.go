@@ -150,3 +150,25 @@ spec:
 		}
 	}
 }
+
+// TestKubectlExplainHistory: kubectl explain, against the served CRD, describes the postgres
+// sink's history field with its table and function.
+func TestKubectlExplainHistory(t *testing.T) {
+	assets, err := testenv.AssetsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	cmd := exec.Command(filepath.Join(assets, "kubectl"), "--kubeconfig", cp.Kubeconfig, "explain", "kollectdatabasesinks.spec.postgres.history")
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("kubectl explain: %v\n%s", err, errOut.String())
+	}
+	// kubectl wraps the description: compare without line breaks.
+	text := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{"<boolean>", "History keeps every version of every row", "<table>_history", "<schema>.<table>_as_of(timestamptz)", "kollect query --as-of"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("kubectl explain of spec.postgres.history lacks %q:\n%s", want, out.String())
+		}
+	}
+}

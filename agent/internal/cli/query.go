@@ -19,6 +19,7 @@ type queryFlags struct {
 	cluster, inventory, kind, ns, name string
 	attrs                              []string
 	limit                              int
+	asOf                               string
 	output                             string
 	timeout                            time.Duration
 }
@@ -30,9 +31,11 @@ func newQueryCmd(env *Env) *cobra.Command {
 		Short: "Query the rows a fleet exported to a shared PostgreSQL or MongoDB sink",
 		Long: "query reads the rows every agent exported to a database sink, across clusters, filtered by cluster, " +
 			"inventory, kind, namespace, name and attribute values (--attr key=value, repeatable; the value is JSON " +
-			"when it parses as JSON, a string otherwise; a map matches by containment).",
+			"when it parses as JSON, a string otherwise; a map matches by containment). --as-of reads the rows as they " +
+			"were at a time from the history of a PostgreSQL sink with history: true.",
 		Example: "  kollect query --postgres postgres://reader@db/inventory --kind Deployment --attr team=payments\n" +
-			"  kollect query --mongodb mongodb://mongo:27017 --database inventory --cluster prod-eu-1 -o ndjson",
+			"  kollect query --mongodb mongodb://mongo:27017 --database inventory --cluster prod-eu-1 -o ndjson\n" +
+			"  kollect query --postgres postgres://reader@db/inventory --kind Deployment --as-of 2026-11-03T14:00:00Z",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			filter, err := f.filter()
@@ -60,6 +63,8 @@ func newQueryCmd(env *Env) *cobra.Command {
 	fl.StringVar(&f.name, "name", "", "Only rows of objects with this name.")
 	fl.StringArrayVar(&f.attrs, "attr", nil, "Attribute filter key=value (repeatable).")
 	fl.IntVar(&f.limit, "limit", 1000, "At most this many rows.")
+	fl.StringVar(&f.asOf, "as-of", "", "Rows as they were at this time (RFC 3339, or a date: its midnight UTC), from the history "+
+		"of a PostgreSQL sink with history: true.")
 	fl.StringVarP(&f.output, "output", "o", "table", "Output format: "+strings.Join(output.Formats, ", ")+".")
 	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "Give up after this long.")
 	_ = c.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(output.Formats, cobra.ShellCompDirectiveNoFileComp))
@@ -95,7 +100,28 @@ func (f *queryFlags) filter() (sink.RowFilter, error) {
 		}
 		pf.Attributes[k] = parsed
 	}
+	if f.asOf != "" {
+		if f.db.postgresURL == "" {
+			return pf, fmt.Errorf("--as-of reads a PostgreSQL sink's history: it needs --postgres")
+		}
+		at, err := parseAsOf(f.asOf)
+		if err != nil {
+			return pf, err
+		}
+		pf.AsOf = at
+	}
 	return pf, nil
+}
+
+// parseAsOf accepts an RFC 3339 time, or a date meaning its midnight UTC.
+func parseAsOf(v string) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--as-of %q: want an RFC 3339 time (2026-11-03T14:00:00Z) or a date (2026-11-03, its midnight UTC)", v)
 }
 
 // rowQuerier is the read both database sinks of `kollect query` have (postgres.Sink.Query,

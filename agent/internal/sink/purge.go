@@ -49,7 +49,8 @@ type Holding struct {
 	// Objects counts what a snapshot or event sink stores for the inventory besides its state
 	// record, which a purge removes: documents in an object store (s3, gcs), messages in a
 	// stream and entries in its key-value bucket (nats), keys still holding a value in a
-	// topic (kafka: rows and snapshot chunks, each gets a tombstone). Databases leave it 0.
+	// topic (kafka: rows and snapshot chunks, each gets a tombstone), the row versions of a
+	// postgres sink's history table (history: true). Other databases leave it 0.
 	Objects int `json:"objects,omitempty"`
 	// ChangedAt is the state's last change (exported_at), ConfirmedAt its last confirmation
 	// (confirmed_at); zero when the state has none.

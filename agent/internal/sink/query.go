@@ -14,6 +14,9 @@ type RowFilter struct {
 	Attributes                                map[string]any
 	// Limit caps the result; 0 means 1000.
 	Limit int
+	// AsOf, when set, reads the rows as they were at that time from the sink's history
+	// instead of the current rows (postgres with history: true only).
+	AsOf time.Time
 }
 
 // StoredRow is a row as a database sink holds it, with its bookkeeping times.

@@ -89,5 +89,8 @@ func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sin
 
 // Query reads rows of this sink's collection; see the package-level Query.
 func (s *Sink) Query(ctx context.Context, f sink.RowFilter) ([]sink.StoredRow, error) {
+	if !f.AsOf.IsZero() {
+		return nil, fmt.Errorf("a mongodb sink keeps no history: rows as of a time are read from a postgres sink with history: true")
+	}
 	return Query(ctx, s.rows, f)
 }

@@ -73,7 +73,7 @@ func TestConfirmMovesOnlyConfirmedAt(t *testing.T) {
 func TestDocQueriesRun(t *testing.T) {
 	ctx := context.Background()
 	db := newDatabase(t)
-	s, _ := newSink(t, db, "east")
+	s := newHistorySink(t, db, "east") // the row history's queries too
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	if err := a.export(ctx, sinktest.Deployments("east", "apps", 5, 1)); err != nil {
 		t.Fatal(err)

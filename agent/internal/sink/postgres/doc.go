@@ -20,6 +20,13 @@
 // statement that deletes is bounded by the sink's cluster and the batch's inventory: a shared
 // database holds many clusters and one agent never touches another's rows.
 //
+// With history: true the same transaction keeps <table>_history: the upsert's and the
+// deletes' RETURNING (only rows actually inserted, rewritten or deleted) close the rows' open
+// versions and open the new ones at one instant read after the lock, so unchanged rows write
+// no version. The first export or confirmation of each inventory after the sink is built
+// brings the history up to the rows (seeding it when history was just turned on), writing
+// nothing when they agree. <table>_as_of(ts) reads it; see history.go.
+//
 // The schema is created by versioned migrations embedded in the binary (migrations/*.sql),
 // recorded in <schema>.schema_migrations and applied under a transaction-scoped advisory lock,
 // so agents starting together migrate once. Views answer the common fleet questions; see

@@ -41,10 +41,12 @@ func (n names) Rows() string       { return n.ident(n.table) }
 func (n names) State() string      { return n.ident(n.table + "_state") }
 func (n names) Coverage() string   { return n.ident(n.table + "_coverage") }
 func (n names) Migrations() string { return n.ident("schema_migrations") }
+func (n names) History() string    { return n.ident(n.table + "_history") }
 func (n names) Schema() string     { return pgx.Identifier{n.schema}.Sanitize() }
 
-// View and Index derive object names from the table name.
-func (n names) View(suffix string) string { return n.ident(n.table + "_" + suffix) }
+// View, Function and Index derive object names from the table name.
+func (n names) View(suffix string) string     { return n.ident(n.table + "_" + suffix) }
+func (n names) Function(suffix string) string { return n.View(suffix) }
 func (n names) Index(suffix string) string {
 	return pgx.Identifier{n.table + "_" + suffix + "_idx"}.Sanitize()
 }
@@ -54,7 +56,8 @@ func (n names) Index(suffix string) string {
 // holds since the first release.
 func (n names) derived() []string {
 	var out []string
-	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx", "_coverage", "_covered"} {
+	for _, s := range []string{"", "_state", "_latest", "_counts", "_images", "_image_usage", "_kind_idx", "_coverage", "_covered",
+		"_history", "_history_idx", "_hopen_idx", "_as_of"} {
 		out = append(out, n.table+s)
 	}
 	return out

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -89,17 +90,27 @@ func (s *Sink) describeState(ctx context.Context, q queryer, cluster, inventory 
 func (s *Sink) exportStatements(cluster, inventory string) []string {
 	lit := func(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
 	c, i := lit(cluster), lit(inventory)
-	return []string{
+	var history []string
+	if s.history {
+		history = []string{
+			fmt.Sprintf("WITH changed AS (INSERT INTO %s … RETURNING …), closed AS (UPDATE %s SET valid_to = … FROM changed WHERE … AND valid_to IS NULL) INSERT INTO %s … FROM changed  -- history: true, the upsert and its versions in one statement",
+				s.names.Rows(), s.names.History(), s.names.History()),
+			fmt.Sprintf("WITH gone AS (DELETE FROM %s WHERE cluster = %s AND inventory = %s … RETURNING …) UPDATE %s SET valid_to = … FROM gone WHERE … AND valid_to IS NULL  -- history: true",
+				s.names.Rows(), c, i, s.names.History()),
+		}
+	}
+	return slices.Concat([]string{
 		"BEGIN",
 		fmt.Sprintf("SELECT (SELECT checksum FROM %s WHERE cluster = %s AND inventory = %s), (SELECT json_agg(…) FROM %s WHERE …)", s.names.State(), c, i, s.names.Coverage()),
 		"COPY " + stageTable + " FROM STDIN (FORMAT binary)  -- changed rows, or every row on a full reconcile",
 		fmt.Sprintf("INSERT INTO %s … SELECT %s, %s, … FROM %s ON CONFLICT (cluster, inventory, target, uid) DO UPDATE … WHERE … IS DISTINCT FROM …", s.names.Rows(), c, i, stageTable),
 		fmt.Sprintf("DELETE FROM %s WHERE cluster = %s AND inventory = %s AND (removed keys | keys not staged)", s.names.Rows(), c, i),
+	}, history, []string{
 		fmt.Sprintf("INSERT INTO %s … ON CONFLICT (cluster, inventory, target) DO UPDATE … WHERE … IS DISTINCT FROM …  -- only when the coverage changed", s.names.Coverage()),
 		fmt.Sprintf("DELETE FROM %s WHERE cluster = %s AND inventory = %s AND NOT (target = ANY (covered targets))", s.names.Coverage(), c, i),
 		fmt.Sprintf("INSERT INTO %s … ON CONFLICT (cluster, inventory) DO UPDATE SET checksum = …", s.names.State()),
 		"COMMIT",
-	}
+	})
 }
 
 // classify marks errors retrying cannot fix as terminal: bad credentials, missing database,

@@ -45,12 +45,14 @@ func OpenURL(ctx context.Context, url, schema, table string) (*Sink, error) {
 	return &Sink{names: n, dest: dest, pool: pool}, nil
 }
 
-// holdingsSelect reads what three sources hold, one result row per (source, inventory) for
-// rows and coverage (a count) and one per state row: the sources are the tables themselves
+// holdingsSelect reads what four sources hold, one result row per (source, inventory) for
+// rows, coverage and history versions (a count) and one per state row: the sources are the tables themselves
 // for Holdings and DELETE … RETURNING common table expressions for Purge, so both report
 // alike.
-func holdingsSelect(rows, coverage, state, where string) string {
+func holdingsSelect(rows, coverage, history, state, where string) string {
 	return `SELECT 'rows', inventory, count(*), NULL::timestamptz, NULL::timestamptz, '', '' FROM ` + rows + where + ` GROUP BY inventory
+UNION ALL
+SELECT 'history', inventory, count(*), NULL, NULL, '', '' FROM ` + history + where + ` GROUP BY inventory
 UNION ALL
 SELECT 'coverage', inventory, count(*), NULL, NULL, '', '' FROM ` + coverage + where + ` GROUP BY inventory
 UNION ALL
@@ -74,6 +76,8 @@ func collectHoldings(rows pgx.Rows) ([]sink.Holding, error) {
 			h.Rows += int(n)
 		case "coverage":
 			h.CoverageEntries += int(n)
+		case "history":
+			h.Objects += int(n) // the versions of <table>_history (history: true)
 		case "state":
 			h.StateRecords++
 			if changed != nil {
@@ -91,9 +95,29 @@ func collectHoldings(rows pgx.Rows) ([]sink.Holding, error) {
 	return set.List(), nil
 }
 
+// noHistory stands in for the history table of a schema an agent older than the history
+// migrated, which an operator's command may read.
+const noHistory = `(SELECT ''::text AS cluster, ''::text AS inventory WHERE false) AS no_history`
+
+// historySource is the history table, or noHistory when the schema has none.
+func historySource(ctx context.Context, q queryer, n names) (string, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", n.History()).Scan(&exists); err != nil {
+		return "", fmt.Errorf("looking for the history table: %w", err)
+	}
+	if !exists {
+		return noHistory, nil
+	}
+	return n.History(), nil
+}
+
 // holdings reads what the tables hold of cluster (of inventory, unless "").
 func holdings(ctx context.Context, q queryer, n names, cluster, inventory string) ([]sink.Holding, error) {
-	rows, err := q.Query(ctx, holdingsSelect(n.Rows(), n.Coverage(), n.State(), ` WHERE cluster = $1 AND ($2::text = '' OR inventory = $2)`),
+	hist, err := historySource(ctx, q, n)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, holdingsSelect(n.Rows(), n.Coverage(), hist, n.State(), ` WHERE cluster = $1 AND ($2::text = '' OR inventory = $2)`),
 		cluster, inventory)
 	if err != nil {
 		return nil, err
@@ -117,7 +141,7 @@ func (s *Sink) Holdings(ctx context.Context, cluster, inventory string) ([]sink.
 // locks of those it had found: only an agent still exporting the cluster makes new ones.
 const lockRounds = 3
 
-// Purge removes the cluster's rows, coverage entries and state rows in one transaction, under
+// Purge removes the cluster's rows, coverage entries, history versions and state rows in one transaction, under
 // the advisory lock of every (cluster, inventory) it removes, the lock exports take: an export
 // in flight commits before the purge reads or after it commits, never in between, and the
 // cutoff is checked on the state as the purge's locks hold it. Readers see the cluster's rows
@@ -142,11 +166,20 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 		// Bounded by the cluster and by the inventories locked, never by the inventory
 		// filter alone: an inventory appearing now is not locked, and stays.
 		where := ` WHERE cluster = $1 AND inventory = ANY ($2::text[])`
+		hist, err := historySource(ctx, tx, s.names)
+		if err != nil {
+			return err
+		}
+		delHistory := `DELETE FROM ` + hist + where + ` RETURNING inventory`
+		if hist == noHistory {
+			delHistory = `SELECT inventory FROM ` + noHistory
+		}
 		rows, err := tx.Query(ctx, `WITH
   r AS (DELETE FROM `+s.names.Rows()+where+` RETURNING inventory),
   c AS (DELETE FROM `+s.names.Coverage()+where+` RETURNING inventory),
+  h AS (`+delHistory+`),
   s AS (DELETE FROM `+s.names.State()+where+` RETURNING inventory, exported_at, confirmed_at, agent_version, agent_instance)
-`+holdingsSelect("r", "c", "s", ""), cluster, inventories)
+`+holdingsSelect("r", "c", "h", "s", ""), cluster, inventories)
 		if err != nil {
 			return fmt.Errorf("deleting: %w", err)
 		}

@@ -3,11 +3,14 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
@@ -46,15 +49,22 @@ func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilt
 	if limit <= 0 {
 		limit = 1000
 	}
+	// As of a time, the rows are the versions current then; a version's first_seen and
+	// updated_at are both its valid_from, when it became current.
+	from, times := n.Rows(), "first_seen, updated_at"
+	if !f.AsOf.IsZero() {
+		args = append(args, f.AsOf)
+		from, times = n.Function("as_of")+"($"+strconv.Itoa(len(args))+")", "valid_from, valid_from"
+	}
 	q := "SELECT cluster, inventory, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, " +
-		"attributes, first_seen, updated_at FROM " + n.Rows()
+		"attributes, " + times + " FROM " + from
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += " ORDER BY cluster, kind, namespace, name, inventory, target, uid LIMIT " + strconv.Itoa(limit)
 	rows, err := db.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("querying %s: %w", n.Rows(), err)
+		return nil, queryError(n, f, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sink.StoredRow, error) {
 		var rec sink.StoredRow
@@ -65,9 +75,23 @@ func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilt
 		return rec, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("querying %s: %w", n.Rows(), err)
+		return nil, queryError(n, f, err)
 	}
 	return out, nil
+}
+
+// queryError names what was queried; a schema without the history function (migrated by an
+// agent older than the history) says so rather than PostgreSQL's "function does not exist".
+func queryError(n names, f sink.RowFilter, err error) error {
+	if f.AsOf.IsZero() {
+		return fmt.Errorf("querying %s: %w", n.Rows(), err)
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42883" {
+		return fmt.Errorf("querying %s as of %s: the schema has no history function %s: an agent of this release must migrate it (history: true on the sink)",
+			n.Rows(), f.AsOf.UTC().Format(time.RFC3339), n.Function("as_of"))
+	}
+	return fmt.Errorf("querying %s as of %s: %w", n.Rows(), f.AsOf.UTC().Format(time.RFC3339), err)
 }
 
 // canonical re-encodes JSONB output (which orders keys by length, then bytes) in the

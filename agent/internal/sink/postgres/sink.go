@@ -27,6 +27,10 @@ type Sink struct {
 	// migrated is set once the schema is current; until then every Export retries migrating.
 	mu       sync.Mutex
 	migrated bool
+	// history is spec.postgres.history; seeded holds the inventories whose history this sink
+	// brought up to the rows (once per inventory: the first export or confirmation).
+	history bool
+	seeded  map[string]bool
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -72,7 +76,7 @@ func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, 
 	if err != nil {
 		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	return &Sink{env: env, names: n, dest: s.destination, pool: pool}, nil
+	return &Sink{env: env, names: n, dest: s.destination, pool: pool, history: spec.History, seeded: map[string]bool{}}, nil
 }
 
 // Close releases the pool.
@@ -112,14 +116,17 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	}
 	w := &writer{n: s.names, cluster: env.Cluster, inventory: env.Inventory, log: s.env.Log}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		w.tx, w.outcome = tx, nil
+		w.tx, w.outcome, w.hist = tx, nil, s.historyOf(env.Inventory)
 		return w.export(ctx, b)
 	})
+	if err == nil {
+		s.committedHistory(env.Inventory, w.hist)
+	}
 	if err != nil {
 		if missingObject(err) {
 			// Someone dropped the schema or a table under us: migrate again on the next try.
 			s.mu.Lock()
-			s.migrated = false
+			s.migrated, s.seeded = false, map[string]bool{}
 			s.mu.Unlock()
 			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
@@ -176,9 +183,12 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 	}
 	w := &writer{n: s.names, cluster: c.Cluster, inventory: c.Inventory, log: s.env.Log}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		w.tx, w.outcome = tx, nil
+		w.tx, w.outcome, w.hist = tx, nil, s.historyOf(c.Inventory)
 		return w.confirm(ctx, c)
 	})
+	if err == nil {
+		s.committedHistory(c.Inventory, w.hist)
+	}
 	switch {
 	case errors.Is(err, sink.ErrNotHeld):
 		return fmt.Errorf("postgres sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
@@ -189,4 +199,21 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return fmt.Errorf("postgres sink %s: %w", s.dest, w.outcome)
 	}
 	return nil
+}
+
+// historyOf is the history part of a writer of inventory.
+func (s *Sink) historyOf(inventory string) history {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return history{on: s.history, seed: !s.seeded[inventory]}
+}
+
+// committedHistory remembers an inventory whose history a committed transaction seeded.
+func (s *Sink) committedHistory(inventory string, h history) {
+	if !h.seeded {
+		return
+	}
+	s.mu.Lock()
+	s.seeded[inventory] = true
+	s.mu.Unlock()
 }

@@ -25,6 +25,8 @@ type writer struct {
 	n                  names
 	cluster, inventory string
 	log                logr.Logger
+	// hist keeps <table>_history when the sink has history: true.
+	hist history
 	// outcome is the writer conflict to return once the transaction committed: the
 	// *sink.WriterConflictError of a refused export (whose contender mark must commit), or
 	// the *sink.ContendedError of a successful one.
@@ -89,6 +91,9 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 			"inventory", w.inventory, "previous", st.holder.Instance, "previousVersion", st.holder.Version, "lastWrite", st.lastWrite)
 	}
 	w.outcome = check.Contention()
+	if err := w.seedHistory(ctx); err != nil {
+		return err
+	}
 	stored, found, storedCov := st.checksum, st.found, st.coverage
 	cov := batchCoverage(&b.Envelope)
 	covChanged := !slices.Equal(storedCov, cov)
@@ -117,6 +122,12 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 			// and skip the staging round trip (about twice as fast for big inventories).
 			if err := w.load(ctx, b.Envelope.Rows); err != nil {
 				return err
+			}
+			// The rows' first versions (and the close of any version left open).
+			if w.hist.on {
+				if err := w.syncHistory(ctx); err != nil {
+					return err
+				}
 			}
 			break
 		}
@@ -172,11 +183,11 @@ func (w *writer) upsert(ctx context.Context, rows []export.Row) error {
 	if int(n) != len(rows) {
 		return fmt.Errorf("copied %d of %d rows", n, len(rows))
 	}
-	_, err = w.tx.Exec(ctx, `INSERT INTO `+w.n.Rows()+` AS r
+	q := `INSERT INTO ` + w.n.Rows() + ` AS r
     (cluster, inventory, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, attributes,
      first_seen, updated_at)
 SELECT $1, $2, target, api_group, version, kind, namespace, name, uid, profile, profile_generation, attributes, now(), now()
-  FROM `+stageTable+`
+  FROM ` + stageTable + `
 ON CONFLICT (cluster, inventory, target, uid) DO UPDATE
    SET api_group = EXCLUDED.api_group, version = EXCLUDED.version, kind = EXCLUDED.kind,
        namespace = EXCLUDED.namespace, name = EXCLUDED.name, profile = EXCLUDED.profile,
@@ -185,9 +196,18 @@ ON CONFLICT (cluster, inventory, target, uid) DO UPDATE
  WHERE (r.api_group, r.version, r.kind, r.namespace, r.name, r.profile, r.profile_generation, r.attributes)
        IS DISTINCT FROM
        (EXCLUDED.api_group, EXCLUDED.version, EXCLUDED.kind, EXCLUDED.namespace, EXCLUDED.name, EXCLUDED.profile,
-        EXCLUDED.profile_generation, EXCLUDED.attributes)`,
-		w.cluster, w.inventory)
-	if err != nil {
+        EXCLUDED.profile_generation, EXCLUDED.attributes)`
+	args := []any{w.cluster, w.inventory}
+	if w.hist.on {
+		// RETURNING lists only the rows inserted or rewritten: equal rows get no version.
+		at, err := w.historyTime(ctx)
+		if err != nil {
+			return err
+		}
+		q = versioned(w.n, q+` RETURNING `+historyColumns, "$3")
+		args = append(args, at)
+	}
+	if _, err := w.tx.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("upserting %d rows: %w", len(rows), err)
 	}
 	return nil
@@ -231,11 +251,19 @@ func (w *writer) deleteKeys(ctx context.Context, rows []export.Row) error {
 	for i := range rows {
 		targets[i], uids[i] = rows[i].Target, rows[i].UID
 	}
-	_, err := w.tx.Exec(ctx, `DELETE FROM `+w.n.Rows()+` r
+	q := `DELETE FROM ` + w.n.Rows() + ` r
  USING unnest($3::text[], $4::text[]) AS d(target, uid)
- WHERE r.cluster = $1 AND r.inventory = $2 AND r.target = d.target AND r.uid = d.uid`,
-		w.cluster, w.inventory, targets, uids)
-	if err != nil {
+ WHERE r.cluster = $1 AND r.inventory = $2 AND r.target = d.target AND r.uid = d.uid`
+	args := []any{w.cluster, w.inventory, targets, uids}
+	if w.hist.on {
+		at, err := w.historyTime(ctx)
+		if err != nil {
+			return err
+		}
+		q = closing(w.n, q+` RETURNING r.target, r.uid`, "$1", "$2", "$5")
+		args = append(args, at)
+	}
+	if _, err := w.tx.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("deleting %d rows: %w", len(rows), err)
 	}
 	return nil
@@ -248,7 +276,16 @@ func (w *writer) deleteStale(ctx context.Context, staged bool) error {
 	if staged {
 		q += ` AND NOT EXISTS (SELECT 1 FROM ` + stageTable + ` s WHERE s.target = r.target AND s.uid = r.uid)`
 	}
-	if _, err := w.tx.Exec(ctx, q, w.cluster, w.inventory); err != nil {
+	args := []any{w.cluster, w.inventory}
+	if w.hist.on {
+		at, err := w.historyTime(ctx)
+		if err != nil {
+			return err
+		}
+		q = closing(w.n, q+` RETURNING r.target, r.uid`, "$1", "$2", "$3")
+		args = append(args, at)
+	}
+	if _, err := w.tx.Exec(ctx, q, args...); err != nil {
 		return fmt.Errorf("deleting stale rows: %w", err)
 	}
 	return nil

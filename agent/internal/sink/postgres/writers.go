@@ -52,6 +52,11 @@ func (w *writer) confirm(ctx context.Context, c sink.Confirmation) error {
 			"inventory", w.inventory, "previous", st.holder.Instance, "previousVersion", st.holder.Version, "lastWrite", st.lastWrite)
 	}
 	w.outcome = check.Contention()
+	// A quiet inventory after a restart with history newly on is only ever confirmed: its
+	// history starts now, not at its next change.
+	if err := w.seedHistory(ctx); err != nil {
+		return err
+	}
 	if _, err := w.tx.Exec(ctx, `UPDATE `+w.n.State()+` SET confirmed_at = $3, agent_version = $4, agent_instance = $5
  WHERE cluster = $1 AND inventory = $2`, w.cluster, w.inventory, c.At, c.Writer.Version, c.Writer.Instance); err != nil {
 		return fmt.Errorf("confirming: %w", err)
