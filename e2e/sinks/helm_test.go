@@ -117,12 +117,33 @@ func TestHelmReleasesThroughTheShippedAgent(t *testing.T) {
 	})
 	t.Logf("rows in PostgreSQL (psql):\n%s", want)
 
+	// An upgrade updates the release's row in place (its UID is the release's, not the
+	// Secret's), and an uninstalled release's row is deleted.
+	uid := func(name string) string {
+		out, err := db.psql(ctx, `SELECT uid FROM kollect.rows WHERE inventory = 'helm-releases' AND name = '`+name+`'`)
+		must(t, err)
+		return strings.TrimSpace(out)
+	}
+	demoUID := uid("demo")
+	runHelm("upgrade", "demo", chart, "--reuse-values", "--set", "replicas=3")
+	runHelm("uninstall", "cache")
+	want = fmt.Sprintf(`%[1]s/demo Secret demo 0.1.0 1.0.0 deployed revision=3 %[2]s values={"image": {"tag": "<redacted>"}, "database": {"password": "<redacted>"}, "replicas": "<redacted>"}`,
+		appNS, updated("demo"))
+	eventuallyT(t, 90*time.Second, "the upgrade and the uninstall in PostgreSQL", func() (bool, string) {
+		got := rows()
+		return got == want, got
+	})
+	if got := uid("demo"); got != demoUID || demoUID == "" {
+		t.Errorf("the upgrade changed the release's row UID %q -> %q", demoUID, got)
+	}
+	t.Logf("after helm upgrade and uninstall (psql):\n%s", want)
+
 	// The broken Secret: one extraction error in the coverage, named in the target's status.
 	out, err := db.psql(ctx, `SELECT state || ' rows=' || rows || ' errors=' || extraction_errors FROM kollect.rows_coverage
 		WHERE inventory = 'helm-releases' AND target = 'helm-releases'`)
 	must(t, err)
-	if got := strings.TrimSpace(out); got != "complete rows=2 errors=1" {
-		t.Errorf("coverage of helm-releases: %q, want complete rows=2 errors=1", got)
+	if got := strings.TrimSpace(out); got != "complete rows=1 errors=1" {
+		t.Errorf("coverage of helm-releases: %q, want complete rows=1 errors=1", got)
 	}
 	var status string
 	eventuallyT(t, 30*time.Second, "the target's status names the broken Secret", func() (bool, string) {
@@ -132,7 +153,9 @@ func TestHelmReleasesThroughTheShippedAgent(t *testing.T) {
 		must(t, c.Get(ctx, client.ObjectKey{Name: "helm-releases"}, tgt))
 		raw, _ := json.Marshal(tgt.Object["status"])
 		status = string(raw)
-		return strings.Contains(status, appNS+"/sh.helm.release.v1.broken.v1: decoding Helm release: "), status
+		// Two objects: demo's latest revision and the broken Secret (a release of its own).
+		return strings.Contains(status, appNS+"/sh.helm.release.v1.broken.v1: decoding Helm release: ") &&
+			strings.Contains(status, `"objectCount":2,`), status
 	})
 	t.Logf("target status: %s", status)
 
