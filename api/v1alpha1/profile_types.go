@@ -106,7 +106,7 @@ type DecodeOptions struct {
 }
 
 // KollectProfileSpec says what to extract from objects of one kind.
-// +kubebuilder:validation:XValidation:rule="!has(self.decode) || (self.target.version == 'v1' && self.target.kind == 'Secret' && (!has(self.target.group) || self.target.group == ”))",message="decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"
+// +kubebuilder:validation:XValidation:rule="!has(self.decode) || (self.target.version == 'v1' && self.target.kind == 'Secret' && (!has(self.target.group) || self.target.group.size() == 0))",message="decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"
 // +kubebuilder:validation:XValidation:rule="!has(self.decodeOptions) || has(self.decode)",message="decodeOptions needs decode"
 type KollectProfileSpec struct {
 	// Target is the kind of object this profile reads.

@@ -31,6 +31,12 @@ spec:
   target: {version: v1, kind: ConfigMap}
   decode: HelmRelease
   attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, "decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"},
+		{"decode on a Secret of another group", `
+kind: KollectProfile
+spec:
+  target: {group: example.com, version: v1, kind: Secret}
+  decode: HelmRelease
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, "decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"},
 		{"unknown decoder", `
 kind: KollectProfile
 spec:
