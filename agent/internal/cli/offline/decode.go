@@ -48,7 +48,9 @@ func decodedRows(t *collector.Target, objs []*unstructured.Unstructured, nsLabel
 	for k := range latest {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ns < keys[j].ns || (keys[i].ns == keys[j].ns && keys[i].name < keys[j].name) })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].ns < keys[j].ns || (keys[i].ns == keys[j].ns && keys[i].name < keys[j].name)
+	})
 	var rows []export.Row
 	for _, k := range keys {
 		d := latest[k]
