@@ -76,6 +76,24 @@ func TestHelmReleaseTarget(t *testing.T) {
 		t.Fatalf("row UID %s is not the release's", uid)
 	}
 
+	// The store holds the item the transform made, never the Secret: its extracted attributes
+	// and the release's identity, nothing of data.release.
+	col.mu.Lock()
+	w := col.watches[gvk]
+	col.mu.Unlock()
+	items := w.items()
+	if len(items) != 1 || items[0].release == nil || items[0].release.Name != "demo" || len(items[0].attrs) != 1 ||
+		string(items[0].attrs[0].json) != `{"chart":"demo","revision":2}` {
+		t.Fatalf("stored items %+v", items)
+	}
+	for _, inf := range w.informers {
+		for _, o := range inf.GetStore().List() {
+			if _, ok := o.(*item); !ok {
+				t.Fatalf("the store holds a %T", o)
+			}
+		}
+	}
+
 	// Without access to Secrets (the chart's rbac.helmReleases=false): forbidden.
 	noSecrets, err := cp.AddUser("no-secrets")
 	if err != nil {
