@@ -111,9 +111,45 @@ type FullObject struct {
 	MaxBytes int32 `json:"maxBytes,omitempty"`
 }
 
+// Decoder turns each object of a profile's kind into a decoded document before the
+// attributes read it.
+// +kubebuilder:validation:Enum=HelmRelease
+type Decoder string
+
+// Decoders.
+const (
+	// DecodeHelmRelease reads Helm's release Secrets (type helm.sh/release.v1).
+	DecodeHelmRelease Decoder = "HelmRelease"
+)
+
+// ValuesExport says whether a decoded Helm release exports its values.
+// +kubebuilder:validation:Enum=Omit;Redacted
+type ValuesExport string
+
+// Values exports.
+const (
+	// ValuesOmit leaves the release's values out of the decoded document.
+	ValuesOmit ValuesExport = "Omit"
+	// ValuesRedacted keeps the keys of the release's values and replaces every leaf value.
+	ValuesRedacted ValuesExport = "Redacted"
+)
+
+// DecodeOptions tune a decoder.
+type DecodeOptions struct {
+	// Values says whether object.values holds the values the release was installed with
+	// (helm get values): Omit (the default) leaves them out; Redacted keeps every key and list
+	// length and replaces every leaf value with the string "<redacted>". Values are never
+	// exported as they are.
+	// +optional
+	// +kubebuilder:default=Omit
+	Values ValuesExport `json:"values,omitempty"`
+}
+
 // KollectProfileSpec says what to extract from objects of one kind.
 // +kubebuilder:validation:XValidation:rule="(has(self.attributes) && size(self.attributes) > 0) || has(self.fullObject)",message="set attributes, fullObject or both"
 // +kubebuilder:validation:XValidation:rule="!has(self.fullObject) || self.target.kind != 'Secret' || (has(self.target.group) && size(self.target.group) > 0)",message="fullObject cannot export Secrets: extract the fields you need with attributes"
+// +kubebuilder:validation:XValidation:rule="!has(self.decode) || (self.target.version == 'v1' && self.target.kind == 'Secret' && (!has(self.target.group) || self.target.group.size() == 0))",message="decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"
+// +kubebuilder:validation:XValidation:rule="!has(self.decodeOptions) || has(self.decode)",message="decodeOptions needs decode"
 type KollectProfileSpec struct {
 	// Target is the kind of object this profile reads.
 	Target GroupVersionKind `json:"target"`
@@ -128,6 +164,18 @@ type KollectProfileSpec struct {
 	// exported whole: extract the fields you need with attributes instead.
 	// +optional
 	FullObject *FullObject `json:"fullObject,omitempty"`
+	// Decode turns each object into a decoded document that the attributes read instead of
+	// the object. HelmRelease (target v1 Secret) watches only Helm's release Secrets (field
+	// selector type=helm.sh/release.v1) and gives one row per release, from its highest
+	// revision: object.metadata {name (the release), namespace, uid, labels} and
+	// object.release {name, namespace, chart, version, appVersion, status, revision, updated
+	// (RFC 3339), description}. The Secret itself is dropped as soon as it is decoded. See
+	// docs/helm-releases.md.
+	// +optional
+	Decode Decoder `json:"decode,omitempty"`
+	// DecodeOptions tune the decoder; only with decode.
+	// +optional
+	DecodeOptions *DecodeOptions `json:"decodeOptions,omitempty"`
 }
 
 // KollectProfileStatus reports whether the profile compiled.

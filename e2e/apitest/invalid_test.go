@@ -25,6 +25,37 @@ func TestInvalidObjectsAreRefused(t *testing.T) {
 	cases := []struct {
 		name, doc, want string
 	}{
+		{"decode on a kind other than Secret", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: ConfigMap}
+  decode: HelmRelease
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, "decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"},
+		{"decode on a Secret of another group", `
+kind: KollectProfile
+spec:
+  target: {group: example.com, version: v1, kind: Secret}
+  decode: HelmRelease
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, "decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"},
+		{"unknown decoder", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: Secret}
+  decode: Kustomize
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, `supported values: "HelmRelease"`},
+		{"decodeOptions without decode", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: Secret}
+  decodeOptions: {values: Redacted}
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, "decodeOptions needs decode"},
+		{"values exported as they are", `
+kind: KollectProfile
+spec:
+  target: {version: v1, kind: Secret}
+  decode: HelmRelease
+  decodeOptions: {values: Plain}
+  attributes: [{name: chart, jsonPath: "{.release.chart}"}]`, `supported values: "Omit", "Redacted"`},
 		{"attribute with both jsonPath and cel", `
 kind: KollectProfile
 spec:

@@ -181,6 +181,31 @@ hub:
 		}
 		one(t, objs, "ConfigMap")
 	}},
+	{name: "agent-helm-releases", chart: "agent", values: "clusterName: prod-eu-1\nrbac: {helmReleases: true}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			// Read-only on Secrets, cluster-wide, in a ClusterRole of its own; nothing else changes.
+			cr := find(objs, "ClusterRole", namespace+"-kollect-agent-helm-releases")
+			if len(cr) != 1 || toJSON(cr[0].Object["rules"]) != `[{"apiGroups":[""],"resources":["secrets"],"verbs":["get","list","watch"]}]` {
+				t.Fatalf("want one helm-releases ClusterRole reading Secrets, got %v", cr)
+			}
+			if len(find(objs, "ClusterRoleBinding", namespace+"-kollect-agent-helm-releases")) != 1 {
+				t.Error("the helm-releases ClusterRole is not bound cluster-wide")
+			}
+			for _, other := range find(objs, "ClusterRole", "") {
+				if other.GetName() != cr[0].GetName() && strings.Contains(toJSON(other.Object["rules"]), `"secrets"`) {
+					t.Errorf("ClusterRole %s grants access to Secrets", other.GetName())
+				}
+			}
+		}},
+	{name: "agent-helm-releases-namespaced", chart: "agent", values: "clusterName: prod-eu-1\nwatchNamespaces: [team-a, team-b]\nrbac: {helmReleases: true}\n",
+		check: func(t *testing.T, objs []*unstructured.Unstructured) {
+			if n := len(find(objs, "RoleBinding", "kollect-agent-helm-releases")); n != 2 {
+				t.Errorf("want helm-releases RoleBindings in the two namespaces, got %d", n)
+			}
+			if len(find(objs, "ClusterRoleBinding", namespace+"-kollect-agent-helm-releases")) != 0 {
+				t.Error("Secrets readable cluster-wide despite watchNamespaces")
+			}
+		}},
 	{name: "hub-default", chart: "hub", values: "",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			d := one(t, objs, "Deployment")

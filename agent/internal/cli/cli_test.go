@@ -158,3 +158,23 @@ func TestRolloutUsageErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRenderDecodesHelmReleases: render decodes the Helm release Secret helm wrote (the
+// helmrelease fixture) with the documented profile, as the agent does: one row named by the
+// release, values redacted, and no trace of the Secret's data.
+func TestRenderDecodesHelmReleases(t *testing.T) {
+	out, errOut, code := run(t, "", "render", "../../../docs/examples/helm-releases.yaml",
+		"../helmrelease/testdata/sh.helm.release.v1.demo.v2.json", "-o", "ndjson", "--cluster", "demo")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{`"name":"demo","namespace":"helm-apps"`, `"revision":2`, `"chart":"demo"`,
+		`"values":{"database":{"password":"<redacted>"},"image":{"tag":"<redacted>"}}`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render output lacks %s:\n%s", want, out)
+		}
+	}
+	if strings.Count(out, "\n") != 1 || strings.Contains(out, "hunter2") {
+		t.Fatalf("want one row and no value:\n%s", out)
+	}
+}

@@ -380,11 +380,15 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 	targetName := key.String()
 	c.metrics.setObjects(t.GVK, int(w.count.Load()))
 	items := w.itemsFor(t)
+	if t.Profile.Decode != "" {
+		items = latestRevisions(items)
+	}
 	if withRows {
 		st.Rows = make([]export.Row, 0, len(items))
 	}
 	for _, it := range items {
-		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(it.name) {
+		name, uid := rowIdentity(t, it)
+		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(name) {
 			continue
 		}
 		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.labels)) {
@@ -413,7 +417,7 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 		if withRows {
 			st.Rows = append(st.Rows, export.Row{
 				Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-				Namespace: it.namespace, Name: it.name, UID: it.uid,
+				Namespace: it.namespace, Name: name, UID: uid,
 				Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.json,
 			})
 		}

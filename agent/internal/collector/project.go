@@ -32,7 +32,11 @@ const (
 // namespace labels of that moment; a namespace that was refused here by its labels is
 // remembered so that a relabelling that selects it restarts the watch (NamespacesChanged), and
 // every other change of a target's selection restarts it anyway (projectionID).
-func (w *gvkWatch) project(it *item, content map[string]any) {
+//
+// A decoding profile (decode.go) reads dec, the object's decoded document, instead: its
+// targets' names select the release, their match expressions read the document, and a
+// failed decoding is its extraction error on every object its targets select.
+func (w *gvkWatch) project(it *item, content map[string]any, dec *decodedObject) {
 	proj := w.proj
 	it.attrs = nil
 	if len(proj.objectTargets) > 0 {
@@ -46,15 +50,20 @@ func (w *gvkWatch) project(it *item, content map[string]any) {
 		if b.isTripped() || (need[pi] && oi < 0) {
 			continue // quarantined, or already needed and nothing else to learn
 		}
-		if !w.mightSelect(t, it, content, &objLabels) {
+		prof := proj.profiles[proj.profileKeys[pi]]
+		if prof.Decode != "" && dec == nil {
+			continue // not what the profile decodes (the watch is shared with other profiles)
+		}
+		name, _ := rowIdentity(t, it)
+		if !w.mightSelect(t, it, name, content, &objLabels) {
 			continue
 		}
 		ok := true
 		if oi >= 0 {
-			if t.match != nil {
+			if t.match != nil && (dec == nil || dec.err == nil) {
 				var cost uint64
 				var err error
-				ok, cost, err = profile.EvalMatchCost(t.match, content)
+				ok, cost, err = profile.EvalMatchCost(t.match, profileContent(prof, content, dec))
 				proj.counters[pi].observe(cost, false)
 				w.charge(pi, cost)
 				if err != nil {
@@ -79,7 +88,12 @@ func (w *gvkWatch) project(it *item, content map[string]any) {
 		case !need[pi]:
 			// Not stored: a profile absent from attrs was not selected (item.attr).
 		default:
-			raw, cost, err := proj.profiles[key].ExtractJSONCost(content)
+			prof := proj.profiles[key]
+			if prof.Decode != "" && dec != nil && dec.err != nil {
+				it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{err: dec.err}})
+				continue
+			}
+			raw, cost, err := prof.ExtractJSONCost(profileContent(prof, content, dec))
 			it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{json: raw, err: err}})
 			proj.counters[pi].observe(cost, true)
 			w.charge(pi, cost)
@@ -90,7 +104,8 @@ func (w *gvkWatch) project(it *item, content map[string]any) {
 
 // mightSelect applies a target's selection that needs no expression: what the target selects
 // is a subset of what passes. A namespace whose labels are not known yet passes.
-func (w *gvkWatch) mightSelect(t *Target, it *item, content map[string]any, objLabels *labels.Labels) bool {
+// name is the object's name as the target selects it (rowIdentity).
+func (w *gvkWatch) mightSelect(t *Target, it *item, name string, content map[string]any, objLabels *labels.Labels) bool {
 	if t.Namespaced {
 		ns := it.namespace
 		if (len(t.includeNS) > 0 && !matchAny(t.includeNS, ns)) || matchAny(t.excludeNS, ns) {
@@ -103,7 +118,7 @@ func (w *gvkWatch) mightSelect(t *Target, it *item, content map[string]any, objL
 			}
 		}
 	}
-	if !t.selectsName(it.name) {
+	if !t.selectsName(name) {
 		return false
 	}
 	if !t.labelSelector.Empty() {
@@ -115,6 +130,14 @@ func (w *gvkWatch) mightSelect(t *Target, it *item, content map[string]any, objL
 		}
 	}
 	return true
+}
+
+// profileContent is what a profile reads: the object, or its decoded document.
+func profileContent(prof *profile.Compiled, content map[string]any, dec *decodedObject) map[string]any {
+	if prof.Decode != "" && dec != nil {
+		return dec.view(prof)
+	}
+	return content
 }
 
 // contentLabels reads an object's labels without copying them.

@@ -100,6 +100,7 @@ func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVer
 		}
 		t.fieldSelector = s
 	}
+	t.fieldSelector = decoderFieldSelector(prof, t.fieldSelector)
 	if n := sel.Names; n != nil {
 		t.includeNames, t.excludeNames = n.Include, n.Exclude
 		for _, pattern := range append(append([]string{}, n.Include...), n.Exclude...) {

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
+	"kollect.dev/agent/internal/helmrelease"
 	"kollect.dev/agent/internal/profile"
 )
 
@@ -41,6 +42,8 @@ type item struct {
 	// matchErrs holds, by projection.targetIndex, why a target's match expression failed on
 	// the object (a missing field, a result that is not a boolean); nil when none failed.
 	matchErrs []error
+	// release identifies a Helm release Secret when a profile decodes it (decode.go).
+	release *helmrelease.Release
 }
 
 // profileExtraction is an extraction of the profile at position profile of the projection.
@@ -104,6 +107,9 @@ type projection struct {
 	// metadataOnly watches object metadata only: every profile reads only metadata and no
 	// target needs the whole object.
 	metadataOnly bool
+	// decodes is true when a profile decodes objects (decodeFor); decodeValues when one of
+	// them asks for values.
+	decodes, decodeValues bool
 	// server-side selectors, when every target agrees.
 	labelSelector labels.Selector
 	fieldSelector fields.Selector
@@ -304,7 +310,7 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 		if proj.keepLabels {
 			it.labels = u.GetLabels()
 		}
-		w.project(it, content)
+		w.project(it, content, proj.decodeFor(it, content))
 		if metrics != nil && w.synced.Load() {
 			metrics.observeLag(w.gvk, u)
 		}
@@ -377,6 +383,8 @@ func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func
 	p.metadataOnly = len(p.objectTargets) == 0
 	for _, prof := range p.profiles {
 		p.metadataOnly = p.metadataOnly && prof.MetadataOnly
+		p.decodes = p.decodes || prof.Decode != ""
+		p.decodeValues = p.decodeValues || prof.DecodeValues
 	}
 	p.namespaces = watchNamespaces(targets, agentNamespaces)
 	return p

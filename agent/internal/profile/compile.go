@@ -24,6 +24,11 @@ type Compiled struct {
 	GVK kollectv1.GroupVersionKind
 	// MetadataOnly is true when every attribute reads only metadata.
 	MetadataOnly bool
+	// Decode, when set, is the decoder whose document the attributes read instead of the
+	// object (it needs the whole object, so MetadataOnly is false); DecodeValues asks it for
+	// the object's redacted values.
+	Decode       kollectv1.Decoder
+	DecodeValues bool
 	attrs        []attribute
 	// full, when the profile sets fullObject, exports the whole object beside the attributes.
 	full *fullObject
@@ -49,6 +54,7 @@ func (e *CompileError) Error() string { return strings.Join(e.Problems, "; ") }
 func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
 	c := &Compiled{Generation: p.Generation, GVK: p.Spec.Target, MetadataOnly: true}
 	var problems []string
+	problems = append(problems, c.compileDecode(&p.Spec)...)
 	for _, a := range p.Spec.Attributes {
 		attr := attribute{name: a.Name, typ: a.Type, optional: a.Optional}
 		switch {
@@ -94,6 +100,34 @@ func Compile(p *kollectv1.KollectProfile) (*Compiled, error) {
 		return nil, &CompileError{Problems: problems}
 	}
 	return c, nil
+}
+
+// compileDecode checks the profile's decoder against its kind (the CRD's validation says the
+// same; this serves the CLI and objects admitted before it).
+func (c *Compiled) compileDecode(spec *kollectv1.KollectProfileSpec) []string {
+	if spec.Decode == "" {
+		if spec.DecodeOptions != nil {
+			return []string{"decodeOptions needs decode"}
+		}
+		return nil
+	}
+	if spec.Decode != kollectv1.DecodeHelmRelease {
+		return []string{fmt.Sprintf("decode: unknown decoder %q (supported: %s)", spec.Decode, kollectv1.DecodeHelmRelease)}
+	}
+	if t := spec.Target; t.Group != "" || t.Version != "v1" || t.Kind != "Secret" {
+		return []string{"decode HelmRelease reads Helm's release Secrets: set target to {version: v1, kind: Secret}"}
+	}
+	c.Decode, c.MetadataOnly = spec.Decode, false
+	if o := spec.DecodeOptions; o != nil {
+		switch o.Values {
+		case "", kollectv1.ValuesOmit:
+		case kollectv1.ValuesRedacted:
+			c.DecodeValues = true
+		default:
+			return []string{fmt.Sprintf("decodeOptions.values: %q is not Omit or Redacted", o.Values)}
+		}
+	}
+	return nil
 }
 
 // MissingError reports required attributes that an object lacks.

@@ -242,6 +242,15 @@ func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (la
 	var failures []Failure
 	for _, j := range jobs {
 		t := j.Target
+		if t.Profile.Decode != "" {
+			rows, failed := decodedRows(t, objects(t.GVK), nsLabels)
+			for _, r := range rows {
+				r.Cluster, r.Inventory = cluster, j.Inventory
+				byInv[j.Inventory] = append(byInv[j.Inventory], r)
+			}
+			failures = append(failures, failed...)
+			continue
+		}
 		for _, obj := range objects(t.GVK) {
 			if !t.Selects(obj, nsLabels) {
 				continue
