@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -32,14 +34,58 @@ func ServerBinary(name string) (string, error) {
 	return "", fmt.Errorf("test server %s not found in KOLLECT_SERVERS=%s: rerun hack/ensure-servers.sh", name, dirs)
 }
 
-// FreePort asks the kernel for a free TCP port on 127.0.0.1.
+// FreePort returns a TCP port on 127.0.0.1 that is free now, for a server the test starts next.
+//
+// Why not the kernel's choice (listen on :0): that port comes from the ephemeral range, where
+// every outgoing connection on the machine also takes its source port, so between the test's
+// check and the server's bind a client elsewhere (an agent dialling its API server, another
+// test package) could take it, and the server failed with "address already in use". Ports
+// below the ephemeral range are only ever taken by a listener, and each is handed out once
+// per process.
 func FreePort() (int, error) {
+	lo, hi := listenerPortRange()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	n := hi - lo
+	start := rand.IntN(n)
+	for i := range n {
+		port := lo + (start+i)%n
+		if handedOut[port] {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		handedOut[port] = true
+		return port, nil
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("finding a free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+var (
+	portsMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
+
+// listenerPortRange is the range FreePort picks from: the 12,000 ports below the kernel's
+// ephemeral range (ip_local_port_range, 32768 by default), never below 1024.
+func listenerPortRange() (lo, hi int) {
+	hi = 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				hi = v
+			}
+		}
+	}
+	return max(1024, hi-12000), max(hi, 2048)
 }
 
 // Process is a server started for tests, stopped with Stop. Halt and Resume stop it
