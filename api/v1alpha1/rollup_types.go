@@ -49,6 +49,7 @@ type Rollup struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:items:Pattern=`^(\.(namespace|kind|group|target)|[A-Za-z_][A-Za-z0-9_]*)$`
 	GroupBy []string `json:"groupBy,omitempty"`
 	// Sum names numeric attributes summed per group, as sum.<attribute>. A value that is
@@ -57,6 +58,7 @@ type Rollup struct {
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	Sum []string `json:"sum,omitempty"`
 }
