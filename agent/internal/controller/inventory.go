@@ -95,7 +95,7 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 		}
 		o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
 			status: &inv.Status, sinks: clusterSinkRefs(inv.Spec.Sinks),
-			rollups: rollupSpecs(inv.Spec.Rollups, ""), excludeRaw: inv.Spec.ExcludesRaw(),
+			rollups: rollup.FromAPI(inv.Spec.Rollups, ""), excludeRaw: inv.Spec.ExcludesRaw(),
 			statusOf: func(o client.Object) any { return o.(*kollectv1.KollectClusterInventory).Status }}
 		return o, r.resolveClusterTargets(ctx, inv, o)
 	}
@@ -105,26 +105,9 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 	}
 	o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
 		status: &inv.Status, sinks: sinkRefs(inv.Namespace, inv.Spec.Sinks),
-		rollups: rollupSpecs(inv.Spec.Rollups, inv.Namespace), excludeRaw: inv.Spec.ExcludesRaw(),
+		rollups: rollup.FromAPI(inv.Spec.Rollups, inv.Namespace), excludeRaw: inv.Spec.ExcludesRaw(),
 		statusOf: func(o client.Object) any { return o.(*kollectv1.KollectInventory).Status }}
 	return o, r.resolveTargets(ctx, inv, o)
-}
-
-// rollupSpecs turns the API's rollups into the inventory's, naming their targets as rows do:
-// a KollectInventory's by namespace/name in its namespace.
-func rollupSpecs(in []kollectv1.Rollup, namespace string) []rollup.Spec {
-	out := make([]rollup.Spec, 0, len(in))
-	for _, r := range in {
-		s := rollup.Spec{Name: r.Name, GroupBy: r.GroupBy, Sum: r.Sum}
-		if r.Targets != nil {
-			s.Targets = make([]string, len(r.Targets))
-			for i, t := range r.Targets {
-				s.Targets[i] = collector.TargetKey{Namespace: namespace, Name: t}.String()
-			}
-		}
-		out = append(out, s)
-	}
-	return out
 }
 
 func (r *InventoryReconciler) resolveTargets(ctx context.Context, inv *kollectv1.KollectInventory, o *inventoryObject) error {

@@ -27,6 +27,26 @@ type Spec struct {
 	Sum []string
 }
 
+// FromAPI turns an inventory's rollups into specs, naming their targets as rows do: those of a
+// KollectInventory (namespace set) as namespace/name in its namespace.
+func FromAPI(in []kollectv1.Rollup, namespace string) []Spec {
+	out := make([]Spec, 0, len(in))
+	for _, r := range in {
+		s := Spec{Name: r.Name, GroupBy: r.GroupBy, Sum: r.Sum}
+		if r.Targets != nil {
+			s.Targets = make([]string, len(r.Targets))
+			for i, t := range r.Targets {
+				if namespace != "" {
+					t = namespace + "/" + t
+				}
+				s.Targets[i] = t
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
 // Equal reports whether a and b compute the same rows.
 func (s Spec) Equal(o Spec) bool {
 	return s.Name == o.Name && slices.Equal(s.Targets, o.Targets) && slices.Equal(s.GroupBy, o.GroupBy) && slices.Equal(s.Sum, o.Sum)
