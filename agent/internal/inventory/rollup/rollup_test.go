@@ -221,3 +221,28 @@ func TestValuesWithJSONPunctuation(t *testing.T) {
 		t.Error("truncated attributes were accepted")
 	}
 }
+
+// FuzzFields: for any JSON object, fields finds each key's value as encoding/json does (the
+// last one of a duplicated key wins in both), and never panics on other input.
+func FuzzFields(f *testing.F) {
+	for _, seed := range []string{`{}`, `{"a":1,"b":[1,{"c":"]"}],"d":"x\"y"}`, ` { "a" : null , "a" : true } `, `{"a":`, `[1]`, `{"a":"\u005d"}`, `{"\u0061":1}`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, doc string) {
+		keys := []string{"a", "b", "d"}
+		out := make([][]byte, len(keys))
+		err := fields([]byte(doc), keys, out)
+		var want map[string]json.RawMessage
+		if json.Unmarshal([]byte(doc), &want) != nil || want == nil {
+			return // not an object (null decodes to no map): fields may say anything but must not panic
+		}
+		if err != nil {
+			t.Fatalf("fields(%q): %v; encoding/json reads it", doc, err)
+		}
+		for i, k := range keys {
+			if w, ok := want[k]; ok != (out[i] != nil) || ok && string(w) != string(out[i]) {
+				t.Fatalf("fields(%q)[%s] = %q, encoding/json: %q (present %v)", doc, k, out[i], w, ok)
+			}
+		}
+	})
+}

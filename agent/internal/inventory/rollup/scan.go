@@ -1,6 +1,10 @@
 package rollup
 
-import "errors"
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+)
 
 // Rows' attributes are canonical JSON objects; a rollup reads a few of their values per row.
 // Decoding each row into maps would cost most of a build at 100k rows, so these functions
@@ -9,7 +13,7 @@ import "errors"
 var errSyntax = errors.New("attributes are not a JSON object")
 
 // fields sets out[i] to the raw value of keys[i] in the JSON object obj, nil when missing.
-// Attribute names are plain identifiers, so keys are compared without unescaping.
+// Attribute names are plain identifiers, so a key is unescaped only when it holds an escape.
 func fields(obj []byte, keys []string, out [][]byte) error {
 	clear(out)
 	i := skipSpace(obj, 0)
@@ -29,6 +33,13 @@ func fields(obj []byte, keys []string, out [][]byte) error {
 			return errSyntax
 		}
 		key := obj[i+1 : end-1]
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(obj[i:end], &k) != nil {
+				return errSyntax
+			}
+			key = []byte(k)
+		}
 		i = skipSpace(obj, end)
 		if i >= len(obj) || obj[i] != ':' {
 			return errSyntax
