@@ -92,7 +92,7 @@ bench: k8s-bins servers ## Run the benchmarks.
 	KUBEBUILDER_ASSETS="$$(hack/ensure-k8s.sh)" KOLLECT_SERVERS="$$(hack/ensure-servers.sh)" go test -run '^$$' -bench . -benchmem -timeout 60m $(PKGS)
 
 # FUZZ_TARGETS are "package FuzzName" pairs; `make test` runs their seed corpora as tests.
-FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/webhook/:FuzzAdmissionDecoding \
+FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/inventory/rollup/:FuzzFields ./agent/internal/webhook/:FuzzAdmissionDecoding \
 	./agent/internal/sink/eventbuf/:FuzzEncodeMatchesEncodingJSON ./agent/internal/sink/snapshot/:FuzzRenderEveryFormat \
 	./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies
 FUZZTIME ?= 30s

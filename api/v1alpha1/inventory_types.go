@@ -153,6 +153,7 @@ func (d InventoryDeletion) Timeout() time.Duration {
 // KollectInventorySpec aggregates targets into one canonical snapshot and exports it.
 // +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
 // +kubebuilder:validation:XValidation:rule="duration(self.debounce) <= duration(self.maxDelay)",message="debounce must not exceed maxDelay"
+// +kubebuilder:validation:XValidation:rule="!has(self.rawRows) || self.rawRows == 'Include' || (has(self.rollups) && size(self.rollups) > 0)",message="rawRows Exclude needs at least one rollup: the inventory would export nothing"
 type KollectInventorySpec struct {
 	// Targets names KollectTargets in this namespace.
 	// +optional
@@ -168,6 +169,7 @@ type KollectInventorySpec struct {
 	Sinks             SinkReferences `json:"sinks,omitempty"`
 	ExportTiming      `json:",inline"`
 	InventoryDeletion `json:",inline"`
+	InventoryRollups  `json:",inline"`
 	// Suspend stops exports; collection continues so a resume is immediate.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
@@ -201,6 +203,8 @@ type ClusterTargetReference struct {
 // KollectClusterInventorySpec aggregates targets from the whole cluster.
 // +kubebuilder:validation:XValidation:rule="has(self.targets) || has(self.targetSelector)",message="set targets or targetSelector"
 // +kubebuilder:validation:XValidation:rule="duration(self.debounce) <= duration(self.maxDelay)",message="debounce must not exceed maxDelay"
+// +kubebuilder:validation:XValidation:rule="!has(self.rawRows) || self.rawRows == 'Include' || (has(self.rollups) && size(self.rollups) > 0)",message="rawRows Exclude needs at least one rollup: the inventory would export nothing"
+// +kubebuilder:validation:XValidation:rule="!has(self.rollups) || !has(self.targets) || !self.rollups.exists(r, self.targets.exists(t, t.kind == 'KollectClusterTarget' && t.name == r.name))",message="a rollup cannot have the name of a cluster target: both would be the target of rows"
 type KollectClusterInventorySpec struct {
 	// Targets names cluster targets and namespaced targets.
 	// +optional
@@ -214,6 +218,7 @@ type KollectClusterInventorySpec struct {
 	Sinks             ClusterSinkReferences `json:"sinks,omitempty"`
 	ExportTiming      `json:",inline"`
 	InventoryDeletion `json:",inline"`
+	InventoryRollups  `json:",inline"`
 	// Suspend stops exports; collection continues so a resume is immediate.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`

@@ -26,6 +26,7 @@ import (
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/inventory/rollup"
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -63,6 +64,9 @@ type inventoryObject struct {
 	obj      client.Object
 	timing   kollectv1.ExportTiming
 	deletion kollectv1.InventoryDeletion
+	// rollups are the inventory's rollups, their targets named as in rows.
+	rollups    []rollup.Spec
+	excludeRaw bool
 	// retire is the deletion policy being applied; "" while the inventory lives.
 	retire  kollectv1.DeletionPolicy
 	suspend bool
@@ -91,6 +95,7 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 		}
 		o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
 			status: &inv.Status, sinks: clusterSinkRefs(inv.Spec.Sinks),
+			rollups: rollup.FromAPI(inv.Spec.Rollups, ""), excludeRaw: inv.Spec.ExcludesRaw(),
 			statusOf: func(o client.Object) any { return o.(*kollectv1.KollectClusterInventory).Status }}
 		return o, r.resolveClusterTargets(ctx, inv, o)
 	}
@@ -100,6 +105,7 @@ func (r *InventoryReconciler) load(ctx context.Context, key inventory.Key) (*inv
 	}
 	o := &inventoryObject{obj: inv, timing: inv.Spec.ExportTiming, deletion: inv.Spec.InventoryDeletion, suspend: inv.Spec.Suspend,
 		status: &inv.Status, sinks: sinkRefs(inv.Namespace, inv.Spec.Sinks),
+		rollups: rollup.FromAPI(inv.Spec.Rollups, inv.Namespace), excludeRaw: inv.Spec.ExcludesRaw(),
 		statusOf: func(o client.Object) any { return o.(*kollectv1.KollectInventory).Status }}
 	return o, r.resolveTargets(ctx, inv, o)
 }
@@ -234,7 +240,7 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 	cfg := inventory.Config{
 		Key: key, Generation: o.obj.GetGeneration(), Targets: withMissing(o.targets, o.missingKeys), Sinks: bindings,
 		Debounce: o.timing.Debounce.Duration, MaxDelay: o.timing.MaxDelay.Duration, Suspend: o.suspend,
-		Notes: o.notes, Denied: o.deniedTargets, Retire: o.retire,
+		Notes: o.notes, Denied: o.deniedTargets, Retire: o.retire, Rollups: o.rollups, ExcludeRaw: o.excludeRaw,
 	}
 	if o.timing.ResyncInterval != nil {
 		cfg.Resync = o.timing.ResyncInterval.Duration

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/inventory/rollup"
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -84,6 +85,9 @@ type Config struct {
 	// Denied are the targets scopes leave out (not in Targets): their coverage says so, and
 	// their rows leave the sinks.
 	Denied map[collector.TargetKey]TargetNote
+	// Rollups are exported beside the targets' rows, or instead of them with ExcludeRaw.
+	Rollups    []rollup.Spec
+	ExcludeRaw bool
 	// Retire is set once the inventory is deleted: the last export applies this deletion
 	// policy in every sink (see retire.go), ignoring Suspend, and no confirmation follows.
 	Retire kollectv1.DeletionPolicy

@@ -3,6 +3,7 @@ package inventory
 import (
 	"context"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/inventory/delivery"
+	"kollect.dev/agent/internal/inventory/rollup"
 	"kollect.dev/agent/internal/tracing"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -78,7 +80,8 @@ func (r *runner) setConfig(cfg Config) bool {
 
 func sameConfig(a, b Config) bool {
 	if a.Generation != b.Generation || a.Suspend != b.Suspend || a.Retire != b.Retire || len(a.Targets) != len(b.Targets) || len(a.Sinks) != len(b.Sinks) ||
-		!maps.Equal(a.Notes, b.Notes) || !maps.Equal(a.Denied, b.Denied) {
+		!maps.Equal(a.Notes, b.Notes) || !maps.Equal(a.Denied, b.Denied) || a.ExcludeRaw != b.ExcludeRaw ||
+		!slices.EqualFunc(a.Rollups, b.Rollups, rollup.Spec.Equal) {
 		return false
 	}
 	for i := range a.Targets {
@@ -312,6 +315,8 @@ func (r *runner) build() {
 			coverage[i].Rows = n
 		}
 	}
+	rows, coverage, rollupProblems := withRollups(cfg, rows, coverage, from)
+	incomplete = append(incomplete, rollupProblems...)
 	if cfg.Retire != "" {
 		rows, coverage = retiredContent(cfg.Retire, prev, rows, coverage)
 		incomplete, holdExport = nil, holdExport && cfg.Retire == kollectv1.DeletionRetain

@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/inventory/rollup"
 	"kollect.dev/agent/internal/profile"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -36,6 +37,15 @@ type targetDef struct {
 type inventoryDef struct {
 	name    string // namespace/name or name, as rows carry it
 	targets []collector.TargetKey
+	rollups *Rollups
+}
+
+// Rollups are an inventory's rollups, computed over its rows as the agent does.
+type Rollups struct {
+	Specs      []rollup.Spec
+	ExcludeRaw bool
+	// Targets are the inventory's targets as rows name them: a rollup's when it names none.
+	Targets []string
 }
 
 // Load sorts objects into Kollect configuration and everything else.
@@ -87,6 +97,7 @@ func Load(objs []*unstructured.Unstructured) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		def.withRollups(i.Spec.InventoryRollups, i.Namespace)
 		c.inventories = append(c.inventories, def)
 	}
 	for _, i := range clusterInvs {
@@ -94,6 +105,7 @@ func Load(objs []*unstructured.Unstructured) (*Config, error) {
 		if err != nil {
 			return nil, err
 		}
+		def.withRollups(i.Spec.InventoryRollups, "")
 		c.inventories = append(c.inventories, def)
 	}
 	sort.Slice(c.inventories, func(a, b int) bool { return c.inventories[a].name < c.inventories[b].name })
@@ -137,6 +149,17 @@ func (c *Config) inventory(name, ns string, local []kollectv1.LocalObjectReferen
 	return def, nil
 }
 
+// withRollups records an inventory's rollups, once its targets are resolved.
+func (d *inventoryDef) withRollups(r kollectv1.InventoryRollups, ns string) {
+	if len(r.Rollups) == 0 && !r.ExcludesRaw() {
+		return
+	}
+	d.rollups = &Rollups{Specs: rollup.FromAPI(r.Rollups, ns), ExcludeRaw: r.ExcludesRaw()}
+	for _, k := range d.targets {
+		d.rollups.Targets = append(d.rollups.Targets, k.String())
+	}
+}
+
 // Inventories names the inventories found, sorted.
 func (c *Config) Inventories() []string {
 	out := make([]string, len(c.inventories))
@@ -153,6 +176,8 @@ type Resolver func(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource
 type Job struct {
 	Inventory string
 	Target    *collector.Target
+	// Rollups of the inventory, nil without any.
+	Rollups *Rollups
 }
 
 // Plan compiles the targets of the chosen inventories. With inventory empty every inventory
@@ -190,7 +215,7 @@ func (c *Config) Plan(inventory string, resolve Resolver) ([]Job, error) {
 				}
 				compiled[k] = t
 			}
-			jobs = append(jobs, Job{Inventory: inv.name, Target: t})
+			jobs = append(jobs, Job{Inventory: inv.name, Target: t, Rollups: inv.rollups})
 		}
 	}
 	return jobs, errors.Join(errs...)
@@ -239,8 +264,12 @@ type Objects func(gvk schema.GroupVersionKind) []*unstructured.Unstructured
 // (inventories sorted by name), stamped with cluster.
 func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (labels.Set, bool)) ([]export.Row, []Failure) {
 	byInv := map[string][]export.Row{}
+	rollups := map[string]*Rollups{}
 	var failures []Failure
 	for _, j := range jobs {
+		if j.Rollups != nil {
+			rollups[j.Inventory] = j.Rollups
+		}
 		t := j.Target
 		if t.Profile.Decode != "" {
 			rows, failed := decodedRows(t, objects(t.GVK), nsLabels)
@@ -275,7 +304,35 @@ func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (la
 	sort.Strings(names)
 	var out []export.Row
 	for _, n := range names {
-		out = append(out, export.NewSnapshot(byInv[n]).Rows...)
+		out = append(out, export.NewSnapshot(withRollups(rollups[n], byInv[n], cluster, n)).Rows...)
 	}
 	return out, failures
+}
+
+// withRollups adds an inventory's rollup rows to its rows, or puts them in their place with
+// rawRows Exclude. Offline every target is complete: each rollup is computed.
+func withRollups(r *Rollups, rows []export.Row, cluster, inventory string) []export.Row {
+	if r == nil {
+		return rows
+	}
+	var extra []export.Row
+	for _, spec := range r.Specs {
+		if spec.Targets == nil {
+			spec.Targets = r.Targets
+		}
+		// Compute fails only on attributes that are not a JSON object, which a profile never
+		// produces: such a rollup is left out, as nothing could be said of it.
+		res, err := rollup.Compute(spec, rows)
+		if err != nil {
+			continue
+		}
+		for i := range res.Rows {
+			res.Rows[i].Cluster, res.Rows[i].Inventory = cluster, inventory
+		}
+		extra = append(extra, res.Rows...)
+	}
+	if r.ExcludeRaw {
+		rows = nil
+	}
+	return append(rows, extra...)
 }
