@@ -2,6 +2,7 @@ package apitest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -260,7 +261,7 @@ spec:
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := mustParse(t, "apiVersion: kollect.dev/v1alpha1\n"+strings.TrimSpace(tc.doc))
-			obj.SetName("invalid-" + strings.ToLower(string(rune('a'+i))))
+			obj.SetName(fmt.Sprintf("invalid-%d", i))
 			if isNamespaced(obj.GetKind()) {
 				obj.SetNamespace("invalid")
 			}
