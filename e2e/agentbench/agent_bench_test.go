@@ -81,6 +81,9 @@ type result struct {
 	// Lists are the lists of the seeded kinds the agent sent until the first complete export
 	// (kollect_watch_lists_total), StaticLists those during the static window.
 	Lists, StaticLists float64
+	// With KOLLECT_BENCH_MEMORY_LIMIT: the agent's cgroup's peak charge and working set
+	// settled (what the limit holds and `kubectl top pod` shows), and OOM kills in it.
+	CgroupPeak, CgroupWorkingSet, OOMKills float64
 	// Restart holds the restart step's figures (shape.restart).
 	Restart *restartFigures
 }
@@ -99,6 +102,13 @@ func (r result) report(b *testing.B, name string) {
 	b.ReportMetric(r.Seed, "s-seeding")
 	b.ReportMetric(r.Lists, "lists-to-first-export")
 	b.ReportMetric(r.StaticLists, "lists-static")
+	if r.CgroupPeak > 0 {
+		b.ReportMetric(r.CgroupPeak, "cgroup-peak-MiB")
+		b.ReportMetric(r.CgroupWorkingSet, "working-set-MiB-settled")
+		b.ReportMetric(r.OOMKills, "oom-kills")
+		b.Logf("%s in a memory cgroup limited to %s: peak charge %.0f MiB, working set settled %.0f MiB, %.0f OOM kills",
+			name, os.Getenv("KOLLECT_BENCH_MEMORY_LIMIT"), r.CgroupPeak, r.CgroupWorkingSet, r.OOMKills)
+	}
 	if rs := r.Restart; rs != nil {
 		b.ReportMetric(rs.Back, "s-back-after-restart")
 		b.ReportMetric(rs.CPU, "CPU-s-back-after-restart")
@@ -173,6 +183,13 @@ func measure(b *testing.B, name string, s shape) result {
 	lists1 := s.lists(b, a)
 	r.StaticLists = lists1 - lists0
 	r.Peak = a.memory(b)["VmHWM"]
+	if a.cg != nil {
+		var kills int64
+		if r.CgroupPeak, r.CgroupWorkingSet, kills, err = a.cg.figures(); err != nil {
+			b.Fatalf("reading the agent's memory cgroup: %v", err)
+		}
+		r.OOMKills = float64(kills)
+	}
 	r.PeakAnon = float64(a.peakAnon.Load()) / 1024
 	if a.exited() {
 		b.Fatalf("kollect-agent exited during the static window: %v", a.waitErr)

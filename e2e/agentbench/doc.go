@@ -15,5 +15,7 @@
 // (ConfigMaps and mixed), KOLLECT_BENCH_HUGE=1 adds 1M mixed, and
 // KOLLECT_BENCH_TENANTS=1 adds 100 tenants (100 namespaces × 1,000 ConfigMaps, each namespace
 // with its own profile, target, sink and inventory; after its static window the agent is
-// restarted, and must come back and export nothing). See docs/performance.md for the figures.
+// restarted, and must come back and export nothing). KOLLECT_BENCH_MEMORY_LIMIT=128Mi runs the
+// agent in a memory cgroup with that limit, as a container runs, and adds the cgroup's peak,
+// working set and OOM kills to the figures. See docs/performance.md for the figures.
 package agentbench

@@ -73,6 +73,8 @@ type agentProc struct {
 	// the peak a memory limit can OOM-kill for. The rest of VmHWM is clean pages of the
 	// executable, which the kernel reclaims under a limit instead.
 	peakAnon atomic.Uint64 // KiB
+	// cg, with KOLLECT_BENCH_MEMORY_LIMIT, is the memory cgroup the agent runs in.
+	cg *memoryCgroup
 }
 
 // startAgent starts the shipped agent as a user would run it standalone (no hub, no webhooks,
@@ -99,8 +101,22 @@ func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 	if err != nil {
 		b.Fatalf("creating the agent's log: %v", err)
 	}
-	a.cmd = exec.Command(bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
-		"--health-probe-bind-address", a.healthz, "--pprof-bind-address", a.pprof, "--cache-dir", cacheDir, "--allow-local-sinks")
+	argv := []string{bin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
+		"--health-probe-bind-address", a.healthz, "--pprof-bind-address", a.pprof, "--cache-dir", cacheDir, "--allow-local-sinks"}
+	// KOLLECT_BENCH_MEMORY_LIMIT (a quantity, e.g. 64Mi) runs the agent in a memory cgroup with
+	// that limit, as a container with resources.limits.memory runs, its binary evicted from the
+	// page cache first so that its pages are charged to it as on a container's first start.
+	if limit := os.Getenv("KOLLECT_BENCH_MEMORY_LIMIT"); limit != "" {
+		cg, err := newMemoryCgroup(fmt.Sprintf("kollect-bench-%d-%d", os.Getpid(), ports[0]), limit)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := evictFromPageCache(bin); err != nil {
+			b.Fatalf("evicting %s from the page cache: %v", bin, err)
+		}
+		a.cg, argv = cg, cg.wrap(argv)
+	}
+	a.cmd = exec.Command(argv[0], argv[1:]...)
 	// GOMEMLIMIT and GOGC from the benchmark's environment would change what is measured.
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "KUBECONFIG=") {
@@ -124,6 +140,9 @@ func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 	go a.sampleAnon()
 	b.Cleanup(func() {
 		a.stop()
+		if a.cg != nil {
+			a.cg.remove()
+		}
 		if b.Failed() {
 			b.Logf("agent log (tail):\n%s", a.logTail(40))
 		}
