@@ -137,7 +137,7 @@ spec:
 			t.Errorf("first problem %q lacks %q", got[0], frag)
 		}
 	}
-	for _, frag := range []string{"spec.target.kind", "spec.attributes"} {
+	for _, frag := range []string{"spec.target.kind", "set attributes, fullObject or both"} {
 		if !strings.Contains(got[4], frag) {
 			t.Errorf("last problem %q lacks %q", got[4], frag)
 		}
