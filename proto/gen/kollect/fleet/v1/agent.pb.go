@@ -435,7 +435,12 @@ type WatchConfigResponse struct {
 	// config_digest is "sha256:<hex>" over the bundle names, revisions and digests.
 	ConfigDigest string `protobuf:"bytes,2,opt,name=config_digest,json=configDigest,proto3" json:"config_digest,omitempty"`
 	// sent_at is when the hub assembled this configuration.
-	SentAt        *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	SentAt *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=sent_at,json=sentAt,proto3" json:"sent_at,omitempty"`
+	// preview, when set, asks the agent to evaluate a bundle without applying it and to answer
+	// with ReportPreview. Such a message repeats the cluster's current desired configuration
+	// (bundles and config_digest unchanged), so an agent that does not know previews takes it
+	// for a reconnect and applies nothing new.
+	Preview       *PreviewRequest `protobuf:"bytes,4,opt,name=preview,proto3" json:"preview,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -487,6 +492,13 @@ func (x *WatchConfigResponse) GetConfigDigest() string {
 func (x *WatchConfigResponse) GetSentAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.SentAt
+	}
+	return nil
+}
+
+func (x *WatchConfigResponse) GetPreview() *PreviewRequest {
+	if x != nil {
+		return x.Preview
 	}
 	return nil
 }
@@ -633,7 +645,7 @@ var File_kollect_fleet_v1_agent_proto protoreflect.FileDescriptor
 
 const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckollect/fleet/v1/agent.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ckollect/fleet/v1/types.proto\"\x19\n" +
+	"\x1ckollect/fleet/v1/agent.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ekollect/fleet/v1/preview.proto\x1a\x1ckollect/fleet/v1/types.proto\"\x19\n" +
 	"\x17RotateCredentialRequest\"\xc3\x01\n" +
 	"\x18RotateCredentialResponse\x12\x1e\n" +
 	"\n" +
@@ -667,11 +679,12 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\brevision\x18\x02 \x01(\x03R\brevision\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x1c\n" +
 	"\tmanifests\x18\x04 \x01(\tR\tmanifests\x125\n" +
-	"\aobjects\x18\x05 \x03(\v2\x1b.kollect.fleet.v1.ObjectRefR\aobjects\"\xad\x01\n" +
+	"\aobjects\x18\x05 \x03(\v2\x1b.kollect.fleet.v1.ObjectRefR\aobjects\"\xe9\x01\n" +
 	"\x13WatchConfigResponse\x12<\n" +
 	"\abundles\x18\x01 \x03(\v2\".kollect.fleet.v1.BundleAssignmentR\abundles\x12#\n" +
 	"\rconfig_digest\x18\x02 \x01(\tR\fconfigDigest\x123\n" +
-	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\"o\n" +
+	"\asent_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x06sentAt\x12:\n" +
+	"\apreview\x18\x04 \x01(\v2 .kollect.fleet.v1.PreviewRequestR\apreview\"o\n" +
 	"\x13ReportStatusRequest\x125\n" +
 	"\x06status\x18\x01 \x01(\v2\x1d.kollect.fleet.v1.AgentStatusR\x06status\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\"\xc8\x02\n" +
@@ -680,12 +693,13 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\x15desired_config_digest\x18\x02 \x01(\tR\x13desiredConfigDigest\x125\n" +
 	"\bhub_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\ahubTime\x12N\n" +
 	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\x12+\n" +
-	"\x11rotate_credential\x18\x05 \x01(\bR\x10rotateCredential2\x89\x03\n" +
+	"\x11rotate_credential\x18\x05 \x01(\bR\x10rotateCredential2\xeb\x03\n" +
 	"\fAgentService\x12Q\n" +
 	"\bRegister\x12!.kollect.fleet.v1.RegisterRequest\x1a\".kollect.fleet.v1.RegisterResponse\x12\\\n" +
 	"\vWatchConfig\x12$.kollect.fleet.v1.WatchConfigRequest\x1a%.kollect.fleet.v1.WatchConfigResponse0\x01\x12]\n" +
 	"\fReportStatus\x12%.kollect.fleet.v1.ReportStatusRequest\x1a&.kollect.fleet.v1.ReportStatusResponse\x12i\n" +
-	"\x10RotateCredential\x12).kollect.fleet.v1.RotateCredentialRequest\x1a*.kollect.fleet.v1.RotateCredentialResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
+	"\x10RotateCredential\x12).kollect.fleet.v1.RotateCredentialRequest\x1a*.kollect.fleet.v1.RotateCredentialResponse\x12`\n" +
+	"\rReportPreview\x12&.kollect.fleet.v1.ReportPreviewRequest\x1a'.kollect.fleet.v1.ReportPreviewResponseB0Z.kollect.dev/proto/gen/kollect/fleet/v1;fleetv1b\x06proto3"
 
 var (
 	file_kollect_fleet_v1_agent_proto_rawDescOnce sync.Once
@@ -714,7 +728,10 @@ var file_kollect_fleet_v1_agent_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),    // 10: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),      // 11: google.protobuf.Duration
 	(*ObjectRef)(nil),                // 12: kollect.fleet.v1.ObjectRef
-	(*AgentStatus)(nil),              // 13: kollect.fleet.v1.AgentStatus
+	(*PreviewRequest)(nil),           // 13: kollect.fleet.v1.PreviewRequest
+	(*AgentStatus)(nil),              // 14: kollect.fleet.v1.AgentStatus
+	(*ReportPreviewRequest)(nil),     // 15: kollect.fleet.v1.ReportPreviewRequest
+	(*ReportPreviewResponse)(nil),    // 16: kollect.fleet.v1.ReportPreviewResponse
 }
 var file_kollect_fleet_v1_agent_proto_depIdxs = []int32{
 	10, // 0: kollect.fleet.v1.RotateCredentialResponse.expires_at:type_name -> google.protobuf.Timestamp
@@ -725,23 +742,26 @@ var file_kollect_fleet_v1_agent_proto_depIdxs = []int32{
 	12, // 5: kollect.fleet.v1.BundleAssignment.objects:type_name -> kollect.fleet.v1.ObjectRef
 	5,  // 6: kollect.fleet.v1.WatchConfigResponse.bundles:type_name -> kollect.fleet.v1.BundleAssignment
 	10, // 7: kollect.fleet.v1.WatchConfigResponse.sent_at:type_name -> google.protobuf.Timestamp
-	13, // 8: kollect.fleet.v1.ReportStatusRequest.status:type_name -> kollect.fleet.v1.AgentStatus
-	11, // 9: kollect.fleet.v1.ReportStatusResponse.heartbeat_interval:type_name -> google.protobuf.Duration
-	10, // 10: kollect.fleet.v1.ReportStatusResponse.hub_time:type_name -> google.protobuf.Timestamp
-	10, // 11: kollect.fleet.v1.ReportStatusResponse.credential_expires_at:type_name -> google.protobuf.Timestamp
-	2,  // 12: kollect.fleet.v1.AgentService.Register:input_type -> kollect.fleet.v1.RegisterRequest
-	4,  // 13: kollect.fleet.v1.AgentService.WatchConfig:input_type -> kollect.fleet.v1.WatchConfigRequest
-	7,  // 14: kollect.fleet.v1.AgentService.ReportStatus:input_type -> kollect.fleet.v1.ReportStatusRequest
-	0,  // 15: kollect.fleet.v1.AgentService.RotateCredential:input_type -> kollect.fleet.v1.RotateCredentialRequest
-	3,  // 16: kollect.fleet.v1.AgentService.Register:output_type -> kollect.fleet.v1.RegisterResponse
-	6,  // 17: kollect.fleet.v1.AgentService.WatchConfig:output_type -> kollect.fleet.v1.WatchConfigResponse
-	8,  // 18: kollect.fleet.v1.AgentService.ReportStatus:output_type -> kollect.fleet.v1.ReportStatusResponse
-	1,  // 19: kollect.fleet.v1.AgentService.RotateCredential:output_type -> kollect.fleet.v1.RotateCredentialResponse
-	16, // [16:20] is the sub-list for method output_type
-	12, // [12:16] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	13, // 8: kollect.fleet.v1.WatchConfigResponse.preview:type_name -> kollect.fleet.v1.PreviewRequest
+	14, // 9: kollect.fleet.v1.ReportStatusRequest.status:type_name -> kollect.fleet.v1.AgentStatus
+	11, // 10: kollect.fleet.v1.ReportStatusResponse.heartbeat_interval:type_name -> google.protobuf.Duration
+	10, // 11: kollect.fleet.v1.ReportStatusResponse.hub_time:type_name -> google.protobuf.Timestamp
+	10, // 12: kollect.fleet.v1.ReportStatusResponse.credential_expires_at:type_name -> google.protobuf.Timestamp
+	2,  // 13: kollect.fleet.v1.AgentService.Register:input_type -> kollect.fleet.v1.RegisterRequest
+	4,  // 14: kollect.fleet.v1.AgentService.WatchConfig:input_type -> kollect.fleet.v1.WatchConfigRequest
+	7,  // 15: kollect.fleet.v1.AgentService.ReportStatus:input_type -> kollect.fleet.v1.ReportStatusRequest
+	0,  // 16: kollect.fleet.v1.AgentService.RotateCredential:input_type -> kollect.fleet.v1.RotateCredentialRequest
+	15, // 17: kollect.fleet.v1.AgentService.ReportPreview:input_type -> kollect.fleet.v1.ReportPreviewRequest
+	3,  // 18: kollect.fleet.v1.AgentService.Register:output_type -> kollect.fleet.v1.RegisterResponse
+	6,  // 19: kollect.fleet.v1.AgentService.WatchConfig:output_type -> kollect.fleet.v1.WatchConfigResponse
+	8,  // 20: kollect.fleet.v1.AgentService.ReportStatus:output_type -> kollect.fleet.v1.ReportStatusResponse
+	1,  // 21: kollect.fleet.v1.AgentService.RotateCredential:output_type -> kollect.fleet.v1.RotateCredentialResponse
+	16, // 22: kollect.fleet.v1.AgentService.ReportPreview:output_type -> kollect.fleet.v1.ReportPreviewResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_agent_proto_init() }
@@ -749,6 +769,7 @@ func file_kollect_fleet_v1_agent_proto_init() {
 	if File_kollect_fleet_v1_agent_proto != nil {
 		return
 	}
+	file_kollect_fleet_v1_preview_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -2493,7 +2493,7 @@ var File_kollect_fleet_v1_fleet_proto protoreflect.FileDescriptor
 
 const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\n" +
-	"\x1ckollect/fleet/v1/fleet.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ekollect/fleet/v1/rollout.proto\x1a\x1ckollect/fleet/v1/types.proto\"<\n" +
+	"\x1ckollect/fleet/v1/fleet.proto\x12\x10kollect.fleet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1ekollect/fleet/v1/preview.proto\x1a\x1ekollect/fleet/v1/rollout.proto\x1a\x1ckollect/fleet/v1/types.proto\"<\n" +
 	"\x13ListClustersRequest\x12%\n" +
 	"\x0elabel_selector\x18\x01 \x01(\tR\rlabelSelector\"M\n" +
 	"\x14ListClustersResponse\x125\n" +
@@ -2631,7 +2631,7 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xb0\x17\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xeb\x18\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
@@ -2646,7 +2646,10 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\tGetBundle\x12\".kollect.fleet.v1.GetBundleRequest\x1a#.kollect.fleet.v1.GetBundleResponse\x12r\n" +
 	"\x13ListBundleRevisions\x12,.kollect.fleet.v1.ListBundleRevisionsRequest\x1a-.kollect.fleet.v1.ListBundleRevisionsResponse\x12r\n" +
 	"\x13DiffBundleRevisions\x12,.kollect.fleet.v1.DiffBundleRevisionsRequest\x1a-.kollect.fleet.v1.DiffBundleRevisionsResponse\x12]\n" +
-	"\fDeleteBundle\x12%.kollect.fleet.v1.DeleteBundleRequest\x1a&.kollect.fleet.v1.DeleteBundleResponse\x12u\n" +
+	"\fDeleteBundle\x12%.kollect.fleet.v1.DeleteBundleRequest\x1a&.kollect.fleet.v1.DeleteBundleResponse\x12`\n" +
+	"\rPreviewBundle\x12&.kollect.fleet.v1.PreviewBundleRequest\x1a'.kollect.fleet.v1.PreviewBundleResponse\x12W\n" +
+	"\n" +
+	"GetPreview\x12#.kollect.fleet.v1.GetPreviewRequest\x1a$.kollect.fleet.v1.GetPreviewResponse\x12u\n" +
 	"\x14CreateBootstrapToken\x12-.kollect.fleet.v1.CreateBootstrapTokenRequest\x1a..kollect.fleet.v1.CreateBootstrapTokenResponse\x12r\n" +
 	"\x13ListBootstrapTokens\x12,.kollect.fleet.v1.ListBootstrapTokensRequest\x1a-.kollect.fleet.v1.ListBootstrapTokensResponse\x12u\n" +
 	"\x14RevokeBootstrapToken\x12-.kollect.fleet.v1.RevokeBootstrapTokenRequest\x1a..kollect.fleet.v1.RevokeBootstrapTokenResponse\x12c\n" +
@@ -2743,20 +2746,24 @@ var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
 	(*Rollout)(nil),                      // 60: kollect.fleet.v1.Rollout
 	(*AuditEvent)(nil),                   // 61: kollect.fleet.v1.AuditEvent
-	(*StartRolloutRequest)(nil),          // 62: kollect.fleet.v1.StartRolloutRequest
-	(*GetRolloutRequest)(nil),            // 63: kollect.fleet.v1.GetRolloutRequest
-	(*ListRolloutsRequest)(nil),          // 64: kollect.fleet.v1.ListRolloutsRequest
-	(*PauseRolloutRequest)(nil),          // 65: kollect.fleet.v1.PauseRolloutRequest
-	(*ResumeRolloutRequest)(nil),         // 66: kollect.fleet.v1.ResumeRolloutRequest
-	(*AbortRolloutRequest)(nil),          // 67: kollect.fleet.v1.AbortRolloutRequest
-	(*RollbackRolloutRequest)(nil),       // 68: kollect.fleet.v1.RollbackRolloutRequest
-	(*StartRolloutResponse)(nil),         // 69: kollect.fleet.v1.StartRolloutResponse
-	(*GetRolloutResponse)(nil),           // 70: kollect.fleet.v1.GetRolloutResponse
-	(*ListRolloutsResponse)(nil),         // 71: kollect.fleet.v1.ListRolloutsResponse
-	(*PauseRolloutResponse)(nil),         // 72: kollect.fleet.v1.PauseRolloutResponse
-	(*ResumeRolloutResponse)(nil),        // 73: kollect.fleet.v1.ResumeRolloutResponse
-	(*AbortRolloutResponse)(nil),         // 74: kollect.fleet.v1.AbortRolloutResponse
-	(*RollbackRolloutResponse)(nil),      // 75: kollect.fleet.v1.RollbackRolloutResponse
+	(*PreviewBundleRequest)(nil),         // 62: kollect.fleet.v1.PreviewBundleRequest
+	(*GetPreviewRequest)(nil),            // 63: kollect.fleet.v1.GetPreviewRequest
+	(*StartRolloutRequest)(nil),          // 64: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 65: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 66: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 67: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 68: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 69: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 70: kollect.fleet.v1.RollbackRolloutRequest
+	(*PreviewBundleResponse)(nil),        // 71: kollect.fleet.v1.PreviewBundleResponse
+	(*GetPreviewResponse)(nil),           // 72: kollect.fleet.v1.GetPreviewResponse
+	(*StartRolloutResponse)(nil),         // 73: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 74: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 75: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 76: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 77: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 78: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 79: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
 	48, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
@@ -2803,55 +2810,59 @@ var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
 	20, // 41: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
 	22, // 42: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
 	24, // 43: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	26, // 44: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	28, // 45: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	30, // 46: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	32, // 47: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	34, // 48: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	36, // 49: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	38, // 50: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
-	40, // 51: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	43, // 52: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	45, // 53: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	62, // 54: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	63, // 55: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	64, // 56: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	65, // 57: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	66, // 58: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	67, // 59: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	68, // 60: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 61: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 62: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 63: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
-	7,  // 64: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	9,  // 65: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	11, // 66: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	13, // 67: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
-	15, // 68: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	17, // 69: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	19, // 70: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	21, // 71: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	23, // 72: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	25, // 73: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	27, // 74: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	29, // 75: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	31, // 76: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	33, // 77: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	35, // 78: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	37, // 79: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	39, // 80: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
-	42, // 81: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	44, // 82: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	46, // 83: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	69, // 84: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	70, // 85: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	71, // 86: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	72, // 87: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	73, // 88: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	74, // 89: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	75, // 90: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	61, // [61:91] is the sub-list for method output_type
-	31, // [31:61] is the sub-list for method input_type
+	62, // 44: kollect.fleet.v1.FleetService.PreviewBundle:input_type -> kollect.fleet.v1.PreviewBundleRequest
+	63, // 45: kollect.fleet.v1.FleetService.GetPreview:input_type -> kollect.fleet.v1.GetPreviewRequest
+	26, // 46: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	28, // 47: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	30, // 48: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	32, // 49: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	34, // 50: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	36, // 51: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	38, // 52: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	40, // 53: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	43, // 54: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	45, // 55: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	64, // 56: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	65, // 57: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	66, // 58: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	67, // 59: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	68, // 60: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	69, // 61: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	70, // 62: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 63: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 64: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 65: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 66: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 67: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 68: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 69: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
+	15, // 70: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	17, // 71: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	19, // 72: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	21, // 73: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	23, // 74: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	25, // 75: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	71, // 76: kollect.fleet.v1.FleetService.PreviewBundle:output_type -> kollect.fleet.v1.PreviewBundleResponse
+	72, // 77: kollect.fleet.v1.FleetService.GetPreview:output_type -> kollect.fleet.v1.GetPreviewResponse
+	27, // 78: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	29, // 79: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	31, // 80: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	33, // 81: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	35, // 82: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	37, // 83: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	39, // 84: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	42, // 85: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	44, // 86: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	46, // 87: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	73, // 88: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	74, // 89: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	75, // 90: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	76, // 91: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	77, // 92: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	78, // 93: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	79, // 94: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	63, // [63:95] is the sub-list for method output_type
+	31, // [31:63] is the sub-list for method input_type
 	31, // [31:31] is the sub-list for extension type_name
 	31, // [31:31] is the sub-list for extension extendee
 	0,  // [0:31] is the sub-list for field type_name
@@ -2862,6 +2873,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 	if File_kollect_fleet_v1_fleet_proto != nil {
 		return
 	}
+	file_kollect_fleet_v1_preview_proto_init()
 	file_kollect_fleet_v1_rollout_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
 	file_kollect_fleet_v1_fleet_proto_msgTypes[44].OneofWrappers = []any{

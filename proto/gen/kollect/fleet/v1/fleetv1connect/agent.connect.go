@@ -44,6 +44,9 @@ const (
 	// AgentServiceRotateCredentialProcedure is the fully-qualified name of the AgentService's
 	// RotateCredential RPC.
 	AgentServiceRotateCredentialProcedure = "/kollect.fleet.v1.AgentService/RotateCredential"
+	// AgentServiceReportPreviewProcedure is the fully-qualified name of the AgentService's
+	// ReportPreview RPC.
+	AgentServiceReportPreviewProcedure = "/kollect.fleet.v1.AgentService/ReportPreview"
 )
 
 // AgentServiceClient is a client for the kollect.fleet.v1.AgentService service.
@@ -82,6 +85,11 @@ type AgentServiceClient interface {
 	// streams are not closed. Called with that previous credential (the agent could not store
 	// the new one), it issues another new one and the previous one keeps its first deadline.
 	RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error)
+	// ReportPreview answers a preview the hub sent on the WatchConfig stream
+	// (WatchConfigResponse.preview). Errors: CodeNotFound when the preview is unknown or expired,
+	// CodePermissionDenied when it did not ask this cluster, CodeInvalidArgument for an answer
+	// over the size limit; cluster_name is checked as in ReportStatus.
+	ReportPreview(context.Context, *connect.Request[v1.ReportPreviewRequest]) (*connect.Response[v1.ReportPreviewResponse], error)
 }
 
 // NewAgentServiceClient constructs a client for the kollect.fleet.v1.AgentService service. By
@@ -119,6 +127,12 @@ func NewAgentServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(agentServiceMethods.ByName("RotateCredential")),
 			connect.WithClientOptions(opts...),
 		),
+		reportPreview: connect.NewClient[v1.ReportPreviewRequest, v1.ReportPreviewResponse](
+			httpClient,
+			baseURL+AgentServiceReportPreviewProcedure,
+			connect.WithSchema(agentServiceMethods.ByName("ReportPreview")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -128,6 +142,7 @@ type agentServiceClient struct {
 	watchConfig      *connect.Client[v1.WatchConfigRequest, v1.WatchConfigResponse]
 	reportStatus     *connect.Client[v1.ReportStatusRequest, v1.ReportStatusResponse]
 	rotateCredential *connect.Client[v1.RotateCredentialRequest, v1.RotateCredentialResponse]
+	reportPreview    *connect.Client[v1.ReportPreviewRequest, v1.ReportPreviewResponse]
 }
 
 // Register calls kollect.fleet.v1.AgentService.Register.
@@ -148,6 +163,11 @@ func (c *agentServiceClient) ReportStatus(ctx context.Context, req *connect.Requ
 // RotateCredential calls kollect.fleet.v1.AgentService.RotateCredential.
 func (c *agentServiceClient) RotateCredential(ctx context.Context, req *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error) {
 	return c.rotateCredential.CallUnary(ctx, req)
+}
+
+// ReportPreview calls kollect.fleet.v1.AgentService.ReportPreview.
+func (c *agentServiceClient) ReportPreview(ctx context.Context, req *connect.Request[v1.ReportPreviewRequest]) (*connect.Response[v1.ReportPreviewResponse], error) {
+	return c.reportPreview.CallUnary(ctx, req)
 }
 
 // AgentServiceHandler is an implementation of the kollect.fleet.v1.AgentService service.
@@ -186,6 +206,11 @@ type AgentServiceHandler interface {
 	// streams are not closed. Called with that previous credential (the agent could not store
 	// the new one), it issues another new one and the previous one keeps its first deadline.
 	RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error)
+	// ReportPreview answers a preview the hub sent on the WatchConfig stream
+	// (WatchConfigResponse.preview). Errors: CodeNotFound when the preview is unknown or expired,
+	// CodePermissionDenied when it did not ask this cluster, CodeInvalidArgument for an answer
+	// over the size limit; cluster_name is checked as in ReportStatus.
+	ReportPreview(context.Context, *connect.Request[v1.ReportPreviewRequest]) (*connect.Response[v1.ReportPreviewResponse], error)
 }
 
 // NewAgentServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -219,6 +244,12 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(agentServiceMethods.ByName("RotateCredential")),
 		connect.WithHandlerOptions(opts...),
 	)
+	agentServiceReportPreviewHandler := connect.NewUnaryHandler(
+		AgentServiceReportPreviewProcedure,
+		svc.ReportPreview,
+		connect.WithSchema(agentServiceMethods.ByName("ReportPreview")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/kollect.fleet.v1.AgentService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AgentServiceRegisterProcedure:
@@ -229,6 +260,8 @@ func NewAgentServiceHandler(svc AgentServiceHandler, opts ...connect.HandlerOpti
 			agentServiceReportStatusHandler.ServeHTTP(w, r)
 		case AgentServiceRotateCredentialProcedure:
 			agentServiceRotateCredentialHandler.ServeHTTP(w, r)
+		case AgentServiceReportPreviewProcedure:
+			agentServiceReportPreviewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -252,4 +285,8 @@ func (UnimplementedAgentServiceHandler) ReportStatus(context.Context, *connect.R
 
 func (UnimplementedAgentServiceHandler) RotateCredential(context.Context, *connect.Request[v1.RotateCredentialRequest]) (*connect.Response[v1.RotateCredentialResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.AgentService.RotateCredential is not implemented"))
+}
+
+func (UnimplementedAgentServiceHandler) ReportPreview(context.Context, *connect.Request[v1.ReportPreviewRequest]) (*connect.Response[v1.ReportPreviewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.AgentService.ReportPreview is not implemented"))
 }

@@ -70,6 +70,11 @@ const (
 	// FleetServiceDeleteBundleProcedure is the fully-qualified name of the FleetService's DeleteBundle
 	// RPC.
 	FleetServiceDeleteBundleProcedure = "/kollect.fleet.v1.FleetService/DeleteBundle"
+	// FleetServicePreviewBundleProcedure is the fully-qualified name of the FleetService's
+	// PreviewBundle RPC.
+	FleetServicePreviewBundleProcedure = "/kollect.fleet.v1.FleetService/PreviewBundle"
+	// FleetServiceGetPreviewProcedure is the fully-qualified name of the FleetService's GetPreview RPC.
+	FleetServiceGetPreviewProcedure = "/kollect.fleet.v1.FleetService/GetPreview"
 	// FleetServiceCreateBootstrapTokenProcedure is the fully-qualified name of the FleetService's
 	// CreateBootstrapToken RPC.
 	FleetServiceCreateBootstrapTokenProcedure = "/kollect.fleet.v1.FleetService/CreateBootstrapToken"
@@ -166,6 +171,15 @@ type FleetServiceClient interface {
 	DiffBundleRevisions(context.Context, *connect.Request[v1.DiffBundleRevisionsRequest]) (*connect.Response[v1.DiffBundleRevisionsResponse], error)
 	// DeleteBundle removes a bundle; agents prune its objects (operator).
 	DeleteBundle(context.Context, *connect.Request[v1.DeleteBundleRequest]) (*connect.Response[v1.DeleteBundleResponse], error)
+	// PreviewBundle asks the agents of the selected, connected clusters to evaluate manifests
+	// against their clusters without applying or exporting anything (operator; audited), and
+	// returns their answers within the timeout (see preview.proto). The manifests are validated
+	// as in ApplyBundle (CodeInvalidArgument); an empty selector, or one that selects no
+	// cluster, is refused with CodeInvalidArgument / CodeFailedPrecondition. Nothing is stored
+	// but the request and its answers, which expire after 15 minutes.
+	PreviewBundle(context.Context, *connect.Request[v1.PreviewBundleRequest]) (*connect.Response[v1.PreviewBundleResponse], error)
+	// GetPreview returns a preview's answers, late ones included, until it expires (operator).
+	GetPreview(context.Context, *connect.Request[v1.GetPreviewRequest]) (*connect.Response[v1.GetPreviewResponse], error)
 	// CreateBootstrapToken creates a bootstrap token for registering agents (admin). The secret
 	// is returned once.
 	CreateBootstrapToken(context.Context, *connect.Request[v1.CreateBootstrapTokenRequest]) (*connect.Response[v1.CreateBootstrapTokenResponse], error)
@@ -300,6 +314,18 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(fleetServiceMethods.ByName("DeleteBundle")),
 			connect.WithClientOptions(opts...),
 		),
+		previewBundle: connect.NewClient[v1.PreviewBundleRequest, v1.PreviewBundleResponse](
+			httpClient,
+			baseURL+FleetServicePreviewBundleProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("PreviewBundle")),
+			connect.WithClientOptions(opts...),
+		),
+		getPreview: connect.NewClient[v1.GetPreviewRequest, v1.GetPreviewResponse](
+			httpClient,
+			baseURL+FleetServiceGetPreviewProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("GetPreview")),
+			connect.WithClientOptions(opts...),
+		),
 		createBootstrapToken: connect.NewClient[v1.CreateBootstrapTokenRequest, v1.CreateBootstrapTokenResponse](
 			httpClient,
 			baseURL+FleetServiceCreateBootstrapTokenProcedure,
@@ -420,6 +446,8 @@ type fleetServiceClient struct {
 	listBundleRevisions  *connect.Client[v1.ListBundleRevisionsRequest, v1.ListBundleRevisionsResponse]
 	diffBundleRevisions  *connect.Client[v1.DiffBundleRevisionsRequest, v1.DiffBundleRevisionsResponse]
 	deleteBundle         *connect.Client[v1.DeleteBundleRequest, v1.DeleteBundleResponse]
+	previewBundle        *connect.Client[v1.PreviewBundleRequest, v1.PreviewBundleResponse]
+	getPreview           *connect.Client[v1.GetPreviewRequest, v1.GetPreviewResponse]
 	createBootstrapToken *connect.Client[v1.CreateBootstrapTokenRequest, v1.CreateBootstrapTokenResponse]
 	listBootstrapTokens  *connect.Client[v1.ListBootstrapTokensRequest, v1.ListBootstrapTokensResponse]
 	revokeBootstrapToken *connect.Client[v1.RevokeBootstrapTokenRequest, v1.RevokeBootstrapTokenResponse]
@@ -502,6 +530,16 @@ func (c *fleetServiceClient) DiffBundleRevisions(ctx context.Context, req *conne
 // DeleteBundle calls kollect.fleet.v1.FleetService.DeleteBundle.
 func (c *fleetServiceClient) DeleteBundle(ctx context.Context, req *connect.Request[v1.DeleteBundleRequest]) (*connect.Response[v1.DeleteBundleResponse], error) {
 	return c.deleteBundle.CallUnary(ctx, req)
+}
+
+// PreviewBundle calls kollect.fleet.v1.FleetService.PreviewBundle.
+func (c *fleetServiceClient) PreviewBundle(ctx context.Context, req *connect.Request[v1.PreviewBundleRequest]) (*connect.Response[v1.PreviewBundleResponse], error) {
+	return c.previewBundle.CallUnary(ctx, req)
+}
+
+// GetPreview calls kollect.fleet.v1.FleetService.GetPreview.
+func (c *fleetServiceClient) GetPreview(ctx context.Context, req *connect.Request[v1.GetPreviewRequest]) (*connect.Response[v1.GetPreviewResponse], error) {
+	return c.getPreview.CallUnary(ctx, req)
 }
 
 // CreateBootstrapToken calls kollect.fleet.v1.FleetService.CreateBootstrapToken.
@@ -635,6 +673,15 @@ type FleetServiceHandler interface {
 	DiffBundleRevisions(context.Context, *connect.Request[v1.DiffBundleRevisionsRequest]) (*connect.Response[v1.DiffBundleRevisionsResponse], error)
 	// DeleteBundle removes a bundle; agents prune its objects (operator).
 	DeleteBundle(context.Context, *connect.Request[v1.DeleteBundleRequest]) (*connect.Response[v1.DeleteBundleResponse], error)
+	// PreviewBundle asks the agents of the selected, connected clusters to evaluate manifests
+	// against their clusters without applying or exporting anything (operator; audited), and
+	// returns their answers within the timeout (see preview.proto). The manifests are validated
+	// as in ApplyBundle (CodeInvalidArgument); an empty selector, or one that selects no
+	// cluster, is refused with CodeInvalidArgument / CodeFailedPrecondition. Nothing is stored
+	// but the request and its answers, which expire after 15 minutes.
+	PreviewBundle(context.Context, *connect.Request[v1.PreviewBundleRequest]) (*connect.Response[v1.PreviewBundleResponse], error)
+	// GetPreview returns a preview's answers, late ones included, until it expires (operator).
+	GetPreview(context.Context, *connect.Request[v1.GetPreviewRequest]) (*connect.Response[v1.GetPreviewResponse], error)
 	// CreateBootstrapToken creates a bootstrap token for registering agents (admin). The secret
 	// is returned once.
 	CreateBootstrapToken(context.Context, *connect.Request[v1.CreateBootstrapTokenRequest]) (*connect.Response[v1.CreateBootstrapTokenResponse], error)
@@ -763,6 +810,18 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		FleetServiceDeleteBundleProcedure,
 		svc.DeleteBundle,
 		connect.WithSchema(fleetServiceMethods.ByName("DeleteBundle")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServicePreviewBundleHandler := connect.NewUnaryHandler(
+		FleetServicePreviewBundleProcedure,
+		svc.PreviewBundle,
+		connect.WithSchema(fleetServiceMethods.ByName("PreviewBundle")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceGetPreviewHandler := connect.NewUnaryHandler(
+		FleetServiceGetPreviewProcedure,
+		svc.GetPreview,
+		connect.WithSchema(fleetServiceMethods.ByName("GetPreview")),
 		connect.WithHandlerOptions(opts...),
 	)
 	fleetServiceCreateBootstrapTokenHandler := connect.NewUnaryHandler(
@@ -895,6 +954,10 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceDiffBundleRevisionsHandler.ServeHTTP(w, r)
 		case FleetServiceDeleteBundleProcedure:
 			fleetServiceDeleteBundleHandler.ServeHTTP(w, r)
+		case FleetServicePreviewBundleProcedure:
+			fleetServicePreviewBundleHandler.ServeHTTP(w, r)
+		case FleetServiceGetPreviewProcedure:
+			fleetServiceGetPreviewHandler.ServeHTTP(w, r)
 		case FleetServiceCreateBootstrapTokenProcedure:
 			fleetServiceCreateBootstrapTokenHandler.ServeHTTP(w, r)
 		case FleetServiceListBootstrapTokensProcedure:
@@ -988,6 +1051,14 @@ func (UnimplementedFleetServiceHandler) DiffBundleRevisions(context.Context, *co
 
 func (UnimplementedFleetServiceHandler) DeleteBundle(context.Context, *connect.Request[v1.DeleteBundleRequest]) (*connect.Response[v1.DeleteBundleResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.DeleteBundle is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) PreviewBundle(context.Context, *connect.Request[v1.PreviewBundleRequest]) (*connect.Response[v1.PreviewBundleResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.PreviewBundle is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) GetPreview(context.Context, *connect.Request[v1.GetPreviewRequest]) (*connect.Response[v1.GetPreviewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.GetPreview is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) CreateBootstrapToken(context.Context, *connect.Request[v1.CreateBootstrapTokenRequest]) (*connect.Response[v1.CreateBootstrapTokenResponse], error) {
