@@ -433,6 +433,15 @@ func (s *Server) lead(held bool) {
 	s.log.Warn("this replica no longer drives rollouts")
 }
 
+// handshakeTimeout is how long a client may take over its TLS handshake: the header timeout,
+// which net/http applies to the handshake too, or 10 s without one.
+func handshakeTimeout(readHeader time.Duration) time.Duration {
+	if readHeader > 0 {
+		return readHeader
+	}
+	return 10 * time.Second
+}
+
 // Serve serves the hub over TLS on ln until ctx ends, running the background loops with it,
 // then shuts down gracefully (open streams are cut after 5 s).
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
@@ -502,7 +511,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Streams wait on ctx (BaseContext), so cancelling it lets Shutdown finish.
 	srv.RegisterOnShutdown(cancel)
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	hl := newHandshakeListener(ln, srv.TLSConfig, handshakeTimeout(s.cfg.ReadHeaderTimeout))
+	go func() { errc <- srv.Serve(hl) }()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serving: %w", err)
