@@ -24,11 +24,38 @@ type Conn struct {
 	Wake chan struct{}
 	// Done is closed when the hub ends the stream (revocation, replacement); Err says why.
 	Done chan struct{}
+	// Previews receives the previews the stream must relay to its agent (Preview).
+	Previews chan *fleetv1.PreviewRequest
 
 	mu       sync.Mutex
 	sent     string // digest last sent, to wake only streams whose config changed
 	err      error
 	doneOnce sync.Once
+	// offered holds the IDs of the previews offered to this stream: a preview reaches a
+	// stream once, however many replicas' notifications announce it.
+	offered map[string]bool
+}
+
+// previewQueue is how many previews a stream holds before it sent them; a preview offered
+// to a full queue is dropped for that stream (its cluster stays pending), since an agent
+// that cannot take a few previews is stuck anyway and a requester must not wait on it.
+const previewQueue = 8
+
+// offer queues p for the stream unless it was offered already; false when it was, or when
+// the queue is full.
+func (c *Conn) offer(p *fleetv1.PreviewRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.offered[p.GetId()] {
+		return false
+	}
+	select {
+	case c.Previews <- p:
+		c.offered[p.GetId()] = true
+		return true
+	default:
+		return false
+	}
 }
 
 // Sent records the digest the stream has just sent.
@@ -37,6 +64,9 @@ func (c *Conn) Sent(digest string) {
 	c.sent = digest
 	c.mu.Unlock()
 }
+
+// LastSent is the digest the stream last sent.
+func (c *Conn) LastSent() string { return c.lastSent() }
 
 func (c *Conn) lastSent() string {
 	c.mu.Lock()
@@ -118,7 +148,8 @@ func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
 // SubscribeAtMost is Subscribe unless cluster already holds max streams on this dispatcher
 // (max 0: no limit); then it registers nothing and returns false.
 func (d *Dispatcher) SubscribeAtMost(cluster string, max int) (*Conn, func(), bool) {
-	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{})}
+	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{}),
+		Previews: make(chan *fleetv1.PreviewRequest, previewQueue), offered: map[string]bool{}}
 	d.mu.Lock()
 	if max > 0 && len(d.conns[cluster]) >= max {
 		d.mu.Unlock()
@@ -160,6 +191,22 @@ func (d *Dispatcher) Disconnect(cluster string, err error) {
 	for c := range d.conns[cluster] {
 		c.close(err)
 	}
+}
+
+// Preview offers p to every stream this replica holds of the named clusters, each stream at
+// most once per preview, and returns how many streams took it.
+func (d *Dispatcher) Preview(p *fleetv1.PreviewRequest, clusters []string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, cluster := range clusters {
+		for c := range d.conns[cluster] {
+			if c.offer(p) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Kick asks for a new snapshot after a local change of desired configuration.
