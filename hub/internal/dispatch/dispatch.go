@@ -117,12 +117,22 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	conns map[string]map[*Conn]struct{}
+	// open holds the previews whose requester still waits, by ID: a stream opened meanwhile
+	// (an agent reconnecting, or failing over from another replica) gets them too.
+	open map[string]openPreview
+}
+
+// openPreview is a preview a stream opened before until still gets.
+type openPreview struct {
+	req      *fleetv1.PreviewRequest
+	clusters map[string]bool
+	until    time.Time
 }
 
 // New returns a Dispatcher; call Run to start it.
 func New(s store.Store, b *assign.Builder, log *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: s, builder: b, log: log, kick: make(chan struct{}, 1), poke: make(chan struct{}, 1),
-		conns: map[string]map[*Conn]struct{}{}}
+		conns: map[string]map[*Conn]struct{}{}, open: map[string]openPreview{}}
 }
 
 // Current is the configuration cluster should hold, from the newest snapshot; false when the
@@ -159,6 +169,15 @@ func (d *Dispatcher) SubscribeAtMost(cluster string, max int) (*Conn, func(), bo
 		d.conns[cluster] = map[*Conn]struct{}{}
 	}
 	d.conns[cluster][c] = struct{}{}
+	now := time.Now()
+	for id, o := range d.open {
+		switch {
+		case !now.Before(o.until):
+			delete(d.open, id)
+		case o.clusters[cluster]:
+			c.offer(o.req)
+		}
+	}
 	d.mu.Unlock()
 	if _, known := d.Current(cluster); !known {
 		d.Kick()
@@ -194,10 +213,24 @@ func (d *Dispatcher) Disconnect(cluster string, err error) {
 }
 
 // Preview offers p to every stream this replica holds of the named clusters, each stream at
-// most once per preview, and returns how many streams took it.
-func (d *Dispatcher) Preview(p *fleetv1.PreviewRequest, clusters []string) int {
+// most once per preview, and returns how many streams took it. Streams of those clusters
+// opened before until get it too.
+func (d *Dispatcher) Preview(p *fleetv1.PreviewRequest, clusters []string, until time.Time) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	now := time.Now()
+	for id, o := range d.open {
+		if !now.Before(o.until) {
+			delete(d.open, id)
+		}
+	}
+	if _, known := d.open[p.GetId()]; !known && now.Before(until) {
+		set := make(map[string]bool, len(clusters))
+		for _, c := range clusters {
+			set[c] = true
+		}
+		d.open[p.GetId()] = openPreview{req: p, clusters: set, until: until}
+	}
 	n := 0
 	for _, cluster := range clusters {
 		for c := range d.conns[cluster] {

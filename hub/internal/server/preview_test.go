@@ -235,3 +235,59 @@ func TestPreviewRefusals(t *testing.T) {
 	_, err = h.admin.GetPreview(ctx, connect.NewRequest(&fleetv1.GetPreviewRequest{PreviewId: id}))
 	wantCode(t, err, connect.CodeNotFound, "GetPreview of an expired preview")
 }
+
+// TestPreviewReachesAReconnectedStream: an agent whose stream ends while a preview waits for
+// it (a reconnect, a failover) gets the preview again on its next stream, after its
+// configuration, and its answer ends the wait.
+func TestPreviewReachesAReconnectedStream(t *testing.T) {
+	h := startHub(t, "")
+	ctx := context.Background()
+	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
+	agent, _ := h.register(t, tok, "canary-1", map[string]string{"ring": "canary"})
+	if _, err := agent.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{
+		Status: &fleetv1.AgentStatus{AgentVersion: "v0.1.0"}})); err != nil {
+		t.Fatal(err)
+	}
+	h.waitOnlineNames(t, "canary-1")
+	first := watch(t, agent)
+	cfg := first.next(t)
+
+	type answer struct {
+		resp *fleetv1.PreviewBundleResponse
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, err := h.admin.PreviewBundle(ctx, connect.NewRequest(previewReq(time.Minute)))
+		if err != nil {
+			done <- answer{err: err}
+			return
+		}
+		done <- answer{resp: r.Msg}
+	}()
+	asked := first.next(t).GetPreview()
+	if asked == nil {
+		t.Fatal("the first stream's next message carries no preview")
+	}
+	first.cancel()
+
+	second := watch(t, agent)
+	if got := second.next(t); got.GetPreview() != nil || got.GetConfigDigest() != cfg.GetConfigDigest() {
+		t.Fatalf("the new stream's first message: %v, want the configuration", got)
+	}
+	if again := second.next(t).GetPreview(); again.GetId() != asked.GetId() {
+		t.Fatalf("the new stream got preview %v, want %s again", again, asked.GetId())
+	}
+	if _, err := agent.ReportPreview(ctx, connect.NewRequest(&fleetv1.ReportPreviewRequest{ClusterName: "canary-1",
+		Result: previewAnswer("canary-1", asked)})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-done:
+		if a.err != nil || len(a.resp.GetResults()) != 1 || len(a.resp.GetPending()) != 0 {
+			t.Fatalf("PreviewBundle: %v %v", a.resp, a.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("PreviewBundle still waiting 30 s after the only asked cluster answered")
+	}
+}

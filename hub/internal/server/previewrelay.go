@@ -112,8 +112,9 @@ func (s *Server) relayPreviews(ctx context.Context, w store.PreviewWatcher) {
 				}
 				return
 			}
-			if s.cfg.Now().Before(p.ExpiresAt) {
-				s.dispatcher.Preview(previewRequest(p), p.Clusters)
+			if now := s.cfg.Now(); now.Before(p.ExpiresAt) {
+				// The deadline on this replica's clock, which the dispatcher compares with.
+				s.dispatcher.Preview(previewRequest(p), p.Clusters, time.Now().Add(p.Deadline.Sub(now)))
 			}
 		}
 	}, func(err error) {

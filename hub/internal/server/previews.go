@@ -93,7 +93,7 @@ func (f *fleetService) PreviewBundle(ctx context.Context, req *connect.Request[f
 	}
 	f.s.previews.created.Inc()
 	// Streams on this replica get it now; the store's notification brings it to the others'.
-	streams := f.s.dispatcher.Preview(previewRequest(p), p.Clusters)
+	streams := f.s.dispatcher.Preview(previewRequest(p), p.Clusters, time.Now().Add(timeout))
 	auth.Note(ctx, "preview/"+p.ID, fmt.Sprintf("bundle=%q selector=%q clusters asked=%d not connected=%d max_samples=%d",
 		p.Bundle, selector, len(asked), len(notConnected), p.MaxSamples))
 	f.s.log.InfoContext(ctx, "bundle preview asked", "preview", p.ID, "bundle", p.Bundle, "selector", selector,

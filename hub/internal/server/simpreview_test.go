@@ -53,6 +53,16 @@ func (a *simAgent) config() *fleetv1.WatchConfigResponse {
 // waitOnline waits until the hub shows every agent online (a heartbeat accepted).
 func (h *testHub) waitOnline(t testing.TB, agents ...*simAgent) {
 	t.Helper()
+	names := make([]string, len(agents))
+	for i, a := range agents {
+		names[i] = a.name
+	}
+	h.waitOnlineNames(t, names...)
+}
+
+// waitOnlineNames is waitOnline for clusters by name.
+func (h *testHub) waitOnlineNames(t testing.TB, names ...string) {
+	t.Helper()
 	eventually(t, func() error {
 		list, err := h.admin.ListClusters(context.Background(), connect.NewRequest(&fleetv1.ListClustersRequest{}))
 		if err != nil {
@@ -62,9 +72,9 @@ func (h *testHub) waitOnline(t testing.TB, agents ...*simAgent) {
 		for _, c := range list.Msg.GetClusters() {
 			state[c.GetName()] = c.GetState()
 		}
-		for _, a := range agents {
-			if state[a.name] != fleetv1.ClusterState_CLUSTER_STATE_ONLINE {
-				return fmt.Errorf("%s is %v, not online", a.name, state[a.name])
+		for _, n := range names {
+			if state[n] != fleetv1.ClusterState_CLUSTER_STATE_ONLINE {
+				return fmt.Errorf("%s is %v, not online", n, state[n])
 			}
 		}
 		return nil

@@ -156,14 +156,16 @@ func (s *Store) DeleteExpiredPreviews(ctx context.Context, now time.Time) (int64
 }
 
 // WatchPreviews implements store.PreviewWatcher: on PostgreSQL it listens on previewChannel
-// with a connection of its own, reconnecting with backoff (events sent meanwhile are lost:
-// a requester's poll still finds its answers, and a preview created then reaches only the
-// streams of the replica that created it). On SQLite it returns at once.
+// with a connection of its own, reconnecting with backoff. Events sent meanwhile are lost: a
+// requester's reads still find its answers (a PreviewAnswered with no ID follows each
+// reconnection), and a preview created then reaches only the streams of the replica that
+// created it. On SQLite it returns at once.
 func (s *Store) WatchPreviews(ctx context.Context, event func(store.PreviewEvent, string), onError func(error)) {
 	if s.dsn == "" {
 		return
 	}
-	s.listenLoop(ctx, previewChannel, nil, func(payload string) {
+	// After a reconnection, waiting requesters read again at once for the answers missed.
+	s.listenLoop(ctx, previewChannel, func() { event(store.PreviewAnswered, "") }, func(payload string) {
 		if len(payload) < 2 {
 			return
 		}
