@@ -77,7 +77,14 @@ func (a *agent) answerPreview(ctx context.Context, p *fleetv1.PreviewRequest) er
 		if o.Metadata.Namespace != "" {
 			profileRef = o.Metadata.Namespace + "/" + profileRef
 		}
-		prof := profiles[profileRef]
+		prof, ok := profiles[profileRef]
+		if !ok { // a cluster-scoped target names the profile's namespace, the manifest may not
+			for _, cand := range profiles {
+				if cand.Metadata.Name == o.Spec.ProfileRef.Name {
+					prof = cand
+				}
+			}
+		}
 		matched := listed * 9 / 10
 		failed := min(int64(a.spec.PreviewErrors), matched)
 		t := &fleetv1.PreviewTarget{Target: o.ref(), Profile: profileRef, Group: prof.Spec.Target.Group,
@@ -91,7 +98,7 @@ func (a *agent) answerPreview(ctx context.Context, p *fleetv1.PreviewRequest) er
 				for j := range min(failed, 3) {
 					pa.ErrorSamples = append(pa.ErrorSamples, &fleetv1.PreviewObjectError{
 						Object:  fmt.Sprintf("team-a/legacy-%d", j),
-						Message: fmt.Sprintf("%s: no such key: replicas", attr.Name)})
+						Message: fmt.Sprintf("%s: no such key", attr.Name)})
 				}
 			}
 			t.Attributes = append(t.Attributes, pa)
