@@ -222,8 +222,24 @@ func TestPreviewRefusals(t *testing.T) {
 	if n := metric(t, h, h.srv.AdminToken, `kollect_hub_preview_answers_total{result="refused"}`); n != 4 {
 		t.Fatalf(`kollect_hub_preview_answers_total{result="refused"} %v, want 4`, n)
 	}
+	// Samples beyond the preview's max_samples (0 here) are not kept.
+	if err := report(c1.client, "canary-1", id, func(r *fleetv1.PreviewResult) {
+		r.Targets[0].Samples = []*fleetv1.PreviewSample{{Object: "team-a/web", AttributesJson: `{"replicas":3}`}}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.admin.GetPreview(ctx, connect.NewRequest(&fleetv1.GetPreviewRequest{PreviewId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := got.Msg.GetPreview().GetResults(); len(r) != 1 || len(r[0].GetTargets()[0].GetSamples()) != 0 {
+		t.Fatalf("a sample the preview did not ask for was kept: %v", r)
+	}
 	if err := report(c1.client, "canary-1", id, func(r *fleetv1.PreviewResult) { r.Targets, r.Error = nil, "not allowed" }); err != nil {
 		t.Fatal(err)
+	}
+	if n := metric(t, h, h.srv.AdminToken, `kollect_hub_preview_answers_total{result="evaluated"}`); n != 1 {
+		t.Fatalf(`kollect_hub_preview_answers_total{result="evaluated"} %v, want 1`, n)
 	}
 	if n := metric(t, h, h.srv.AdminToken, `kollect_hub_preview_answers_total{result="failed"}`); n != 1 {
 		t.Fatalf(`kollect_hub_preview_answers_total{result="failed"} %v, want 1`, n)

@@ -151,6 +151,16 @@ func (a *agentService) ReportPreview(ctx context.Context, req *connect.Request[f
 	}
 	res = proto.CloneOf(res)
 	res.Cluster = agent.Name
+	// An agent never sends more samples than asked for; should one, the hub keeps no more.
+	p, err := a.s.store.GetPreview(ctx, res.GetPreviewId())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, refuse(storeError(err))
+	}
+	if err == nil {
+		for _, t := range res.GetTargets() {
+			t.Samples = t.Samples[:min(len(t.Samples), int(p.MaxSamples))]
+		}
+	}
 	raw, err := protojson.Marshal(res)
 	if err != nil {
 		return nil, refuse(invalid("result: %v", err))
