@@ -132,10 +132,12 @@ func TestReplicasRelayPreviews(t *testing.T) {
 	onB := b.startAgent(t, tok.GetSecret(), "canary-1", map[string]string{"ring": "canary"}, 0, healthy)
 	a.waitOnline(t, onB)
 
+	asked := time.Now()
 	resp, err := a.admin.PreviewBundle(context.Background(), connect.NewRequest(previewReq(30*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("PreviewBundle on replica a returned the answer of the agent on replica b in %s", time.Since(asked).Round(time.Millisecond))
 	if r := resp.Msg.GetResults(); len(r) != 1 || r[0].GetCluster() != "canary-1" || len(resp.Msg.GetPending()) != 0 ||
 		r[0].GetTargets()[0].GetRows() != 8 {
 		t.Fatalf("replica a's preview: %v", resp.Msg)
