@@ -1,13 +1,16 @@
 package fleet
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"kollect.dev/e2e/dashboard/fleetsim"
 	"kollect.dev/testenv"
 )
 
@@ -66,6 +69,39 @@ func TestHubCLI(t *testing.T) {
 	must("slower", "hub", "bundle", "history", "inventory")
 	must("CLUSTER", "hub", "clusters")
 
+	// A preview answered by simulated agents (fleetsim makes its figures up from the
+	// manifests): one clean cluster, one with extraction errors, exit code 1.
+	created := must("secret: ", "hub", "token", "create", "--uses", "2")
+	boot := strings.TrimSpace(created[strings.Index(created, "secret: ")+len("secret: "):])
+	sim, err := fleetsim.New("https://"+h.addr, h.caPEM, boot, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	for _, c := range []fleetsim.Cluster{
+		{Name: "canary-a", Labels: map[string]string{"ring": "canary", "errors": "none"}, AgentVersion: "sim", K8sVersion: "v1.33.4"},
+		{Name: "canary-b", Labels: map[string]string{"ring": "canary"}, AgentVersion: "sim", K8sVersion: "v1.33.4", PreviewErrors: 2},
+	} {
+		if err := sim.Add(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	must("preview pv-", "hub", "bundle", "preview", "inventory", "-f", bundle, "--selector", "errors=none")
+	out, code := kollect("hub", "bundle", "preview", "inventory", "-f", bundle, "--selector", "ring=canary", "--timeout", "20s")
+	for _, want := range []string{"2 answered, 0 pending, 0 not connected", "cluster canary-a", "cluster canary-b",
+		"color on team-a/legacy-0: color: no such key", "canary-b reports extraction errors"} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Fatalf("preview with extraction errors: exit %d, want 1 and %q in:\n%s", code, want, out)
+		}
+	}
+	must(`"pv-`, "hub", "bundle", "preview", "-f", bundle, "--selector", "errors=none", "-o", "json")
+	if out, code := kollect("hub", "bundle", "preview", "-f", bundle, "--selector", "ring=nowhere"); code != 1 || !strings.Contains(out, "selects no cluster") {
+		t.Fatalf("preview selecting no cluster: exit %d:\n%s", code, out)
+	}
+	if out, code := kollect("hub", "bundle", "preview", "-f", bundle); code != 2 || !strings.Contains(out, "--selector is required") {
+		t.Fatalf("preview without a selector: exit %d:\n%s", code, out)
+	}
+
 	// Refusals are findings (exit 1) with the hub's message.
 	bad := strings.Replace(fmt.Sprintf(bundleTemplate, "/x", "1s"), `jsonPath: "{.data.color}"`, `cel: "object.data.color +"`, 1)
 	if err := os.WriteFile(bundle, []byte(bad), 0o644); err != nil {
@@ -81,5 +117,8 @@ func TestHubCLI(t *testing.T) {
 	write("3s")
 	if out, code := kollect("hub", "bundle", "apply", "inventory", "-f", bundle); code != 1 || !strings.Contains(strings.ToLower(out), "permission") {
 		t.Fatalf("viewer apply: exit %d:\n%s", code, out)
+	}
+	if out, code := kollect("hub", "bundle", "preview", "-f", bundle, "--selector", "ring=canary"); code != 1 || !strings.Contains(out, "PreviewBundle needs role operator") {
+		t.Fatalf("viewer preview: exit %d:\n%s", code, out)
 	}
 }

@@ -347,6 +347,35 @@ spec:
   assert.equal(await row("Bundles", "pasted").count(), 0);
 });
 
+test("a bundle is previewed on clusters from the editor, applying nothing", async () => {
+  await go("/bundles/workloads/edit");
+  await page.getByRole("heading", { name: "Preview on clusters" }).waitFor();
+  await page.getByLabel("Preview selector").fill("env=prod, region=eu");
+  await page.getByRole("button", { name: "Preview on clusters" }).click();
+  const results = page.getByRole("region", { name: "Preview results" });
+  await results.waitFor({ timeout: 20000 });
+  assert.match(await results.getByRole("status").innerText(), /: 2 answered, 0 pending, 0 not connected\./);
+  // The simulated agents answer from the manifests: one target per KollectTarget, one row of
+  // figures per attribute of its profile, the inventory's rows and estimated bytes.
+  const clean = results.getByRole("region", { name: "Preview on prod-eu-1" });
+  assert.match(await clean.getByRole("heading").innerText(), /no problems/);
+  const target = clean.getByRole("table", { name: "Targets on prod-eu-1" }).getByRole("row").filter({ hasText: "deployments" });
+  assert.deepEqual(
+    (await target.getByRole("cell").allInnerTexts()).map((c) => c.trim()),
+    ["deployments", "apps/v1 Deployment", "served", "1,840", "1,656", "1,656", "0"],
+  );
+  await clean.getByRole("table", { name: "Attributes of deployments" }).getByRole("row").filter({ hasText: "images" }).waitFor();
+  await clean.getByRole("table", { name: "Inventories on prod-eu-1" }).getByRole("row").filter({ hasText: "355.8 KiB" }).waitFor();
+  // prod-eu-2's agent fails two objects on the first attribute, and names them.
+  const errors = results.getByRole("region", { name: "Preview on prod-eu-2" });
+  assert.match(await errors.getByRole("heading").innerText(), /extraction errors/);
+  assert.deepEqual(await errors.getByRole("list", { name: "Errors of replicas" }).getByRole("listitem").allInnerTexts(), [
+    "team-a/legacy-0: replicas: no such key",
+    "team-a/legacy-1: replicas: no such key",
+  ]);
+  await screenshot("bundle-preview");
+});
+
 test("a held revision is uploaded and diffed against the previous one", async () => {
   await uploadRevision("prod-config", "KollectInventory prod-workloads", "debounce: 5s", "debounce: 10s", "slower debounce");
   await page.getByRole("table", { name: "Revisions" }).getByText("slower debounce").waitFor();

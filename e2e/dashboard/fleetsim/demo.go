@@ -45,6 +45,7 @@ func Demo() []Cluster {
 
 	euDrift := Healthy("prod-eu-2", map[string]string{"env": "prod", "region": "eu"}, 1322)
 	euDrift.DriftObject = "KollectProfile/deployments"
+	euDrift.PreviewErrors = 2 // a bundle preview on it shows extraction errors
 
 	usTerminal := Healthy("prod-us-1", map[string]string{"env": "prod", "region": "us"}, 2411)
 	usTerminal.Sinks[1].Age = 95 * time.Minute

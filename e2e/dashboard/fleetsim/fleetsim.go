@@ -79,6 +79,9 @@ type Cluster struct {
 	// Heartbeats stops the agent after this many heartbeats (0: never), so it turns stale and
 	// then offline, like a cluster that became unreachable.
 	Heartbeats int
+	// PreviewErrors is how many objects of each target fail on its first attribute when the
+	// agent answers a bundle preview (preview.go).
+	PreviewErrors int
 }
 
 // Fleet is a set of simulated agents talking to one hub, of one replica or several.
@@ -342,6 +345,12 @@ func (a *agent) watch(ctx context.Context) {
 		stream, err := a.clients[idx].WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
 		if err == nil {
 			for stream.Receive() {
+				if p := stream.Msg().GetPreview(); p != nil {
+					// The message repeats the configuration held: only the preview is new.
+					a.fleet.wg.Add(1)
+					go func() { defer a.fleet.wg.Done(); _ = a.answerPreview(ctx, p) }()
+					continue
+				}
 				a.mu.Lock()
 				if !received {
 					a.since = time.Now()

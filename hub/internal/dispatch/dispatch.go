@@ -24,11 +24,38 @@ type Conn struct {
 	Wake chan struct{}
 	// Done is closed when the hub ends the stream (revocation, replacement); Err says why.
 	Done chan struct{}
+	// Previews receives the previews the stream must relay to its agent (Preview).
+	Previews chan *fleetv1.PreviewRequest
 
 	mu       sync.Mutex
 	sent     string // digest last sent, to wake only streams whose config changed
 	err      error
 	doneOnce sync.Once
+	// offered holds the IDs of the previews offered to this stream: a preview reaches a
+	// stream once, however many replicas' notifications announce it.
+	offered map[string]bool
+}
+
+// previewQueue is how many previews a stream holds before it sent them; a preview offered
+// to a full queue is dropped for that stream (its cluster stays pending), since an agent
+// that cannot take a few previews is stuck anyway and a requester must not wait on it.
+const previewQueue = 8
+
+// offer queues p for the stream unless it was offered already; false when it was, or when
+// the queue is full.
+func (c *Conn) offer(p *fleetv1.PreviewRequest) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.offered[p.GetId()] {
+		return false
+	}
+	select {
+	case c.Previews <- p:
+		c.offered[p.GetId()] = true
+		return true
+	default:
+		return false
+	}
 }
 
 // Sent records the digest the stream has just sent.
@@ -37,6 +64,9 @@ func (c *Conn) Sent(digest string) {
 	c.sent = digest
 	c.mu.Unlock()
 }
+
+// LastSent is the digest the stream last sent.
+func (c *Conn) LastSent() string { return c.lastSent() }
 
 func (c *Conn) lastSent() string {
 	c.mu.Lock()
@@ -87,12 +117,22 @@ type Dispatcher struct {
 
 	mu    sync.Mutex
 	conns map[string]map[*Conn]struct{}
+	// open holds the previews whose requester still waits, by ID: a stream opened meanwhile
+	// (an agent reconnecting, or failing over from another replica) gets them too.
+	open map[string]openPreview
+}
+
+// openPreview is a preview a stream opened before until still gets.
+type openPreview struct {
+	req      *fleetv1.PreviewRequest
+	clusters map[string]bool
+	until    time.Time
 }
 
 // New returns a Dispatcher; call Run to start it.
 func New(s store.Store, b *assign.Builder, log *slog.Logger) *Dispatcher {
 	return &Dispatcher{store: s, builder: b, log: log, kick: make(chan struct{}, 1), poke: make(chan struct{}, 1),
-		conns: map[string]map[*Conn]struct{}{}}
+		conns: map[string]map[*Conn]struct{}{}, open: map[string]openPreview{}}
 }
 
 // Current is the configuration cluster should hold, from the newest snapshot; false when the
@@ -118,7 +158,8 @@ func (d *Dispatcher) Subscribe(cluster string) (*Conn, func()) {
 // SubscribeAtMost is Subscribe unless cluster already holds max streams on this dispatcher
 // (max 0: no limit); then it registers nothing and returns false.
 func (d *Dispatcher) SubscribeAtMost(cluster string, max int) (*Conn, func(), bool) {
-	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{})}
+	c := &Conn{Cluster: cluster, Wake: make(chan struct{}, 1), Done: make(chan struct{}),
+		Previews: make(chan *fleetv1.PreviewRequest, previewQueue), offered: map[string]bool{}}
 	d.mu.Lock()
 	if max > 0 && len(d.conns[cluster]) >= max {
 		d.mu.Unlock()
@@ -128,6 +169,15 @@ func (d *Dispatcher) SubscribeAtMost(cluster string, max int) (*Conn, func(), bo
 		d.conns[cluster] = map[*Conn]struct{}{}
 	}
 	d.conns[cluster][c] = struct{}{}
+	now := time.Now()
+	for id, o := range d.open {
+		switch {
+		case !now.Before(o.until):
+			delete(d.open, id)
+		case o.clusters[cluster]:
+			c.offer(o.req)
+		}
+	}
 	d.mu.Unlock()
 	if _, known := d.Current(cluster); !known {
 		d.Kick()
@@ -160,6 +210,36 @@ func (d *Dispatcher) Disconnect(cluster string, err error) {
 	for c := range d.conns[cluster] {
 		c.close(err)
 	}
+}
+
+// Preview offers p to every stream this replica holds of the named clusters, each stream at
+// most once per preview, and returns how many streams took it. Streams of those clusters
+// opened before until get it too.
+func (d *Dispatcher) Preview(p *fleetv1.PreviewRequest, clusters []string, until time.Time) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	now := time.Now()
+	for id, o := range d.open {
+		if !now.Before(o.until) {
+			delete(d.open, id)
+		}
+	}
+	if _, known := d.open[p.GetId()]; !known && now.Before(until) {
+		set := make(map[string]bool, len(clusters))
+		for _, c := range clusters {
+			set[c] = true
+		}
+		d.open[p.GetId()] = openPreview{req: p, clusters: set, until: until}
+	}
+	n := 0
+	for _, cluster := range clusters {
+		for c := range d.conns[cluster] {
+			if c.offer(p) {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // Kick asks for a new snapshot after a local change of desired configuration.

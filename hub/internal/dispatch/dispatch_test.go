@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"kollect.dev/hub/internal/labelsel"
 	"kollect.dev/hub/internal/store"
 	"kollect.dev/hub/internal/store/sqlstore"
+	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
 
 func TestWakesOnlyChangedClusters(t *testing.T) {
@@ -108,4 +110,53 @@ func mustSel(t *testing.T, raw string) *metav1.LabelSelector {
 		t.Fatal(err)
 	}
 	return sel
+}
+
+// TestPreviewOncePerStream: a preview reaches every stream of the clusters it names once,
+// however often it is offered (this replica's own delivery and the notifications of others).
+func TestPreviewOncePerStream(t *testing.T) {
+	d := New(nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a1, leaveA1 := d.Subscribe("a")
+	defer leaveA1()
+	a2, leaveA2 := d.Subscribe("a")
+	defer leaveA2()
+	b, leaveB := d.Subscribe("b")
+	defer leaveB()
+	p := &fleetv1.PreviewRequest{Id: "pv-1"}
+	until := time.Now().Add(time.Hour)
+	if n := d.Preview(p, []string{"a", "c"}, until); n != 2 {
+		t.Fatalf("first offer reached %d streams, want both of a's", n)
+	}
+	if n := d.Preview(p, []string{"a", "b"}, until); n != 1 {
+		t.Fatalf("second offer reached %d streams, want only b's", n)
+	}
+	// A stream of c opened while the preview is open gets it; one of b, not asked first, not.
+	c, leaveC := d.Subscribe("c")
+	defer leaveC()
+	if len(c.Previews) != 1 {
+		t.Fatalf("a stream opened while the preview is open holds %d previews, want it", len(c.Previews))
+	}
+	b2, leaveB2 := d.Subscribe("b")
+	defer leaveB2()
+	if len(b2.Previews) != 0 {
+		t.Fatal("a stream of a cluster the first offer did not name got the preview")
+	}
+	// Once its deadline passed, a new stream gets nothing.
+	d.Preview(&fleetv1.PreviewRequest{Id: "pv-past"}, []string{"d"}, time.Now())
+	d2, leaveD2 := d.Subscribe("d")
+	defer leaveD2()
+	if len(d2.Previews) != 0 {
+		t.Fatal("a stream opened after the preview's deadline got it")
+	}
+	for name, c := range map[string]*Conn{"a1": a1, "a2": a2, "b": b} {
+		if len(c.Previews) != 1 || (<-c.Previews).GetId() != "pv-1" {
+			t.Fatalf("stream %s holds the wrong previews", name)
+		}
+	}
+	for i := range previewQueue + 1 {
+		d.Preview(&fleetv1.PreviewRequest{Id: fmt.Sprint("q-", i)}, []string{"b"}, until)
+	}
+	if len(b.Previews) != previewQueue {
+		t.Fatalf("a stream that sends nothing holds %d previews, want the queue's %d", len(b.Previews), previewQueue)
+	}
 }

@@ -142,6 +142,11 @@ func (a *agentService) WatchConfig(ctx context.Context, req *connect.Request[fle
 		case <-conn.Done:
 			return conn.Err()
 		case <-conn.Wake:
+		case p := <-conn.Previews:
+			if err := a.sendPreview(ctx, stream, conn, p); err != nil {
+				return err
+			}
+			sent = conn.LastSent()
 		case <-recheck.C:
 			// A rotation keeps the stream: it ends only when the credential it was opened with
 			// no longer works (revoked, replaced, expired, or rotated and past its grace). The

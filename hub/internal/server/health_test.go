@@ -141,11 +141,17 @@ func TestHeartbeatUpdatesHealth(t *testing.T) {
 
 func scrape(t *testing.T, h *testHub) string {
 	t.Helper()
+	return scrapeWith(t, h, h.srv.AdminToken)
+}
+
+// scrapeWith reads /metrics with token (a replica other than the first has no AdminToken).
+func scrapeWith(t *testing.T, h *testHub, token string) string {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	req.Header.Set("Authorization", "Bearer "+h.srv.AdminToken)
+	req.Header.Set("Authorization", "Bearer "+token)
 	resp, err := h.httpClient().Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,11 @@ var requestLimits = map[string]int64{
 	// Every inventory, sink and applied object of a cluster.
 	"/kollect.fleet.v1.AgentService/ReportStatus": 8 << 20,
 	// A bundle's manifests.
-	"/kollect.fleet.v1.FleetService/ApplyBundle": 16 << 20,
+	"/kollect.fleet.v1.FleetService/ApplyBundle":   16 << 20,
+	"/kollect.fleet.v1.FleetService/PreviewBundle": 16 << 20,
+	// An answer to a preview: twice maxPreviewAnswer, so that an answer over that limit is
+	// decoded and refused with InvalidArgument and a message saying why.
+	"/kollect.fleet.v1.AgentService/ReportPreview": 2 * maxPreviewAnswer,
 }
 
 // requestLimit is the limit of one procedure.

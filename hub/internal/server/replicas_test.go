@@ -113,3 +113,42 @@ func TestReplicasPushConfigChanges(t *testing.T) {
 		t.Logf("revision %d applied on replica a reached the agent on replica b in %s", rev, time.Since(applied).Round(time.Millisecond))
 	}
 }
+
+// TestReplicasRelayPreviews: a preview asked through replica a reaches an agent streaming from
+// replica b (PostgreSQL's NOTIFY; both poll once an hour), the agent answers to b, and a's
+// PreviewBundle returns that answer.
+func TestReplicasRelayPreviews(t *testing.T) {
+	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_preview")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := func(c *server.Config) {
+		c.StoreDSN = dsn
+		c.PollInterval = time.Hour
+	}
+	a := startHub(t, "", shared)
+	b := startHub(t, "", shared)
+	tok := a.bootstrapToken(t, time.Hour, 0, false)
+	onB := b.startAgent(t, tok.GetSecret(), "canary-1", map[string]string{"ring": "canary"}, 0, healthy)
+	a.waitOnline(t, onB)
+
+	asked := time.Now()
+	resp, err := a.admin.PreviewBundle(context.Background(), connect.NewRequest(previewReq(30*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("PreviewBundle on replica a returned the answer of the agent on replica b in %s", time.Since(asked).Round(time.Millisecond))
+	if r := resp.Msg.GetResults(); len(r) != 1 || r[0].GetCluster() != "canary-1" || len(resp.Msg.GetPending()) != 0 ||
+		r[0].GetTargets()[0].GetRows() != 8 {
+		t.Fatalf("replica a's preview: %v", resp.Msg)
+	}
+	if n := len(onB.previewsSeen()); n != 1 {
+		t.Fatalf("the agent on replica b received the preview %d times, want once", n)
+	}
+	if n := metric(t, b, a.srv.AdminToken, `kollect_hub_preview_answers_total{result="evaluated"}`); n != 1 {
+		t.Fatalf("replica b received %v answers, want the agent's one", n)
+	}
+	if n := metric(t, a, a.srv.AdminToken, `kollect_hub_preview_answers_total{result="evaluated"}`); n != 0 {
+		t.Fatalf("replica a received %v answers itself, want none (the agent streams from b)", n)
+	}
+}

@@ -198,6 +198,7 @@ type Server struct {
 	handler    http.Handler
 	guard      *auth.Guard
 	creds      *auth.CredentialCache
+	previews   *previewState
 	// leading: this replica drives rollouts (it holds the store's rollout lease).
 	leading atomic.Bool
 
@@ -251,6 +252,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.guard = auth.NewGuard(s.store, s.log, cfg.RegisterLimit, cfg.AuthFailureLimit, cfg.Now)
 	s.creds = auth.NewCredentialCache(s.store, nil)
+	s.previews = newPreviewState(cfg.Now)
 	s.builder = assign.New(s.store)
 	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
 	s.view = &fleet.View{Store: s.store, Builder: s.builder, Th: cfg.Thresholds, Now: cfg.Now}
@@ -352,6 +354,7 @@ func (s *Server) routes() http.Handler {
 	s.registry = prometheus.NewRegistry()
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&health.Collector{Source: s.view.Snapshot, Connected: s.dispatcher.Connected, Log: s.log})
+	s.registry.MustRegister(s.previews.collectors()...)
 	s.registry.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_rollout_evaluations_total",
 		Help: "Completed evaluations of an active rollout by the rollout engine (one per rollout per pass)."},
 		func() float64 { return float64(s.rollouts.Evaluations()) }))
@@ -448,8 +451,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(4)
+	wg.Add(5)
 	go func() { defer wg.Done(); s.guard.Run(ctx) }()
+	go func() { defer wg.Done(); s.cleanPreviews(ctx) }()
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
 	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()
@@ -474,6 +478,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				s.log.WarnContext(ctx, "listening for other replicas' configuration changes; polling meanwhile", "error", err)
 			})
 		}()
+	}
+	if w, ok := s.store.(store.PreviewWatcher); ok {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.relayPreviews(ctx, w) }()
 	}
 	if s.cfg.PprofAddr != "" {
 		wg.Add(1)

@@ -48,6 +48,10 @@ type simAgent struct {
 	reported atomic.Int64
 	// inflight counts heartbeats sent and not yet answered.
 	inflight atomic.Int32
+	// previews holds the messages that carried a preview, in order; mute stops the agent
+	// answering them (an agent that does not know previews, or a slow one).
+	previews []*fleetv1.WatchConfigResponse
+	mute     atomic.Bool
 }
 
 // silence stops the agent's heartbeats and returns once none is on its way: from then on the
@@ -101,6 +105,15 @@ func (a *simAgent) run(ctx context.Context) {
 		stream, err := a.client.WatchConfig(ctx, connect.NewRequest(&fleetv1.WatchConfigRequest{}))
 		if err == nil {
 			for stream.Receive() {
+				if msg := stream.Msg(); msg.GetPreview() != nil {
+					a.mu.Lock()
+					a.previews = append(a.previews, msg)
+					a.mu.Unlock()
+					if !a.mute.Load() {
+						go a.answerPreview(ctx, msg.GetPreview())
+					}
+					continue
+				}
 				a.mu.Lock()
 				a.cfg = stream.Msg()
 				a.mu.Unlock()

@@ -68,6 +68,8 @@ type Store interface {
 	// Close releases the database.
 	Close() error
 
+	PreviewStore
+
 	CreateBootstrapToken(ctx context.Context, t BootstrapToken) error
 	ListBootstrapTokens(ctx context.Context) ([]BootstrapToken, error)
 	RevokeBootstrapToken(ctx context.Context, id string) error

@@ -6,6 +6,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { useCan, useFleetSnapshot, useSession } from "../api/context";
 import { ErrorBox } from "../components/ErrorBox";
 import { ManifestEditor } from "../components/ManifestEditor";
+import { PreviewPanel } from "../components/PreviewPanel";
 import type { ApplyBundleResponse } from "../gen/kollect/fleet/v1/fleet_pb";
 import { Role } from "../gen/kollect/fleet/v1/types_pb";
 import { attachProblems, describeDoc, joinDocs, splitDocs, type Problem } from "../lib/manifests";
@@ -223,6 +224,7 @@ export function BundleEditor({ name: existing }: { name?: string }) {
           {!hold && validated.result.selectedClusters.length ? `: ${validated.result.selectedClusters.join(", ")}.` : ""}
         </div>
       ) : null}
+      <PreviewPanel manifests={manifests} bundle={name} />
     </>
   );
 }

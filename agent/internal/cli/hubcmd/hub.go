@@ -202,7 +202,7 @@ func hubClustersCmd(env *cmdutil.Env) *cobra.Command {
 }
 
 func hubBundleCmd(env *cmdutil.Env) *cobra.Command {
-	b := &cobra.Command{Use: "bundle", Short: "Apply, diff and list bundle revisions"}
+	b := &cobra.Command{Use: "bundle", Short: "Apply, preview, diff and list bundle revisions"}
 	var file, selector, message string
 	var dryRun, hold bool
 	apply := &cobra.Command{
@@ -295,7 +295,7 @@ func hubBundleCmd(env *cmdutil.Env) *cobra.Command {
 			})
 		},
 	}
-	b.AddCommand(apply, diff, history)
+	b.AddCommand(apply, diff, history, bundlePreviewCmd(env))
 	return b
 }
 

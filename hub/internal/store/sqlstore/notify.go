@@ -21,9 +21,20 @@ func (s *Store) WatchConfig(ctx context.Context, changed func(), onError func(er
 	if s.dsn == "" {
 		return
 	}
+	s.listenLoop(ctx, configChannel, changed, func(string) { changed() }, onError)
+}
+
+// listenLoop listens on channel until ctx ends, calling notified with each notification's
+// payload, and reconnects with backoff when the session fails; catchUp, when not nil, is
+// called once each later session listens, for what the sessions in between missed.
+func (s *Store) listenLoop(ctx context.Context, channel string, catchUp func(), notified func(payload string), onError func(error)) {
 	delay := 100 * time.Millisecond
 	for first := true; ctx.Err() == nil; first = false {
-		err := s.listen(ctx, changed, !first)
+		var again func()
+		if !first {
+			again = catchUp
+		}
+		err := s.listen(ctx, channel, again, notified)
 		if ctx.Err() != nil {
 			return
 		}
@@ -37,24 +48,25 @@ func (s *Store) WatchConfig(ctx context.Context, changed func(), onError func(er
 	}
 }
 
-// listen holds one LISTEN session until it fails or ctx ends; catchUp calls changed once
-// the session listens, for what a previous session may have missed.
-func (s *Store) listen(ctx context.Context, changed func(), catchUp bool) error {
+// listen holds one LISTEN session until it fails or ctx ends; catchUp, when not nil, is
+// called once the session listens.
+func (s *Store) listen(ctx context.Context, channel string, catchUp func(), notified func(string)) error {
 	conn, err := pgx.Connect(ctx, s.dsn)
 	if err != nil {
-		return fmt.Errorf("connecting to listen for configuration changes: %w", err)
+		return fmt.Errorf("connecting to listen on %s: %w", channel, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+configChannel); err != nil {
-		return fmt.Errorf("listening for configuration changes: %w", err)
+	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
+		return fmt.Errorf("listening on %s: %w", channel, err)
 	}
-	if catchUp {
-		changed()
+	if catchUp != nil {
+		catchUp()
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return fmt.Errorf("waiting for configuration changes: %w", err)
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return fmt.Errorf("waiting for notifications on %s: %w", channel, err)
 		}
-		changed()
+		notified(n.Payload)
 	}
 }

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore Factory) {
 		"RolloutRaces":            testRolloutRaces,
 		"ClusterEpoch":            testClusterEpoch,
 		"Observe":                 testObserve,
+		"Previews":                testPreviews,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
