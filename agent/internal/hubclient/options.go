@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+
+	"kollect.dev/agent/internal/hubclient/manifests"
 )
 
 // Labels and annotations on every object the hub manages.
@@ -46,4 +48,9 @@ type Options struct {
 	// AgentVersion is reported in heartbeats.
 	AgentVersion string
 	Log          logr.Logger
+}
+
+// Allowlist is where bundles may place objects, for the applier and for previews.
+func (o Options) Allowlist() manifests.Allowlist {
+	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace}
 }
