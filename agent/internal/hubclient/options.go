@@ -45,6 +45,9 @@ type Options struct {
 	AllowedNamespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
+	// PreviewSamples lets answers to bundle previews carry a few sample rows (--preview-samples);
+	// without it they carry counts only.
+	PreviewSamples bool
 	// AgentVersion is reported in heartbeats.
 	AgentVersion string
 	Log          logr.Logger

@@ -248,7 +248,9 @@ func (c *Config) compile(k collector.TargetKey, resolve Resolver) (*collector.Ta
 			Err: fmt.Errorf("KollectProfile %s not found in the input", def.profileRef)}
 	}
 	gvk := schema.GroupVersionKind{Group: p.Spec.Target.Group, Version: p.Spec.Target.Version, Kind: p.Spec.Target.Kind}
-	fail := func(err error) error { return &TargetError{Target: k, Profile: def.profileRef.String(), GVK: gvk, Err: err} }
+	fail := func(err error) error {
+		return &TargetError{Target: k, Profile: def.profileRef.String(), GVK: gvk, Err: err}
+	}
 	prof, err := profile.Compile(p)
 	if err != nil {
 		return nil, fail(fmt.Errorf("KollectProfile %s: %w", def.profileRef, err))
