@@ -120,22 +120,17 @@ func evaluate(ctx context.Context, req *fleetv1.PreviewRequest, env Env, samples
 			Kind: te.GVK.Kind, KindState: fleetv1.PreviewKindState_PREVIEW_KIND_STATE_FAILED, Message: te.Error()}
 		if apimeta.IsNoMatchError(te.Err) {
 			pt.KindState = fleetv1.PreviewKindState_PREVIEW_KIND_STATE_NOT_SERVED
-			pt.Message = fmt.Sprintf("the API server does not serve %s", te.GVK)
+			pt.Message = fmt.Sprintf("the API server does not serve %s %s", te.GVK.GroupVersion(), te.GVK.Kind)
 		}
 		res.Targets = append(res.Targets, pt)
 	}
 	sortTargets(res.Targets)
-	for _, inv := range invs {
-		pi := &fleetv1.PreviewInventory{Inventory: inv.Inventory, Targets: inv.Targets, Rows: int64(len(inv.Rows))}
-		for i := range inv.Rows {
-			pi.EstimatedBytes += int64(len(inv.Rows[i].CanonicalJSON())) + 1 // one NDJSON line
-		}
-		res.Inventories = append(res.Inventories, pi)
-	}
+	res.Inventories = inventories(cfg, invs)
 	return nil
 }
 
-// targetErrors takes Plan's joined error apart; anything else is not a target's.
+// targetErrors takes Plan's joined error apart, each target once; anything else is not a
+// target's.
 func targetErrors(err error) []*offline.TargetError {
 	if err == nil {
 		return nil
@@ -147,9 +142,11 @@ func targetErrors(err error) []*offline.TargetError {
 		errs = []error{err}
 	}
 	var out []*offline.TargetError
+	seen := map[string]bool{} // a target in two inventories fails twice
 	for _, e := range errs {
 		var te *offline.TargetError
-		if errors.As(e, &te) {
+		if errors.As(e, &te) && !seen[te.Target.String()] {
+			seen[te.Target.String()] = true
 			out = append(out, te)
 		}
 	}
@@ -177,4 +174,32 @@ func resource(gvr schema.GroupVersionResource) string {
 		return gvr.Resource + "." + gvr.Version
 	}
 	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
+}
+
+// inventories answers for each inventory of the bundle, those whose targets all failed to plan
+// included (with no rows); a bundle without inventories has the engine's one pseudo-inventory.
+func inventories(cfg *offline.Config, invs []offline.InventoryRows) []*fleetv1.PreviewInventory {
+	byName := map[string]offline.InventoryRows{}
+	for _, inv := range invs {
+		byName[inv.Inventory] = inv
+	}
+	names := cfg.Inventories()
+	if len(names) == 0 {
+		for _, inv := range invs {
+			names = append(names, inv.Inventory)
+		}
+	}
+	out := make([]*fleetv1.PreviewInventory, 0, len(names))
+	for _, n := range names {
+		inv := byName[n]
+		pi := &fleetv1.PreviewInventory{Inventory: n, Targets: cfg.TargetsOf(n), Rows: int64(len(inv.Rows))}
+		if pi.Targets == nil {
+			pi.Targets = inv.Targets
+		}
+		for i := range inv.Rows {
+			pi.EstimatedBytes += int64(len(inv.Rows[i].CanonicalJSON())) + 1 // one NDJSON line
+		}
+		out = append(out, pi)
+	}
+	return out
 }

@@ -169,6 +169,21 @@ func (c *Config) Inventories() []string {
 	return out
 }
 
+// TargetsOf names an inventory's targets as rows do, sorted, whether or not they can be
+// planned; nil for an inventory the input does not hold.
+func (c *Config) TargetsOf(inventory string) []string {
+	for _, inv := range c.inventories {
+		if inv.name == inventory {
+			out := make([]string, len(inv.targets))
+			for i, k := range inv.targets {
+				out[i] = k.String()
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // Resolver maps a kind to its resource and scope (a RESTMapper, or a guess from the input).
 type Resolver func(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced bool, err error)
 
