@@ -98,7 +98,7 @@ func evaluate(ctx context.Context, req *fleetv1.PreviewRequest, env Env, samples
 	if err != nil {
 		return fmt.Errorf("bundle: %w", err)
 	}
-	jobs, planErr := cfg.Plan("", offline.MapperResolver(env.Mapper))
+	jobs, planErr := cfg.PlanAll(offline.MapperResolver(env.Mapper))
 	// Namespace labels serve namespaces.selector; an agent that may not list namespaces
 	// evaluates with every namespace unlabelled, as its watches would see them.
 	nsLabels, _ := offline.NamespaceLabels(ctx, env.Dynamic)
@@ -129,26 +129,28 @@ func evaluate(ctx context.Context, req *fleetv1.PreviewRequest, env Env, samples
 	return nil
 }
 
-// targetErrors takes Plan's joined error apart, each target once; anything else is not a
-// target's.
+// targetErrors takes Plan's joined errors apart (joins may nest), each target once; anything
+// else is not a target's.
 func targetErrors(err error) []*offline.TargetError {
-	if err == nil {
-		return nil
-	}
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
-	}
 	var out []*offline.TargetError
 	seen := map[string]bool{} // a target in two inventories fails twice
-	for _, e := range errs {
-		var te *offline.TargetError
-		if errors.As(e, &te) && !seen[te.Target.String()] {
-			seen[te.Target.String()] = true
-			out = append(out, te)
+	var walk func(error)
+	walk = func(err error) {
+		if te, ok := err.(*offline.TargetError); ok {
+			if !seen[te.Target.String()] {
+				seen[te.Target.String()] = true
+				out = append(out, te)
+			}
+			return
 		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	if err != nil {
+		walk(err)
 	}
 	return out
 }

@@ -89,8 +89,8 @@ func seed(ctx context.Context) error {
 
 // bundle is a bundle of three targets: cms (ConfigMaps of team-a and team-b), widgets (a kind
 // no CRD serves) and secrets (which the agent's service account may not list); inventory cms
-// has the cms target and a rollup per team, inventory all every target, inventory widgets the
-// one not served.
+// has the cms target and a rollup per team, inventory all every target but loose (which no
+// inventory holds), inventory widgets the one not served.
 const bundle = `
 apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
@@ -132,6 +132,13 @@ apiVersion: kollect.dev/v1alpha1
 kind: KollectTarget
 metadata: {name: secrets}
 spec: {profileRef: {name: secret}}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata: {name: loose}
+spec:
+  profileRef: {name: cm}
+  namespaces: {include: [other]}
 ---
 apiVersion: kollect.dev/v1alpha1
 kind: KollectInventory
@@ -255,8 +262,12 @@ func TestPreviewCountsWhatAnExportWouldHold(t *testing.T) {
 		!strings.Contains(secrets.GetMessage(), "preview-agent") || secrets.GetRows() != 0 {
 		t.Errorf("secrets: %v", secrets)
 	}
-	if len(res.GetTargets()) != 3 {
-		t.Errorf("%d targets, want 3", len(res.GetTargets()))
+	// A target no inventory holds is still counted; its rows are in no inventory's figures.
+	if loose := targetOf(t, res, "kollect/loose"); loose.GetObjectsMatched() != 6 || loose.GetRows() != 4 {
+		t.Errorf("loose: %v", loose)
+	}
+	if len(res.GetTargets()) != 4 {
+		t.Errorf("%d targets, want 4", len(res.GetTargets()))
 	}
 }
 

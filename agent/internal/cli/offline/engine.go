@@ -195,6 +195,39 @@ type Job struct {
 	Rollups *Rollups
 }
 
+// PlanAll is Plan of every inventory, plus the targets no inventory holds, planned under
+// inventory "" (their rows belong to no export; a preview still counts them). Without
+// inventories in the input it is Plan("").
+func (c *Config) PlanAll(resolve Resolver) ([]Job, error) {
+	jobs, err := c.Plan("", resolve)
+	if len(c.inventories) == 0 {
+		return jobs, err
+	}
+	held := map[collector.TargetKey]bool{}
+	for _, inv := range c.inventories {
+		for _, k := range inv.targets {
+			held[k] = true
+		}
+	}
+	var loose []collector.TargetKey
+	for k := range c.targets {
+		if !held[k] {
+			loose = append(loose, k)
+		}
+	}
+	sort.Slice(loose, func(a, b int) bool { return loose[a].String() < loose[b].String() })
+	errs := []error{err}
+	for _, k := range loose {
+		t, cerr := c.compile(k, resolve)
+		if cerr != nil {
+			errs = append(errs, cerr)
+			continue
+		}
+		jobs = append(jobs, Job{Target: t})
+	}
+	return jobs, errors.Join(errs...)
+}
+
 // Plan compiles the targets of the chosen inventories. With inventory empty every inventory
 // is planned; when the input has no inventory, every target is planned under the name
 // inventory (possibly empty), as if one inventory aggregated them all.
