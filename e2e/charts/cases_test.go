@@ -72,6 +72,7 @@ hub:
   caFingerprint: ` + fingerprint + `
   bootstrapToken: {token: kbt_0123456789}
   namespaces: [team-a, team-b]
+  previewSamples: true
 rbac:
   sinkNamespaces: [team-a, team-b]
 allowLocalSinks: true # the agent this renders runs against a file:// repository (agentrun_test.go)
@@ -85,6 +86,7 @@ profileBudget: {rate: 2000000, burst: 50000000}
 		hasArg(t, objs, "--cluster-labels=env=prod,region=eu")
 		hasArg(t, objs, "--hub-namespaces=team-a,team-b")
 		hasArg(t, objs, "--hub-bootstrap-secret=kollect-agent-hub-bootstrap")
+		hasArg(t, objs, "--preview-samples")
 		s := find(objs, "Secret", "kollect-agent-hub-bootstrap")
 		if len(s) != 1 || toJSON(s[0].Object["stringData"]) != `{"token":"kbt_0123456789"}` {
 			t.Errorf("bootstrap Secret: %v", s)
@@ -120,6 +122,7 @@ networkPolicy:
 			t.Errorf("egress lacks the hub or a sink: %s", toJSON(egress))
 		}
 		hasArg(t, objs, "--hub-bootstrap-secret=my-token")
+		lacksArgPrefix(t, objs, "--preview-samples") // previews carry counts only by default
 		if len(find(objs, "Secret", "")) != 0 {
 			t.Error("an existing bootstrap Secret must not be created")
 		}

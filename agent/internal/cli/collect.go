@@ -10,11 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -193,37 +189,24 @@ func collectContext(ctx context.Context, rules *clientcmd.ClientConfigLoadingRul
 	if err != nil {
 		return nil, nil, err
 	}
-	jobs, err := cfg.Plan(inventory, func(gvk schema.GroupVersionKind) (schema.GroupVersionResource, bool, error) {
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return schema.GroupVersionResource{}, false, err
-		}
-		return m.Resource, m.Scope.Name() == apimeta.RESTScopeNameNamespace, nil
-	})
+	jobs, err := cfg.Plan(inventory, offline.MapperResolver(mapper))
 	if err != nil {
 		return nil, nil, err
 	}
-	byGVK := map[schema.GroupVersionKind][]*unstructured.Unstructured{}
-	for _, j := range jobs {
-		gvk := j.Target.GVK
-		if _, done := byGVK[gvk]; done {
-			continue
-		}
-		step("listing " + resourceName(j.Target.Resource))
-		items, err := list(ctx, dyn.Resource(j.Target.Resource))
+	nsLabels, err := offline.NamespaceLabels(ctx, dyn)
+	if err != nil {
+		nsLabels = nil // every namespace unlabelled, as when the caller may not list them
+	}
+	// Objects are projected a page at a time: the CLI never holds a whole kind.
+	stream := offline.NewStream(jobs, name, nsLabels, offline.Hooks{})
+	for _, k := range stream.Kinds() {
+		step("listing " + resourceName(k.Resource))
+		err := offline.ListPages(ctx, dyn.Resource(k.Resource), offline.PageSize, func(page []*unstructured.Unstructured) { stream.Add(k.GVK, page) })
 		if err != nil {
-			return nil, nil, fmt.Errorf("listing %s: %w", resourceName(j.Target.Resource), err)
-		}
-		byGVK[gvk] = items
-	}
-	nsLabels := map[string]labels.Set{}
-	if nsList, err := dyn.Resource(corev1.SchemeGroupVersion.WithResource("namespaces")).List(ctx, metav1.ListOptions{}); err == nil {
-		for _, n := range nsList.Items {
-			nsLabels[n.GetName()] = n.GetLabels()
+			return nil, nil, fmt.Errorf("listing %s: %w", resourceName(k.Resource), err)
 		}
 	}
-	rows, failures := offline.Rows(jobs, name, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
-		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
+	rows, failures := stream.Finish()
 	return rows, failures, nil
 }
 
@@ -233,24 +216,6 @@ func resourceName(gvr schema.GroupVersionResource) string {
 		return gvr.Resource + "." + gvr.Version
 	}
 	return gvr.Resource + "." + gvr.Version + "." + gvr.Group
-}
-
-// list pages through every object of a resource in every namespace.
-func list(ctx context.Context, ri dynamic.NamespaceableResourceInterface) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	opts := metav1.ListOptions{Limit: 500}
-	for {
-		l, err := ri.List(ctx, opts)
-		if err != nil {
-			return nil, err
-		}
-		for i := range l.Items {
-			out = append(out, &l.Items[i])
-		}
-		if opts.Continue = l.GetContinue(); opts.Continue == "" {
-			return out, nil
-		}
-	}
 }
 
 // progress draws one status line on a terminal and nothing otherwise.

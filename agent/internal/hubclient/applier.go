@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -17,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kollect.dev/agent/internal/hubclient/manifests"
 	kollectv1 "kollect.dev/api/v1alpha1"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
@@ -36,10 +33,9 @@ func keyOf(u *unstructured.Unstructured) objectKey {
 
 // Applier makes the cluster hold exactly the objects of the assigned bundles.
 type Applier struct {
-	c       client.Client
-	allowed []string
-	defNS   string
-	log     logr.Logger
+	c     client.Client
+	allow manifests.Allowlist
+	log   logr.Logger
 
 	// opMu serialises writes: a configuration apply, a drift revert and a restore of a
 	// deleted object never interleave, so a restore cannot resurrect what an apply prunes.
@@ -57,7 +53,7 @@ type Applier struct {
 
 // NewApplier returns an applier for the given client.
 func NewApplier(c client.Client, o Options) *Applier {
-	return &Applier{c: c, allowed: o.AllowedNamespaces, defNS: o.DefaultNamespace, log: o.Log,
+	return &Applier{c: c, allow: o.Allowlist(), log: o.Log,
 		desired: map[objectKey]*unstructured.Unstructured{}, results: map[string]*fleetv1.AppliedBundle{},
 		written: map[objectKey]string{}}
 }
@@ -73,7 +69,7 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 	for _, b := range cfg.GetBundles() {
 		ab := &fleetv1.AppliedBundle{Bundle: b.GetBundle(), Revision: b.GetRevision(), Digest: b.GetDigest()}
 		results[b.GetBundle()] = ab
-		objs, err := decode(b.GetManifests())
+		objs, err := manifests.Decode(b.GetManifests())
 		if err != nil {
 			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Result: fleetv1.ApplyResult_APPLY_RESULT_FAILED,
 				Message: "bundle manifests do not decode: " + err.Error()})
@@ -81,7 +77,7 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 		}
 		for _, u := range objs {
 			ref := refOf(u)
-			if reason := a.refuse(u); reason != "" {
+			if reason := a.allow.Refuse(u); reason != "" {
 				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED, Message: reason})
 				continue
 			}
@@ -117,37 +113,6 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 	}
 	a.mu.Unlock()
 	return err
-}
-
-// refuse explains why an object is outside the local allowlist, or returns "".
-func (a *Applier) refuse(u *unstructured.Unstructured) string {
-	// The allowlist of kinds is kollectv1.Kinds: kollect.dev only, by design.
-	gvk := u.GroupVersionKind()
-	info, ok := kollectv1.LookupKind(gvk.Kind)
-	if gvk.Group != kollectv1.GroupVersion.Group || !ok {
-		return fmt.Sprintf("%s is not a Kollect kind: the hub may only manage kollect.dev objects", gvk.GroupKind())
-	}
-	if u.GetName() == "" {
-		return "object has no name"
-	}
-	if !info.Namespaced {
-		if u.GetNamespace() != "" {
-			return gvk.Kind + " is cluster-scoped and must not name a namespace"
-		}
-		return ""
-	}
-	ns := u.GetNamespace()
-	if ns == "" {
-		ns = a.defNS
-	}
-	if ns == "" {
-		return "namespaced object without a namespace, and the agent has no default namespace"
-	}
-	if len(a.allowed) > 0 && !slices.Contains(a.allowed, ns) {
-		return fmt.Sprintf("namespace %s is not in the agent's allowlist (%s)", ns, strings.Join(a.allowed, ", "))
-	}
-	u.SetNamespace(ns)
-	return ""
 }
 
 // stamp marks an object as hub-managed with its bundle and revision.
@@ -227,23 +192,6 @@ func (a *Applier) Managed(gvk schema.GroupVersionKind, nn types.NamespacedName) 
 	defer a.mu.Unlock()
 	_, ok := a.desired[objectKey{gvk: gvk, namespace: nn.Namespace, name: nn.Name}]
 	return ok
-}
-
-func decode(manifests string) ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
-	var out []*unstructured.Unstructured
-	for {
-		u := &unstructured.Unstructured{}
-		if err := dec.Decode(&u.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return out, nil
-			}
-			return nil, err
-		}
-		if len(u.Object) > 0 {
-			out = append(out, u)
-		}
-	}
 }
 
 func refOf(u *unstructured.Unstructured) *fleetv1.ObjectRef {

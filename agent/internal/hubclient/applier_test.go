@@ -27,10 +27,10 @@ func TestRefuseFollowsTheKindList(t *testing.T) {
 		if k.Namespaced {
 			ns, wrongNS = "team-a", "team-b"
 		}
-		if r := a.refuse(object("kollect.dev/v1alpha1", k.Kind, ns, "x")); r != "" {
+		if r := a.allow.Refuse(object("kollect.dev/v1alpha1", k.Kind, ns, "x")); r != "" {
 			t.Errorf("%s in %q refused: %s", k.Kind, ns, r)
 		}
-		if r := a.refuse(object("kollect.dev/v1alpha1", k.Kind, wrongNS, "x")); r == "" {
+		if r := a.allow.Refuse(object("kollect.dev/v1alpha1", k.Kind, wrongNS, "x")); r == "" {
 			t.Errorf("%s in %q accepted", k.Kind, wrongNS)
 		}
 	}
@@ -40,13 +40,13 @@ func TestRefuseFollowsTheKindList(t *testing.T) {
 		object("kollect.dev/v1alpha1", "KollectProfileList", "team-a", "x"),
 		object("example.com/v1", "KollectProfile", "team-a", "x"),
 	} {
-		if r := a.refuse(u); !strings.Contains(r, "is not a Kollect kind") {
+		if r := a.allow.Refuse(u); !strings.Contains(r, "is not a Kollect kind") {
 			t.Errorf("%s %s: refuse = %q, want not a Kollect kind", u.GetAPIVersion(), u.GetKind(), r)
 		}
 	}
 	// A namespaced object that names none lands in the default namespace.
 	u := object("kollect.dev/v1alpha1", "KollectProfile", "", "x")
-	if r := a.refuse(u); r != "" || u.GetNamespace() != "team-a" {
+	if r := a.allow.Refuse(u); r != "" || u.GetNamespace() != "team-a" {
 		t.Fatalf("refuse = %q, namespace %q", r, u.GetNamespace())
 	}
 }

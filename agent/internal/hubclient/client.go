@@ -39,6 +39,8 @@ type Client struct {
 	api     fleetv1connect.AgentServiceClient
 	// replica is the hub replica the last config stream reached (configLoop only).
 	replica string
+	// previewing holds a token while a bundle preview is evaluated (see startPreview).
+	previewing chan struct{}
 
 	// rotating is held while a credential rotation runs: heartbeats from several goroutines
 	// may each be asked to rotate, and one rotation is enough.
@@ -60,7 +62,7 @@ func New(o Options, cfg *rest.Config, c client.Client, reader client.Reader, ca 
 		return nil, errors.New("hub URL and cluster name are required")
 	}
 	hc := &Client{o: o, c: c, reader: reader, cache: ca, cfg: cfg, heartbeat: defaultHeartbeat,
-		applier: NewApplier(c, o)}
+		applier: NewApplier(c, o), previewing: make(chan struct{}, 1)}
 	conn, err := hubdial.New(hubdial.Options{URLs: o.URLs, CAFingerprint: o.CAFingerprint, CAFile: o.CAFile,
 		Token: hc.currentCredential})
 	if err != nil {
@@ -274,13 +276,18 @@ func (h *Client) watchOnce(ctx context.Context) (received bool, err error) {
 		}
 		received = true
 		msg := stream.Msg()
-		if _, applied, _ := h.applier.Snapshot(); applied == msg.GetConfigDigest() && applied != "" {
-			continue // a reconnect: the cluster already holds this configuration
+		// A reconnect, or a preview repeating the configuration in force: the cluster already
+		// holds it. A preview that comes with a changed configuration applies the change, as
+		// any message does; the preview's own manifests are never applied.
+		if _, applied, _ := h.applier.Snapshot(); applied != msg.GetConfigDigest() || applied == "" {
+			if err := h.applier.Apply(ctx, msg); err != nil {
+				h.o.Log.Error(err, "applying hub configuration")
+			}
+			h.sendHeartbeat(ctx) // tell the hub at once what was applied
 		}
-		if err := h.applier.Apply(ctx, msg); err != nil {
-			h.o.Log.Error(err, "applying hub configuration")
+		if p := msg.GetPreview(); p != nil {
+			h.startPreview(ctx, p)
 		}
-		h.sendHeartbeat(ctx) // tell the hub at once what was applied
 	}
 	h.refused(stream.Err())
 	return received, stream.Err()

@@ -7,4 +7,6 @@
 // and the agent never needs sink credentials. When the hub is unreachable the agent keeps its
 // last applied configuration and keeps exporting. It reaches the hub through hubdial, as the
 // kollect CLI does, and takes the list of kinds it may manage from kollect.dev/api/v1alpha1.Kinds.
+// A bundle preview on the stream is evaluated with package preview, one at a time and off the
+// stream, and answered with ReportPreview; a preview never applies anything.
 package hubclient

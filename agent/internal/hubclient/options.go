@@ -5,6 +5,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/types"
+
+	"kollect.dev/agent/internal/hubclient/manifests"
 )
 
 // Labels and annotations on every object the hub manages.
@@ -43,7 +45,15 @@ type Options struct {
 	AllowedNamespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
+	// PreviewSamples lets answers to bundle previews carry a few sample rows (--preview-samples);
+	// without it they carry counts only.
+	PreviewSamples bool
 	// AgentVersion is reported in heartbeats.
 	AgentVersion string
 	Log          logr.Logger
+}
+
+// Allowlist is where bundles may place objects, for the applier and for previews.
+func (o Options) Allowlist() manifests.Allowlist {
+	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace}
 }

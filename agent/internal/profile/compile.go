@@ -130,6 +130,19 @@ func (c *Compiled) compileDecode(spec *kollectv1.KollectProfileSpec) []string {
 	return nil
 }
 
+// AttributeError is an extraction that failed on one attribute: an evaluation error or a failed
+// coercion. Callers that count failures per attribute (bundle previews) read Attribute rather
+// than parse the message, which stays "attribute <name>: <cause>".
+type AttributeError struct {
+	Attribute string
+	Err       error
+}
+
+func (e *AttributeError) Error() string { return "attribute " + e.Attribute + ": " + e.Err.Error() }
+
+// Unwrap lets errors.Is/As see the cause (IsCostLimitExceeded relies on it).
+func (e *AttributeError) Unwrap() error { return e.Err }
+
 // MissingError reports required attributes that an object lacks.
 type MissingError struct{ Attributes []string }
 
@@ -145,6 +158,19 @@ func (e *MissingError) Error() string {
 func (c *Compiled) Extract(obj map[string]any) (map[string]any, error) {
 	out, _, err := c.extract(obj)
 	return out, err
+}
+
+// Attributes names the profile's attributes in declaration order, then fullObject's attribute
+// when the profile exports the whole object.
+func (c *Compiled) Attributes() []string {
+	out := make([]string, 0, len(c.attrs)+1)
+	for i := range c.attrs {
+		out = append(out, c.attrs[i].name)
+	}
+	if c.full != nil {
+		out = append(out, c.full.attribute)
+	}
+	return out
 }
 
 // JSONPathCost is what one JSONPath evaluation is charged against a profile's cost budget: it
@@ -163,7 +189,7 @@ func (c *Compiled) extract(obj map[string]any) (map[string]any, uint64, error) {
 		v, found, spent, err := a.eval(obj)
 		cost += spent
 		if err != nil {
-			return nil, cost, fmt.Errorf("attribute %s: %w", a.name, err)
+			return nil, cost, &AttributeError{Attribute: a.name, Err: err}
 		}
 		if !found {
 			if !a.optional {
@@ -172,7 +198,7 @@ func (c *Compiled) extract(obj map[string]any) (map[string]any, uint64, error) {
 			continue
 		}
 		if v, err = coerce(v, a.typ); err != nil {
-			return nil, cost, fmt.Errorf("attribute %s: %w", a.name, err)
+			return nil, cost, &AttributeError{Attribute: a.name, Err: err}
 		}
 		out[a.name] = v
 	}

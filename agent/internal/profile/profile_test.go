@@ -109,6 +109,12 @@ func TestMissingAndMistypedAttributes(t *testing.T) {
 	if _, err := c.Extract(deployment()); err == nil || !strings.Contains(err.Error(), `attribute n: want an integer, got string "web"`) {
 		t.Fatalf("coercion error = %v", err)
 	}
+	// The failure is structured: the attribute is read without parsing the message.
+	_, err = c.Extract(deployment())
+	var ae *AttributeError
+	if !errors.As(err, &ae) || ae.Attribute != "n" {
+		t.Fatalf("coercion error %v is not an AttributeError naming n", err)
+	}
 }
 
 // An expression whose cost grows with the object compiles; the budget stops it at run time

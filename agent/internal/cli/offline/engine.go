@@ -169,6 +169,21 @@ func (c *Config) Inventories() []string {
 	return out
 }
 
+// TargetsOf names an inventory's targets as rows do, sorted, whether or not they can be
+// planned; nil for an inventory the input does not hold.
+func (c *Config) TargetsOf(inventory string) []string {
+	for _, inv := range c.inventories {
+		if inv.name == inventory {
+			out := make([]string, len(inv.targets))
+			for i, k := range inv.targets {
+				out[i] = k.String()
+			}
+			return out
+		}
+	}
+	return nil
+}
+
 // Resolver maps a kind to its resource and scope (a RESTMapper, or a guess from the input).
 type Resolver func(gvk schema.GroupVersionKind) (gvr schema.GroupVersionResource, namespaced bool, err error)
 
@@ -178,6 +193,39 @@ type Job struct {
 	Target    *collector.Target
 	// Rollups of the inventory, nil without any.
 	Rollups *Rollups
+}
+
+// PlanAll is Plan of every inventory, plus the targets no inventory holds, planned under
+// inventory "" (their rows belong to no export; a preview still counts them). Without
+// inventories in the input it is Plan("").
+func (c *Config) PlanAll(resolve Resolver) ([]Job, error) {
+	jobs, err := c.Plan("", resolve)
+	if len(c.inventories) == 0 {
+		return jobs, err
+	}
+	held := map[collector.TargetKey]bool{}
+	for _, inv := range c.inventories {
+		for _, k := range inv.targets {
+			held[k] = true
+		}
+	}
+	var loose []collector.TargetKey
+	for k := range c.targets {
+		if !held[k] {
+			loose = append(loose, k)
+		}
+	}
+	sort.Slice(loose, func(a, b int) bool { return loose[a].String() < loose[b].String() })
+	errs := []error{err}
+	for _, k := range loose {
+		t, cerr := c.compile(k, resolve)
+		if cerr != nil {
+			errs = append(errs, cerr)
+			continue
+		}
+		jobs = append(jobs, Job{Target: t})
+	}
+	return jobs, errors.Join(errs...)
 }
 
 // Plan compiles the targets of the chosen inventories. With inventory empty every inventory
@@ -221,30 +269,50 @@ func (c *Config) Plan(inventory string, resolve Resolver) ([]Job, error) {
 	return jobs, errors.Join(errs...)
 }
 
+// TargetError is a target that could not be planned: not in the input, its profile missing
+// or not compiling, its kind not resolved (Err then satisfies meta.IsNoMatchError when the
+// cluster does not serve the kind). Plan joins them; callers that report per target (bundle
+// previews) take them apart with errors.As or the joined error's Unwrap.
+type TargetError struct {
+	Target collector.TargetKey
+	// Profile (namespace/name) and GVK, when the target names a profile found in the input.
+	Profile string
+	GVK     schema.GroupVersionKind
+	Err     error
+}
+
+func (e *TargetError) Error() string { return fmt.Sprintf("target %s: %v", e.Target, e.Err) }
+
+func (e *TargetError) Unwrap() error { return e.Err }
+
 func (c *Config) compile(k collector.TargetKey, resolve Resolver) (*collector.Target, error) {
 	def, ok := c.targets[k]
 	if !ok {
-		return nil, fmt.Errorf("target %s: not found in the input", k)
+		return nil, &TargetError{Target: k, Err: errors.New("not found in the input")}
 	}
 	p := c.profiles[def.profileRef]
 	if p == nil {
-		return nil, fmt.Errorf("target %s: KollectProfile %s not found in the input", k, def.profileRef)
+		return nil, &TargetError{Target: k, Profile: def.profileRef.String(),
+			Err: fmt.Errorf("KollectProfile %s not found in the input", def.profileRef)}
+	}
+	gvk := schema.GroupVersionKind{Group: p.Spec.Target.Group, Version: p.Spec.Target.Version, Kind: p.Spec.Target.Kind}
+	fail := func(err error) error {
+		return &TargetError{Target: k, Profile: def.profileRef.String(), GVK: gvk, Err: err}
 	}
 	prof, err := profile.Compile(p)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: KollectProfile %s: %w", k, def.profileRef, err)
+		return nil, fail(fmt.Errorf("KollectProfile %s: %w", def.profileRef, err))
 	}
-	gvk := schema.GroupVersionKind{Group: p.Spec.Target.Group, Version: p.Spec.Target.Version, Kind: p.Spec.Target.Kind}
 	gvr, namespaced, err := resolve(gvk)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: %w", k, err)
+		return nil, fail(err)
 	}
 	// A profile read from a file has the generation written in it (usually none, 0): the rows
 	// say so rather than pretend to the generation the cluster would give it.
 	ref := collector.ProfileRef{Key: def.profileRef.String(), Name: def.profileRef.String(), Generation: p.Generation}
 	t, err := collector.NewTarget(k, def.selection, gvk, gvr, namespaced, ref, prof)
 	if err != nil {
-		return nil, fmt.Errorf("target %s: %w", k, err)
+		return nil, fail(err)
 	}
 	return t, nil
 }
@@ -261,52 +329,13 @@ type Failure struct {
 type Objects func(gvk schema.GroupVersionKind) []*unstructured.Unstructured
 
 // Rows runs the jobs over the objects and returns each inventory's rows in canonical order
-// (inventories sorted by name), stamped with cluster.
+// (inventories sorted by name), stamped with cluster. It is a Stream given every object at once.
 func Rows(jobs []Job, cluster string, objects Objects, nsLabels func(string) (labels.Set, bool)) ([]export.Row, []Failure) {
-	byInv := map[string][]export.Row{}
-	rollups := map[string]*Rollups{}
-	var failures []Failure
-	for _, j := range jobs {
-		if j.Rollups != nil {
-			rollups[j.Inventory] = j.Rollups
-		}
-		t := j.Target
-		if t.Profile.Decode != "" {
-			rows, failed := decodedRows(t, objects(t.GVK), nsLabels)
-			for _, r := range rows {
-				r.Cluster, r.Inventory = cluster, j.Inventory
-				byInv[j.Inventory] = append(byInv[j.Inventory], r)
-			}
-			failures = append(failures, failed...)
-			continue
-		}
-		for _, obj := range objects(t.GVK) {
-			if !t.Selects(obj, nsLabels) {
-				continue
-			}
-			attrs, err := t.Profile.ExtractJSON(obj.Object)
-			if err != nil && attrs == nil { // a row cut to fullObject.maxBytes is still exported
-				failures = append(failures, Failure{Target: t.Key, Object: obj, Err: err})
-				continue
-			}
-			byInv[j.Inventory] = append(byInv[j.Inventory], export.Row{
-				Cluster: cluster, Inventory: j.Inventory, Target: t.Key.String(),
-				Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()),
-				Profile: t.Provenance().Name, ProfileGeneration: t.Provenance().Generation, Attributes: attrs,
-			})
-		}
+	s := NewStream(jobs, cluster, nsLabels, Hooks{})
+	for _, k := range s.Kinds() {
+		s.Add(k.GVK, objects(k.GVK))
 	}
-	names := make([]string, 0, len(byInv))
-	for n := range byInv {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var out []export.Row
-	for _, n := range names {
-		out = append(out, export.NewSnapshot(withRollups(rollups[n], byInv[n], cluster, n)).Rows...)
-	}
-	return out, failures
+	return s.Finish()
 }
 
 // withRollups adds an inventory's rollup rows to its rows, or puts them in their place with

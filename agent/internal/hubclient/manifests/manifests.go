@@ -1,0 +1,72 @@
+package manifests
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	kollectv1 "kollect.dev/api/v1alpha1"
+)
+
+// Decode reads multi-document YAML (or JSON) into objects, skipping empty documents.
+func Decode(manifests string) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(manifests), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// Allowlist is where the hub may place objects on this agent's cluster.
+type Allowlist struct {
+	// Namespaces limits namespaced objects; empty allows all.
+	Namespaces []string
+	// DefaultNamespace receives namespaced objects that name none.
+	DefaultNamespace string
+}
+
+// Refuse explains why an object is outside the allowlist, or returns "". An admitted
+// namespaced object that names no namespace is given the default one.
+func (a Allowlist) Refuse(u *unstructured.Unstructured) string {
+	// The allowlist of kinds is kollectv1.Kinds: kollect.dev only, by design.
+	gvk := u.GroupVersionKind()
+	info, ok := kollectv1.LookupKind(gvk.Kind)
+	if gvk.Group != kollectv1.GroupVersion.Group || !ok {
+		return fmt.Sprintf("%s is not a Kollect kind: the hub may only manage kollect.dev objects", gvk.GroupKind())
+	}
+	if u.GetName() == "" {
+		return "object has no name"
+	}
+	if !info.Namespaced {
+		if u.GetNamespace() != "" {
+			return gvk.Kind + " is cluster-scoped and must not name a namespace"
+		}
+		return ""
+	}
+	ns := u.GetNamespace()
+	if ns == "" {
+		ns = a.DefaultNamespace
+	}
+	if ns == "" {
+		return "namespaced object without a namespace, and the agent has no default namespace"
+	}
+	if len(a.Namespaces) > 0 && !slices.Contains(a.Namespaces, ns) {
+		return fmt.Sprintf("namespace %s is not in the agent's allowlist (%s)", ns, strings.Join(a.Namespaces, ", "))
+	}
+	u.SetNamespace(ns)
+	return ""
+}
