@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"kollect.dev/agent/internal/cli/offline"
+	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/hubclient/manifests"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
@@ -107,8 +108,12 @@ func evaluate(ctx context.Context, req *fleetv1.PreviewRequest, env Env, samples
 	listErrs := stream.List(ctx, env.Dynamic, env.PageSize, nil)
 	invs := stream.FinishInventories()
 
+	rawOnlyRollups := rollupOnlyTargets(jobs)
 	for _, t := range stream.Targets() {
 		pt := acc.target(t, stream.Stats(t.Key))
+		if rawOnlyRollups[t.Key] {
+			pt.Samples = nil
+		}
 		pt.KindState = fleetv1.PreviewKindState_PREVIEW_KIND_STATE_SERVED
 		if err := listErrs[t.GVK]; err != nil {
 			pt.KindState, pt.Message = listState(err, t.Resource)
@@ -127,6 +132,24 @@ func evaluate(ctx context.Context, req *fleetv1.PreviewRequest, env Env, samples
 	sortTargets(res.Targets)
 	res.Inventories = inventories(cfg, invs)
 	return nil
+}
+
+// rollupOnlyTargets are the targets whose every inventory exports only its rollups (rawRows:
+// Exclude): no sink receives their raw rows, so none is a sample of what a sink would get.
+// A target no inventory holds exports nothing yet; its rows are what an inventory would get.
+func rollupOnlyTargets(jobs []offline.Job) map[collector.TargetKey]bool {
+	excluded, raw := map[collector.TargetKey]bool{}, map[collector.TargetKey]bool{}
+	for _, j := range jobs {
+		if j.Inventory != "" && j.Rollups != nil && j.Rollups.ExcludeRaw {
+			excluded[j.Target.Key] = true
+		} else {
+			raw[j.Target.Key] = true
+		}
+	}
+	for k := range raw {
+		delete(excluded, k)
+	}
+	return excluded
 }
 
 // targetErrors takes Plan's joined errors apart (joins may nest), each target once; anything

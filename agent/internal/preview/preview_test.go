@@ -448,3 +448,24 @@ func TestPreviewWritesNothing(t *testing.T) {
 		t.Errorf("no ConfigMap list counted: the counters are not this API server's")
 	}
 }
+
+// TestPreviewHasNoSamplesOfRowsNoSinkGets: a target whose only inventory exports its rollups
+// alone (rawRows: Exclude) sends no raw row to any sink, so a preview gives no sample of it,
+// though it still counts its rows; held by an inventory of raw rows as well, it has samples.
+func TestPreviewHasNoSamplesOfRowsNoSinkGets(t *testing.T) {
+	env := agentEnv(t)
+	env.Samples = true
+	rollupOnly := strings.Replace(bundle, "rollups: [{name: per-team, groupBy: [team]}]",
+		"rollups: [{name: per-team, groupBy: [team]}]\n  rawRows: Exclude", 1)
+	res := Evaluate(t.Context(), &fleetv1.PreviewRequest{Manifests: rollupOnly, MaxSamples: 2}, env)
+	if n := len(targetOf(t, res, "kollect/cms").GetSamples()); n != 2 {
+		t.Errorf("cms, also in inventory all (raw rows): %d samples, want 2", n)
+	}
+	alone := strings.Replace(rollupOnly, "targets: [{name: cms}, {name: widgets}, {name: secrets}]",
+		"targets: [{name: widgets}, {name: secrets}]", 1)
+	res = Evaluate(t.Context(), &fleetv1.PreviewRequest{Manifests: alone, MaxSamples: 2}, env)
+	cms := targetOf(t, res, "kollect/cms")
+	if len(cms.GetSamples()) != 0 || cms.GetRows() == 0 {
+		t.Errorf("cms, only in a rollup-only inventory: %d samples and %d rows, want none and its rows", len(cms.GetSamples()), cms.GetRows())
+	}
+}
