@@ -6,7 +6,7 @@ SHELL := /usr/bin/env bash
 ROOT    := $(CURDIR)
 BIN     := $(ROOT)/bin
 TOOLS   := go tool -modfile=$(ROOT)/hack/tools/go.mod
-MODULES := api proto expr agent hub e2e testenv
+MODULES := api proto expr earlyinit agent hub e2e testenv
 # Packages of every workspace module, for go test/vet from the root.
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -count=1 -timeout 30m
@@ -82,7 +82,7 @@ verify-generated: ## Fail when generated files are stale.
 
 .PHONY: lint
 lint: ## gofmt and go vet over every module.
-	@bad=$$(gofmt -l api proto expr agent hub e2e testenv hack); if [ -n "$$bad" ]; then echo "not gofmt-clean:"; echo "$$bad"; exit 1; fi
+	@bad=$$(gofmt -l api proto expr earlyinit agent hub e2e testenv hack); if [ -n "$$bad" ]; then echo "not gofmt-clean:"; echo "$$bad"; exit 1; fi
 	go vet $(PKGS)
 
 .PHONY: bench

@@ -204,6 +204,7 @@ require (
 replace kollect.dev/testenv => ../testenv
 
 require (
+	0.kollect.dev/earlyinit v0.0.0
 	cloud.google.com/go/bigquery v1.86.2
 	connectrpc.com/connect v1.21.1
 	github.com/apache/arrow-go/v18 v18.8.0
@@ -214,3 +215,5 @@ require (
 )
 
 replace kollect.dev/proto => ../proto
+
+replace 0.kollect.dev/earlyinit => ../earlyinit

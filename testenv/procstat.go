@@ -61,3 +61,52 @@ func ProcessMemory(pid int) (map[string]float64, error) {
 	}
 	return out, nil
 }
+
+// Mapping is one mapping of a process's executable, from /proc/<pid>/smaps.
+type Mapping struct {
+	// Range is the address range and Perms the permissions, as in /proc/<pid>/maps.
+	Range, Perms string
+	// RssKiB is how much of it is resident.
+	RssKiB int64
+	// Flags are its VmFlags: "rr" is madvise(MADV_RANDOM), "sr" MADV_SEQUENTIAL.
+	Flags []string
+}
+
+// ExecutableMappings returns the mappings of a process's executable (/proc/<pid>/exe) from
+// its /proc/<pid>/smaps: what the kernel keeps resident of the binary, and how it was advised.
+func ExecutableMappings(pid int) ([]Mapping, error) {
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return nil, fmt.Errorf("finding the executable of process %d: %w", pid, err)
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		return nil, fmt.Errorf("reading the mappings of process %d: %w", pid, err)
+	}
+	var out []Mapping
+	var current *Mapping
+	for _, line := range strings.Split(string(raw), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case !strings.HasSuffix(f[0], ":"):
+			// A mapping's header: address perms offset dev inode [path]; the path may hold spaces.
+			current = nil
+			if len(f) >= 6 && strings.Join(f[5:], " ") == exe {
+				out = append(out, Mapping{Range: f[0], Perms: f[1]})
+				current = &out[len(out)-1]
+			}
+		case current == nil:
+		case f[0] == "Rss:" && len(f) >= 2:
+			if current.RssKiB, err = strconv.ParseInt(f[1], 10, 64); err != nil {
+				return nil, fmt.Errorf("process %d: smaps line %q: %w", pid, line, err)
+			}
+		case f[0] == "VmFlags:":
+			current.Flags = f[1:]
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("process %d: no mapping of %s in /proc smaps", pid, exe)
+	}
+	return out, nil
+}

@@ -233,6 +233,7 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 			t.Fatal(`30 s after the metrics were served the agent has not logged "released start-up memory" twice`)
 		}
 	}
+	checkStartupAdvice(t, built[0], agent.Process.Pid, logPath)
 }
 
 func grepKollect(s string) string {

@@ -127,6 +127,11 @@ func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.D
 		}
 		log.Info("released start-up memory", "when", when, "before", before.String(), "after", now.String(), "advisedMiB", advised>>20)
 	}
+	if adv := memory.StartupAdvice(); adv.Err != nil {
+		log.Error(adv.Err, "could not advise random reads of the executable at start-up", "advisedMiB", adv.Advised>>20)
+	} else {
+		log.Info("executable read at random since start-up", "advisedMiB", adv.Advised>>20, "evicted", adv.Evicted, "off", adv.Off)
+	}
 	release("caches synced")
 	select {
 	case <-ctx.Done():

@@ -8,7 +8,13 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+
+	"0.kollect.dev/earlyinit"
 )
+
+// StartupAdvice is what package earlyinit advised before the agent's other packages started:
+// the executable's pages read at random, not with read-ahead (see its doc).
+func StartupAdvice() earlyinit.Result { return earlyinit.Done() }
 
 // Usage is the process's resident memory as the kernel counts it (/proc/self/status).
 type Usage struct {

@@ -1,0 +1,5 @@
+//go:build !linux
+
+package earlyinit
+
+// Nothing to advise outside Linux: the binaries ship for Linux only.
