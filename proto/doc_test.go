@@ -14,7 +14,7 @@ import (
 // this reads the sources.)
 func TestFleetProtocolIsDocumented(t *testing.T) {
 	files, err := filepath.Glob("kollect/fleet/v1/*.proto")
-	if err != nil || len(files) != 4 {
+	if err != nil || len(files) != 5 {
 		t.Fatalf("proto files: %v %v", files, err)
 	}
 	for _, file := range files {
@@ -50,7 +50,7 @@ func TestAgentProcedures(t *testing.T) {
 		}
 		got = append(got, name)
 	}
-	if strings.Join(got, ",") != "Register,WatchConfig(stream),ReportStatus,RotateCredential" {
+	if strings.Join(got, ",") != "Register,WatchConfig(stream),ReportStatus,RotateCredential,ReportPreview" {
 		t.Fatalf("AgentService methods: %v", got)
 	}
 }
