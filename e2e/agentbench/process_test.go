@@ -225,20 +225,31 @@ scan:
 // file, for `go tool pprof`.
 func (a *agentProc) profile(b testing.TB, path, file string) {
 	b.Helper()
+	if err := a.saveProfile(path, file); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("saved the agent's %s profile in %s", path, file)
+}
+
+// saveProfile is profile without a testing.TB, for the sampling goroutine.
+func (a *agentProc) saveProfile(path, file string) error {
 	resp, err := http.Get("http://" + a.pprof + "/debug/pprof/" + path)
 	if err != nil {
-		b.Fatalf("reading the agent's %s profile: %v", path, err)
+		return fmt.Errorf("reading the agent's %s profile: %w", path, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("reading the agent's %s profile: %s", path, resp.Status)
+	}
 	f, err := os.Create(file)
 	if err != nil {
-		b.Fatal(err)
+		return err
 	}
 	defer f.Close()
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		b.Fatalf("saving the agent's %s profile: %v", path, err)
+		return fmt.Errorf("saving the agent's %s profile: %w", path, err)
 	}
-	b.Logf("saved the agent's %s profile in %s", path, file)
+	return nil
 }
 
 // exited reports whether the agent process has gone (a crash would otherwise show as a slow
@@ -262,10 +273,16 @@ func (a *agentProc) memory(b testing.TB) map[string]float64 {
 	return m
 }
 
-// sampleAnon raises peakAnon until the process exits.
+// sampleAnon raises peakAnon until the process exits. With KOLLECT_BENCH_PROFILE_DIR it also
+// saves the agent's heap profile (as of its last collection) whenever the peak has grown by
+// 4 MiB since the last one saved, at most once a second: the profile nearest the peak is
+// what is left in peak-heap.pprof.
 func (a *agentProc) sampleAnon() {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR")
+	var profiled uint64
+	var profiledAt time.Time
 	for {
 		select {
 		case <-a.done:
@@ -274,6 +291,11 @@ func (a *agentProc) sampleAnon() {
 			if m, err := testenv.ProcessMemory(a.pid()); err == nil {
 				kib := uint64(m["RssAnon"] * 1024)
 				for old := a.peakAnon.Load(); kib > old && !a.peakAnon.CompareAndSwap(old, kib); old = a.peakAnon.Load() {
+				}
+				if dir != "" && kib > profiled+4<<10 && time.Since(profiledAt) > time.Second {
+					if err := a.saveProfile("heap", filepath.Join(dir, fmt.Sprintf("peak-heap-%d.pprof", a.pid()))); err == nil {
+						profiled, profiledAt = kib, time.Now()
+					}
 				}
 			}
 		}

@@ -70,9 +70,13 @@ func startHub(b *testing.B, bin, dataDir, store, memLimit string) *hub {
 	}
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = os.Environ()
 	if memLimit != "" {
-		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+memLimit)
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+memLimit)
 	}
+	// KOLLECT_BENCH_HUB_ENV (space-separated KEY=VALUE) measures the hubs with settings of
+	// the runtime, e.g. GOGC, that the benchmark's own process should not take.
+	cmd.Env = append(cmd.Env, strings.Fields(os.Getenv("KOLLECT_BENCH_HUB_ENV"))...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)

@@ -330,6 +330,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 		OnTargets: func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) },
 		StateDir:  filepath.Join(o.CacheDir, "inventories"),
 	})
+	tr.settled = invMgr.Settled
 	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
 	sinks := controller.NewSinkBuilder(sh.factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"),
 		egress.New(egress.Policy{AllowLocal: o.AllowLocalSinks}), o.Log.WithName("sink"))

@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		log.Info("starting a term", "term", term, "leaderElection", o.LeaderElection)
 		if term == 1 && o.ReleaseStartupMemoryAfter > 0 {
-			go releaseStartupMemory(ctx, mgr, o.ReleaseStartupMemoryAfter, log.WithName("memory"))
+			go releaseStartupMemory(ctx, mgr, o.ReleaseStartupMemoryAfter, tr.loadSettled, log.WithName("memory"))
 		}
 		err = mgr.Start(ctx)
 		if ctx.Err() != nil {
@@ -110,10 +110,14 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 
 // releaseStartupMemory hands the pages only start-up used back to the kernel (see package
 // memory): once when the manager's caches have synced, so that the initial lists of the
-// watched kinds do not add to the start-up's pages, and once more after, when those lists
-// have usually been projected and their garbage freed. Once per process: a later term's
-// start touches little that the first did not.
-func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.Duration, log logr.Logger) {
+// watched kinds do not add to the start-up's pages, and once more when the initial load is
+// over: at least after, and once every inventory has been built and exported (settled), so
+// that the garbage of the lists and first exports is returned too. At a million objects the
+// first export ends minutes after the caches synced, and the runtime kept hundreds of MiB of
+// freed heap until it was asked to return them. settled is polled; after settleLimit the
+// release happens anyway (a sink that never answers must not keep it). Once per process: a
+// later term's start touches little that the first did not.
+func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.Duration, settled func() bool, log logr.Logger) {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return
 	}
@@ -135,10 +139,23 @@ func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.D
 	release("caches synced")
 	select {
 	case <-ctx.Done():
+		return
 	case <-time.After(after):
-		release("settled")
 	}
+	poll := time.NewTicker(time.Second)
+	defer poll.Stop()
+	for limit := time.Now().Add(settleLimit); settled != nil && !settled() && time.Now().Before(limit); {
+		select {
+		case <-ctx.Done():
+			return
+		case <-poll.C:
+		}
+	}
+	release("settled")
 }
+
+// settleLimit bounds how long the second start-up release waits for the initial load.
+const settleLimit = 15 * time.Minute
 
 // leaseLost says whether a manager ended because it lost its lease. controller-runtime
 // reports that with a plain error (no sentinel); TestLostLeaseStepsDownInProcess fails
@@ -272,7 +289,14 @@ type tracker struct {
 	mu      sync.Mutex
 	sealed  bool
 	running sync.WaitGroup
+	// settled, set by setup, reports whether the term's initial load is over
+	// (inventory.Manager.Settled).
+	settled func() bool
 }
+
+// loadSettled reports whether the term's initial load is over; true for a term without
+// inventories to wait for.
+func (t *tracker) loadSettled() bool { return t.settled == nil || t.settled() }
 
 func (t *tracker) track(r manager.Runnable) manager.Runnable {
 	need := true

@@ -391,12 +391,12 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 		if !t.selectsNamespace(it.namespace, c.nsLabels) || !t.selectsName(name) {
 			continue
 		}
-		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.labels)) {
+		if w.proj.keepLabels && !t.labelSelector.Matches(labels.Set(it.labelSet())) {
 			continue
 		}
-		if hasMatch && !it.matches[ti] {
-			if it.matchErrs != nil && it.matchErrs[ti] != nil {
-				st.MatchFailed = append(st.MatchFailed, FailedObject{Namespace: it.namespace, Name: it.name, Err: it.matchErrs[ti]})
+		if hasMatch && !it.matched(ti) {
+			if err := it.matchErr(ti); err != nil {
+				st.MatchFailed = append(st.MatchFailed, FailedObject{Namespace: it.namespace, Name: it.name, Err: err})
 			}
 			continue
 		}
@@ -406,7 +406,7 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 			// and NamespacesChanged is restarting the watch to evaluate it.
 			return TargetState{}, nil
 		}
-		if ex.err != nil && ex.json == nil {
+		if ex.err != nil && ex.json == "" {
 			st.Failed = append(st.Failed, FailedObject{Namespace: it.namespace, Name: it.name, Err: ex.err})
 			continue
 		}
@@ -418,7 +418,7 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 			st.Rows = append(st.Rows, export.Row{
 				Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
 				Namespace: it.namespace, Name: name, UID: uid,
-				Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.json,
+				Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.attributes(),
 			})
 		}
 	}

@@ -43,11 +43,11 @@ func (p *projection) decodeFor(it *item, content map[string]any) *decodedObject 
 	doc, rel, err := helmrelease.Decode(content, helmrelease.Options{Values: p.decodeValues})
 	if err != nil {
 		if r, ok := helmrelease.FromSecretName(it.namespace, it.name); ok {
-			it.release = &r
+			it.more().release = &r
 		}
 		return &decodedObject{err: err}
 	}
-	it.release = &rel
+	it.more().release = &rel
 	return &decodedObject{doc: doc}
 }
 
@@ -69,13 +69,13 @@ func latestRevisions(items []*item) []*item {
 	type key struct{ ns, name string }
 	top := map[key]int64{}
 	for _, it := range items {
-		if r := it.release; r != nil && r.Revision > top[key{r.Namespace, r.Name}] {
+		if r := it.release(); r != nil && r.Revision > top[key{r.Namespace, r.Name}] {
 			top[key{r.Namespace, r.Name}] = r.Revision
 		}
 	}
 	out := items[:0:0]
 	for _, it := range items {
-		if r := it.release; r == nil || r.Revision == top[key{r.Namespace, r.Name}] {
+		if r := it.release(); r == nil || r.Revision == top[key{r.Namespace, r.Name}] {
 			out = append(out, it)
 		}
 	}
@@ -85,8 +85,8 @@ func latestRevisions(items []*item) []*item {
 // rowIdentity is the name and UID a target's row of the item carries: a decoded release is
 // named by the release and keeps one UID across its revisions.
 func rowIdentity(t *Target, it *item) (name, uid string) {
-	if t.Profile != nil && t.Profile.Decode != "" && it.release != nil {
-		return it.release.Name, it.release.UID
+	if r := it.release(); t.Profile != nil && t.Profile.Decode != "" && r != nil {
+		return r.Name, r.UID
 	}
 	return it.name, it.uid
 }

@@ -82,8 +82,8 @@ func TestHelmReleaseTarget(t *testing.T) {
 	w := col.watches[gvk]
 	col.mu.Unlock()
 	items := w.items()
-	if len(items) != 1 || items[0].release == nil || items[0].release.Name != "demo" || len(items[0].attrs) != 1 ||
-		string(items[0].attrs[0].json) != `{"chart":"demo","revision":2}` {
+	if len(items) != 1 || items[0].release() == nil || items[0].release().Name != "demo" || items[0].attrCount() != 1 ||
+		items[0].first.json != `{"chart":"demo","revision":2}` {
 		t.Fatalf("stored items %+v", items)
 	}
 	for _, inf := range w.informers {

@@ -38,11 +38,13 @@ const (
 // failed decoding is its extraction error on every object its targets select.
 func (w *gvkWatch) project(it *item, content map[string]any, dec *decodedObject) {
 	proj := w.proj
-	it.attrs = nil
-	if len(proj.objectTargets) > 0 {
-		it.matches = make([]bool, len(proj.objectTargets))
+	var needSmall [64]bool
+	need := needSmall[:0]
+	if n := len(proj.profileKeys); n <= len(needSmall) {
+		need = needSmall[:n]
+	} else {
+		need = make([]bool, n)
 	}
-	need := make([]bool, len(proj.profileKeys))
 	var objLabels labels.Labels
 	for ti, t := range proj.targets {
 		pi, oi := proj.targetProfile[ti], proj.targetObject[ti]
@@ -68,38 +70,39 @@ func (w *gvkWatch) project(it *item, content map[string]any, dec *decodedObject)
 				w.charge(pi, cost)
 				if err != nil {
 					// Not selected, but not silently: the target reports it (MatchFailed).
-					if it.matchErrs == nil {
-						it.matchErrs = make([]error, len(proj.objectTargets))
-					}
-					it.matchErrs[oi] = err
+					it.setMatchErr(oi, len(proj.objectTargets), err)
 				}
 			}
 			if ok && !t.fieldSelector.Empty() && !t.fieldSelector.Matches(fieldSet(content, t.fieldSelector)) {
 				ok = false
 			}
-			it.matches[oi] = ok
+			it.setMatch(oi, ok)
 		}
 		need[pi] = need[pi] || ok
 	}
 	for pi, key := range proj.profileKeys {
 		switch {
 		case proj.budgets[pi].isTripped():
-			it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{skip: skippedQuarantined}})
+			it.addAttr(pi, extraction{skip: skippedQuarantined})
 		case !need[pi]:
 			// Not stored: a profile absent from attrs was not selected (item.attr).
 		default:
 			prof := proj.profiles[key]
 			if prof.Decode != "" && dec != nil && dec.err != nil {
-				it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{err: dec.err}})
+				it.addAttr(pi, extraction{err: dec.err})
 				continue
 			}
 			raw, cost, err := prof.ExtractJSONCost(profileContent(prof, content, dec))
-			it.attrs = append(it.attrs, profileExtraction{profile: int32(pi), extraction: extraction{json: raw, err: err}})
+			// A string of exactly the encoding's length: the encoder's buffer is larger, and
+			// the item keeps this for as long as the object is unchanged.
+			it.addAttr(pi, extraction{json: string(raw), err: err})
 			proj.counters[pi].observe(cost, true)
 			w.charge(pi, cost)
 		}
 	}
-	it.attrs = slices.Clip(it.attrs)
+	if it.rest != nil {
+		it.rest.attrs = slices.Clip(it.rest.attrs)
+	}
 }
 
 // mightSelect applies a target's selection that needs no expression: what the target selects

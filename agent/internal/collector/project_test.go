@@ -126,11 +126,11 @@ func TestProfilesRunOnlyOnObjectsTheirTargetsSelect(t *testing.T) {
 		if key == "shop/a" || key == "shop/b" {
 			want = evaluated
 		}
-		if ex := it.attr(hi); ex.skip != want || (want == notSelected && (ex.json != nil || ex.err != nil)) {
+		if ex := it.attr(hi); ex.skip != want || (want == notSelected && (ex.json != "" || ex.err != nil)) {
 			t.Errorf("%s: the shop profile's extraction is %+v, want skip=%d and nothing stored", key, ex, want)
 		}
 	}
-	if got := string(items["shop/a"].attr(hi).json); got != `{"h":false}` {
+	if got := items["shop/a"].attr(hi).json; got != `{"h":false}` {
 		t.Errorf("shop/a: %s", got)
 	}
 }

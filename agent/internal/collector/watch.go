@@ -14,74 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 
-	"kollect.dev/agent/internal/helmrelease"
 	"kollect.dev/agent/internal/profile"
 )
-
-// item is what the store keeps of an object: identity, labels when a target selects on them
-// in the agent, per profile the canonical attributes (or the extraction error) and per target
-// the result of selections that need the whole object (CEL match, disagreeing field
-// selectors). Profiles and targets are indexed by their position in the watch's projection,
-// so an item costs a few hundred bytes whatever the size of the object.
-type item struct {
-	namespace, name, uid string
-	labels               map[string]string
-	// attrs holds, in profile order, the extractions of the profiles evaluated on the object
-	// (and the quarantined ones); a profile absent was not selected. Sparse because a kind's
-	// watch is shared by every profile of the kind: with a profile per tenant, one slot per
-	// profile on every object made memory grow with objects × tenants (4.7 KiB an object
-	// at 100 tenants), while an object is nearly always selected by one profile.
-	attrs   []profileExtraction
-	matches []bool // by projection.targetIndex
-	// matchErrs holds, by projection.targetIndex, why a target's match expression failed on
-	// the object (a missing field, a result that is not a boolean); nil when none failed.
-	matchErrs []error
-	// release identifies a Helm release Secret when a profile decodes it (decode.go).
-	release *helmrelease.Release
-}
-
-// profileExtraction is an extraction of the profile at position profile of the projection.
-type profileExtraction struct {
-	profile int32
-	extraction
-}
-
-// attr returns the extraction of the profile at position pi: skip notSelected when the
-// profile was not evaluated on the object.
-func (i *item) attr(pi int) extraction {
-	for _, a := range i.attrs {
-		if int(a.profile) == pi {
-			return a.extraction
-		}
-	}
-	return extraction{skip: notSelected}
-}
-
-// extraction is one profile's result on one object: json, or err when extraction failed.
-// Both are set when the object was exported cut to fullObject.maxBytes (a
-// *profile.TruncatedError): a second error field would cost every object of every kind a word.
-type extraction struct {
-	json []byte
-	err  error
-	skip skipReason
-}
-
-// GetObjectMeta lets the informer's store key items by namespace/name (meta.Accessor accepts
-// an ObjectMetaAccessor); the ObjectMeta is built on demand instead of being stored.
-func (i *item) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: i.namespace, Name: i.name, UID: types.UID(i.uid)}
-}
-
-// DeepCopyObject and GetObjectKind make item a runtime.Object for the informer machinery;
-// items are immutable once built, so a copy is the item itself.
-func (i *item) DeepCopyObject() runtime.Object   { return i }
-func (i *item) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // projection is the frozen configuration of a kind's watch.
 type projection struct {
@@ -306,9 +245,11 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 			return obj, nil // already projected (tombstones carry stored items)
 		}
 		content := u.UnstructuredContent()
-		it := &item{name: u.GetName(), namespace: u.GetNamespace(), uid: string(u.GetUID())}
+		it := newItem(u.GetNamespace(), u.GetName(), string(u.GetUID()))
 		if proj.keepLabels {
-			it.labels = u.GetLabels()
+			if l := u.GetLabels(); len(l) > 0 {
+				it.more().labels = l
+			}
 		}
 		w.project(it, content, proj.decodeFor(it, content))
 		if metrics != nil && w.synced.Load() {

@@ -190,6 +190,25 @@ func (m *Manager) Status(key Key) (Status, bool) {
 	return r.status(), true
 }
 
+// Settled reports whether the initial load is over: every inventory has built a snapshot (or
+// holds its export for a reason other than a watch still listing), and no sink has an export
+// of it pending. A sink whose export failed is not pending: it waits to retry. The agent
+// hands the initial load's garbage back to the kernel once this holds.
+func (m *Manager) Settled() bool {
+	m.mu.Lock()
+	runners := make([]*runner, 0, len(m.invs))
+	for _, r := range m.invs {
+		runners = append(runners, r)
+	}
+	m.mu.Unlock()
+	for _, r := range runners {
+		if !r.settled() {
+			return false
+		}
+	}
+	return true
+}
+
 // kindChanged marks every inventory with a target of that kind dirty.
 func (m *Manager) kindChanged(gvk schema.GroupVersionKind) {
 	m.mu.Lock()

@@ -386,6 +386,30 @@ func (r *runner) build() {
 	}
 }
 
+// settled reports whether the inventory has built (or holds for a reason that does not clear
+// by itself) and no worker has an export pending; see Manager.Settled.
+func (r *runner) settled() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case r.cfg.Suspend && r.cfg.Retire == "":
+		return true
+	case r.last == nil && !r.st.Held:
+		return false // not built yet
+	}
+	for _, p := range r.st.Incomplete {
+		if p.Syncing {
+			return false
+		}
+	}
+	for _, h := range r.workers {
+		if h.w.Pending() {
+			return false
+		}
+	}
+	return true
+}
+
 // storedSnapshot loads the state directory's snapshot of the inventory once per process.
 func (r *runner) storedSnapshot() (*export.Snapshot, time.Time) {
 	r.mu.Lock()

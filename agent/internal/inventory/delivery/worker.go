@@ -241,6 +241,18 @@ func (w *Worker) Seed(checksum, coverage string, rows int, at time.Time) {
 	w.status.Checksum, w.status.Coverage, w.status.Rows, w.status.LastExport = checksum, coverage, rows, at
 }
 
+// Pending reports whether the worker has a snapshot to export that the sink does not hold
+// yet and no failed attempt at it: an initial load still on its way.
+func (w *Worker) Pending() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j := w.desired
+	if j == nil || w.status.Failures > 0 {
+		return false
+	}
+	return j.Snapshot.Checksum != w.status.Checksum || j.CoverageDigest != w.status.Coverage || j.Resync
+}
+
 // Status returns the current status.
 func (w *Worker) Status() Status {
 	w.mu.Lock()

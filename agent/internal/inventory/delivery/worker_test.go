@@ -230,3 +230,35 @@ func runUntilFailed(t *testing.T, w *Worker, failed func(Status) bool) {
 		t.Fatal("the first attempt never failed")
 	}
 }
+
+// TestPendingUntilTheSinkHoldsTheSnapshot: a worker is pending from an offer until the sink
+// accepted it, and not while it waits to retry a failure (the agent's second start-up release
+// waits on Pending, and must not wait on a sink that is down).
+func TestPendingUntilTheSinkHoldsTheSnapshot(t *testing.T) {
+	rec := sinktest.NewRecorder()
+	w := newTestWorker(rec, Backoff{Base: time.Millisecond, Max: time.Millisecond, TerminalDelay: time.Hour, BreakerThreshold: 10, BreakerCooldown: time.Hour}, time.Second)
+	if w.Pending() {
+		t.Fatal("a worker without a job is pending")
+	}
+	ctx := context.Background()
+	w.Offer(job(1))
+	if !w.Pending() {
+		t.Fatal("an offered snapshot is not pending")
+	}
+	rec.FailWith(sink.TransientError(errors.New("connection refused")))
+	if !w.exportOnce(ctx) || w.Pending() {
+		t.Fatal("a worker waiting to retry a failed export is pending")
+	}
+	rec.FailWith(nil)
+	if w.exportOnce(ctx) || w.Pending() {
+		t.Fatal("a worker whose sink holds the snapshot is pending")
+	}
+	w.Offer(job(1)) // the same snapshot again: nothing to do
+	if w.Pending() {
+		t.Fatal("a snapshot the sink holds is pending")
+	}
+	w.Offer(job(2))
+	if !w.Pending() {
+		t.Fatal("a new snapshot is not pending")
+	}
+}
