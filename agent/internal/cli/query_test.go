@@ -26,8 +26,7 @@ func fleetBatch(t *testing.T, cluster string) *sink.Batch {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows = append(rows, export.Row{Cluster: cluster, Inventory: "shop/workloads", Target: "shop/deployments", Group: "apps",
-			Version: "v1", Kind: "Deployment", Namespace: "shop", Name: d.name, UID: cluster + "-" + d.name, Attributes: attrs})
+		rows = append(rows, export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "shop/workloads", Target: "shop/deployments", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "shop", Name: d.name, UID: cluster + "-" + d.name, Attributes: attrs})
 	}
 	snap := export.NewSnapshot(rows)
 	return &sink.Batch{

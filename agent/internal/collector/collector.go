@@ -383,8 +383,11 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 	if t.Profile.Decode != "" {
 		items = latestRevisions(items)
 	}
+	var origin *export.Origin // every row of the target shares it; the inventory stamps its own
 	if withRows {
 		st.Rows = make([]export.Row, 0, len(items))
+		origin = &export.Origin{Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
+			Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation}
 	}
 	for _, it := range items {
 		name, uid := rowIdentity(t, it)
@@ -415,11 +418,7 @@ func (c *Collector) collect(key TargetKey, withRows bool) (TargetState, error) {
 		}
 		st.Selected++
 		if withRows {
-			st.Rows = append(st.Rows, export.Row{
-				Target: targetName, Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-				Namespace: it.namespace, Name: name, UID: uid,
-				Profile: t.provenance.Name, ProfileGeneration: t.provenance.Generation, Attributes: ex.attributes(),
-			})
+			st.Rows = append(st.Rows, export.NewRow(origin, it.namespace, name, uid, ex.attributes()))
 		}
 	}
 	sortFailed(st.Failed)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func row(target, ns, name, uid string, attrs map[string]any) Row {
@@ -12,8 +13,7 @@ func row(target, ns, name, uid string, attrs map[string]any) Row {
 	if err != nil {
 		panic(err)
 	}
-	return Row{Cluster: "c1", Inventory: "inv", Target: target, Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: ns, Name: name, UID: uid, Profile: "ns/p", ProfileGeneration: 2, Attributes: raw}
+	return Row{Origin: &Origin{Cluster: "c1", Inventory: "inv", Target: target, Group: "apps", Version: "v1", Kind: "Deployment", Profile: "ns/p", ProfileGeneration: 2}, Namespace: ns, Name: name, UID: uid, Attributes: raw}
 }
 
 func TestCanonicalJSONSortsKeysAndKeepsUnicode(t *testing.T) {
@@ -97,5 +97,31 @@ func BenchmarkNewSnapshot10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		NewSnapshot(append([]Row(nil), rows...))
+	}
+}
+
+// TestRowsShareTheirOrigin: a row is 80 bytes (the agent holds one per watched object), reads
+// its origin's fields as its own, decodes with an origin of its own, and With leaves the
+// origin other rows share alone.
+func TestRowsShareTheirOrigin(t *testing.T) {
+	if got := unsafe.Sizeof(Row{}); got > 80 {
+		t.Fatalf("a row is %d bytes, want at most 80", got)
+	}
+	o := &Origin{Cluster: "c1", Inventory: "inv", Target: "t", Group: "apps", Version: "v1", Kind: "Deployment", Profile: "ns/p", ProfileGeneration: 2}
+	a, b := NewRow(o, "ns", "a", "1", json.RawMessage(`{}`)), NewRow(o, "ns", "b", "2", json.RawMessage(`{}`))
+	moved := b.With(func(o *Origin) { o.Cluster = "c2" })
+	if a.Cluster != "c1" || b.Cluster != "c1" || moved.Cluster != "c2" || moved.Kind != "Deployment" {
+		t.Fatalf("With changed the shared origin: %s %s %s", a.Cluster, b.Cluster, moved.Cluster)
+	}
+	var back Row
+	if err := json.Unmarshal(a.CanonicalJSON(), &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Origin == o || *back.Origin != *o || string(back.CanonicalJSON()) != string(a.CanonicalJSON()) {
+		t.Fatalf("decoded %+v %+v", back, back.Origin)
+	}
+	var empty Row
+	if err := json.Unmarshal([]byte(`{"name":"x"}`), &empty); err != nil || empty.Origin == nil || empty.Name != "x" {
+		t.Fatalf("a document without origin fields decodes to %+v, %v", empty, err)
 	}
 }

@@ -20,8 +20,9 @@ type Snapshot struct {
 func NewSnapshot(rows []Row) *Snapshot {
 	slices.SortFunc(rows, func(a, b Row) int { return Compare(&a, &b) })
 	s := &Snapshot{Rows: rows, digests: make([][sha256.Size]byte, len(rows))}
+	var c canonicalEncoder
 	for i := range rows {
-		s.digests[i] = rows[i].Digest()
+		s.digests[i] = sha256.Sum256(c.encode(&rows[i]))
 	}
 	s.Checksum = checksum(s.digests)
 	return s

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"kollect.dev/agent/internal/export"
@@ -99,10 +100,18 @@ func decodeRows(dec *json.Decoder, rows *[]export.Row) error {
 	if err := expectDelim(dec, '['); err != nil {
 		return err
 	}
+	// Decoded rows have an origin each; rows of one target share one again, as built rows do.
+	origins := map[export.Origin]*export.Origin{}
 	for dec.More() {
 		*rows = append(*rows, export.Row{})
-		if err := dec.Decode(&(*rows)[len(*rows)-1]); err != nil {
+		r := &(*rows)[len(*rows)-1]
+		if err := dec.Decode(r); err != nil {
 			return err
+		}
+		if o, ok := origins[*r.Origin]; ok {
+			r.Origin = o
+		} else {
+			origins[*r.Origin] = r.Origin
 		}
 	}
 	return expectDelim(dec, ']')
@@ -139,13 +148,22 @@ func (s lastStore) save(k Key, snap *export.Snapshot, at time.Time) error {
 		return err
 	}
 	defer os.Remove(f.Name()) // after a successful rename there is nothing left to remove
-	zw, _ := gzip.NewWriterLevel(f, gzip.BestSpeed)
+	zw := gzipWriters.Get().(*gzip.Writer)
+	defer gzipWriters.Put(zw)
+	zw.Reset(f)
 	err = writeStored(zw, snap, at)
 	if err = errors.Join(err, zw.Close(), f.Close()); err != nil {
 		return err
 	}
 	return os.Rename(f.Name(), s.path(k))
 }
+
+// gzipWriters reuses compressors across saves: each holds about a MiB of tables, and after a
+// start every inventory saves at once (at most GOMAXPROCS at a time, Manager.builds).
+var gzipWriters = sync.Pool{New: func() any {
+	zw, _ := gzip.NewWriterLevel(nil, gzip.BestSpeed) // a valid level cannot fail
+	return zw
+}}
 
 // load returns the inventory's stored snapshot and when it was built, or nil when there is
 // none. A file whose rows do not add up to its checksum is an error, never a snapshot.

@@ -18,7 +18,8 @@ func TestLastStoreKeepsOnlyWhatAddsUp(t *testing.T) {
 	if snap, _, err := s.load(k); snap != nil || err != nil {
 		t.Fatalf("nothing saved: got %v, %v", snap, err)
 	}
-	rows := []export.Row{{Target: "team/b", UID: "2", Name: "b", Attributes: []byte(`{"x":1}`)}, {Target: "team/a", UID: "1", Name: "a", Attributes: []byte(`{}`)}}
+	rows := []export.Row{{Origin: &export.Origin{Target: "team/b"}, UID: "2", Name: "b", Attributes: []byte(`{"x":1}`)},
+		{Origin: &export.Origin{Target: "team/a"}, UID: "1", Name: "a", Attributes: []byte(`{}`)}}
 	want := export.NewSnapshot(rows)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	if err := s.save(k, want, at); err != nil {

@@ -33,9 +33,9 @@ func rowsByTarget(rows []export.Row) map[string]int {
 func TestRollupCoverageFollowsItsTargets(t *testing.T) {
 	a, b := collector.TargetKey{Namespace: "team", Name: "a"}, collector.TargetKey{Namespace: "team", Name: "b"}
 	raw := []export.Row{
-		{Target: "team/a", UID: "1", Attributes: []byte(`{"n":1}`)},
-		{Target: "team/a", UID: "2", Attributes: []byte(`{"n":"x"}`)},
-		{Target: "team/b", UID: "3", Attributes: []byte(`{"n":5}`)},
+		{Origin: &export.Origin{Target: "team/a"}, UID: "1", Attributes: []byte(`{"n":1}`)},
+		{Origin: &export.Origin{Target: "team/a"}, UID: "2", Attributes: []byte(`{"n":"x"}`)},
+		{Origin: &export.Origin{Target: "team/b"}, UID: "3", Attributes: []byte(`{"n":5}`)},
 	}
 	cfg := Config{Targets: []collector.TargetKey{a, b}, Rollups: []rollup.Spec{
 		{Name: "all", Sum: []string{"n"}},
@@ -87,7 +87,7 @@ func TestRollupCoverageFollowsItsTargets(t *testing.T) {
 // its rows; the rollup exports nothing and says why.
 func TestRollupNamedLikeATargetYields(t *testing.T) {
 	cfg := Config{Targets: []collector.TargetKey{{Name: "deployments"}}, Rollups: []rollup.Spec{{Name: "deployments"}}}
-	rows, cov, problems := withRollups(cfg, []export.Row{{Target: "deployments", UID: "1"}},
+	rows, cov, problems := withRollups(cfg, []export.Row{{Origin: &export.Origin{Target: "deployments"}, UID: "1"}},
 		[]export.Coverage{{Target: "deployments", State: kollectv1.CoverageComplete, Rows: 1}}, nil)
 	if len(rows) != 1 || rows[0].UID != "1" || len(problems) != 1 || len(cov) != 2 || cov[1].State != kollectv1.CoverageFailed {
 		t.Fatalf("rows %v coverage %v problems %v", rows, cov, problems)

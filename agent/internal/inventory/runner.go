@@ -324,9 +324,7 @@ func (r *runner) build() {
 	coverage = export.NormalizeCoverage(coverage)
 	coverageDigest := export.CoverageDigest(coverage)
 	name := cfg.Key.String()
-	for i := range rows {
-		rows[i].Cluster, rows[i].Inventory = r.m.cluster, name
-	}
+	stampOrigins(rows, r.m.cluster, name)
 	r.m.onTargets(cfg.Targets)
 
 	r.mu.Lock()
@@ -408,6 +406,30 @@ func (r *runner) settled() bool {
 		}
 	}
 	return true
+}
+
+// stampOrigins gives every row the cluster and inventory. Rows share origins (a target's
+// rows one), so an origin that says otherwise is replaced by one copy per origin, never
+// changed: the last snapshot's rows, which sinks may be reading, keep theirs.
+func stampOrigins(rows []export.Row, cluster, inventory string) {
+	stamped := map[*export.Origin]*export.Origin{}
+	for i := range rows {
+		o := rows[i].Origin
+		if o != nil && o.Cluster == cluster && o.Inventory == inventory {
+			continue
+		}
+		n, ok := stamped[o]
+		if !ok {
+			c := export.Origin{}
+			if o != nil {
+				c = *o
+			}
+			c.Cluster, c.Inventory = cluster, inventory
+			n = &c
+			stamped[o] = n
+		}
+		rows[i].Origin = n
+	}
 }
 
 // storedSnapshot loads the state directory's snapshot of the inventory once per process.

@@ -6,7 +6,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"kollect.dev/agent/internal/collector"
-	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/helmrelease"
 )
 
@@ -78,9 +77,7 @@ func (d *releases) finish(s *Stream, st *streamTarget) {
 			s.fail(st, Failure{Target: t.Key, Object: r.obj, Err: err})
 			continue
 		}
-		s.emit(st, export.Row{Target: t.Key.String(), Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-			Namespace: r.rel.Namespace, Name: r.rel.Name, UID: r.rel.UID,
-			Profile: t.Provenance().Name, ProfileGeneration: t.Provenance().Generation, Attributes: attrs})
+		s.emit(st, r.rel.Namespace, r.rel.Name, r.rel.UID, attrs)
 	}
 	d.latest = nil
 }

@@ -355,8 +355,12 @@ func withRollups(r *Rollups, rows []export.Row, cluster, inventory string) []exp
 		if err != nil {
 			continue
 		}
-		for i := range res.Rows {
-			res.Rows[i].Cluster, res.Rows[i].Inventory = cluster, inventory
+		if len(res.Rows) > 0 {
+			o := *res.Rows[0].Origin // a rollup's rows share one origin
+			o.Cluster, o.Inventory = cluster, inventory
+			for i := range res.Rows {
+				res.Rows[i].Origin = &o
+			}
 		}
 		extra = append(extra, res.Rows...)
 	}

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"encoding/json"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,6 +56,9 @@ type streamTarget struct {
 	t     *collector.Target
 	invs  []string // the inventories holding the target's rows
 	stats TargetStats
+	// origins are the target's rows' origins, one per inventory (and the one without an
+	// inventory that Hooks.Row sees), made on first use: rows share them.
+	origins map[string]*export.Origin
 	// decoded collects a decoding target's releases across pages (see decode.go).
 	decoded *releases
 }
@@ -143,11 +147,7 @@ func (s *Stream) Add(gvk schema.GroupVersionKind, page []*unstructured.Unstructu
 				s.fail(st, Failure{Target: t.Key, Object: obj, Err: err})
 				continue
 			}
-			s.emit(st, export.Row{
-				Target: t.Key.String(), Group: t.GVK.Group, Version: t.GVK.Version, Kind: t.GVK.Kind,
-				Namespace: obj.GetNamespace(), Name: obj.GetName(), UID: string(obj.GetUID()),
-				Profile: t.Provenance().Name, ProfileGeneration: t.Provenance().Generation, Attributes: attrs,
-			})
+			s.emit(st, obj.GetNamespace(), obj.GetName(), string(obj.GetUID()), attrs)
 		}
 	}
 }
@@ -161,17 +161,31 @@ func (s *Stream) fail(st *streamTarget, f Failure) {
 	s.failures = append(s.failures, f)
 }
 
-// emit files a target's row under each of its inventories.
-func (s *Stream) emit(st *streamTarget, r export.Row) {
+// emit files a target's row of an object under each of its inventories.
+func (s *Stream) emit(st *streamTarget, namespace, name, uid string, attrs json.RawMessage) {
 	st.stats.Rows++
-	r.Cluster = s.cluster
 	if s.hooks.Row != nil {
+		r := export.NewRow(s.origin(st, ""), namespace, name, uid, attrs)
 		s.hooks.Row(st.t, &r)
 	}
 	for _, inv := range st.invs {
-		r.Inventory = inv
-		s.invs[inv].rows = append(s.invs[inv].rows, r)
+		s.invs[inv].rows = append(s.invs[inv].rows, export.NewRow(s.origin(st, inv), namespace, name, uid, attrs))
 	}
+}
+
+// origin is the origin of a target's rows in inventory inv.
+func (s *Stream) origin(st *streamTarget, inv string) *export.Origin {
+	if o, ok := st.origins[inv]; ok {
+		return o
+	}
+	t := st.t
+	o := &export.Origin{Cluster: s.cluster, Inventory: inv, Target: t.Key.String(), Group: t.GVK.Group, Version: t.GVK.Version,
+		Kind: t.GVK.Kind, Profile: t.Provenance().Name, ProfileGeneration: t.Provenance().Generation}
+	if st.origins == nil {
+		st.origins = map[string]*export.Origin{}
+	}
+	st.origins[inv] = o
+	return o
 }
 
 // InventoryRows are one inventory's rows as one full export holds them.

@@ -156,8 +156,9 @@ func Compute(s Spec, rows []export.Row) (Result, error) {
 		})
 	}
 	res.Rows = make([]export.Row, 0, len(groups))
+	origin := &export.Origin{Target: s.Name, Group: kollectv1.RollupGroup, Version: kollectv1.RollupVersion, Kind: kollectv1.RollupKind}
 	for _, g := range groups {
-		row, err := g.row(s)
+		row, err := g.row(s, origin)
 		if err != nil {
 			return Result{}, err
 		}
@@ -255,7 +256,7 @@ func product(choices [][][]byte, values [][]byte, i int, fn func()) {
 
 // row renders a group as a canonical row. Its identity is a hash of the rollup's name and the
 // group's values, so the same group is the same row in every export.
-func (g *group) row(s Spec) (export.Row, error) {
+func (g *group) row(s Spec, origin *export.Origin) (export.Row, error) {
 	values := map[string]any{}
 	names := make([]string, len(s.GroupBy))
 	namespace := ""
@@ -297,8 +298,7 @@ func (g *group) row(s Spec) (export.Row, error) {
 		name = strings.Join(names, "/")
 	}
 	sum := sha256.Sum256([]byte(s.Name + "\x00" + g.key))
-	return export.Row{Target: s.Name, Group: kollectv1.RollupGroup, Version: kollectv1.RollupVersion, Kind: kollectv1.RollupKind,
-		Namespace: namespace, Name: name, UID: hex.EncodeToString(sum[:16]), Attributes: enc}, nil
+	return export.NewRow(origin, namespace, name, hex.EncodeToString(sum[:16]), enc), nil
 }
 
 // display is a group value in the row's name: a string as it is, anything else as JSON.

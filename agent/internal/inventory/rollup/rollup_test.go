@@ -16,8 +16,7 @@ func row(t testing.TB, target, ns, name string, attrs map[string]any) export.Row
 	if err != nil {
 		t.Fatal(err)
 	}
-	return export.Row{Target: target, Group: "apps", Version: "v1", Kind: "Deployment", Namespace: ns, Name: name,
-		UID: ns + "-" + name, Attributes: enc}
+	return export.Row{Origin: &export.Origin{Target: target, Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: ns, Name: name, UID: ns + "-" + name, Attributes: enc}
 }
 
 // summary renders rows as name → attributes for comparison.
@@ -144,8 +143,8 @@ func TestDeterministic(t *testing.T) {
 
 func TestNumbersAreIntegersUntilAFloat(t *testing.T) {
 	rows := []export.Row{
-		{Target: "t", Attributes: json.RawMessage(`{"n":9007199254740993}`)},
-		{Target: "t", Attributes: json.RawMessage(`{"n":1}`)},
+		{Origin: &export.Origin{Target: "t"}, Attributes: json.RawMessage(`{"n":9007199254740993}`)},
+		{Origin: &export.Origin{Target: "t"}, Attributes: json.RawMessage(`{"n":1}`)},
 	}
 	res, err := Compute(Spec{Name: "r", Sum: []string{"n"}}, rows)
 	if err != nil {
@@ -203,8 +202,8 @@ func BenchmarkRollup100k(b *testing.B) {
 // TestValuesWithJSONPunctuation: values holding quotes, brackets and commas are read whole.
 func TestValuesWithJSONPunctuation(t *testing.T) {
 	rows := []export.Row{
-		{Target: "t", Attributes: json.RawMessage(`{"a":"x\",}]{","b":{"k":[1,"]"]},"c":[["p","q"],{"r":"}"}],"n":2}`)},
-		{Target: "t", Attributes: json.RawMessage(` { "c" : [ ["p","q"] ] , "n" : 3 } `)},
+		{Origin: &export.Origin{Target: "t"}, Attributes: json.RawMessage(`{"a":"x\",}]{","b":{"k":[1,"]"]},"c":[["p","q"],{"r":"}"}],"n":2}`)},
+		{Origin: &export.Origin{Target: "t"}, Attributes: json.RawMessage(` { "c" : [ ["p","q"] ] , "n" : 3 } `)},
 	}
 	res, err := Compute(Spec{Name: "r", GroupBy: []string{"c"}, Sum: []string{"n"}}, rows)
 	if err != nil {
@@ -217,7 +216,7 @@ func TestValuesWithJSONPunctuation(t *testing.T) {
 	if got := summary(res.Rows); !equal(got, want) {
 		t.Fatalf("rows = %v, want %v", got, want)
 	}
-	if _, err := Compute(Spec{Name: "r", Sum: []string{"n"}}, []export.Row{{Target: "t", Attributes: json.RawMessage(`{"n":`)}}); err == nil {
+	if _, err := Compute(Spec{Name: "r", Sum: []string{"n"}}, []export.Row{{Origin: &export.Origin{Target: "t"}, Attributes: json.RawMessage(`{"n":`)}}); err == nil {
 		t.Error("truncated attributes were accepted")
 	}
 }

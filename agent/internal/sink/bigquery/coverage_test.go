@@ -18,9 +18,9 @@ import (
 func services(cluster string, n int) []export.Row {
 	out := make([]export.Row, n)
 	for i := range out {
-		r := mkRow(cluster, 100+i, map[string]any{"port": 80 + i})
-		r.Group, r.Kind, r.Target = "", "Service", "services"
-		out[i] = r
+		out[i] = mkRow(cluster, 100+i, map[string]any{"port": 80 + i}).With(func(o *export.Origin) {
+			o.Group, o.Kind, o.Target = "", "Service", "services"
+		})
 	}
 	return out
 }

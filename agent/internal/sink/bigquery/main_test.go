@@ -320,8 +320,7 @@ func mkRow(cluster string, i int, attrs map[string]any) export.Row {
 	if err != nil {
 		panic(err)
 	}
-	return export.Row{Cluster: cluster, Inventory: "apps", Target: "deployments", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: "ns", Name: fmt.Sprintf("app-%03d", i), UID: fmt.Sprintf("%s-%03d", cluster, i), Attributes: raw}
+	return export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "apps", Target: "deployments", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "ns", Name: fmt.Sprintf("app-%03d", i), UID: fmt.Sprintf("%s-%03d", cluster, i), Attributes: raw}
 }
 
 func mkRows(cluster string, n, version int) []export.Row {

@@ -24,7 +24,7 @@ func exportAt(t *testing.T, s *Sink, cluster, inventory string, n int, at time.T
 		coverage: []export.Coverage{sinktest.Complete("deployments", int64(n))}}
 	rows := mkRows(cluster, n, 1)
 	for i := range rows {
-		rows[i].Inventory = inventory
+		rows[i] = rows[i].With(func(o *export.Origin) { o.Inventory = inventory })
 		rows[i].UID = inventory + "-" + rows[i].UID
 	}
 	b := a.batch(rows)

@@ -19,8 +19,7 @@ func row(uid string, v int) export.Row {
 	if err != nil {
 		panic(err)
 	}
-	return export.Row{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod",
-		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
+	return export.Row{Origin: &export.Origin{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod"}, Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
 // consumer applies events as a compacted topic or a KV bucket would: latest value per key.
@@ -385,8 +384,7 @@ func FuzzEncodeMatchesEncodingJSON(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r := export.Row{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod", Namespace: ns, Name: name,
-			UID: name + "/" + ns, Attributes: raw}
+		r := export.Row{Origin: &export.Origin{Cluster: "c1", Inventory: "inv", Target: "t", Version: "v1", Kind: "Pod"}, Namespace: ns, Name: name, UID: name + "/" + ns, Attributes: raw}
 		checkEncode(t, &r)
 	})
 }

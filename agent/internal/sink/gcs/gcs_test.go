@@ -102,8 +102,7 @@ func row(t testing.TB, cluster, ns, name string, replicas int) export.Row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return export.Row{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: ns, Name: name, UID: "u-" + ns + "-" + name, Attributes: raw}
+	return export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: ns, Name: name, UID: "u-" + ns + "-" + name, Attributes: raw}
 }
 
 type exporter struct {

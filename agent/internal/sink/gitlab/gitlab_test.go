@@ -170,8 +170,7 @@ func row(t testing.TB, name string, replicas int) export.Row {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return export.Row{Cluster: "east", Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: "shop", Name: name, UID: "u-" + name, Attributes: raw}
+	return export.Row{Origin: &export.Origin{Cluster: "east", Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: "shop", Name: name, UID: "u-" + name, Attributes: raw}
 }
 
 func batch(prev *export.Snapshot, rows ...export.Row) (*sink.Batch, *export.Snapshot) {

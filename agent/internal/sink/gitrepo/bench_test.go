@@ -29,8 +29,7 @@ func benchRows(b *testing.B, cluster string, n int) []export.Row {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = export.Row{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-			Kind: "Deployment", Namespace: ns, Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
+		rows[i] = export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: ns, Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
 	}
 	return rows
 }

@@ -47,9 +47,7 @@ func attrs(t testing.TB, m map[string]any) []byte {
 }
 
 func pod(t testing.TB, cluster, ns, name string, replicas int) export.Row {
-	return export.Row{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: ns, Name: name, UID: cluster + "-" + ns + "-" + name,
-		Attributes: attrs(t, map[string]any{"replicas": replicas, "image": "app:" + name})}
+	return export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: ns, Name: name, UID: cluster + "-" + ns + "-" + name, Attributes: attrs(t, map[string]any{"replicas": replicas, "image": "app:" + name})}
 }
 
 // exporter keeps the last accepted snapshot like the agent's delivery worker does, so batches

@@ -45,7 +45,7 @@ func BenchmarkInitialLoad100k(b *testing.B) {
 		i++
 		in := slices.Clone(rows)
 		for j := range in {
-			in[j].Inventory = inv
+			in[j] = in[j].With(func(o *export.Origin) { o.Inventory = inv })
 		}
 		batch := (&agent{sink: s, cluster: "east", inventory: inv}).batch(in)
 		b.StartTimer()

@@ -25,8 +25,8 @@ func fleet(t *testing.T) (*mongo.Collection, *Sink) {
 		if cluster == "east" {
 			east = s
 		}
-		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
-		svc.Kind, svc.Group, svc.Target = "Service", "", "services"
+		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}}).
+			With(func(o *export.Origin) { o.Kind, o.Group, o.Target = "Service", "", "services" })
 		rows := []export.Row{
 			sinktest.Deployment(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
 			sinktest.Deployment(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),

@@ -77,9 +77,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sin
 		if err != nil {
 			return nil, fmt.Errorf("attributes of %s/%s/%s/%s: %w", d.Cluster, d.Inventory, d.Target, d.UID, err)
 		}
-		out = append(out, sink.StoredRow{Row: export.Row{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target,
-			Group: d.Group, Version: d.Version, Kind: d.Kind, Namespace: d.Namespace, Name: d.Name, UID: d.UID,
-			Profile: d.Profile, ProfileGeneration: d.ProfileGen, Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
+		out = append(out, sink.StoredRow{Row: export.Row{Origin: &export.Origin{Cluster: d.Cluster, Inventory: d.Inventory, Target: d.Target, Group: d.Group, Version: d.Version, Kind: d.Kind, Profile: d.Profile, ProfileGeneration: d.ProfileGen}, Namespace: d.Namespace, Name: d.Name, UID: d.UID, Attributes: attrs}, FirstSeen: d.FirstSeen.Time().UTC(), UpdatedAt: d.UpdatedAt.Time().UTC()})
 	}
 	if err := cur.Err(); err != nil {
 		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)

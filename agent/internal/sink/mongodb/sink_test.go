@@ -81,7 +81,7 @@ func TestForeignRowsAreRefused(t *testing.T) {
 	s, _ := newSink(t, newDatabase(t), "east")
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
-	bad.Envelope.Rows[0].Cluster = "west"
+	bad.Envelope.Rows[0] = bad.Envelope.Rows[0].With(func(o *export.Origin) { o.Cluster = "west" })
 	if err := s.Export(ctx, bad); sink.ClassOf(err) != sink.Terminal || err == nil {
 		t.Fatalf("a stray row of another cluster: %v", err)
 	}

@@ -60,8 +60,7 @@ func row(uid string, v int) export.Row {
 	if err != nil {
 		panic(err)
 	}
-	return export.Row{Cluster: "c1", Inventory: "pods", Target: "pods", Version: "v1", Kind: "Pod",
-		Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
+	return export.Row{Origin: &export.Origin{Cluster: "c1", Inventory: "pods", Target: "pods", Version: "v1", Kind: "Pod"}, Namespace: "ns", Name: "pod-" + uid, UID: uid, Attributes: attrs}
 }
 
 // exporter drives the sink the way the agent's delivery worker does.

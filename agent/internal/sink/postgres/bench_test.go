@@ -41,7 +41,7 @@ func BenchmarkInitialLoad100k(b *testing.B) {
 		i++
 		inRows := slices.Clone(rows)
 		for j := range inRows {
-			inRows[j].Inventory = inv
+			inRows[j] = inRows[j].With(func(o *export.Origin) { o.Inventory = inv })
 		}
 		a := &agent{sink: s, cluster: "east", inventory: inv}
 		batch := a.batch(inRows)

@@ -23,6 +23,7 @@ const (
 	defaultSSLMode          = "require"
 	defaultStatementTimeout = 30 * time.Second
 	defaultMaxConnections   = 4
+	statementCacheCapacity  = 64
 )
 
 // settings is the resolved configuration of one sink.
@@ -82,6 +83,10 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 		cfg.MaxConns = defaultMaxConnections
 	}
 	cfg.MinConns = 0
+	// A sink runs a few dozen distinct statements; pgx's default caches of 512 per connection
+	// are allocated with the connection, and an agent holds a pool per sink (per tenant).
+	cfg.ConnConfig.StatementCacheCapacity = statementCacheCapacity
+	cfg.ConnConfig.DescriptionCacheCapacity = statementCacheCapacity
 	guard := env.Guard()
 	if err := guard.CheckHost(spec.Host); err != nil {
 		return nil, sink.TerminalError(err)

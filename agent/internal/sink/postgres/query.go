@@ -67,7 +67,7 @@ func Query(ctx context.Context, db Querier, schema, table string, f sink.RowFilt
 		return nil, queryError(n, f, err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (sink.StoredRow, error) {
-		var rec sink.StoredRow
+		rec := sink.StoredRow{Row: export.Row{Origin: &export.Origin{}}}
 		var attrs []byte
 		err := r.Scan(&rec.Cluster, &rec.Inventory, &rec.Target, &rec.Group, &rec.Version, &rec.Kind,
 			&rec.Namespace, &rec.Name, &rec.UID, &rec.Profile, &rec.ProfileGeneration, &attrs, &rec.FirstSeen, &rec.UpdatedAt)

@@ -26,8 +26,8 @@ func fleet(t *testing.T) (db string, s *Sink) {
 			sinktest.Deployment(cluster, "apps", 1, map[string]any{"images": []any{"nginx:1.27", "envoy:1.30"}, "team": "a"}),
 			sinktest.Deployment(cluster, "apps", 2, map[string]any{"images": []any{"nginx:1.27"}, "team": "b"}),
 		}
-		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}})
-		svc.Kind, svc.Group, svc.Target = "Service", "", "services"
+		svc := sinktest.Deployment(cluster, "apps", 3, map[string]any{"image": cluster + "-only:1", "team": "a", "labels": map[string]any{"tier": "web", "x": "y"}}).
+			With(func(o *export.Origin) { o.Kind, o.Group, o.Target = "Service", "", "services" })
 		rows = append(rows, svc)
 		if err := (&agent{sink: sink, cluster: cluster, inventory: "apps"}).export(ctx, rows); err != nil {
 			t.Fatal(err)

@@ -89,7 +89,7 @@ func TestSameInventoryNameInTwoClustersOnlyDiffersByCluster(t *testing.T) {
 	}
 	a := &agent{sink: s, cluster: "east", inventory: "apps"}
 	bad := a.batch(sinktest.Deployments("east", "apps", 2, 1))
-	bad.Envelope.Rows[1].Cluster = "west"
+	bad.Envelope.Rows[1] = bad.Envelope.Rows[1].With(func(o *export.Origin) { o.Cluster = "west" })
 	if err := s.Export(ctx, bad); sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("a stray row of another cluster was accepted: %v", err)
 	}

@@ -25,8 +25,7 @@ func benchBatches(b *testing.B, cluster string, n int) [3]*sink.Batch {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = export.Row{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-			Kind: "Deployment", Namespace: fmt.Sprintf("team-%02d", i%100), Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
+		rows[i] = export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: fmt.Sprintf("team-%02d", i%100), Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
 	}
 	changed := append([]export.Row(nil), rows...)
 	changed[n/2].Attributes = []byte(`{"replicas":99}`)

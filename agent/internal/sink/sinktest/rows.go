@@ -14,9 +14,7 @@ func Deployment(cluster, inventory string, i int, attrs map[string]any) export.R
 	if err != nil {
 		panic(err)
 	}
-	return export.Row{Cluster: cluster, Inventory: inventory, Target: "deployments", Group: "apps", Version: "v1",
-		Kind: "Deployment", Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%05d", i),
-		UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Profile: "fleet/deployments", ProfileGeneration: 3, Attributes: raw}
+	return export.Row{Origin: &export.Origin{Cluster: cluster, Inventory: inventory, Target: "deployments", Group: "apps", Version: "v1", Kind: "Deployment", Profile: "fleet/deployments", ProfileGeneration: 3}, Namespace: fmt.Sprintf("ns-%d", i%7), Name: fmt.Sprintf("app-%05d", i), UID: fmt.Sprintf("%s-uid-%05d", cluster, i), Attributes: raw}
 }
 
 // Deployments builds n rows whose attributes (replicas, image, labels) depend on version, so
@@ -37,9 +35,9 @@ func Deployments(cluster, inventory string, n, version int) []export.Row {
 func Services(cluster, inventory string, n int) []export.Row {
 	out := make([]export.Row, n)
 	for i := range out {
-		r := Deployment(cluster, inventory, 100+i, map[string]any{"port": 80 + i})
-		r.Group, r.Kind, r.Target = "", "Service", "services"
-		out[i] = r
+		out[i] = Deployment(cluster, inventory, 100+i, map[string]any{"port": 80 + i}).With(func(o *export.Origin) {
+			o.Group, o.Kind, o.Target = "", "Service", "services"
+		})
 	}
 	return out
 }

@@ -21,8 +21,7 @@ func benchEnvelope(b *testing.B, n int) *export.Envelope {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows[i] = export.Row{Cluster: "east", Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1",
-			Kind: "Deployment", Namespace: fmt.Sprintf("team-%02d", i%100), Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
+		rows[i] = export.Row{Origin: &export.Origin{Cluster: "east", Inventory: "workloads", Target: "deploys", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: fmt.Sprintf("team-%02d", i%100), Name: name, UID: fmt.Sprintf("uid-%06d", i), Attributes: raw}
 	}
 	s := export.NewSnapshot(rows)
 	return &export.Envelope{Cluster: "east", Inventory: "workloads", ExportedAt: time.Now(), ItemCount: n, Checksum: s.Checksum, Rows: s.Rows}

@@ -45,8 +45,7 @@ func FuzzRenderEveryFormat(f *testing.F) {
 		if err != nil {
 			return
 		}
-		r := export.Row{Cluster: "east", Inventory: "inv", Target: "t", Group: "apps", Version: "v1", Kind: "Deployment",
-			Namespace: ns, Name: name, UID: "u-1", Attributes: raw}
+		r := export.Row{Origin: &export.Origin{Cluster: "east", Inventory: "inv", Target: "t", Group: "apps", Version: "v1", Kind: "Deployment"}, Namespace: ns, Name: name, UID: "u-1", Attributes: raw}
 		other := r
 		other.Name, other.UID = name+"-2", "u-2"
 		s := export.NewSnapshot([]export.Row{r, other})

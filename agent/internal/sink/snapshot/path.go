@@ -164,6 +164,5 @@ func (m *Matcher) Match(path string) bool {
 // SamplePath is a document path with the row placeholders shown as <namespace>, <kind>, …,
 // for previews, which run before any row exists.
 func (o Options) SamplePath(cluster, inventory string) string {
-	return o.Path(cluster, inventory, &export.Row{Target: "<target>", Group: "<group>", Version: "<version>",
-		Kind: "<kind>", Namespace: "<namespace>", Name: "<name>"})
+	return o.Path(cluster, inventory, &export.Row{Origin: &export.Origin{Target: "<target>", Group: "<group>", Version: "<version>", Kind: "<kind>"}, Namespace: "<namespace>", Name: "<name>"})
 }

@@ -34,7 +34,7 @@ func (o Options) Render(env *export.Envelope) (*Rendered, error) {
 	}
 	if len(groups) == 0 && o.Mode == v1alpha1.LayoutDocument {
 		// An empty inventory is still a document: readers see zero rows, not a missing file.
-		groups[o.Path(env.Cluster, env.Inventory, &export.Row{})] = nil
+		groups[o.Path(env.Cluster, env.Inventory, &export.Row{Origin: &export.Origin{}})] = nil
 	}
 	paths := make([]string, 0, len(groups))
 	for p := range groups {

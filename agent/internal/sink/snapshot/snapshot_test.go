@@ -27,9 +27,7 @@ func row(t *testing.T, ns, kind, name string, attrs map[string]any) export.Row {
 	if kind == "Pod" || kind == "Node" {
 		group = ""
 	}
-	return export.Row{Cluster: "east", Inventory: "workloads", Target: "all", Group: group, Version: "v1",
-		Kind: kind, Namespace: ns, Name: name, UID: "uid-" + ns + "-" + name,
-		Profile: "kollect/" + strings.ToLower(kind) + "s", ProfileGeneration: int64(len(name)), Attributes: raw}
+	return export.Row{Origin: &export.Origin{Cluster: "east", Inventory: "workloads", Target: "all", Group: group, Version: "v1", Kind: kind, Profile: "kollect/" + strings.ToLower(kind) + "s", ProfileGeneration: int64(len(name))}, Namespace: ns, Name: name, UID: "uid-" + ns + "-" + name, Attributes: raw}
 }
 
 func envelope(rows ...export.Row) *export.Envelope {

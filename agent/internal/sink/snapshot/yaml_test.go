@@ -26,7 +26,7 @@ func TestYAMLReadsBackExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := export.Row{Cluster: "c", Inventory: "true", Target: "1", Group: "", Version: "v1", Kind: "K", Namespace: "no", Name: "0x10", UID: "- u", Attributes: raw}
+	r := export.Row{Origin: &export.Origin{Cluster: "c", Inventory: "true", Target: "1", Group: "", Version: "v1", Kind: "K"}, Namespace: "no", Name: "0x10", UID: "- u", Attributes: raw}
 	data, err := encodeYAML("yes", "inv: x", DocumentChecksum([]*export.Row{&r}), []*export.Row{&r})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +73,7 @@ func TestYAMLFastPathMatchesGeneralPath(t *testing.T) {
 		if err := yamlAttributes(&fast, raw); err != nil {
 			t.Fatalf("%s: %v", raw, err)
 		}
-		r := export.Row{Attributes: raw}
+		r := export.Row{Origin: &export.Origin{}, Attributes: raw}
 		m, _ := r.AttributeMap()
 		if err := yamlValue(&general, "    ", m); err != nil {
 			t.Fatal(err)
