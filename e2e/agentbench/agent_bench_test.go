@@ -150,6 +150,17 @@ func measure(b *testing.B, name string, s shape) result {
 
 	cacheDir := filepath.Join(b.TempDir(), "cache")
 	a := startAgent(b, cp.Kubeconfig, cacheDir)
+	if dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR"); dir != "" {
+		// The initial load's CPU: from as soon as the agent serves pprof, for 40 s.
+		go func() {
+			file := filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-load-cpu.pprof")
+			for end := time.Now().Add(time.Minute); time.Now().Before(end) && !a.exited(); time.Sleep(100 * time.Millisecond) {
+				if a.saveProfile("profile?seconds=40", file) == nil {
+					return
+				}
+			}
+		}()
+	}
 	waitExport(b, ctx, a, pgURL, s, &r.PeakRunning)
 	r.ToExport = time.Since(a.started).Seconds()
 	r.CPUToExport = a.cpu(b).Seconds()

@@ -146,6 +146,11 @@ func startAgent(b testing.TB, kubeconfig, cacheDir string) *agentProc {
 		if b.Failed() {
 			b.Logf("agent log (tail):\n%s", a.logTail(40))
 		}
+		if dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR"); dir != "" {
+			if raw, err := os.ReadFile(a.log); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, fmt.Sprintf("agent-%d.log", a.pid())), raw, 0o644)
+			}
+		}
 	})
 	return a
 }

@@ -158,8 +158,16 @@ func (t *Target) selectsName(name string) bool {
 
 func matchAny(patterns []string, s string) bool {
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, s); ok {
+		if p == s {
 			return true
+		}
+		// Only a pattern can match a name other than itself; a plain name (a KollectTarget's
+		// own namespace) is settled by the comparison, which a projection makes for every
+		// object and every target of its kind.
+		if strings.ContainsAny(p, `*?[\`) {
+			if ok, _ := path.Match(p, s); ok {
+				return true
+			}
 		}
 	}
 	return false

@@ -38,7 +38,11 @@ func (g *ScopeGate) Rules(ctx context.Context, ns string) (scope.Rules, error) {
 	if g == nil {
 		return scope.Rules{}, nil
 	}
-	set, err := scope.Load(ctx, g.Reader, g.TenantMode)
+	var opts []client.ListOption
+	if ns != "" {
+		opts = append(opts, client.InNamespace(ns))
+	}
+	set, err := scope.Load(ctx, g.Reader, g.TenantMode, opts...)
 	if err != nil {
 		return scope.Rules{}, err
 	}

@@ -133,14 +133,14 @@ func (r *ScopeStatusReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		var out []scopeKey
 		if ns := o.GetNamespace(); ns != "" {
 			var l kollectv1.KollectScopeList
-			if r.List(ctx, &l, client.InNamespace(ns)) == nil {
+			if r.List(ctx, &l, client.InNamespace(ns), client.UnsafeDisableDeepCopy) == nil {
 				for _, s := range l.Items {
 					out = append(out, scopeKey{Namespace: s.Namespace, Name: s.Name})
 				}
 			}
 		}
 		var cl kollectv1.KollectClusterScopeList
-		if r.List(ctx, &cl) == nil {
+		if r.List(ctx, &cl, client.UnsafeDisableDeepCopy) == nil {
 			for _, s := range cl.Items {
 				out = append(out, scopeKey{Name: s.Name})
 			}

@@ -86,7 +86,8 @@ func (r Rules) Governing() []string {
 }
 
 // ForNamespace returns the rules for namespaced Kollect objects in ns; nsLabels are the
-// namespace's labels (for cluster scopes' namespaceSelector).
+// namespace's labels (for cluster scopes' namespaceSelector). The Set needs the KollectScopes
+// of ns only (Load with client.InNamespace(ns)).
 func (s Set) ForNamespace(ns string, nsLabels labels.Set) Rules {
 	var out Rules
 	out.rules = append(out.rules, s.clusterCeilings(ns, nsLabels)...)
