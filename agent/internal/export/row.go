@@ -141,6 +141,14 @@ func (r *Row) CanonicalJSON() []byte {
 	return bytes.Clone(c.encode(r))
 }
 
+// RowEncoder writes rows as their canonical JSON, one after another, through one reused
+// buffer: for writers of many rows (a file of a snapshot), where encoding/json would build,
+// validate and copy each row's JSON again.
+type RowEncoder struct{ c canonicalEncoder }
+
+// Encode returns the row's canonical JSON, valid until the next call.
+func (e *RowEncoder) Encode(r *Row) []byte { return e.c.encode(r) }
+
 // canonicalEncoder encodes rows canonically into one reused buffer: a snapshot digests every
 // row at every build, and an encoder and a buffer per row were most of a build's garbage.
 type canonicalEncoder struct {

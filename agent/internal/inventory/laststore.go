@@ -52,13 +52,13 @@ func writeStored(w io.Writer, snap *export.Snapshot, at time.Time) error {
 	// {"checksum":…,"builtAt":…,"rows":null} → {"checksum":…,"builtAt":…,"rows":[
 	bw.Write(bytes.TrimSuffix(head, []byte("null}")))
 	bw.WriteByte('[')
-	enc := json.NewEncoder(bw)
+	var enc export.RowEncoder
 	for i := range snap.Rows {
 		if i > 0 {
 			bw.WriteByte(',')
 		}
-		if err := enc.Encode(&snap.Rows[i]); err != nil {
-			return fmt.Errorf("encoding row %d: %w", i, err)
+		if _, err := bw.Write(enc.Encode(&snap.Rows[i])); err != nil {
+			return fmt.Errorf("writing row %d: %w", i, err)
 		}
 	}
 	bw.WriteString("]}\n")
