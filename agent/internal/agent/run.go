@@ -142,20 +142,41 @@ func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.D
 		return
 	case <-time.After(after):
 	}
-	poll := time.NewTicker(time.Second)
+	if waitSettled(ctx, settled, settleQuiet, settleLimit) {
+		release("settled")
+	}
+}
+
+// waitSettled waits until settled has held for quiet in a row, or limit has passed; it reports
+// false when ctx ended first. Why a quiet period: a first export is followed by a round of
+// status writes (every inventory, target and scope), whose garbage belongs to the load too.
+func waitSettled(ctx context.Context, settled func() bool, quiet, limit time.Duration) bool {
+	poll := time.NewTicker(max(min(time.Second, quiet/5), time.Millisecond))
 	defer poll.Stop()
-	for limit := time.Now().Add(settleLimit); settled != nil && !settled() && time.Now().Before(limit); {
+	var since time.Time
+	for end := time.Now().Add(limit); settled != nil && time.Now().Before(end); {
+		if !settled() {
+			since = time.Time{}
+		} else if since.IsZero() {
+			since = time.Now()
+		} else if time.Since(since) >= quiet {
+			return true
+		}
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-poll.C:
 		}
 	}
-	release("settled")
+	return ctx.Err() == nil
 }
 
-// settleLimit bounds how long the second start-up release waits for the initial load.
-const settleLimit = 15 * time.Minute
+// settleLimit bounds how long the second start-up release waits for the initial load, and
+// settleQuiet is how long the load must have been over.
+const (
+	settleLimit = 15 * time.Minute
+	settleQuiet = 10 * time.Second
+)
 
 // leaseLost says whether a manager ended because it lost its lease. controller-runtime
 // reports that with a plain error (no sentinel); TestLostLeaseStepsDownInProcess fails

@@ -333,8 +333,11 @@ func (s *rowSource) Values() ([]any, error) {
 	if len(attrs) == 0 {
 		attrs = []byte("{}")
 	}
-	s.vals = append(append(s.vals[:0], s.prefix...), r.Target, r.Group, r.Version, r.Kind, r.Namespace, r.Name, r.UID,
-		r.Profile, r.ProfileGeneration, attrs)
+	// Pointers, not values: a string or an integer in an interface is a copy on the heap, and
+	// a first load copies every row of the inventory (pgx encodes each row before the next).
+	o := r.Origin
+	s.vals = append(append(s.vals[:0], s.prefix...), &o.Target, &o.Group, &o.Version, &o.Kind, &r.Namespace, &r.Name, &r.UID,
+		&o.Profile, &o.ProfileGeneration, attrs)
 	return s.vals, nil
 }
 
