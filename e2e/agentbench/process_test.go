@@ -381,3 +381,9 @@ func (a *agentProc) released() int {
 	raw, _ := os.ReadFile(a.log)
 	return strings.Count(string(raw), `"released start-up memory"`)
 }
+
+// releasedSettled reports whether the agent logged its release once the initial load settled.
+func (a *agentProc) releasedSettled() bool {
+	raw, _ := os.ReadFile(a.log)
+	return strings.Contains(string(raw), `"msg":"released start-up memory","when":"settled"`)
+}

@@ -246,7 +246,7 @@ func build(cfg *rest.Config, o Options, sh termShared) (manager.Manager, *tracke
 	if err := mgr.Add(cacheSyncProgress{cache: mgr.GetCache(), interval: 30 * time.Second, log: o.Log.WithName("caches")}); err != nil {
 		return nil, nil, err
 	}
-	tr := &tracker{}
+	tr := &tracker{watchSynced: make(chan struct{}, 1)}
 	if err := setup(mgr, cfg, o, sh, tr); err != nil {
 		return nil, nil, err
 	}
@@ -331,7 +331,13 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 		StateDir:  filepath.Join(o.CacheDir, "inventories"),
 	})
 	tr.settled = invMgr.Settled
-	col.SubscribeSynced(func(keys []collector.TargetKey) { sendAll(targetRefresh, keys) })
+	col.SubscribeSynced(func(keys []collector.TargetKey) {
+		sendAll(targetRefresh, keys)
+		select {
+		case tr.watchSynced <- struct{}{}:
+		default:
+		}
+	})
 	sinks := controller.NewSinkBuilder(sh.factories, mgr.GetAPIReader(), o.Cluster, filepath.Join(o.CacheDir, "sinks"),
 		egress.New(egress.Policy{AllowLocal: o.AllowLocalSinks}), o.Log.WithName("sink"))
 	profiles := controller.NewProfiles()

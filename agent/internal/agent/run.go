@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 		}
 		log.Info("starting a term", "term", term, "leaderElection", o.LeaderElection)
 		if term == 1 && o.ReleaseStartupMemoryAfter > 0 {
-			go releaseStartupMemory(ctx, mgr, o.ReleaseStartupMemoryAfter, tr.loadSettled, log.WithName("memory"))
+			go releaseStartupMemory(ctx, mgr, o.ReleaseStartupMemoryAfter, tr.watchSynced, tr.loadSettled, log.WithName("memory"))
 		}
 		err = mgr.Start(ctx)
 		if ctx.Err() != nil {
@@ -110,14 +110,18 @@ func Run(ctx context.Context, cfg *rest.Config, o Options) error {
 
 // releaseStartupMemory hands the pages only start-up used back to the kernel (see package
 // memory): once when the manager's caches have synced, so that the initial lists of the
-// watched kinds do not add to the start-up's pages, and once more when the initial load is
-// over: at least after, and once every inventory has been built and exported (settled), so
-// that the garbage of the lists and first exports is returned too. At a million objects the
-// first export ends minutes after the caches synced, and the runtime kept hundreds of MiB of
-// freed heap until it was asked to return them. settled is polled; after settleLimit the
-// release happens anyway (a sink that never answers must not keep it). Once per process: a
-// later term's start touches little that the first did not.
-func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.Duration, settled func() bool, log logr.Logger) {
+// watched kinds do not add to the start-up's pages; whenever a watched kind's initial list has
+// been projected (watchSynced, at most every watchReleaseEvery), so that its decoding garbage
+// and the code only listing ran are not carried into the first exports, where the agent's
+// peak is; and once more when the initial load is over: at least after, and once every
+// inventory has been built and exported (settled), so that the garbage of the first exports is
+// returned too. At a million objects the first export ends minutes after the caches synced,
+// and the runtime kept hundreds of MiB of freed heap until it was asked to return them.
+// settled is polled; after settleLimit the release happens anyway (a sink that never answers
+// must not keep it). Once per process: a later term's start touches little that the first
+// did not.
+func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.Duration, watchSynced <-chan struct{},
+	settled func() bool, log logr.Logger) {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return
 	}
@@ -137,15 +141,36 @@ func releaseStartupMemory(ctx context.Context, mgr manager.Manager, after time.D
 		log.Info("executable read at random since start-up", "advisedMiB", adv.Advised>>20, "evicted", adv.Evicted, "off", adv.Off)
 	}
 	release("caches synced")
-	select {
-	case <-ctx.Done():
-		return
-	case <-time.After(after):
-	}
-	if waitSettled(ctx, settled, settleQuiet, settleLimit) {
-		release("settled")
+	settledDone := make(chan bool, 1)
+	go func() {
+		select {
+		case <-ctx.Done():
+			settledDone <- false
+			return
+		case <-time.After(after):
+		}
+		settledDone <- waitSettled(ctx, settled, settleQuiet, settleLimit)
+	}()
+	var last time.Time
+	for {
+		select {
+		case ok := <-settledDone:
+			if ok {
+				release("settled")
+			}
+			return
+		case <-watchSynced:
+			if time.Since(last) >= watchReleaseEvery {
+				release("watch synced")
+				last = time.Now()
+			}
+		}
 	}
 }
+
+// watchReleaseEvery spaces the releases after watches synced (a kind per target kind, each
+// listing at start-up).
+const watchReleaseEvery = 5 * time.Second
 
 // waitSettled waits until settled has held for quiet in a row, or limit has passed; it reports
 // false when ctx ended first. Why a quiet period: a first export is followed by a round of
@@ -313,6 +338,8 @@ type tracker struct {
 	// settled, set by setup, reports whether the term's initial load is over
 	// (inventory.Manager.Settled).
 	settled func() bool
+	// watchSynced receives (without blocking the collector) when a watch of the term synced.
+	watchSynced chan struct{}
 }
 
 // loadSettled reports whether the term's initial load is over; true for a term without
