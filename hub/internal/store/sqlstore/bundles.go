@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"kollect.dev/hub/internal/store"
 )
@@ -179,6 +180,27 @@ func (s *Store) setDesired(ctx context.Context, tx *sql.Tx, bundle string, revis
 			name, bundle, revision, now); err != nil {
 			return fmt.Errorf("setting desired revision of %s on %s: %w", bundle, name, err)
 		}
+	}
+	return s.uncheckApplied(ctx, tx, clusters)
+}
+
+// uncheckApplied makes the next heartbeat of each cluster set its applied revisions whatever
+// digest it reports (RecordHeartbeat): a desired bundle row written anew starts at applied
+// revision 0, which the agent's unchanged digest would otherwise leave so.
+func (s *Store) uncheckApplied(ctx context.Context, tx *sql.Tx, clusters []string) error {
+	const chunk = 500 // well under SQLite's limit of bound parameters
+	for len(clusters) > 0 {
+		n := min(chunk, len(clusters))
+		args := make([]any, 0, n+1)
+		args = append(args, appliedUnchecked)
+		for _, c := range clusters[:n] {
+			args = append(args, c)
+		}
+		q := `UPDATE clusters SET applied_checked = ? WHERE name IN (?` + strings.Repeat(", ?", n-1) + `)`
+		if _, err := tx.ExecContext(ctx, s.q(q), args...); err != nil {
+			return fmt.Errorf("marking the applied revisions of %d clusters for the next heartbeat: %w", n, err)
+		}
+		clusters = clusters[n:]
 	}
 	return nil
 }

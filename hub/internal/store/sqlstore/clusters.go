@@ -232,7 +232,7 @@ func (s *Store) assignBundles(ctx context.Context, tx *sql.Tx, cluster string, l
 			break
 		}
 	}
-	return nil
+	return s.uncheckApplied(ctx, tx, []string{cluster})
 }
 
 // ClusterByCredential implements store.Store.

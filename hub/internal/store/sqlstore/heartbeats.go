@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 
 	"kollect.dev/hub/internal/store"
@@ -22,33 +21,62 @@ func scanHeartbeat(sc scanner) (store.HeartbeatRecord, error) {
 }
 
 // RecordHeartbeat implements store.Store. A fleet's heartbeats are the store's most frequent
-// write, so it writes only what changed: the cluster's row (its heartbeat time and status
-// always change), the applied revisions that differ from the stored ones, and a history record
-// when recordHistory calls for one. Its statements are prepared once (prepared).
+// write, so the common one reads the cluster's row and writes it back, and nothing else: the
+// row keeps what the heartbeat must compare with (the newest history record's time and values,
+// the applied digest its applied revisions were set from), so the applied revisions are read
+// only when the agent's applied configuration changed or its desired bundles were rewritten,
+// and the history is read never. A history record is added when recordHistory calls for one,
+// and the history is pruned to its limit every pruneEvery records. Its statements are prepared
+// once (prepared).
 func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
+		var m heartbeatMarks
+		var prev int64
+		err := s.txStmt(ctx, tx, qHeartbeatPrevious).QueryRowContext(ctx, h.Cluster).
+			Scan(&prev, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
+		if err != nil {
+			return notFound(err, "recording heartbeat of "+h.Cluster)
+		}
 		if h.StateAt != nil {
-			st := s.txStmt(ctx, tx, qHeartbeatPrevious)
-			var prev int64
-			if err := st.QueryRowContext(ctx, h.Cluster).Scan(&prev); err != nil {
-				return notFound(err, "recording heartbeat of "+h.Cluster)
-			}
 			h.Record.State = h.StateAt(fromMS(prev))
 		}
-		st := s.txStmt(ctx, tx, qHeartbeatCluster)
-		res, err := st.ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status, h.Cluster)
+		if m.appliedChecked != h.AppliedDigest {
+			if err := s.recordApplied(ctx, tx, h); err != nil {
+				return err
+			}
+			m.appliedChecked = h.AppliedDigest
+		}
+		if err := s.recordHistory(ctx, tx, h, &m); err != nil {
+			return err
+		}
+		res, err := s.txStmt(ctx, tx, qHeartbeatCluster).ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion,
+			h.AppliedDigest, h.Status, m.historyAt, m.historyKey, m.unpruned, m.appliedChecked, h.Cluster)
 		if err != nil {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
 		}
-		if err := s.recordApplied(ctx, tx, h); err != nil {
-			return err
-		}
-		return s.recordHistory(ctx, tx, h)
+		return nil
 	})
 }
+
+// heartbeatMarks are the columns of a cluster's row a heartbeat compares with (migration 0009).
+type heartbeatMarks struct {
+	historyAt      int64
+	historyKey     string
+	unpruned       int64
+	appliedChecked string
+}
+
+// appliedUnchecked marks a cluster whose desired bundles were rewritten: its next heartbeat
+// sets the applied revisions whatever digest it reports.
+const appliedUnchecked = "!"
+
+// pruneEvery is how many history records a cluster adds between two prunes to HistoryLimit:
+// the table holds at most HistoryLimit+pruneEvery-1 of a cluster's records, and Heartbeats
+// never answers more than HistoryLimit.
+const pruneEvery = 16
 
 // recordApplied sets each desired bundle's applied revision to what the heartbeat reports (0
 // for a bundle it does not report), writing only the rows that change.
@@ -89,19 +117,14 @@ func (s *Store) recordApplied(ctx context.Context, tx *sql.Tx, h store.Heartbeat
 }
 
 // recordHistory adds the heartbeat's record unless the newest one is recent and differs from it
-// in nothing but the item count (store.HistoryInterval). The common case — an agent reporting
-// what it reported a moment ago — costs one indexed read and writes nothing; a new record also
-// prunes the cluster's oldest beyond HistoryLimit.
-func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, h store.Heartbeat) error {
+// in nothing but the item count (store.HistoryInterval), as m, the cluster's marks, tell; it
+// updates m for the cluster's row. Every pruneEvery records it prunes the cluster's oldest
+// beyond HistoryLimit.
+func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, h store.Heartbeat, m *heartbeatMarks) error {
 	rec := h.Record
 	rec.At = h.At
-	st := s.txStmt(ctx, tx, qHistoryNewest)
-	last, err := scanHeartbeat(st.QueryRowContext(ctx, h.Cluster))
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return fmt.Errorf("reading the heartbeat history of %s: %w", h.Cluster, err)
-	case last.SameBesidesItems(rec) && rec.At.Sub(last.At) < store.HistoryInterval:
+	key := historyKey(rec)
+	if key == m.historyKey && rec.At.Sub(fromMS(m.historyAt)) < store.HistoryInterval {
 		return nil
 	}
 	ins := s.txStmt(ctx, tx, qHistoryInsert)
@@ -109,12 +132,24 @@ func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, h store.Heartbeat
 		rec.Inventories, rec.Items, rec.InventoriesNotReady, rec.SinkErrors, rec.State); err != nil {
 		return fmt.Errorf("recording the heartbeat history of %s: %w", h.Cluster, err)
 	}
-	// Everything from the (HistoryLimit+1)-th newest row down; usually exactly one row.
+	m.historyAt, m.historyKey, m.unpruned = ms(rec.At), key, m.unpruned+1
+	if m.unpruned < pruneEvery {
+		return nil
+	}
+	// Everything from the (HistoryLimit+1)-th newest row down.
 	prune := s.txStmt(ctx, tx, qHistoryPrune)
 	if _, err := prune.ExecContext(ctx, h.Cluster, h.Cluster, store.HistoryLimit); err != nil {
 		return fmt.Errorf("pruning the heartbeat history of %s: %w", h.Cluster, err)
 	}
+	m.unpruned = 0
 	return nil
+}
+
+// historyKey is a record's values besides its time and item count (SameBesidesItems), as the
+// cluster's row keeps them for the newest record.
+func historyKey(r store.HeartbeatRecord) string {
+	return fmt.Sprintf("%q %q %d %d %d %q", r.AgentVersion, r.AppliedDigest, r.Inventories, r.InventoriesNotReady,
+		r.SinkErrors, r.State)
 }
 
 // Heartbeats implements store.Store.
@@ -127,5 +162,5 @@ func (s *Store) Heartbeats(ctx context.Context, cluster string, limit int) ([]st
 		return nil, fmt.Errorf("cluster %s: %w", cluster, store.ErrNotFound)
 	}
 	return queryAll(ctx, s.db, "the heartbeat history of "+cluster, scanHeartbeat, s.q(`SELECT `+heartbeatCols+`
-		FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT ?`), cluster, limit)
+		FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT ?`), cluster, min(limit, store.HistoryLimit))
 }

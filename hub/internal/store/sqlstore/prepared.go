@@ -10,12 +10,13 @@ import (
 // with ?. Open prepares them once: parsed again on each call, they cost more than running them
 // on SQLite.
 const (
-	qHeartbeatPrevious = `SELECT last_heartbeat FROM clusters WHERE name = ? AND revoked = 0`
-	qHeartbeatCluster  = `UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
-		kubernetes_version = ?, applied_digest = ?, status = ? WHERE name = ? AND revoked = 0`
+	qHeartbeatPrevious = `SELECT last_heartbeat, history_at, history_key, history_unpruned, applied_checked
+		FROM clusters WHERE name = ? AND revoked = 0`
+	qHeartbeatCluster = `UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
+		kubernetes_version = ?, applied_digest = ?, status = ?, history_at = ?, history_key = ?, history_unpruned = ?,
+		applied_checked = ? WHERE name = ? AND revoked = 0`
 	qAppliedRead   = `SELECT bundle, applied_revision FROM cluster_bundles WHERE cluster = ?`
 	qAppliedWrite  = `UPDATE cluster_bundles SET applied_revision = ? WHERE cluster = ? AND bundle = ?`
-	qHistoryNewest = `SELECT ` + heartbeatCols + ` FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT 1`
 	qHistoryInsert = `INSERT INTO cluster_heartbeats (cluster, ` + heartbeatCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	qHistoryPrune  = `DELETE FROM cluster_heartbeats WHERE cluster = ? AND id <= (
 		SELECT id FROM cluster_heartbeats WHERE cluster = ? ORDER BY id DESC LIMIT 1 OFFSET ?)`
@@ -26,7 +27,7 @@ const (
 		FROM clusters c LEFT JOIN cluster_bundles cb ON cb.cluster = c.name AND cb.bundle = ? ORDER BY c.name`
 )
 
-var hotQueries = []string{qHeartbeatPrevious, qHeartbeatCluster, qAppliedRead, qAppliedWrite, qHistoryNewest,
+var hotQueries = []string{qHeartbeatPrevious, qHeartbeatCluster, qAppliedRead, qAppliedWrite,
 	qHistoryInsert, qHistoryPrune, qClusterByCredential, qClusterByPrevious, qClusterEpoch, qObserveFleet}
 
 // prepare prepares every hot query; Open calls it once the schema is migrated.

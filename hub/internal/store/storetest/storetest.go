@@ -528,6 +528,20 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	if err := s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "nope", At: at}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("heartbeat of unknown cluster: %v", err)
 	}
+	// Desired bundles written anew (the bundle deleted and created again) start at applied
+	// revision 0; the agent's next heartbeat sets them even though its applied configuration,
+	// and so its digest, did not change (a store may skip reading them while it does not).
+	must(t, s.DeleteBundle(ctx, "base"))
+	_, _, _, err = s.CreateRevision(ctx, revision("base", "y", `{}`), "", false, matchAll)
+	must(t, err)
+	if ds, _ := s.Desired(ctx, "alpha"); len(ds) != 1 || ds[0].AppliedRevision != 0 || ds[0].Revision != 2 {
+		t.Fatalf("desired after the bundle was created again: %+v", ds)
+	}
+	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: at.Add(time.Minute), AgentVersion: "v2",
+		KubernetesVersion: "v1.38.0", AppliedDigest: "sha256:x", Applied: map[string]int64{"base": 1}, Status: `{}`}))
+	if ds, _ := s.Desired(ctx, "alpha"); len(ds) != 1 || ds[0].AppliedRevision != 1 || ds[0].Revision != 2 {
+		t.Fatalf("desired after a heartbeat with the same applied digest: %+v", ds)
+	}
 }
 
 func testAudit(t *testing.T, s store.Store) {
