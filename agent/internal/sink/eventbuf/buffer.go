@@ -28,7 +28,7 @@ type Event struct {
 	// Key is Row.Key().String(), computed once.
 	Key string
 	// Resync marks upserts of a full re-send (restart with an unknown baseline, buffer
-	// overflow, periodic resync): consumers may see rows they already hold.
+	// overflow): consumers may see rows they already hold.
 	Resync bool
 	// ObservedAt is the export time of the batch that produced the event; it is part of the
 	// message, so a retried event is byte-identical.
@@ -51,7 +51,8 @@ type Stats struct {
 	Pending int
 	// Overflows counts the times pending events were dropped for a resync (counter).
 	Overflows uint64
-	// Resyncs counts full re-sends staged (restarts, overflows, periodic resyncs) (counter).
+	// Resyncs counts full re-sends staged (full batches after a restart, overflows, batches
+	// whose relation to what consumers hold is unknown) (counter).
 	Resyncs uint64
 	// Delivered counts events acknowledged by the broker (counter).
 	Delivered uint64
@@ -213,7 +214,12 @@ func (b *Buffer) stage(st *state, batch *sink.Batch) {
 		// nothing is written while data is static.
 		st.last = id
 		return
-	case st.resync || batch.Diff.Full || batch.Resync:
+	case st.resync || batch.Diff.Full:
+		// What consumers hold is unknown. A periodic resync while events are owed is not a
+		// reason: the buffer knows what they hold (base, and what was acknowledged since), so
+		// it is staged as a diff below, and delivering what is owed makes them hold the
+		// snapshot. A full marked re-send would come on top of the records a Kafka client
+		// still holds from the attempt an outage met, every unchanged row marked twice.
 		b.stageResync(st, batch)
 	case batch.PreviousChecksum == st.head:
 		// Incremental from what is staged: merge.

@@ -203,6 +203,48 @@ func TestCumulativeDiffAfterPartialDeliveryRepeatsNothing(t *testing.T) {
 	c.equals(t, s3)
 }
 
+// TestPeriodicResyncWhileOwedSendsWhatIsOwed: a periodic resync that comes while an outage
+// keeps events owed delivers those events, as first staged, and nothing for rows consumers
+// hold already. (It used to re-send every row, marked: on Kafka that came on top of the
+// records of the attempt the outage met, and unchanged rows arrived twice.)
+func TestPeriodicResyncWhileOwedSendsWhatIsOwed(t *testing.T) {
+	buf, c := New(100), &consumer{state: map[string]string{}}
+	s1 := snap(row("a", 1), row("b", 1), row("c", 1))
+	if err := buf.Export(t.Context(), batch(nil, s1), c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	s2 := snap(row("a", 2), row("b", 1), row("c", 1))
+	if err := buf.Export(t.Context(), batch(s1, s2), c.sender(0)); err == nil {
+		t.Fatal("the export during the outage succeeded")
+	}
+	owedFirst, _ := buf.invs[invKey{"c1", "inv"}].pending[0].Encode()
+	for _, prev := range []*export.Snapshot{s1, s2} { // cumulative, and incremental from what is staged
+		resync := batch(prev, s2)
+		resync.Resync = true
+		resync.Envelope.ExportedAt = time.Unix(2, 0).UTC()
+		if err := buf.Export(t.Context(), resync, c.sender(0)); err == nil {
+			t.Fatal("the resync during the outage succeeded")
+		}
+	}
+	c.seen = nil
+	resync := batch(s1, s2)
+	resync.Resync = true
+	resync.Envelope.ExportedAt = time.Unix(3, 0).UTC()
+	if err := buf.Export(t.Context(), resync, c.sender(-1)); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.seen) != 1 || c.seen[0].Row.UID != "a" || c.seen[0].Resync {
+		t.Fatalf("the resync after the outage sent %+v, want the owed upsert of a alone, unmarked", c.seen)
+	}
+	if got, _ := c.seen[0].Encode(); string(got) != string(owedFirst) {
+		t.Errorf("the owed event was sent as %s, first staged as %s", got, owedFirst)
+	}
+	if s := buf.Stats(); s.Resyncs != 1 {
+		t.Errorf("resyncs staged = %d, want 1 (the first, full export)", s.Resyncs)
+	}
+	c.equals(t, s2)
+}
+
 func TestOverflowFallsBackToMarkedResync(t *testing.T) {
 	buf, c := New(2), &consumer{state: map[string]string{}}
 	s1 := snap(row("a", 1), row("b", 1), row("gone", 1))
