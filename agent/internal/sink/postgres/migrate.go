@@ -133,18 +133,19 @@ func migrate(ctx context.Context, db database, n names) (applied int, err error)
 	if err != nil {
 		return 0, err
 	}
-	if done, err := appliedVersions(ctx, db, n); err == nil && len(done) >= len(all) {
-		current := true
-		for _, m := range all {
-			current = current && done[m.version]
-		}
-		if current {
-			return 0, nil
-		}
+	if done, err := appliedVersions(ctx, db, n); err == nil && current(done, all) {
+		return 0, nil
 	}
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", migrationLockKey); err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
+		}
+		// Sinks that waited for the lock while another applied the migrations (every tenant's
+		// sink of a fresh database at once) find them applied: no DDL while the others wait.
+		if done, err := appliedVersions(ctx, tx, n); err != nil {
+			return err
+		} else if current(done, all) {
+			return nil
 		}
 		for _, stmt := range bootstrapSQL(n) {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
@@ -171,6 +172,16 @@ func migrate(ctx context.Context, db database, n names) (applied int, err error)
 		return nil
 	})
 	return applied, err
+}
+
+// current reports whether every migration is in the ledger's done versions.
+func current(done map[int]bool, all []migration) bool {
+	for _, m := range all {
+		if !done[m.version] {
+			return false
+		}
+	}
+	return true
 }
 
 // queryer is what read-only helpers need: a pool, a connection or a transaction.
