@@ -251,6 +251,12 @@ func examples(failed []collector.FailedObject) string {
 	return strings.Join(out, "; ")
 }
 
+// targetWorkers reconcile targets at once. A target's reconcile is short on CPU and waits on
+// its status patch; at start-up every target arrives at once, and each kind's watch starts only
+// once its targets have all registered (collector.CoalesceOptions), so how fast that burst is
+// worked through delays the first list.
+const targetWorkers = 8
+
 // SetupWithManager registers one controller per target kind, both running on every replica.
 func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Refresh == nil {
@@ -258,7 +264,7 @@ func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	c, err := controller.NewTyped("kollecttarget", mgr, controller.TypedOptions[collector.TargetKey]{
 		Reconciler:         reconcile.TypedFunc[collector.TargetKey](r.Reconcile),
-		NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: 2,
+		NeedLeaderElection: ptr.To(false), MaxConcurrentReconciles: targetWorkers,
 	})
 	if err != nil {
 		return err
