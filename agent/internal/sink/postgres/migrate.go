@@ -140,21 +140,21 @@ func migrate(ctx context.Context, db database, n names) (applied int, err error)
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", migrationLockKey); err != nil {
 			return fmt.Errorf("taking the migration lock: %w", err)
 		}
-		// Sinks that waited for the lock while another applied the migrations (every tenant's
-		// sink of a fresh database at once) find them applied: no DDL while the others wait.
-		if done, err := appliedVersions(ctx, tx, n); err != nil {
+		// Read under the lock, before any DDL: sinks that waited while another applied the
+		// migrations (every tenant's sink of a fresh database at once) find them applied
+		// (appliedVersions sees what committed during the wait). The bootstrap below creates at
+		// most an empty ledger, so what is read here stays true.
+		done, err := appliedVersions(ctx, tx, n)
+		if err != nil {
 			return err
-		} else if current(done, all) {
+		}
+		if current(done, all) {
 			return nil
 		}
 		for _, stmt := range bootstrapSQL(n) {
 			if _, err := tx.Exec(ctx, stmt); err != nil {
 				return fmt.Errorf("creating schema %s: %w", n.schema, err)
 			}
-		}
-		done, err := appliedVersions(ctx, tx, n)
-		if err != nil {
-			return err
 		}
 		for _, m := range all {
 			if done[m.version] {
@@ -198,8 +198,12 @@ type database interface {
 
 // appliedVersions reads the ledger; a missing ledger means nothing is applied.
 func appliedVersions(ctx context.Context, q queryer, n names) (map[int]bool, error) {
+	// pg_tables rather than to_regclass: a scan of the catalog sees what committed before the
+	// statement, where to_regclass may answer from this session's catalog cache, which a
+	// session that waited for the migration lock has not refreshed since the wait began.
 	var exists bool
-	if err := q.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", n.Migrations()).Scan(&exists); err != nil {
+	if err := q.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_tables WHERE schemaname = $1 AND tablename = 'schema_migrations')",
+		n.schema).Scan(&exists); err != nil {
 		return nil, fmt.Errorf("looking for the migration ledger: %w", err)
 	}
 	done := map[int]bool{}
