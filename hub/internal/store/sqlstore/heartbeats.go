@@ -40,6 +40,7 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 		if h.StateAt != nil {
 			h.Record.State = h.StateAt(fromMS(prev))
 		}
+		checked := m.appliedChecked
 		if m.appliedChecked != h.AppliedDigest {
 			if err := s.recordApplied(ctx, tx, h); err != nil {
 				return err
@@ -50,7 +51,7 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 			return err
 		}
 		res, err := s.txStmt(ctx, tx, qHeartbeatCluster).ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion,
-			h.AppliedDigest, h.Status, m.historyAt, m.historyKey, m.unpruned, m.appliedChecked, h.Cluster)
+			h.AppliedDigest, h.Status, m.historyAt, m.historyKey, m.unpruned, checked, m.appliedChecked, h.Cluster)
 		if err != nil {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
 		}
@@ -70,7 +71,10 @@ type heartbeatMarks struct {
 }
 
 // appliedUnchecked marks a cluster whose desired bundles were rewritten: its next heartbeat
-// sets the applied revisions whatever digest it reports.
+// sets the applied revisions whatever digest it reports. The heartbeat writes its digest over
+// the mark only if the mark is still what it read: a bundle written on another connection
+// between the heartbeat's read and its write (PostgreSQL re-reads the row for the update)
+// keeps the mark for the next heartbeat.
 const appliedUnchecked = "!"
 
 // pruneEvery is how many history records a cluster adds between two prunes to HistoryLimit:
