@@ -77,8 +77,9 @@ func (r *InventoryReconciler) retireFinish(ctx context.Context, o *inventoryObje
 	}
 	orig := o.obj.DeepCopyObject().(client.Object)
 	controllerutil.RemoveFinalizer(o.obj, kollectv1.FinalizerRetire)
-	if err := r.Patch(ctx, o.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return ctrl.Result{}, fmt.Errorf("removing finalizer %s: %w", kollectv1.FinalizerRetire, client.IgnoreNotFound(err))
+	// An object already gone has nothing left to remove; any other failure is retried.
+	if err := r.Patch(ctx, o.obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); client.IgnoreNotFound(err) != nil {
+		return ctrl.Result{}, fmt.Errorf("removing finalizer %s: %w", kollectv1.FinalizerRetire, err)
 	}
 	return ctrl.Result{}, nil
 }
