@@ -8,7 +8,8 @@
 // of old versions, deleted keys and, on a full reconcile, this cluster's and inventory's rows
 // the snapshot lacks, and the new state. Readers therefore never see a half-applied export,
 // and a failure anywhere leaves the previous state, which the retry starts from. An unchanged
-// inventory costs one query of the state table and no write.
+// inventory costs one query of the state table and no write; a periodic resync of one reads
+// its rows back too (drift.go) and reconciles only when they drifted.
 //
 // The transaction avoids MERGE, UPDATE with joins and correlated subqueries in DML, which the
 // BigQuery emulator the tests run against cannot execute (see script in write.go).

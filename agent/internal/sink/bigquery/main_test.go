@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -86,7 +85,7 @@ var (
 )
 
 // kind names a request; for jobs.query it reads the SQL: "query state" (the state read),
-// "query script" (the transaction) or "query other".
+// "query rows" (a resync's read of the rows), "query script" (the transaction) or "query other".
 func kind(r *http.Request) (string, error) {
 	p := r.URL.Path
 	switch {
@@ -111,6 +110,8 @@ func kind(r *http.Request) (string, error) {
 		switch {
 		case strings.HasPrefix(q.Query, "SELECT checksum"):
 			return "query state", nil
+		case strings.HasPrefix(q.Query, "SELECT target, uid"):
+			return "query rows", nil
 		case strings.HasPrefix(q.Query, "BEGIN TRANSACTION"):
 			return "query script", nil
 		}
@@ -173,7 +174,7 @@ func (rec *recorder) Calls() map[string]int {
 func mutations(calls map[string]int) map[string]int {
 	out := map[string]int{}
 	for k, v := range calls {
-		if !strings.HasPrefix(k, "GET ") && k != "query state" {
+		if !strings.HasPrefix(k, "GET ") && k != "query state" && k != "query rows" {
 			out[k] = v
 		}
 	}
@@ -252,15 +253,6 @@ func query(tb testing.TB, sql string) [][]bq.Value {
 		}
 		out = append(out, row)
 	}
-}
-
-// sameJSON compares JSON texts as values: BigQuery normalises JSON it stores.
-func sameJSON(a, b string) bool {
-	var va, vb any
-	if json.Unmarshal([]byte(a), &va) != nil || json.Unmarshal([]byte(b), &vb) != nil {
-		return false
-	}
-	return reflect.DeepEqual(va, vb)
 }
 
 // tables lists the tables of dataset.

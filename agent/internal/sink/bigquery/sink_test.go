@@ -129,12 +129,20 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 			t.Fatalf("an unchanged export after a restart wrote: %v", m)
 		}
 	}
-	// A resync of equal data stages everything and rewrites no row.
+	// A resync of equal data reads the rows back and writes nothing, not even a staging table.
+	rec.Calls()
 	before := rowsOf(t, ds, "east")
 	b := a.batch(rows)
 	b.Resync = true
 	if err := a.sink.Export(ctx, b); err != nil {
 		t.Fatal(err)
+	}
+	calls := rec.Calls()
+	if m := mutations(calls); len(m) != 0 {
+		t.Fatalf("a resync of equal data wrote: %v", m)
+	}
+	if calls["query rows"] != 1 {
+		t.Fatalf("a resync of equal data did not read the rows back: %v", calls)
 	}
 	after := rowsOf(t, ds, "east")
 	if len(after) != len(before) {
@@ -143,6 +151,49 @@ func TestUnchangedDataWritesNothing(t *testing.T) {
 	for i := range before {
 		if !before[i].UpdatedAt.Equal(after[i].UpdatedAt) {
 			t.Fatalf("a resync of equal data rewrote %s", before[i].UID)
+		}
+	}
+}
+
+// TestResyncRepairsDriftTheStateDoesNotShow: rows edited, deleted and added behind the sink's
+// back leave the state's checksum as it was, so only the resync's read of the rows sees them,
+// and its reconcile restores exactly the snapshot.
+func TestResyncRepairsDriftTheStateDoesNotShow(t *testing.T) {
+	ctx := context.Background()
+	ds := newDataset(t)
+	s, rec := newSink(t, ds, "east")
+	a := &agent{sink: s, cluster: "east", inventory: "apps"}
+	rows := mkRows("east", 10, 1)
+	if err := a.export(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	want := rowsOf(t, ds, "east")
+	ref := "`" + server.Project + "." + ds + ".rows`"
+	for name, drift := range map[string]string{
+		"an edited attribute": "UPDATE " + ref + " SET attributes = JSON '{\"image\":\"edited\"}' WHERE uid = 'east-003'",
+		"a deleted row":       "DELETE FROM " + ref + " WHERE uid = 'east-004'",
+		"a stray row": "INSERT INTO " + ref + " (cluster, inventory, target, api_group, version, kind, namespace, name, uid, attributes, first_seen, updated_at) " +
+			"VALUES ('east', 'apps', 'deployments', 'apps', 'v1', 'Deployment', 'ns', 'stray', 'stray', JSON '{}', CURRENT_TIMESTAMP(), CURRENT_TIMESTAMP())",
+		"an edited name": "UPDATE " + ref + " SET name = 'renamed' WHERE uid = 'east-005'",
+	} {
+		query(t, drift)
+		rec.Calls()
+		b := a.batch(rows)
+		b.Resync = true
+		if err := a.sink.Export(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		if m := mutations(rec.Calls()); m["query script"] != 1 {
+			t.Fatalf("%s: the resync did not reconcile: %v", name, m)
+		}
+		got := rowsOf(t, ds, "east")
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows after the resync, want %d", name, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].UID != want[i].UID || got[i].Name != want[i].Name || !sameJSON(got[i].Attributes, want[i].Attributes) {
+				t.Fatalf("%s: row %d is %+v after the resync, want %+v", name, i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -110,9 +110,17 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) (outcome, err error) {
 	takeover := s.takeover(check)
 	outcome = check.Contention()
 	covSQL, covParams := s.coverageSQL(diffCoverage(stored, batchCoverage(env)))
+	unchanged := st != nil && st.checksum == env.Checksum
+	if unchanged && b.Resync {
+		drift, err := s.drifted(ctx, env)
+		if err != nil {
+			return nil, err
+		}
+		unchanged = !drift
+	}
 	var full bool
 	switch {
-	case st != nil && st.checksum == env.Checksum && !b.Resync:
+	case unchanged:
 		if covSQL == "" && !takeover {
 			return outcome, nil
 		}
@@ -274,13 +282,18 @@ func stageRows(op string, rows []export.Row) []*stageRow {
 // Save implements bigquery.ValueSaver. The insert ID makes a retried insertAll request
 // idempotent within BigQuery's deduplication window.
 func (r *stageRow) Save() (map[string]bq.Value, string, error) {
-	attrs := string(r.row.Attributes)
-	if attrs == "" {
-		attrs = "{}"
-	}
+	attrs := stagedAttributes(r.row)
 	return map[string]bq.Value{
 		"op": r.op, "target": r.row.Target, "api_group": r.row.Group, "version": r.row.Version, "kind": r.row.Kind,
 		"namespace": r.row.Namespace, "name": r.row.Name, "uid": r.row.UID,
 		"profile": r.row.Profile, "profile_generation": r.row.ProfileGeneration, "attributes": attrs,
 	}, r.op + "/" + r.row.Key().String(), nil
+}
+
+// stagedAttributes is the attributes document staged for r: "{}" when it has none.
+func stagedAttributes(r *export.Row) string {
+	if len(r.Attributes) == 0 {
+		return "{}"
+	}
+	return string(r.Attributes)
 }
