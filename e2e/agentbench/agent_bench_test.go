@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -265,6 +266,10 @@ func waitExport(b testing.TB, ctx context.Context, a *agentProc, pgURL string, s
 	// Generous: the issue measured 258 s for 100 tenants; 1M objects at the old benchmark's
 	// rate would take about 7 minutes.
 	deadline := a.started.Add(5*time.Minute + time.Duration(s.objects)*time.Millisecond)
+	// The timeline of the first export: when the first rows and state rows showed up and how
+	// the rest followed (where the time to the first complete export goes).
+	var timeline []string
+	lastStates, lastRows := -1, -1
 	for {
 		if a.exited() {
 			b.Fatalf("kollect-agent exited before the first complete export: %v", a.waitErr)
@@ -276,7 +281,15 @@ func waitExport(b testing.TB, ctx context.Context, a *agentProc, pgURL string, s
 		if peak != nil && a.released() > 0 {
 			*peak = max(*peak, a.memory(b)["VmRSS"])
 		}
+		if states != lastStates || (lastRows == 0 && rows > 0) {
+			timeline = append(timeline, fmt.Sprintf("%.1fs %d rows %d states", time.Since(a.started).Seconds(), rows, states))
+			lastStates, lastRows = states, rows
+		}
 		if rows == s.objects && states == s.inventories() {
+			if len(timeline) > 24 { // the first and last dozen changes
+				timeline = append(append(timeline[:12:12], "…"), timeline[len(timeline)-12:]...)
+			}
+			b.Logf("first export timeline: %s", strings.Join(timeline, ", "))
 			return
 		}
 		if rows > s.objects {

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -183,7 +184,17 @@ func (f *haFleetT) waitConnected(t *testing.T, timeout time.Duration, h *hub) {
 		last = strings.Join(parts, ", ")
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatalf("the %d agents were not all connected within %v: %s", haFleet, timeout, last)
+	// Which simulated agents are missing, and why their last stream ended (the real agents'
+	// logs are printed by their cleanup).
+	var missing []string
+	for name, c := range f.sim.Connections() {
+		if c.Since.IsZero() {
+			missing = append(missing, fmt.Sprintf("%s on %s: %s", name, c.URL, c.LastError))
+		}
+	}
+	sort.Strings(missing)
+	t.Fatalf("the %d agents were not all connected within %v: %s; simulated agents without a stream: %d\n  %s",
+		haFleet, timeout, last, len(missing), strings.Join(missing, "\n  "))
 }
 
 // rollout reads a rollout through h.

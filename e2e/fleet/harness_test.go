@@ -182,6 +182,14 @@ func (h *hub) stop() {
 		_ = h.cmd.Wait()
 		h.cmd = nil
 	}
+	if h.t.Failed() {
+		// The log outlives the test's temporary directory, as the agents' logs do.
+		raw, _ := os.ReadFile(filepath.Join(h.dir, "hub.log"))
+		keep := filepath.Join(os.TempDir(), "kollect-fleet-hub-"+strings.ReplaceAll(h.addr, ":", "-")+".log")
+		if os.WriteFile(keep, raw, 0o644) == nil {
+			h.t.Logf("hub %s log kept in %s", h.addr, keep)
+		}
+	}
 }
 
 // kill ends the hub process with SIGKILL, as a crashed node or the OOM killer would.

@@ -85,6 +85,12 @@ func startHub(b *testing.B, bin, dataDir, store, memLimit string) *hub {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 		log.Close()
+		if dir := os.Getenv("KOLLECT_BENCH_PROFILE"); dir != "" {
+			// The hub's log beside its profiles: the rollout's steps are logged with their times.
+			if raw, err := os.ReadFile(log.Name()); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(log.Name())), raw, 0o644)
+			}
+		}
 		if b.Failed() {
 			raw, _ := os.ReadFile(log.Name())
 			b.Logf("hub log %s:\n%s", log.Name(), tail(raw, 8000))

@@ -233,6 +233,8 @@ type Connection struct {
 	URL string
 	// Since is when the open stream received its first message; zero while it has none.
 	Since time.Time
+	// LastError is why the agent's previous stream ended or could not open, and when.
+	LastError string
 }
 
 // Connections returns every running agent's connection by cluster name.
@@ -246,7 +248,7 @@ func (f *Fleet) Connections() map[string]Connection {
 	out := make(map[string]Connection, len(agents))
 	for _, a := range agents {
 		a.mu.Lock()
-		out[a.spec.Name] = Connection{URL: a.fleet.hubURLs[int(a.cur.Load())], Since: a.since}
+		out[a.spec.Name] = Connection{URL: a.fleet.hubURLs[int(a.cur.Load())], Since: a.since, LastError: a.lastErr}
 		a.mu.Unlock()
 	}
 	return out
@@ -282,6 +284,7 @@ type agent struct {
 	mu         sync.Mutex
 	credential string
 	since      time.Time // first message of the open stream
+	lastErr    string    // why the last stream ended or could not open, with when
 	config     *fleetv1.WatchConfigResponse
 	heartbeats int
 	stopped    bool
@@ -368,6 +371,7 @@ func (a *agent) watch(ctx context.Context) {
 		}
 		a.mu.Lock()
 		a.since = time.Time{}
+		a.lastErr = fmt.Sprintf("%s at %s", err, time.Now().Format("15:04:05.000"))
 		a.mu.Unlock()
 		if connect.CodeOf(err) == connect.CodeUnauthenticated {
 			a.stop(err)
