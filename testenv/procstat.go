@@ -110,3 +110,33 @@ func ExecutableMappings(pid int) ([]Mapping, error) {
 	}
 	return out, nil
 }
+
+// CPUByCommand sums the CPU time (user and system) of every process whose command name is one
+// of names, by name: a benchmark reads it around a phase to say where the machine's time
+// went besides the process it measures (kube-apiserver, etcd, postgres). Processes that end
+// between the directory listing and the read are skipped.
+func CPUByCommand(names ...string) (map[string]time.Duration, error) {
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, fmt.Errorf("listing processes: %w", err)
+	}
+	out := map[string]time.Duration{}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		if err != nil || !want[strings.TrimSpace(string(comm))] {
+			continue
+		}
+		if v, err := ProcessCPU(pid); err == nil {
+			out[strings.TrimSpace(string(comm))] += v
+		}
+	}
+	return out, nil
+}

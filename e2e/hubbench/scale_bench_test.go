@@ -297,6 +297,13 @@ func (s *scale) rollout(b *testing.B) {
 			Name: "bench", Manifests: fmt.Sprintf(manifests, 0), ClusterSelector: selector})); err != nil {
 			b.Fatal(err)
 		}
+		// The timed rollouts start from a settled fleet: every agent applied revision 1 and
+		// said so. Timed while 10,000 agents still apply the release and report it, the first
+		// rollout measured that release too (its StartRollout waited 36 s behind the fleet's
+		// heartbeats on PostgreSQL).
+		s.timeAdminReads(b, "while the fleet reports the release")
+		s.waitInSync(b)
+		s.timeAdminReads(b, "once the fleet is in sync")
 	}
 	cpu0 := make([]time.Duration, len(s.hubs))
 	for i, h := range s.hubs {
@@ -318,8 +325,18 @@ func (s *scale) rollout(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		t1 := time.Now()
+		pg0, _ := testenv.CPUByCommand("postgres")
+		self0, _ := testenv.ProcessCPU(os.Getpid())
 		s.waitCompleted(b, started.Msg.GetRollout().GetId())
 		worst = max(worst, time.Since(t0))
+		// Where the machine's CPU went during the waves: the hubs' is reported below; the
+		// simulated fleet is this process.
+		pg1, _ := testenv.CPUByCommand("postgres")
+		self1, _ := testenv.ProcessCPU(os.Getpid())
+		b.Logf("rollout %d: ApplyBundle and StartRollout %s, the waves %s (CPU-s over the waves: postgres %.1f, simulated fleet %.1f)",
+			s.rollouts, t1.Sub(t0).Round(time.Millisecond), time.Since(t1).Round(time.Millisecond),
+			(pg1["postgres"] - pg0["postgres"]).Seconds(), (self1 - self0).Seconds())
 	}
 	var cpu, rss float64
 	for i, h := range s.hubs {
@@ -336,6 +353,38 @@ func (s *scale) rollout(b *testing.B) {
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
 	b.ReportMetric(float64(s.n), "agents")
 	b.ReportMetric(rss, "hub-RSS-MiB")
+}
+
+// timeAdminReads logs how long five ListRollouts calls in a row take, each one query of the
+// store: what a user's call or the rollout engine's pass waits for a connection while the
+// fleet's heartbeats hold the store.
+func (s *scale) timeAdminReads(b *testing.B, when string) {
+	t0 := time.Now()
+	for range 5 {
+		if _, err := s.admin.ListRollouts(context.Background(), connect.NewRequest(&fleetv1.ListRolloutsRequest{Bundle: "bench", Limit: 1})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("five ListRollouts %s: %s", when, time.Since(t0).Round(time.Millisecond))
+}
+
+// waitInSync waits until no cluster's applied configuration differs from its desired one.
+func (s *scale) waitInSync(b *testing.B) {
+	t0 := time.Now()
+	for deadline := t0.Add(10 * time.Minute); ; time.Sleep(500 * time.Millisecond) {
+		h, err := s.admin.GetFleetHealth(context.Background(), connect.NewRequest(&fleetv1.GetFleetHealthRequest{}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if h.Msg.GetClustersConfigSkew() == 0 && h.Msg.GetClustersOnline() == int64(s.n) {
+			b.Logf("the fleet applied the release %s after it", time.Since(t0).Round(time.Millisecond))
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d clusters still apply another configuration than their desired one after 10 minutes",
+				h.Msg.GetClustersConfigSkew(), s.n)
+		}
+	}
 }
 
 // waitCompleted waits for a rollout to complete with every agent healthy. It polls
