@@ -173,13 +173,12 @@ func (s *Store) activeRollout(ctx context.Context, tx querier, bundle string) (i
 }
 
 func (s *Store) setDesired(ctx context.Context, tx *sql.Tx, bundle string, revision int64, clusters []string, now int64) error {
-	for _, name := range clusters {
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO cluster_bundles (cluster, bundle, desired_revision, updated_at)
-			VALUES (?, ?, ?, ?) ON CONFLICT (cluster, bundle) DO UPDATE
-			SET desired_revision = excluded.desired_revision, updated_at = excluded.updated_at`),
-			name, bundle, revision, now); err != nil {
-			return fmt.Errorf("setting desired revision of %s on %s: %w", bundle, name, err)
-		}
+	clusters = lastPerKey(clusters, func(c string) string { return c })
+	err := s.execValues(ctx, tx, `INSERT INTO cluster_bundles (cluster, bundle, desired_revision, updated_at)`,
+		`ON CONFLICT (cluster, bundle) DO UPDATE SET desired_revision = excluded.desired_revision, updated_at = excluded.updated_at`,
+		4, len(clusters), func(i int, dst []any) []any { return append(dst, clusters[i], bundle, revision, now) })
+	if err != nil {
+		return fmt.Errorf("setting desired revision %d of %s on %d clusters: %w", revision, bundle, len(clusters), err)
 	}
 	return s.uncheckApplied(ctx, tx, clusters)
 }

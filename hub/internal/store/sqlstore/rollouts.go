@@ -131,22 +131,47 @@ func (s *Store) saveRollout(ctx context.Context, tx *sql.Tx, r *store.Rollout) e
 }
 
 func (s *Store) saveRolloutClusters(ctx context.Context, tx *sql.Tx, id int64, clusters []store.RolloutCluster) error {
-	for _, c := range clusters {
+	clusters = lastPerKey(clusters, func(c store.RolloutCluster) string { return c.Cluster })
+	baselines := make([]string, len(clusters))
+	for i, c := range clusters {
 		baseline, err := json.Marshal(c.Baseline)
 		if err != nil {
 			return fmt.Errorf("encoding baseline of %s: %w", c.Cluster, err)
 		}
-		if _, err := tx.ExecContext(ctx, s.q(`INSERT INTO rollout_clusters (rollout_id, cluster, wave, state, gate,
-			message, moved_at, healthy_since, finished_at, baseline) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (rollout_id, cluster) DO UPDATE SET wave = excluded.wave, state = excluded.state,
-			gate = excluded.gate, message = excluded.message, moved_at = excluded.moved_at,
-			healthy_since = excluded.healthy_since, finished_at = excluded.finished_at, baseline = excluded.baseline`),
-			id, c.Cluster, c.Wave, string(c.State), c.Gate, c.Message, ms(c.MovedAt), ms(c.HealthySince),
-			ms(c.FinishedAt), string(baseline)); err != nil {
-			return fmt.Errorf("saving rollout %d cluster %s: %w", id, c.Cluster, err)
-		}
+		baselines[i] = string(baseline)
+	}
+	err := s.execValues(ctx, tx, `INSERT INTO rollout_clusters (rollout_id, cluster, wave, state, gate,
+		message, moved_at, healthy_since, finished_at, baseline)`, `ON CONFLICT (rollout_id, cluster) DO UPDATE SET
+		wave = excluded.wave, state = excluded.state, gate = excluded.gate, message = excluded.message,
+		moved_at = excluded.moved_at, healthy_since = excluded.healthy_since, finished_at = excluded.finished_at,
+		baseline = excluded.baseline`, 10, len(clusters), func(i int, dst []any) []any {
+		c := clusters[i]
+		return append(dst, id, c.Cluster, c.Wave, string(c.State), c.Gate, c.Message, ms(c.MovedAt), ms(c.HealthySince),
+			ms(c.FinishedAt), baselines[i])
+	})
+	if err != nil {
+		return fmt.Errorf("saving the clusters of rollout %d: %w", id, err)
 	}
 	return nil
+}
+
+// lastPerKey keeps, of the items with the same key, the last one, in the order of their last
+// occurrence: what writing them one at a time would have left.
+func lastPerKey[T any](items []T, key func(T) string) []T {
+	last := make(map[string]int, len(items))
+	for i, it := range items {
+		last[key(it)] = i
+	}
+	if len(last) == len(items) {
+		return items
+	}
+	out := make([]T, 0, len(last))
+	for i, it := range items {
+		if last[key(it)] == i {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // GetRollout implements store.Store.

@@ -282,3 +282,60 @@ func testRolloutRaces(t *testing.T, s store.Store) {
 		t.Fatalf("version after the race: %d", r.Version)
 	}
 }
+
+// testLargeRollout: a rollout's rows and a step's moves, written in statements of a few
+// hundred rows, are every row once, whatever the statement boundaries; a row written twice in
+// one step is written as its last version.
+func testLargeRollout(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const n = 1301 // three statements of rollout rows, two of desired revisions
+	bootstrap(t, s, "tok", 0, time.Hour, false)
+	names := make([]string, n)
+	clusters := make([]store.RolloutCluster, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("c-%04d", i)
+		_, err := register(s, "tok", names[i], "cred-"+names[i], map[string]string{"env": "prod"}, false)
+		must(t, err)
+		clusters[i] = store.RolloutCluster{Cluster: names[i], Wave: i % 2, State: store.ClusterPending,
+			Baseline: store.Baseline{Observed: true, ItemCounts: map[string]int64{"ns/inv": int64(i)}}}
+	}
+	_, _, _, err := s.CreateRevision(ctx, revision("big", "a: 1\n", `{"env":"prod"}`), "", false, matchAll)
+	must(t, err)
+	_, _, _, err = s.CreateRevision(ctx, revision("big", "a: 2\n", `{"env":"prod"}`), "", true, matchAll)
+	must(t, err)
+	r, err := s.CreateRollout(ctx, newRollout("big", 1, 2), clusters, nil)
+	must(t, err)
+	rows, err := s.RolloutClusters(ctx, r.ID)
+	must(t, err)
+	if len(rows) != n || rows[n-1].Cluster != names[n-1] || rows[n-1].Baseline.ItemCounts["ns/inv"] != n-1 {
+		t.Fatalf("%d rollout rows, want %d (last %+v)", len(rows), n, rows[len(rows)-1])
+	}
+	// Every cluster moves in one step; the first one's row comes twice, the last version wins.
+	moved := r
+	moved.UpdatedAt = t0.Add(time.Second)
+	step := make([]store.RolloutCluster, 0, n+1)
+	for _, c := range clusters {
+		c.State, c.MovedAt = store.ClusterApplying, t0.Add(time.Second)
+		step = append(step, c)
+	}
+	again := step[0]
+	again.Message = "the later version"
+	step = append(step, again)
+	_, err = s.ApplyRolloutStep(ctx, store.RolloutStep{Rollout: moved, Clusters: step, Move: names}, matchAll)
+	must(t, err)
+	rows, err = s.RolloutClusters(ctx, r.ID)
+	must(t, err)
+	for _, c := range rows {
+		if c.State != store.ClusterApplying {
+			t.Fatalf("row %s is %s after the step", c.Cluster, c.State)
+		}
+	}
+	if rows[0].Message != "the later version" {
+		t.Fatalf("a row written twice in a step kept %q", rows[0].Message)
+	}
+	for _, name := range []string{names[0], names[n/2], names[n-1]} {
+		if d := desiredOf(t, s, name); d["big"] != 2 {
+			t.Fatalf("%s desires %v after the step", name, d)
+		}
+	}
+}

@@ -46,6 +46,7 @@ func Run(t *testing.T, newStore Factory) {
 		"HoldAndStable":           testHoldAndStable,
 		"Rollouts":                testRollouts,
 		"RolloutRaces":            testRolloutRaces,
+		"LargeRollout":            testLargeRollout,
 		"ClusterEpoch":            testClusterEpoch,
 		"Observe":                 testObserve,
 		"Previews":                testPreviews,
