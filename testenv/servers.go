@@ -297,6 +297,9 @@ type PostgresOptions struct {
 	// TLS serves TLS (next to plain connections) with a certificate for 127.0.0.1 signed by a
 	// new CA, returned in Postgres.CAPEM.
 	TLS bool
+	// Settings are more server settings, each "name=value" as postgres -c takes it (e.g.
+	// shared_preload_libraries=pg_stat_statements for a benchmark's statement profile).
+	Settings []string
 }
 
 // StartPostgres initialises and starts a PostgreSQL cluster with fsync off. initdb and postgres
@@ -348,6 +351,9 @@ func StartPostgresWith(opts PostgresOptions) (*Postgres, error) {
 	cmdline := append(append([]string{}, runAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-k", data, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
+	for _, setting := range opts.Settings {
+		cmdline = append(cmdline, "-c", setting)
+	}
 	var caPEM []byte
 	if opts.TLS {
 		var certFile, keyFile string

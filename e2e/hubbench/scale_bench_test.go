@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -95,7 +97,13 @@ func BenchmarkHubScale(b *testing.B) {
 		b.Run("rollout", f.rollout)
 	})
 	b.Run("postgres-2-replicas", func(b *testing.B) {
-		pg, err := testenv.StartPostgres()
+		var opts testenv.PostgresOptions
+		profileDir := os.Getenv("KOLLECT_BENCH_PROFILE")
+		if profileDir != "" {
+			// The server's side of the profile: what each statement cost it.
+			opts.Settings = []string{"shared_preload_libraries=pg_stat_statements"}
+		}
+		pg, err := testenv.StartPostgresWith(opts)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -104,7 +112,15 @@ func BenchmarkHubScale(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		if profileDir != "" {
+			if out, err := exec.Command("psql", dsn, "-qc", "CREATE EXTENSION pg_stat_statements").CombinedOutput(); err != nil {
+				b.Fatalf("pg_stat_statements: %v: %s", err, out)
+			}
+		}
 		f := join(b, bin, n, 2, dsn)
+		if profileDir != "" {
+			f.statements = dsn
+		}
 		b.Run("steady", f.steady)
 		b.Run("rollout", f.rollout)
 	})
@@ -129,6 +145,9 @@ type scale struct {
 	hubs       []*hub
 	admin      fleetv1connect.FleetServiceClient
 	profileDir string
+	// statements, when set, is the PostgreSQL store whose pg_stat_statements the rollouts
+	// reset when they start and save when they end.
+	statements string
 	rollouts   int // rollouts run so far; revision 1 is released before the first
 }
 
@@ -299,7 +318,7 @@ func (s *scale) rollout(b *testing.B) {
 		}
 		// The timed rollouts start from a settled fleet: every agent applied revision 1 and
 		// said so. Timed while 10,000 agents still apply the release and report it, the first
-		// rollout measured that release too (its StartRollout waited 36 s behind the fleet's
+		// rollout measured that release too (its StartRollout took 36 s amid the fleet's
 		// heartbeats on PostgreSQL).
 		time.Sleep(3 * time.Second) // into the burst of the fleet's heartbeats
 		s.timeAdminReads(b, "3 s into the fleet's reports of the release")
@@ -312,6 +331,11 @@ func (s *scale) rollout(b *testing.B) {
 	}
 	var worst time.Duration
 	var profiles func()
+	if s.statements != "" {
+		if out, err := exec.Command("psql", s.statements, "-qc", "SELECT pg_stat_statements_reset()").CombinedOutput(); err != nil {
+			b.Fatalf("pg_stat_statements_reset: %v: %s", err, out)
+		}
+	}
 	for b.Loop() {
 		s.rollouts++
 		if profiles == nil {
@@ -350,6 +374,9 @@ func (s *scale) rollout(b *testing.B) {
 		}
 	}
 	profiles()
+	if s.statements != "" {
+		saveStatements(b, s.statements, filepath.Join(s.profileDir, s.name+"-rollout-postgres-statements.txt"))
+	}
 	b.ReportMetric(cpu, "hub-CPU-s/op")
 	b.ReportMetric(float64(worst.Milliseconds()), "worst-ms")
 	b.ReportMetric(float64(s.n), "agents")
@@ -450,5 +477,20 @@ func (s *scale) startProfiles(b *testing.B, what string, d time.Duration) func()
 				b.Error(err)
 			}
 		}
+	}
+}
+
+// saveStatements writes PostgreSQL's statements by total execution time (pg_stat_statements)
+// into file: calls, total and mean milliseconds, rows, and the statement.
+func saveStatements(b *testing.B, dsn, file string) {
+	out, err := exec.Command("psql", dsn, "-qc", `SELECT calls, round(total_exec_time) AS total_ms,
+		round(mean_exec_time::numeric, 3) AS mean_ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
+		FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`).CombinedOutput()
+	if err != nil {
+		b.Logf("reading pg_stat_statements: %v: %s", err, out)
+		return
+	}
+	if err := os.WriteFile(file, out, 0o644); err != nil {
+		b.Log(err)
 	}
 }

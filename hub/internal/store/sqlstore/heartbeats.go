@@ -29,14 +29,6 @@ func scanHeartbeat(sc scanner) (store.HeartbeatRecord, error) {
 // and the history is pruned to its limit every pruneEvery records. Its statements are prepared
 // once (prepared).
 func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
-	if s.heartbeatSlots != nil {
-		select {
-		case s.heartbeatSlots <- struct{}{}:
-			defer func() { <-s.heartbeatSlots }()
-		case <-ctx.Done():
-			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, ctx.Err())
-		}
-	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var m heartbeatMarks
 		var prev int64

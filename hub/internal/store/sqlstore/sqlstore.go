@@ -51,9 +51,6 @@ type Store struct {
 	clusterEpoch atomic.Int64
 	// stmts holds the prepared statements of the hot paths (hotQueries), by query.
 	stmts map[string]*sql.Stmt
-	// heartbeatSlots bounds the connections heartbeats hold at once (nil: no bound); see
-	// postgresHeartbeatConns.
-	heartbeatSlots chan struct{}
 }
 
 var _ store.Store = (*Store)(nil)
@@ -96,23 +93,10 @@ func openPostgres(dsn string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres: %w", err)
 	}
-	db.SetMaxOpenConns(postgresConns)
-	db.SetMaxIdleConns(postgresConns)
-	return &Store{db: db, d: postgresDialect, dsn: dsn, heartbeatSlots: make(chan struct{}, postgresHeartbeatConns)}, nil
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(16)
+	return &Store{db: db, d: postgresDialect, dsn: dsn}, nil
 }
-
-// postgresConns is a replica's pool of PostgreSQL connections, and postgresHeartbeatConns how
-// many of them heartbeats may hold at once. A fleet's heartbeats come in bursts (a wave of
-// a rollout, a release, agents reconnecting) of thousands; database/sql hands a freed
-// connection to a waiter picked at random, so without the bound every other query — the
-// rollout engine's pass, a user's StartRollout, a credential lookup — waited in a random
-// draw against the whole burst (a StartRollout took 36 s while 10,000 agents reported a
-// release). The rest of the pool stays free for them; heartbeats queue on the slots, first
-// come first served.
-const (
-	postgresConns          = 16
-	postgresHeartbeatConns = 12
-)
 
 func openSQLite(path string) (*Store, error) {
 	if path == "" {
