@@ -114,6 +114,9 @@ type Dispatcher struct {
 	// poke asks Run to check the config epoch now, as a poll would (Poke).
 	poke chan struct{}
 	snap atomic.Pointer[snapshot]
+	// live is the fleet's membership as the last refresh read it; only refresh (Run's
+	// goroutine) touches it.
+	live liveClusters
 
 	mu    sync.Mutex
 	conns map[string]map[*Conn]struct{}
@@ -326,7 +329,7 @@ func (d *Dispatcher) refresh(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	names, err := d.store.LiveClusters(ctx)
+	names, err := d.live.read(ctx, d.store)
 	if err != nil {
 		return err
 	}
