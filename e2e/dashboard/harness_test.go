@@ -183,12 +183,15 @@ func startHub(t *testing.T) *hub {
 	return h
 }
 
+// staleAfter is the hub's --stale-after.
+const staleAfter = 4 * time.Second
+
 // start runs the hub on its address and data directory and waits until it accepts connections.
 func (h *hub) start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.cmd = exec.Command(tools.hub, "--listen", h.addr, "--data-dir", filepath.Join(h.dir, "data"),
-		"--heartbeat-interval", "1s", "--stale-after", "4s", "--offline-after", "10s", "--poll-interval", "500ms",
+		"--heartbeat-interval", "1s", "--stale-after", staleAfter.String(), "--offline-after", "10s", "--poll-interval", "500ms",
 		"--register-burst", "0") // every simulated agent registers from 127.0.0.1
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -226,8 +229,12 @@ func (h *hub) restartHandler() http.Handler {
 			return
 		}
 		h.stop()
-		// Stay down long enough for the dashboard to notice and show it.
-		time.Sleep(2 * time.Second)
+		// Stay down long enough for the dashboard to notice and show it, and for every cluster
+		// to turn stale: the first heartbeat after the restart ends a silence, which its
+		// history records (the cluster pages' history tests count on those records; item
+		// counts alone are recorded once a minute). Down for 2 s, a cluster's heartbeats were
+		// 3-4 s apart and sometimes recorded nothing.
+		time.Sleep(staleAfter + time.Second)
 		if err := h.start(); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return

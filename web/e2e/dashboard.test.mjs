@@ -246,7 +246,9 @@ test("cluster detail shows inventories, sinks, applied objects and drift", async
   await history.getByRole("row").nth(2).waitFor();
   await page.getByRole("img", { name: /^Items over time: 1,762 to 1,762/ }).waitFor();
   await screenshot("cluster");
-  // prod-ap-1's inventory grows every few seconds: each step is a record, and the line rises.
+  // prod-ap-1's inventory grows every few seconds. An item count alone is recorded once a
+  // minute; the hub's restart above ended a silence (a record when the cluster turned stale,
+  // one when it came back), and those records carry the grown count: the line rises.
   await go("/clusters/prod-ap-1");
   const growing = page.getByRole("table", { name: "Heartbeat history" });
   await growing.getByRole("row").nth(3).waitFor();
