@@ -38,11 +38,21 @@ func TestWakesOnlyChangedClusters(t *testing.T) {
 		}
 	}
 	d := New(s, assign.New(s), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	go d.Run(ctx, time.Hour) // only Kick wakes it in this test
+	// The streams open before the dispatcher runs: a stream that opens after the first
+	// snapshot is not woken by it (its handler reads Current itself), and under load Run's
+	// goroutine could build that snapshot before these lines ran.
 	connA, leaveA := d.Subscribe("a")
 	defer leaveA()
 	connB, leaveB := d.Subscribe("b")
 	defer leaveB()
+	// Subscribing to a dispatcher without a snapshot kicked it; Run builds its first snapshot
+	// anyway, and a second one from that kick could wake a stream again before the test
+	// records what it sent.
+	select {
+	case <-d.kick:
+	default:
+	}
+	go d.Run(ctx, time.Hour) // only Kick wakes it in this test
 	// Both are woken by the first snapshot: nothing was sent to them yet.
 	for _, c := range []*Conn{connA, connB} {
 		select {
