@@ -48,7 +48,7 @@ func (s *Sink) drifted(ctx context.Context, env *export.Envelope) (bool, error) 
 		if err != nil {
 			return false, fmt.Errorf("reading the rows for a resync: %w", err)
 		}
-		str := func(i int) string { s, _ := v[i].(string); return s }
+		str := func(i int) string { text, _ := v[i].(string); return text }
 		r, ok := want[str(0)+"/"+str(1)]
 		if !ok {
 			return true, nil // a row the snapshot lacks, or a second copy of one
