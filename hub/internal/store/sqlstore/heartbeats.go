@@ -22,36 +22,37 @@ func scanHeartbeat(sc scanner) (store.HeartbeatRecord, error) {
 
 // RecordHeartbeat implements store.Store. A fleet's heartbeats are the store's most frequent
 // write, so the common one reads the cluster's row and writes it back, and nothing else: the
-// row keeps what the heartbeat must compare with (the newest history record's time and values,
-// the applied digest its applied revisions were set from), so the applied revisions are read
-// only when the agent's applied configuration changed or its desired bundles were rewritten,
-// and the history is read never. A history record is added when recordHistory calls for one,
-// and the history is pruned to its limit every pruneEvery records. Its statements are prepared
-// once (prepared).
+// row keeps what the heartbeat must compare with (its marks: the newest history record's time
+// and values, the applied digest its applied revisions were set from), so the applied
+// revisions are written only when the agent's applied configuration changed or its desired
+// bundles were rewritten, and the history is read never (planHeartbeat). On PostgreSQL the
+// whole heartbeat is one statement (recordHeartbeatPostgres); on SQLite, where a statement
+// costs no round trip, it is a transaction of prepared statements.
 func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
+	if s.d.name == postgresDialect.name {
+		return s.recordHeartbeatPostgres(ctx, h)
+	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
 		var m heartbeatMarks
-		var prev int64
 		err := s.txStmt(ctx, tx, qHeartbeatPrevious).QueryRowContext(ctx, h.Cluster).
-			Scan(&prev, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
+			Scan(&m.last, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
 		if err != nil {
 			return notFound(err, "recording heartbeat of "+h.Cluster)
 		}
-		if h.StateAt != nil {
-			h.Record.State = h.StateAt(fromMS(prev))
-		}
-		checked := m.appliedChecked
-		if m.appliedChecked != h.AppliedDigest {
+		p := planHeartbeat(h, m)
+		if p.setApplied {
 			if err := s.recordApplied(ctx, tx, h); err != nil {
 				return err
 			}
-			m.appliedChecked = h.AppliedDigest
 		}
-		if err := s.recordHistory(ctx, tx, h, &m); err != nil {
-			return err
+		if p.addHistory {
+			if err := s.recordHistory(ctx, tx, h.Cluster, p); err != nil {
+				return err
+			}
 		}
 		res, err := s.txStmt(ctx, tx, qHeartbeatCluster).ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion,
-			h.AppliedDigest, h.Status, m.historyAt, m.historyKey, m.unpruned, checked, m.appliedChecked, h.Cluster)
+			h.AppliedDigest, h.Status, p.next.historyAt, p.next.historyKey, p.next.unpruned, m.appliedChecked,
+			p.next.appliedChecked, h.Cluster)
 		if err != nil {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
 		}
@@ -62,12 +63,51 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 	})
 }
 
-// heartbeatMarks are the columns of a cluster's row a heartbeat compares with (migration 0009).
+// heartbeatMarks are the columns of a cluster's row a heartbeat compares with (migration 0009),
+// and the time of its previous heartbeat.
 type heartbeatMarks struct {
+	last           int64
 	historyAt      int64
 	historyKey     string
 	unpruned       int64
 	appliedChecked string
+}
+
+// heartbeatPlan is what a heartbeat writes besides the cluster's row, decided from the marks
+// it read: planHeartbeat is the one place both stores decide it.
+type heartbeatPlan struct {
+	// record is the history record, its time and state set.
+	record store.HeartbeatRecord
+	// setApplied: the desired bundles' applied revisions are set from the heartbeat.
+	setApplied bool
+	// addHistory: record is added to the history; prune: and the history pruned to its limit.
+	addHistory, prune bool
+	// next are the marks the row is written with.
+	next heartbeatMarks
+}
+
+// planHeartbeat decides a heartbeat's writes from its cluster's marks m. A history record is
+// added unless the newest one is recent and differs from it in nothing but the item count
+// (store.HistoryInterval); every pruneEvery records the history is pruned to its limit.
+func planHeartbeat(h store.Heartbeat, m heartbeatMarks) heartbeatPlan {
+	p := heartbeatPlan{record: h.Record, next: m}
+	p.record.At = h.At
+	if h.StateAt != nil {
+		p.record.State = h.StateAt(fromMS(m.last))
+	}
+	p.next.last = ms(h.At)
+	p.setApplied = m.appliedChecked != h.AppliedDigest
+	p.next.appliedChecked = h.AppliedDigest
+	key := historyKey(p.record)
+	if key == m.historyKey && p.record.At.Sub(fromMS(m.historyAt)) < store.HistoryInterval {
+		return p
+	}
+	p.addHistory = true
+	p.next.historyAt, p.next.historyKey, p.next.unpruned = ms(p.record.At), key, m.unpruned+1
+	if p.next.unpruned >= pruneEvery {
+		p.prune, p.next.unpruned = true, 0
+	}
+	return p
 }
 
 // appliedUnchecked marks a cluster whose desired bundles were rewritten: its next heartbeat
@@ -120,32 +160,23 @@ func (s *Store) recordApplied(ctx context.Context, tx *sql.Tx, h store.Heartbeat
 	return nil
 }
 
-// recordHistory adds the heartbeat's record unless the newest one is recent and differs from it
-// in nothing but the item count (store.HistoryInterval), as m, the cluster's marks, tell; it
-// updates m for the cluster's row. Every pruneEvery records it prunes the cluster's oldest
-// beyond HistoryLimit.
-func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, h store.Heartbeat, m *heartbeatMarks) error {
-	rec := h.Record
-	rec.At = h.At
-	key := historyKey(rec)
-	if key == m.historyKey && rec.At.Sub(fromMS(m.historyAt)) < store.HistoryInterval {
-		return nil
-	}
+// recordHistory adds the plan's record to the cluster's history and, when the plan says so,
+// prunes the cluster's oldest records beyond HistoryLimit.
+func (s *Store) recordHistory(ctx context.Context, tx *sql.Tx, cluster string, p heartbeatPlan) error {
+	rec := p.record
 	ins := s.txStmt(ctx, tx, qHistoryInsert)
-	if _, err := ins.ExecContext(ctx, h.Cluster, ms(rec.At), rec.AgentVersion, rec.AppliedDigest,
+	if _, err := ins.ExecContext(ctx, cluster, ms(rec.At), rec.AgentVersion, rec.AppliedDigest,
 		rec.Inventories, rec.Items, rec.InventoriesNotReady, rec.SinkErrors, rec.State); err != nil {
-		return fmt.Errorf("recording the heartbeat history of %s: %w", h.Cluster, err)
+		return fmt.Errorf("recording the heartbeat history of %s: %w", cluster, err)
 	}
-	m.historyAt, m.historyKey, m.unpruned = ms(rec.At), key, m.unpruned+1
-	if m.unpruned < pruneEvery {
+	if !p.prune {
 		return nil
 	}
 	// Everything from the (HistoryLimit+1)-th newest row down.
 	prune := s.txStmt(ctx, tx, qHistoryPrune)
-	if _, err := prune.ExecContext(ctx, h.Cluster, h.Cluster, store.HistoryLimit); err != nil {
-		return fmt.Errorf("pruning the heartbeat history of %s: %w", h.Cluster, err)
+	if _, err := prune.ExecContext(ctx, cluster, cluster, store.HistoryLimit); err != nil {
+		return fmt.Errorf("pruning the heartbeat history of %s: %w", cluster, err)
 	}
-	m.unpruned = 0
 	return nil
 }
 

@@ -30,10 +30,17 @@ const (
 var hotQueries = []string{qHeartbeatPrevious, qHeartbeatCluster, qAppliedRead, qAppliedWrite,
 	qHistoryInsert, qHistoryPrune, qClusterByCredential, qClusterByPrevious, qClusterEpoch, qObserveFleet}
 
+// hotQueriesPostgres are the hot queries written for PostgreSQL alone.
+var hotQueriesPostgres = []string{qHeartbeatPostgres}
+
 // prepare prepares every hot query; Open calls it once the schema is migrated.
 func (s *Store) prepare(ctx context.Context) error {
-	s.stmts = make(map[string]*sql.Stmt, len(hotQueries))
-	for _, q := range hotQueries {
+	queries := hotQueries
+	if s.d.name == postgresDialect.name {
+		queries = append(queries[:len(queries):len(queries)], hotQueriesPostgres...)
+	}
+	s.stmts = make(map[string]*sql.Stmt, len(queries))
+	for _, q := range queries {
 		st, err := s.db.PrepareContext(ctx, s.q(q))
 		if err != nil {
 			return fmt.Errorf("preparing %q: %w", q, err)

@@ -51,6 +51,8 @@ type Store struct {
 	clusterEpoch atomic.Int64
 	// stmts holds the prepared statements of the hot paths (hotQueries), by query.
 	stmts map[string]*sql.Stmt
+	// marks are the heartbeat marks this replica last wrote, per cluster (PostgreSQL only).
+	marks marksCache
 }
 
 var _ store.Store = (*Store)(nil)

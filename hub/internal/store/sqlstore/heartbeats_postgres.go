@@ -1,0 +1,136 @@
+package sqlstore
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"kollect.dev/hub/internal/store"
+)
+
+// On PostgreSQL every statement is a round trip, and a heartbeat in a transaction of prepared
+// statements was five to eight of them (begin, the marks, the applied revisions read and
+// written, the history, the row, commit): at 10,000 agents, most of the database's work in a
+// rollout. A heartbeat is now one statement, qHeartbeatPostgres, that writes the row, the
+// applied revisions, the history record and its pruning together, on the condition that the
+// row's marks are still those the plan was made from (a compare-and-set). The marks come from
+// this replica's own last write of the row (marksCache): an agent keeps its stream, and so
+// its heartbeats, on one replica, so the common heartbeat reads nothing. When the condition
+// fails — another replica's heartbeat, a rewrite of the cluster's desired bundles, a
+// revocation, a re-registration, or no marks cached — the marks are read and the plan made
+// again.
+const qHeartbeatPostgres = `WITH c AS (
+	UPDATE clusters SET last_heartbeat = $2, agent_version = $3, kubernetes_version = $4, applied_digest = $5,
+		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $10
+	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $11 AND history_at = $12 AND history_key = $13
+		AND history_unpruned = $14 AND applied_checked = $15
+	RETURNING name
+), applied AS (
+	UPDATE cluster_bundles cb
+	SET applied_revision = COALESCE((SELECT a.rev FROM unnest($17::text[], $18::bigint[]) AS a(bundle, rev)
+		WHERE a.bundle = cb.bundle), 0)
+	WHERE $16::boolean AND cb.cluster IN (SELECT name FROM c)
+		AND cb.applied_revision <> COALESCE((SELECT a.rev FROM unnest($17::text[], $18::bigint[]) AS a(bundle, rev)
+			WHERE a.bundle = cb.bundle), 0)
+), history AS (
+	INSERT INTO cluster_heartbeats (cluster, ` + heartbeatCols + `)
+	SELECT name, $2, $3, $5, $20, $21, $22, $23, $24 FROM c WHERE $19::boolean
+), pruned AS (
+	-- The statement's snapshot does not hold the record inserted above: keeping the newest
+	-- HistoryLimit-1 older ones keeps HistoryLimit.
+	DELETE FROM cluster_heartbeats WHERE $25::boolean AND cluster IN (SELECT name FROM c) AND id <= (
+		SELECT id FROM cluster_heartbeats WHERE cluster = $1 ORDER BY id DESC LIMIT 1 OFFSET $26)
+)
+SELECT COUNT(*) FROM c`
+
+// heartbeatAttempts bounds how often a heartbeat makes its plan again when its marks keep
+// moving under it (only heartbeats of one cluster through several replicas at once do that).
+const heartbeatAttempts = 4
+
+// recordHeartbeatPostgres is RecordHeartbeat on PostgreSQL: one statement when this replica
+// wrote the cluster's row last, a read of the marks and the statement otherwise.
+func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) error {
+	bundles := make([]string, 0, len(h.Applied))
+	revisions := make([]int64, 0, len(h.Applied))
+	for b, r := range h.Applied {
+		bundles, revisions = append(bundles, b), append(revisions, r)
+	}
+	m, cached := s.marks.get(h.Cluster)
+	for range heartbeatAttempts {
+		if !cached {
+			err := s.stmt(qHeartbeatPrevious).QueryRowContext(ctx, h.Cluster).
+				Scan(&m.last, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
+			if err != nil {
+				s.marks.forget(h.Cluster)
+				return notFound(err, "recording heartbeat of "+h.Cluster)
+			}
+		}
+		p := planHeartbeat(h, m)
+		r := p.record
+		var written int
+		err := s.stmt(qHeartbeatPostgres).QueryRowContext(ctx, h.Cluster,
+			p.next.last, h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status,
+			p.next.historyAt, p.next.historyKey, p.next.unpruned, p.next.appliedChecked,
+			m.last, m.historyAt, m.historyKey, m.unpruned, m.appliedChecked,
+			p.setApplied, bundles, revisions,
+			p.addHistory, r.Inventories, r.Items, r.InventoriesNotReady, r.SinkErrors, r.State,
+			p.prune, store.HistoryLimit-1).Scan(&written)
+		if err != nil {
+			s.marks.forget(h.Cluster)
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
+		}
+		if written == 1 {
+			s.marks.put(h.Cluster, p.next)
+			return nil
+		}
+		cached = false // the row moved since the marks: read them
+	}
+	s.marks.forget(h.Cluster)
+	return fmt.Errorf("recording heartbeat of %s: its row changed under each of %d attempts", h.Cluster, heartbeatAttempts)
+}
+
+// marksCache holds, per cluster, the marks this replica last wrote to its row. An entry is only
+// a guess — the statement's condition checks it —, so a stale one costs a read, never a wrong
+// write. Entries of clusters without a heartbeat for marksUnusedFor are dropped, so clusters
+// deleted, or whose agents moved to another replica, do not stay.
+type marksCache struct {
+	mu        sync.Mutex
+	entries   map[string]heartbeatMarks
+	lastSweep int64
+}
+
+// marksUnusedFor is how long after its last heartbeat a cluster's entry is dropped: far longer
+// than any heartbeat interval.
+const marksUnusedFor = time.Hour
+
+func (c *marksCache) get(cluster string) (heartbeatMarks, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m, ok := c.entries[cluster]
+	return m, ok
+}
+
+func (c *marksCache) put(cluster string, m heartbeatMarks) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.entries == nil {
+		c.entries = map[string]heartbeatMarks{}
+	}
+	c.entries[cluster] = m
+	if m.last-c.lastSweep < marksUnusedFor.Milliseconds() {
+		return
+	}
+	c.lastSweep = m.last
+	for name, e := range c.entries {
+		if m.last-e.last > marksUnusedFor.Milliseconds() {
+			delete(c.entries, name)
+		}
+	}
+}
+
+func (c *marksCache) forget(cluster string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.entries, cluster)
+}
