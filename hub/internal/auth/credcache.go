@@ -30,6 +30,18 @@ type CredentialCache struct {
 	lookups     int64
 	storeReads  int64
 	epochChecks int64
+	// pending is the epoch read that calls arriving now join (freshEpoch); reading is held
+	// while one runs.
+	pending *epochRead
+	reading sync.Mutex
+}
+
+// epochRead is one read of the cluster epoch shared by the calls that joined it.
+type epochRead struct {
+	done  chan struct{}
+	calls int // the calls sharing it, under CredentialCache.mu until it begins
+	epoch int64
+	err   error
 }
 
 type credentialEntry struct {
@@ -112,18 +124,56 @@ func (c *CredentialCache) epoch(ctx context.Context, now time.Time, maxAge time.
 		}
 		c.mu.Unlock()
 	}
-	e, err := c.store.ClusterEpoch(ctx)
+	e, err := c.freshEpoch(ctx)
 	if err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
-	c.epochChecks++
 	if e >= c.recent {
 		c.recent, c.recentAt = e, now
 	}
 	c.mu.Unlock()
 	return e, nil
 }
+
+// freshEpoch returns the cluster epoch as read by a query that began after the call: a change
+// committed before the call is in it. Calls that arrive while a read is in flight do not wait
+// for one each: they join the next read, which begins once the one in flight ends, so a burst
+// of heartbeats (a rollout's wave) costs a round trip per read in flight, not per call.
+func (c *CredentialCache) freshEpoch(ctx context.Context) (int64, error) {
+	c.mu.Lock()
+	r := c.pending
+	first := r == nil
+	if first {
+		r = &epochRead{done: make(chan struct{})}
+		c.pending = r
+	}
+	r.calls++
+	c.mu.Unlock()
+	if !first {
+		select {
+		case <-r.done:
+			return r.epoch, r.err
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+	c.reading.Lock()
+	c.mu.Lock()
+	c.pending = nil // every call that joined r arrived before its query begins
+	c.epochChecks++
+	c.mu.Unlock()
+	// The read serves other calls too: the first caller's cancellation must not end it.
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), epochReadTimeout)
+	r.epoch, r.err = c.store.ClusterEpoch(readCtx)
+	cancel()
+	c.reading.Unlock()
+	close(r.done)
+	return r.epoch, r.err
+}
+
+// epochReadTimeout bounds a shared epoch read.
+const epochReadTimeout = 30 * time.Second
 
 // sweepLocked drops, at most once a minute, the entries no call used for unusedFor.
 func (c *CredentialCache) sweepLocked(now time.Time) {

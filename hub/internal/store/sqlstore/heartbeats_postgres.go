@@ -15,11 +15,12 @@ import (
 // rollout. A heartbeat is now one statement, qHeartbeatPostgres, that writes the row, the
 // applied revisions, the history record and its pruning together, on the condition that the
 // row's marks are still those the plan was made from (a compare-and-set). The marks come from
-// this replica's own last write of the row (marksCache): an agent keeps its stream, and so
-// its heartbeats, on one replica, so the common heartbeat reads nothing. When the condition
-// fails — another replica's heartbeat, a rewrite of the cluster's desired bundles, a
-// revocation, a re-registration, or no marks cached — the marks are read and the plan made
-// again.
+// this replica's own last write of the row (marksCache): an agent keeps its stream, and so its
+// heartbeats, on one replica, so the common heartbeat is that one statement. When the
+// condition fails — another replica's heartbeat, a rewrite of the cluster's desired bundles
+// (every wave of a rollout), a re-registration, or no marks cached — the statement answers
+// the row's marks as it found them, and the heartbeat is planned again from those: two
+// statements.
 const qHeartbeatPostgres = `WITH c AS (
 	UPDATE clusters SET last_heartbeat = $2, agent_version = $3, kubernetes_version = $4, applied_digest = $5,
 		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $10
@@ -42,40 +43,46 @@ const qHeartbeatPostgres = `WITH c AS (
 	DELETE FROM cluster_heartbeats WHERE $25::boolean AND cluster IN (SELECT name FROM c) AND id <= (
 		SELECT id FROM cluster_heartbeats WHERE cluster = $1 ORDER BY id DESC LIMIT 1 OFFSET $26)
 )
-SELECT COUNT(*) FROM c`
+SELECT (SELECT COUNT(*) FROM c), cl.name IS NOT NULL, COALESCE(cl.last_heartbeat, 0), COALESCE(cl.history_at, 0),
+	COALESCE(cl.history_key, ''), COALESCE(cl.history_unpruned, 0), COALESCE(cl.applied_checked, '')
+FROM (SELECT 1) AS one LEFT JOIN clusters cl ON cl.name = $1 AND cl.revoked = 0`
 
-// heartbeatAttempts bounds how often a heartbeat makes its plan again when its marks keep
-// moving under it (only heartbeats of one cluster through several replicas at once do that).
+// heartbeatAttempts bounds how often a heartbeat is planned again when the marks keep moving
+// under it. The marks a failed statement answers are those of its snapshot: they miss a write
+// committed while the statement waited for the row, which the next statement's snapshot holds,
+// so three attempts get through one concurrent writer.
 const heartbeatAttempts = 4
 
-// recordHeartbeatPostgres is RecordHeartbeat on PostgreSQL: one statement when this replica
-// wrote the cluster's row last, a read of the marks and the statement otherwise.
+// unknownMarks are the marks of a cluster this replica has not written: no row has them.
+var unknownMarks = heartbeatMarks{last: -1}
+
+// recordHeartbeatPostgres is RecordHeartbeat on PostgreSQL.
 func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) error {
 	bundles := make([]string, 0, len(h.Applied))
 	revisions := make([]int64, 0, len(h.Applied))
 	for b, r := range h.Applied {
 		bundles, revisions = append(bundles, b), append(revisions, r)
 	}
-	m, cached := s.marks.get(h.Cluster)
+	m, ok := s.marks.get(h.Cluster)
+	if !ok {
+		m = unknownMarks
+	}
 	for range heartbeatAttempts {
-		if !cached {
-			err := s.stmt(qHeartbeatPrevious).QueryRowContext(ctx, h.Cluster).
-				Scan(&m.last, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
-			if err != nil {
-				s.marks.forget(h.Cluster)
-				return notFound(err, "recording heartbeat of "+h.Cluster)
-			}
-		}
 		p := planHeartbeat(h, m)
 		r := p.record
-		var written int
+		var (
+			written int
+			found   bool
+			now     heartbeatMarks
+		)
 		err := s.stmt(qHeartbeatPostgres).QueryRowContext(ctx, h.Cluster,
 			p.next.last, h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status,
 			p.next.historyAt, p.next.historyKey, p.next.unpruned, p.next.appliedChecked,
 			m.last, m.historyAt, m.historyKey, m.unpruned, m.appliedChecked,
 			p.setApplied, bundles, revisions,
 			p.addHistory, r.Inventories, r.Items, r.InventoriesNotReady, r.SinkErrors, r.State,
-			p.prune, store.HistoryLimit-1).Scan(&written)
+			p.prune, store.HistoryLimit-1).
+			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned, &now.appliedChecked)
 		if err != nil {
 			s.marks.forget(h.Cluster)
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
@@ -84,7 +91,11 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 			s.marks.put(h.Cluster, p.next)
 			return nil
 		}
-		cached = false // the row moved since the marks: read them
+		if !found {
+			s.marks.forget(h.Cluster)
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
+		}
+		m = now
 	}
 	s.marks.forget(h.Cluster)
 	return fmt.Errorf("recording heartbeat of %s: its row changed under each of %d attempts", h.Cluster, heartbeatAttempts)
