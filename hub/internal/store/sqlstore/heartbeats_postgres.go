@@ -13,38 +13,43 @@ import (
 // statements was five to eight of them (begin, the marks, the applied revisions read and
 // written, the history, the row, commit): at 10,000 agents, most of the database's work in a
 // rollout. A heartbeat is now one statement, qHeartbeatPostgres, that writes the row, the
-// applied revisions, the history record and its pruning together, on the condition that the
-// row's marks are still those the plan was made from (a compare-and-set). The marks come from
-// this replica's own last write of the row (marksCache): an agent keeps its stream, and so its
-// heartbeats, on one replica, so the common heartbeat is that one statement. When the
-// condition fails — another replica's heartbeat, a rewrite of the cluster's desired bundles
-// (every wave of a rollout), a re-registration, or no marks cached — the statement answers
-// the row's marks as it found them, and the heartbeat is planned again from those: two
-// statements.
+// changed applied revisions, the history record and its pruning together, on the condition
+// that the row's marks are still those the history was planned from (a compare-and-set). The
+// marks come from this replica's own last write of the row (marksCache): an agent keeps its
+// stream, and so its heartbeats, on one replica, so the common heartbeat is that one
+// statement. When the condition fails — another replica's heartbeat, a re-registration, or no
+// marks cached — the statement answers the row's marks as it found them, and the heartbeat is
+// planned again from those: two statements.
+//
+// The applied revisions are compared by every statement (the cluster's few cluster_bundles
+// rows, in the same round trip) rather than only when applied_checked says so: a rewrite of
+// the cluster's desired bundles, which every wave of a rollout makes, then leaves the
+// condition standing, and a bundle row committed while the statement ran is set by the next
+// heartbeat.
 const qHeartbeatPostgres = `WITH c AS (
 	UPDATE clusters SET last_heartbeat = $2, agent_version = $3, kubernetes_version = $4, applied_digest = $5,
-		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $10
-	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $11 AND history_at = $12 AND history_key = $13
-		AND history_unpruned = $14 AND applied_checked = $15
+		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $5
+	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $10 AND history_at = $11 AND history_key = $12
+		AND history_unpruned = $13
 	RETURNING name
+), reported AS (
+	SELECT bundle, revision FROM unnest($14::text[], $15::bigint[]) AS r(bundle, revision)
 ), applied AS (
 	UPDATE cluster_bundles cb
-	SET applied_revision = COALESCE((SELECT a.rev FROM unnest($17::text[], $18::bigint[]) AS a(bundle, rev)
-		WHERE a.bundle = cb.bundle), 0)
-	WHERE $16::boolean AND cb.cluster IN (SELECT name FROM c)
-		AND cb.applied_revision <> COALESCE((SELECT a.rev FROM unnest($17::text[], $18::bigint[]) AS a(bundle, rev)
-			WHERE a.bundle = cb.bundle), 0)
+	SET applied_revision = COALESCE((SELECT revision FROM reported r WHERE r.bundle = cb.bundle), 0)
+	WHERE cb.cluster IN (SELECT name FROM c)
+		AND cb.applied_revision <> COALESCE((SELECT revision FROM reported r WHERE r.bundle = cb.bundle), 0)
 ), history AS (
 	INSERT INTO cluster_heartbeats (cluster, ` + heartbeatCols + `)
-	SELECT name, $2, $3, $5, $20, $21, $22, $23, $24 FROM c WHERE $19::boolean
+	SELECT name, $2, $3, $5, $17, $18, $19, $20, $21 FROM c WHERE $16::boolean
 ), pruned AS (
 	-- The statement's snapshot does not hold the record inserted above: keeping the newest
 	-- HistoryLimit-1 older ones keeps HistoryLimit.
-	DELETE FROM cluster_heartbeats WHERE $25::boolean AND cluster IN (SELECT name FROM c) AND id <= (
-		SELECT id FROM cluster_heartbeats WHERE cluster = $1 ORDER BY id DESC LIMIT 1 OFFSET $26)
+	DELETE FROM cluster_heartbeats WHERE $22::boolean AND cluster IN (SELECT name FROM c) AND id <= (
+		SELECT id FROM cluster_heartbeats WHERE cluster = $1 ORDER BY id DESC LIMIT 1 OFFSET $23)
 )
 SELECT (SELECT COUNT(*) FROM c), cl.name IS NOT NULL, COALESCE(cl.last_heartbeat, 0), COALESCE(cl.history_at, 0),
-	COALESCE(cl.history_key, ''), COALESCE(cl.history_unpruned, 0), COALESCE(cl.applied_checked, '')
+	COALESCE(cl.history_key, ''), COALESCE(cl.history_unpruned, 0)
 FROM (SELECT 1) AS one LEFT JOIN clusters cl ON cl.name = $1 AND cl.revoked = 0`
 
 // heartbeatAttempts bounds how often a heartbeat is planned again when the marks keep moving
@@ -77,12 +82,12 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 		)
 		err := s.stmt(qHeartbeatPostgres).QueryRowContext(ctx, h.Cluster,
 			p.next.last, h.AgentVersion, h.KubernetesVersion, h.AppliedDigest, h.Status,
-			p.next.historyAt, p.next.historyKey, p.next.unpruned, p.next.appliedChecked,
-			m.last, m.historyAt, m.historyKey, m.unpruned, m.appliedChecked,
-			p.setApplied, bundles, revisions,
+			p.next.historyAt, p.next.historyKey, p.next.unpruned,
+			m.last, m.historyAt, m.historyKey, m.unpruned,
+			bundles, revisions,
 			p.addHistory, r.Inventories, r.Items, r.InventoriesNotReady, r.SinkErrors, r.State,
 			p.prune, store.HistoryLimit-1).
-			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned, &now.appliedChecked)
+			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned)
 		if err != nil {
 			s.marks.forget(h.Cluster)
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
