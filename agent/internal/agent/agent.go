@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/metadata"
@@ -304,6 +305,10 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 	if err != nil {
 		return err
 	}
+	builtin, err := builtinWatches(cfg, o.Log)
+	if err != nil {
+		return err
+	}
 	nsLabels := func(name string) (labels.Set, bool) {
 		ns := &corev1.Namespace{}
 		if err := mgr.GetCache().Get(context.Background(), client.ObjectKey{Name: name}, ns); err != nil {
@@ -311,7 +316,7 @@ func setup(mgr manager.Manager, cfg *rest.Config, o Options, sh termShared, tr *
 		}
 		return ns.Labels, true
 	}
-	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels, Metadata: meta,
+	col := collector.New(dyn, collector.Options{Namespaces: o.Namespaces, NamespaceLabels: nsLabels, Metadata: meta, Builtin: builtin,
 		Budget: *o.ProfileBudget, Behind: *o.Behind, Metrics: sh.colMetrics, Log: o.Log.WithName("collector")})
 	profileRefresh := make(chan event.TypedGenericEvent[client.Object], 1024)
 	col.SubscribeQuarantined(func(name string) {
@@ -440,4 +445,27 @@ func sendAll[T any](ch chan event.TypedGenericEvent[T], keys []T) {
 	for _, k := range keys {
 		send(ch, event.TypedGenericEvent[T]{Object: k})
 	}
+}
+
+// builtinWatches serves the watches of built-in kinds in protobuf when the API server is no
+// newer than the agent's client-go (collector.NewBuiltin); otherwise, or when the server's
+// version cannot be read, every kind is watched as JSON.
+func builtinWatches(cfg *rest.Config, log logr.Logger) (*collector.Builtin, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the discovery client: %w", err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		log.Info("watching every kind as JSON: the API server's version is unknown", "error", err.Error())
+		return nil, nil
+	}
+	b, err := collector.NewBuiltin(cfg, v.Minor)
+	if err != nil {
+		return nil, err
+	}
+	if b == nil {
+		log.Info("watching every kind as JSON: the API server is newer than the agent's client", "server", v.GitVersion)
+	}
+	return b, nil
 }

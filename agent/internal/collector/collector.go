@@ -20,6 +20,7 @@ import (
 type Collector struct {
 	dyn        dynamic.Interface
 	meta       metadata.Interface
+	builtin    *Builtin
 	namespaces []string // the agent's allowed namespaces; empty means all
 	nsLabels   func(string) (labels.Set, bool)
 	metrics    *Metrics
@@ -49,6 +50,8 @@ type Options struct {
 	// Metadata, when set, serves metadata-only watches for kinds whose profiles read only
 	// metadata.
 	Metadata metadata.Interface
+	// Builtin, when set, serves the watches of built-in kinds in protobuf (NewBuiltin).
+	Builtin *Builtin
 	// NamespaceLabels returns a namespace's labels, for namespaceSelector; nil disables it.
 	NamespaceLabels func(string) (labels.Set, bool)
 	// Budget holds each profile to a CEL cost budget (see BudgetOptions); the zero value
@@ -72,7 +75,7 @@ func New(dyn dynamic.Interface, opts Options) *Collector {
 	if opts.Coalesce == (CoalesceOptions{}) {
 		opts.Coalesce = DefaultCoalesce
 	}
-	return &Collector{dyn: dyn, meta: opts.Metadata, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
+	return &Collector{dyn: dyn, meta: opts.Metadata, builtin: opts.Builtin, namespaces: opts.Namespaces, nsLabels: nsLabels, metrics: opts.Metrics, log: opts.Log,
 		budget: opts.Budget, behind: opts.Behind, coalesce: opts.Coalesce,
 		targets: map[TargetKey]*Target{}, watches: map[schema.GroupVersionKind]*gvkWatch{}, budgets: map[string]*budget{},
 		pending: map[schema.GroupVersionKind]*pendingRestart{}}
@@ -280,7 +283,7 @@ func (c *Collector) restartNowLocked(gvk schema.GroupVersionKind) {
 	}
 	c.forgetBudgetsLocked()
 	proj := buildProjection(targets, c.namespaces, c.budgetForLocked, c.nsLabels, c.metrics)
-	w := newGVKWatch(c.dyn, c.meta, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics, c.behind)
+	w := newGVKWatch(c.dyn, c.meta, c.builtin, gvk, targets[0].Resource, proj, func() { c.notify(gvk) }, c.metrics, c.behind)
 	w.onError = func() { c.notifyTargets(gvk) }
 	w.onQuarantine = func(profileKey string) { c.quarantined(gvk, profileKey) }
 	c.watches[gvk] = w

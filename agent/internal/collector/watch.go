@@ -92,8 +92,8 @@ type gvkWatch struct {
 	ctx        context.Context
 }
 
-func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.GroupVersionKind, gvr schema.GroupVersionResource,
-	proj *projection, onEvent func(), metrics *Metrics, behind BehindOptions) *gvkWatch {
+func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, builtin *Builtin, gvk schema.GroupVersionKind,
+	gvr schema.GroupVersionResource, proj *projection, onEvent func(), metrics *Metrics, behind BehindOptions) *gvkWatch {
 	w := &gvkWatch{gvk: gvk, gvr: gvr, proj: proj, onEvent: onEvent, behindOpts: behind, ctx: context.Background(),
 		kick: make(chan struct{}, 1)}
 	tweak := func(o *metav1.ListOptions) {
@@ -124,6 +124,11 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, gvk schema.Grou
 					return client.Watch(ctx, o)
 				},
 			}
+		} else if lwp, typed, ok := builtin.listWatch(gvk, gvr, ns, tweak, func(o *metav1.ListOptions) {
+			countList(metrics, gvk, *o)
+		}); ok {
+			// A built-in kind: listed and watched as protobuf, converted in the transform.
+			lw, objType = lwp, typed
 		} else {
 			client := dyn.Resource(gvr).Namespace(ns)
 			objType = &unstructured.Unstructured{}
@@ -241,8 +246,15 @@ func (w *gvkWatch) transform(metrics *Metrics) cache.TransformFunc {
 				return nil, err
 			}
 			u = &unstructured.Unstructured{Object: content}
+		case *item:
+			return obj, nil // already projected
+		case runtime.Object: // a built-in kind decoded from protobuf (Builtin)
+			var err error
+			if u, err = toUnstructured(o, w.gvk); err != nil {
+				return nil, err
+			}
 		default:
-			return obj, nil // already projected (tombstones carry stored items)
+			return obj, nil // tombstones carry stored items
 		}
 		content := u.UnstructuredContent()
 		it := newItem(u.GetNamespace(), u.GetName(), string(u.GetUID()))

@@ -1,0 +1,142 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Builtin lists and watches the API server's built-in kinds in protobuf, the encoding the API
+// server writes and client-go reads several times faster than JSON, and hands the transform
+// each object converted to the unstructured form profiles read. A kind is built in when
+// client-go's scheme knows it.
+//
+// Typed decoding keeps only the fields the compiled types know, so it is used only when the
+// API server is no newer than the client-go the agent is built with: such a server sends no
+// field those types lack (a newer one may, and then every kind is watched as JSON, which
+// keeps every field). Custom resources are always JSON.
+type Builtin struct {
+	cfg  *rest.Config
+	http *http.Client
+
+	mu      sync.Mutex
+	clients map[schema.GroupVersion]rest.Interface
+}
+
+// NewBuiltin returns the protobuf lister over cfg's API server, or nil when that server is
+// newer than the agent's client-go (serverMinor is the server's minor version, as discovery
+// reports it: "37" or "37+").
+func NewBuiltin(cfg *rest.Config, serverMinor string) (*Builtin, error) {
+	if !serverKnown(serverMinor, clientMinor()) {
+		return nil, nil
+	}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("building the HTTP client of protobuf watches: %w", err)
+	}
+	return &Builtin{cfg: cfg, http: hc, clients: map[schema.GroupVersion]rest.Interface{}}, nil
+}
+
+// serverKnown reports whether a server of minor version server is no newer than client.
+func serverKnown(server string, client int) bool {
+	s, err := strconv.Atoi(strings.TrimRight(server, "+"))
+	return err == nil && client > 0 && s <= client
+}
+
+// clientGoMinor is the Kubernetes minor version of the client-go in the agent's go.mod
+// (v0.37.x is Kubernetes 1.37): the newest API server whose fields its types all know.
+// TestClientGoMinorFollowsGoMod fails when go.mod moves without it.
+const clientGoMinor = 37
+
+func clientMinor() int { return clientGoMinor }
+
+// knows reports whether gvk is served by protobuf watches.
+func (b *Builtin) knows(gvk schema.GroupVersionKind) bool {
+	return b != nil && scheme.Scheme.Recognizes(gvk) && scheme.Scheme.Recognizes(gvk.GroupVersion().WithKind(gvk.Kind+"List"))
+}
+
+// client is the REST client of one group-version, built once.
+func (b *Builtin) client(gv schema.GroupVersion) (rest.Interface, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c, ok := b.clients[gv]; ok {
+		return c, nil
+	}
+	cfg := rest.CopyConfig(b.cfg)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	if gv.Group == "" {
+		cfg.APIPath = "/api"
+	}
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	c, err := rest.RESTClientForConfigAndClient(cfg, b.http)
+	if err != nil {
+		return nil, fmt.Errorf("building the protobuf client of %s: %w", gv, err)
+	}
+	b.clients[gv] = c
+	return c, nil
+}
+
+// listWatch lists and watches gvr's objects of kind gvk in ns ("" for all) as protobuf, with
+// the informer's object type; tweak adds the watch's selectors and count counts each list.
+// ok is false when gvk is not a built-in kind b serves (b nil included): the caller watches
+// it as JSON.
+func (b *Builtin) listWatch(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, ns string,
+	tweak, count func(*metav1.ListOptions)) (lw *cache.ListWatch, obj runtime.Object, ok bool) {
+	if !b.knows(gvk) {
+		return nil, nil, false
+	}
+	c, err := b.client(gvk.GroupVersion())
+	if err != nil {
+		return nil, nil, false
+	}
+	if obj, err = scheme.Scheme.New(gvk); err != nil {
+		return nil, nil, false
+	}
+	request := func(o *metav1.ListOptions) *rest.Request {
+		tweak(o)
+		count(o)
+		r := c.Get().NamespaceIfScoped(ns, ns != "").Resource(gvr.Resource).VersionedParams(o, scheme.ParameterCodec)
+		if o.TimeoutSeconds != nil {
+			r = r.Timeout(time.Duration(*o.TimeoutSeconds) * time.Second)
+		}
+		return r
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return request(&o).Do(ctx).Get()
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.Watch = true
+			return request(&o).Watch(ctx)
+		},
+	}, obj, true
+}
+
+// toUnstructured converts a typed object of kind gvk into the unstructured form a JSON watch
+// would have decoded: the same fields, with its apiVersion and kind, which objects decoded
+// from protobuf lists do not carry.
+func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting a %s: %w", gvk.Kind, err)
+	}
+	u := &unstructured.Unstructured{Object: content}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
