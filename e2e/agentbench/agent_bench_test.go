@@ -166,6 +166,18 @@ func measure(b *testing.B, name string, s shape) result {
 				}
 			}
 		}()
+		if os.Getenv("KOLLECT_BENCH_TRACE") != "" {
+			// And an execution trace of its first 30 s, for where the start waits
+			// (go tool trace -pprof=sched|sync|net|syscall).
+			go func() {
+				file := filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-load.trace")
+				for end := time.Now().Add(time.Minute); time.Now().Before(end) && !a.exited(); time.Sleep(100 * time.Millisecond) {
+					if a.saveProfile("trace?seconds=30", file) == nil {
+						return
+					}
+				}
+			}()
+		}
 	}
 	waitExport(b, ctx, a, pgURL, s, &r.PeakRunning)
 	r.ToExport = time.Since(a.started).Seconds()

@@ -71,8 +71,8 @@ func BenchmarkWatchList(b *testing.B) {
 				wall := time.Since(start)
 				after, _ := testenv.CPUByCommand("kube-apiserver")
 				selfAfter, _ := testenv.ProcessCPU(os.Getpid())
-				if n != 100_000 {
-					b.Fatalf("%d initial events, want 100000", n)
+				if n < 100_000 { // and the API server's own few in kube-system
+					b.Fatalf("%d initial events, want the 100000 seeded and a few", n)
 				}
 				b.ReportMetric(wall.Seconds(), "s")
 				b.ReportMetric((after["kube-apiserver"] - before["kube-apiserver"]).Seconds(), "apiserver-CPU-s")

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -131,12 +132,66 @@ func (b *Builtin) listWatch(gvk schema.GroupVersionKind, gvr schema.GroupVersion
 // toUnstructured converts a typed object of kind gvk into the unstructured form a JSON watch
 // would have decoded: the same fields, with its apiVersion and kind, which objects decoded
 // from protobuf lists do not carry.
+//
+// The object's managedFields are converted apart: the generic converter writes each entry's
+// fields as JSON and reads it back, which was most of the conversion's cost. The transform
+// owns obj (the informer hands it over and keeps only the item), so they are taken off it.
 func toUnstructured(obj runtime.Object, gvk schema.GroupVersionKind) (*unstructured.Unstructured, error) {
+	var managed []metav1.ManagedFieldsEntry
+	if m, ok := obj.(metav1.Object); ok {
+		managed = m.GetManagedFields()
+		m.SetManagedFields(nil)
+	}
 	content, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, fmt.Errorf("converting a %s: %w", gvk.Kind, err)
 	}
 	u := &unstructured.Unstructured{Object: content}
 	u.SetGroupVersionKind(gvk)
+	if len(managed) > 0 {
+		entries, err := managedFieldsContent(managed)
+		if err != nil {
+			return nil, fmt.Errorf("converting the managedFields of a %s: %w", gvk.Kind, err)
+		}
+		if md, ok := content["metadata"].(map[string]any); ok {
+			md["managedFields"] = entries
+		}
+	}
 	return u, nil
+}
+
+// managedFieldsContent is managed as JSON decoding gives it: the fields the entries' JSON
+// tags do not omit, each entry's fieldsV1 decoded once.
+func managedFieldsContent(managed []metav1.ManagedFieldsEntry) ([]any, error) {
+	out := make([]any, len(managed))
+	for i, e := range managed {
+		m := make(map[string]any, 6)
+		if e.Manager != "" {
+			m["manager"] = e.Manager
+		}
+		if e.Operation != "" {
+			m["operation"] = string(e.Operation)
+		}
+		if e.APIVersion != "" {
+			m["apiVersion"] = e.APIVersion
+		}
+		if e.Time != nil {
+			m["time"] = e.Time.ToUnstructured()
+		}
+		if e.FieldsType != "" {
+			m["fieldsType"] = e.FieldsType
+		}
+		if e.FieldsV1 != nil {
+			var fields any
+			if err := json.Unmarshal(e.FieldsV1.Raw, &fields); err != nil {
+				return nil, err
+			}
+			m["fieldsV1"] = fields
+		}
+		if e.Subresource != "" {
+			m["subresource"] = e.Subresource
+		}
+		out[i] = m
+	}
+	return out, nil
 }
