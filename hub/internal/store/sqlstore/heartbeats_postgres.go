@@ -106,10 +106,10 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 	return fmt.Errorf("recording heartbeat of %s: its row changed under each of %d attempts", h.Cluster, heartbeatAttempts)
 }
 
-// marksCache holds, per cluster, the marks this replica last wrote to its row. An entry is only
-// a guess — the statement's condition checks it —, so a stale one costs a read, never a wrong
-// write. Entries of clusters without a heartbeat for marksUnusedFor are dropped, so clusters
-// deleted, or whose agents moved to another replica, do not stay.
+// marksCache holds, per cluster, the marks this replica last wrote to its row. An entry is
+// only a guess — the statement's condition checks it —, so a stale one costs a second
+// statement, never a wrong write. Entries of clusters without a heartbeat for marksUnusedFor
+// are dropped, so clusters deleted, or whose agents moved to another replica, do not stay.
 type marksCache struct {
 	mu        sync.Mutex
 	entries   map[string]heartbeatMarks
