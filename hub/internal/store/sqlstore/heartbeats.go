@@ -64,7 +64,8 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 }
 
 // heartbeatMarks are the columns of a cluster's row a heartbeat compares with (migration 0009),
-// and the time of its previous heartbeat.
+// and the time of its previous heartbeat. appliedChecked decides only SQLite's applied
+// revisions: on PostgreSQL every heartbeat statement compares them (qHeartbeatPostgres).
 type heartbeatMarks struct {
 	last           int64
 	historyAt      int64

@@ -32,13 +32,13 @@ const qHeartbeatPostgres = `WITH c AS (
 	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $10 AND history_at = $11 AND history_key = $12
 		AND history_unpruned = $13
 	RETURNING name
-), reported AS (
-	SELECT bundle, revision FROM unnest($14::text[], $15::bigint[]) AS r(bundle, revision)
 ), applied AS (
-	UPDATE cluster_bundles cb
-	SET applied_revision = COALESCE((SELECT revision FROM reported r WHERE r.bundle = cb.bundle), 0)
-	WHERE cb.cluster IN (SELECT name FROM c)
-		AND cb.applied_revision <> COALESCE((SELECT revision FROM reported r WHERE r.bundle = cb.bundle), 0)
+	-- Each desired bundle of the cluster at the revision reported (0: not reported).
+	UPDATE cluster_bundles cb SET applied_revision = want.revision
+	FROM (SELECT d.bundle, COALESCE(r.revision, 0) AS revision
+		FROM cluster_bundles d LEFT JOIN unnest($14::text[], $15::bigint[]) AS r(bundle, revision) ON r.bundle = d.bundle
+		WHERE d.cluster IN (SELECT name FROM c)) AS want
+	WHERE cb.cluster IN (SELECT name FROM c) AND cb.bundle = want.bundle AND cb.applied_revision <> want.revision
 ), history AS (
 	INSERT INTO cluster_heartbeats (cluster, ` + heartbeatCols + `)
 	SELECT name, $2, $3, $5, $17, $18, $19, $20, $21 FROM c WHERE $16::boolean

@@ -543,6 +543,12 @@ func testHeartbeat(t *testing.T, s store.Store) {
 	if ds, _ := s.Desired(ctx, "alpha"); len(ds) != 1 || ds[0].AppliedRevision != 1 || ds[0].Revision != 2 {
 		t.Fatalf("desired after a heartbeat with the same applied digest: %+v", ds)
 	}
+	// A desired bundle the agent no longer reports is applied at revision 0.
+	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: at.Add(2 * time.Minute), AgentVersion: "v2",
+		KubernetesVersion: "v1.38.0", AppliedDigest: "sha256:none", Applied: map[string]int64{}, Status: `{}`}))
+	if ds, _ := s.Desired(ctx, "alpha"); len(ds) != 1 || ds[0].AppliedRevision != 0 {
+		t.Fatalf("desired after a heartbeat that reports no bundle: %+v", ds)
+	}
 }
 
 func testAudit(t *testing.T, s store.Store) {
