@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 )
 
 // Builtin lists and watches the API server's built-in kinds in protobuf, the encoding the API
@@ -93,40 +92,35 @@ func (b *Builtin) client(gv schema.GroupVersion) (rest.Interface, error) {
 	return c, nil
 }
 
-// listWatch lists and watches gvr's objects of kind gvk in ns ("" for all) as protobuf, with
-// the informer's object type; tweak adds the watch's selectors and count counts each list.
-// ok is false when gvk is not a built-in kind b serves (b nil included): the caller watches
-// it as JSON.
-func (b *Builtin) listWatch(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, ns string,
-	tweak, count func(*metav1.ListOptions)) (lw *cache.ListWatch, obj runtime.Object, ok bool) {
+// source lists and watches gvr's objects of kind gvk in ns ("" for all) as protobuf. ok is
+// false when gvk is not a built-in kind b serves (b nil included): the caller watches it as
+// JSON.
+func (b *Builtin) source(gvk schema.GroupVersionKind, gvr schema.GroupVersionResource, ns string) (src source, ok bool) {
 	if !b.knows(gvk) {
-		return nil, nil, false
+		return source{}, false
 	}
 	c, err := b.client(gvk.GroupVersion())
 	if err != nil {
-		return nil, nil, false
+		return source{}, false
 	}
-	if obj, err = scheme.Scheme.New(gvk); err != nil {
-		return nil, nil, false
+	if src.obj, err = scheme.Scheme.New(gvk); err != nil {
+		return source{}, false
 	}
 	request := func(o *metav1.ListOptions) *rest.Request {
-		tweak(o)
-		count(o)
 		r := c.Get().NamespaceIfScoped(ns, ns != "").Resource(gvr.Resource).VersionedParams(o, scheme.ParameterCodec)
 		if o.TimeoutSeconds != nil {
 			r = r.Timeout(time.Duration(*o.TimeoutSeconds) * time.Second)
 		}
 		return r
 	}
-	return &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return request(&o).Do(ctx).Get()
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.Watch = true
-			return request(&o).Watch(ctx)
-		},
-	}, obj, true
+	src.list = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return request(&o).Do(ctx).Get()
+	}
+	src.watch = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		o.Watch = true
+		return request(&o).Watch(ctx)
+	}
+	return src, true
 }
 
 // toUnstructured converts a typed object of kind gvk into the unstructured form a JSON watch

@@ -86,11 +86,11 @@ func TestBuiltinKindsDecodeAsJSONDoes(t *testing.T) {
 		gvk := gvr.GroupVersion().WithKind(kindOf[gvr.Resource])
 		want, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
 		must(err)
-		lw, _, ok := b.listWatch(gvk, gvr, ns, func(*metav1.ListOptions) {}, func(*metav1.ListOptions) {})
+		src, ok := b.source(gvk, gvr, ns)
 		if !ok {
 			t.Fatalf("%s is not served as protobuf", gvk)
 		}
-		list, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+		list, err := src.list(ctx, metav1.ListOptions{})
 		must(err)
 		items, err := meta.ExtractList(list)
 		must(err)
@@ -116,9 +116,8 @@ func TestBuiltinKindsDecodeAsJSONDoes(t *testing.T) {
 	}
 
 	// Custom resources and kinds unknown to client-go stay JSON.
-	if _, _, ok := b.listWatch(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
-		schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, "",
-		func(*metav1.ListOptions) {}, func(*metav1.ListOptions) {}); ok {
+	if _, ok := b.source(schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"},
+		schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}, ""); ok {
 		t.Fatal("a custom resource is served as protobuf")
 	}
 }

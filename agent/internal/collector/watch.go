@@ -105,47 +105,33 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, builtin *Builti
 		}
 	}
 	for _, ns := range proj.namespaces {
-		var lw *cache.ListWatch
-		var objType runtime.Object
+		var src source
 		if proj.metadataOnly && meta != nil {
 			// Every profile reads only metadata: the API server sends no spec or status.
 			client := meta.Resource(gvr).Namespace(ns)
-			objType = &metav1.PartialObjectMetadata{}
+			src = source{obj: &metav1.PartialObjectMetadata{}, watch: client.Watch,
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return client.List(ctx, o) }}
 			w.metadataWatch = true
-			lw = &cache.ListWatch{
-				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-					tweak(&o)
-					countList(metrics, gvk, o)
-					return client.List(ctx, o)
-				},
-				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					tweak(&o)
-					countList(metrics, gvk, o)
-					return client.Watch(ctx, o)
-				},
-			}
-		} else if lwp, typed, ok := builtin.listWatch(gvk, gvr, ns, tweak, func(o *metav1.ListOptions) {
-			countList(metrics, gvk, *o)
-		}); ok {
-			// A built-in kind: listed and watched as protobuf, converted in the transform.
-			lw, objType = lwp, typed
+		} else if typed, ok := builtin.source(gvk, gvr, ns); ok {
+			src = typed // a built-in kind, as protobuf: the transform converts it
 		} else {
 			client := dyn.Resource(gvr).Namespace(ns)
-			objType = &unstructured.Unstructured{}
-			lw = &cache.ListWatch{
-				ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-					tweak(&o)
-					countList(metrics, gvk, o)
-					return client.List(ctx, o)
-				},
-				WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-					tweak(&o)
-					countList(metrics, gvk, o)
-					return client.Watch(ctx, o)
-				},
-			}
+			src = source{obj: &unstructured.Unstructured{}, watch: client.Watch,
+				list: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return client.List(ctx, o) }}
 		}
-		inf := cache.NewSharedIndexInformer(lw, objType, 0, cache.Indexers{namespaceIndex: itemNamespace})
+		lw := &cache.ListWatch{
+			ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				tweak(&o)
+				countList(metrics, gvk, o)
+				return src.list(ctx, o)
+			},
+			WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				tweak(&o)
+				countList(metrics, gvk, o)
+				return src.watch(ctx, o)
+			},
+		}
+		inf := cache.NewSharedIndexInformer(lw, src.obj, 0, cache.Indexers{namespaceIndex: itemNamespace})
 		m := newBusyMeter(behind, time.Now)
 		w.meters = append(w.meters, m)
 		_ = inf.SetTransform(w.timed(m, w.transform(metrics)))
@@ -172,6 +158,14 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, builtin *Builti
 		w.informers = append(w.informers, inf)
 	}
 	return w
+}
+
+// source lists and watches one kind in one namespace, in the encoding the informer then
+// decodes into obj's type.
+type source struct {
+	list  func(context.Context, metav1.ListOptions) (runtime.Object, error)
+	watch func(context.Context, metav1.ListOptions) (watch.Interface, error)
+	obj   runtime.Object
 }
 
 // countList counts a list of the kind: a LIST request (its first page), or a watch that
