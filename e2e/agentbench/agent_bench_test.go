@@ -155,6 +155,10 @@ func measure(b *testing.B, name string, s shape) result {
 	if err != nil {
 		b.Fatal(err)
 	}
+	writes0, err := kollectWrites(ctx, cp.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
 	a := startAgent(b, cp.Kubeconfig, cacheDir)
 	if dir := os.Getenv("KOLLECT_BENCH_PROFILE_DIR"); dir != "" {
 		// The initial load's CPU: from as soon as the agent serves pprof, for 40 s.
@@ -164,6 +168,13 @@ func measure(b *testing.B, name string, s shape) result {
 				if a.saveProfile("profile?seconds=40", file) == nil {
 					return
 				}
+			}
+		}()
+		go func() {
+			// And the API server's over the agent's first 30 s.
+			file := filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-load-apiserver-cpu.pprof")
+			if err := saveAPIServerProfile(ctx, cp.Config, 30*time.Second, file); err != nil {
+				b.Logf("no API server profile: %v", err)
 			}
 		}()
 		if os.Getenv("KOLLECT_BENCH_TRACE") != "" {
@@ -190,6 +201,9 @@ func measure(b *testing.B, name string, s shape) result {
 			parts = append(parts, fmt.Sprintf("%s %.1f", n, (after[n]-serversCPU[n]).Seconds()))
 		}
 		b.Logf("CPU-s to the first export: kollect-agent %.1f, %s", r.CPUToExport, strings.Join(parts, ", "))
+	}
+	if writes, err := kollectWrites(ctx, cp.Config); err == nil {
+		b.Logf("writes to Kollect objects to the first export (the API server's count): %s", writesSince(writes0, writes))
 	}
 	r.Lists = s.lists(b, a)
 	atExport := a.memory(b)

@@ -257,3 +257,20 @@ func decodeAttrs(t *testing.T, r export.Row) map[string]any {
 	}
 	return m
 }
+
+// TestFirstSnapshotDoesNotWaitForTheDebounce: the debounce spaces exports; the first one is
+// built when the watch syncs, even with a debounce of ten minutes.
+func TestFirstSnapshotDoesNotWaitForTheDebounce(t *testing.T) {
+	ns := namespace(t, "firstsync")
+	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
+	create(t, configMapInventory(ns, 10*time.Minute, 10*time.Minute)...)
+	recs := &recorders{}
+	startAgent(t, nil, "c1", ns, recs)
+	rec := recs.get(ns + "/rec")
+	if !rec.WaitFor(time.Minute, func(b []*sink.Batch) bool { return len(b) > 0 }) {
+		t.Fatal("no export within a minute: the first snapshot waited for the 10-minute debounce")
+	}
+	if got := rowNames(rec.Last().Envelope.Rows); got != "a" {
+		t.Fatalf("first export holds %q, want a", got)
+	}
+}

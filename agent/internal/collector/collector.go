@@ -115,7 +115,7 @@ func (c *Collector) Subscribe(fn func(schema.GroupVersionKind)) {
 
 // SubscribeSynced registers fn to be called (it must not block) with the targets of a kind
 // each time its watch has synced or failed, so that targets report it whether or not an
-// inventory uses them (inventories refresh their own targets on every change).
+// inventory uses them, and inventories that have no snapshot yet build one at once.
 func (c *Collector) SubscribeSynced(fn func([]TargetKey)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -91,7 +91,30 @@ func NewManager(col *collector.Collector, o Options) *Manager {
 		m.onTargets = func([]collector.TargetKey) {}
 	}
 	col.Subscribe(m.kindChanged)
+	col.SubscribeSynced(m.targetsSynced)
 	return m
+}
+
+// targetsSynced tells the inventories of these targets that a watch synced or failed.
+func (m *Manager) targetsSynced(keys []collector.TargetKey) {
+	synced := make(map[collector.TargetKey]bool, len(keys))
+	for _, k := range keys {
+		synced[k] = true
+	}
+	m.mu.Lock()
+	var runners []*runner
+	for _, r := range m.invs {
+		for _, t := range r.targets() {
+			if synced[t] {
+				runners = append(runners, r)
+				break
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range runners {
+		r.markSynced()
+	}
 }
 
 // Start runs inventories until ctx ends; it needs no leader election (snapshots stay warm on

@@ -48,6 +48,8 @@ type runner struct {
 	// as an event of the build's span.
 	changedKind string
 	changedAt   time.Time
+	// synced: a watch of one of the targets synced (or failed) since the loop last looked.
+	synced bool
 }
 
 type workerHandle struct {
@@ -169,6 +171,15 @@ func (r *runner) markChanged(kind string) {
 	r.markDirty(false)
 }
 
+// markSynced marks the inventory dirty because a watch of one of its targets synced or
+// failed: the first snapshot then does not wait for the debounce (see loop).
+func (r *runner) markSynced() {
+	r.mu.Lock()
+	r.synced = true
+	r.mu.Unlock()
+	r.markDirty(false)
+}
+
 func (r *runner) markDirty(resync bool) {
 	if resync {
 		r.mu.Lock()
@@ -182,12 +193,19 @@ func (r *runner) markDirty(resync bool) {
 }
 
 // loop is the trailing debounce: a change schedules a build debounce after it, but never later
-// than maxDelay after the first change not yet built.
+// than maxDelay after the first change not yet built. The debounce spaces exports and gathers
+// a burst of changes into one; before the first snapshot there is nothing to space, and a
+// watch's sync is no burst but the moment the rows are known, so an inventory that has built
+// no snapshot yet builds at once when a watch of its targets syncs (at an agent's start,
+// every inventory of the kind at that moment). Other changes before then still wait.
 func (r *runner) loop() {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var first time.Time
 	var resyncC <-chan time.Time
+	// firstSync: the pending build is the first snapshot, after a sync; changes until it runs
+	// do not postpone it.
+	firstSync := false
 	for {
 		r.mu.Lock()
 		cfg, ctx := r.cfg, r.ctx
@@ -205,8 +223,13 @@ func (r *runner) loop() {
 				first = now
 			}
 			due := now.Add(cfg.Debounce)
-			if cfg.Retire != "" {
-				due = now // a deleted inventory is held until it retires: no reason to wait
+			r.mu.Lock()
+			firstSync = firstSync || r.synced && r.last == nil
+			r.synced = false
+			r.mu.Unlock()
+			if cfg.Retire != "" || firstSync {
+				// A deleted inventory is held until it retires: no reason to wait either.
+				due = now
 			}
 			if limit := first.Add(cfg.MaxDelay); cfg.MaxDelay > 0 && due.After(limit) {
 				due = limit
@@ -216,7 +239,7 @@ func (r *runner) loop() {
 			resyncC = nil
 			r.markDirty(true)
 		case <-timer.C:
-			first = time.Time{}
+			first, firstSync = time.Time{}, false
 			select {
 			case r.m.builds <- struct{}{}:
 			case <-ctx.Done():

@@ -33,7 +33,10 @@ type Sink struct {
 	seeded  map[string]bool
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink     = (*Sink)(nil)
+	_ sink.Preparer = (*Sink)(nil)
+)
 
 // option adjusts a sink before its pool is created.
 type option func(*pgxpool.Config)
@@ -101,6 +104,13 @@ func (s *Sink) ensureSchema(ctx context.Context) error {
 	}
 	s.migrated = true
 	return nil
+}
+
+// Prepare brings the schema up to date before the first export (sink.Preparer): at an
+// agent's start every inventory's first export would otherwise wait for the migrations, or
+// for the check that finds them applied, when its watches sync.
+func (s *Sink) Prepare(ctx context.Context) error {
+	return s.ensureSchema(ctx)
 }
 
 // Export writes the batch in one transaction; see the package documentation for the three

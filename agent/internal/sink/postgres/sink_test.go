@@ -460,3 +460,31 @@ func TestExportToAClosedPortSaysConnectionRefused(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// TestPrepareMigratesAheadOfTheFirstExport: Prepare creates the schema and writes no row, and
+// the first export after it runs no DDL (sink.Preparer).
+func TestPrepareMigratesAheadOfTheFirstExport(t *testing.T) {
+	ctx := context.Background()
+	db := newDatabase(t)
+	s, rec := newSink(t, db, "east")
+	if err := s.Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pool := connect(t, db)
+	all, _ := migrations(names{schema: "kollect", table: "rows"})
+	if got := count(t, pool, `SELECT count(*) FROM kollect.schema_migrations WHERE table_name = 'rows'`); got != len(all) {
+		t.Fatalf("after Prepare the ledger holds %d versions, want %d", got, len(all))
+	}
+	if got := count(t, pool, `SELECT count(*) FROM kollect.rows`) + count(t, pool, `SELECT count(*) FROM kollect.rows_state`); got != 0 {
+		t.Fatalf("Prepare wrote %d rows and states", got)
+	}
+	rec.take()
+	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range writes(rec.take()) {
+		if verb := strings.ToUpper(strings.Fields(w)[0]); verb == "CREATE" || verb == "ALTER" {
+			t.Fatalf("the first export after Prepare ran DDL: %s", w)
+		}
+	}
+}
