@@ -57,17 +57,6 @@ type Confirmer interface {
 	Confirm(ctx context.Context, c Confirmation) error
 }
 
-// Preparer is implemented by sinks that must set up their destination before the first
-// export, such as a database schema to create or migrate. The agent calls Prepare once when
-// an inventory starts using the sink, before the inventory's first snapshot is ready (while
-// its watches still list), so the first export does not wait for the set-up: at start-up
-// every inventory's first export comes at once, as soon as the watches sync. Prepare may
-// write the destination's structure, never inventory data; a failure is only logged, and
-// Export must still set the destination up itself when Prepare failed or was not called.
-type Preparer interface {
-	Prepare(ctx context.Context) error
-}
-
 // Confirmation is what one confirmation states.
 type Confirmation struct {
 	Cluster, Inventory string

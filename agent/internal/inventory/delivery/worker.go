@@ -274,7 +274,6 @@ func (w *Worker) Run(ctx context.Context) {
 		case <-w.ready:
 		}
 	}
-	w.prepare(ctx)
 	for {
 		confirm, stop := w.confirmTimer()
 		select {
@@ -294,21 +293,6 @@ func (w *Worker) Run(ctx context.Context) {
 				return
 			}
 		}
-	}
-}
-
-// prepare lets a sink set up its destination (sink.Preparer) before the first snapshot is
-// offered. An offer made meanwhile waits in wake; a failure is left to the export, which
-// sets the destination up again and reports what fails.
-func (w *Worker) prepare(ctx context.Context) {
-	p, ok := w.sink.(sink.Preparer)
-	if !ok {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, w.timeout)
-	defer cancel()
-	if err := p.Prepare(pctx); err != nil && ctx.Err() == nil {
-		w.log.V(1).Info("preparing the sink failed; the first export sets it up", "sink", w.Name, "error", err.Error())
 	}
 }
 

@@ -33,10 +33,7 @@ type Sink struct {
 	seeded  map[string]bool
 }
 
-var (
-	_ sink.Sink     = (*Sink)(nil)
-	_ sink.Preparer = (*Sink)(nil)
-)
+var _ sink.Sink = (*Sink)(nil)
 
 // option adjusts a sink before its pool is created.
 type option func(*pgxpool.Config)
@@ -88,29 +85,59 @@ func (s *Sink) Close() error {
 	return nil
 }
 
-// ensureSchema runs the migrations once per sink.
+// ensureSchema runs the migrations once per sink, and once per destination in this process:
+// the sinks of every tenant that write one table share the check (see destinationSchema).
 func (s *Sink) ensureSchema(ctx context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.migrated {
 		return nil
 	}
-	applied, err := migrate(ctx, s.pool, s.names)
-	if err != nil {
-		return s.stepError("migrating the schema", err)
-	}
-	if applied > 0 {
-		s.env.Log.Info("migrated the postgres schema", "destination", s.dest, "migrations", applied)
+	ds := destinationSchemaOf(s.dest)
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if !ds.current {
+		applied, err := migrate(ctx, s.pool, s.names)
+		if err != nil {
+			return s.stepError("migrating the schema", err)
+		}
+		if applied > 0 {
+			s.env.Log.Info("migrated the postgres schema", "destination", s.dest, "migrations", applied)
+		}
+		ds.current = true
 	}
 	s.migrated = true
 	return nil
 }
 
-// Prepare brings the schema up to date before the first export (sink.Preparer): at an
-// agent's start every inventory's first export would otherwise wait for the migrations, or
-// for the check that finds them applied, when its watches sync.
-func (s *Sink) Prepare(ctx context.Context) error {
-	return s.ensureSchema(ctx)
+// destinationSchema is what this process knows of one destination's schema (server,
+// database, schema and table).
+//
+// Why: at an agent's start every inventory's first export comes at once, as soon as the
+// watches sync. With a sink per tenant on one shared table, each sink used to check the
+// migrations in a transaction under the database-wide migration lock, one after another:
+// 100 tenants queued 100 transactions on that lock before the first rows were written. The
+// first sink of a destination now migrates (or finds the schema current) and the others
+// wait for it in the process and then skip the check. A missing table found by an export
+// makes the destination unknown again (forgetSchema).
+type destinationSchema struct {
+	mu      sync.Mutex
+	current bool
+}
+
+var destinationSchemas sync.Map // destination → *destinationSchema
+
+func destinationSchemaOf(dest string) *destinationSchema {
+	ds, _ := destinationSchemas.LoadOrStore(dest, &destinationSchema{})
+	return ds.(*destinationSchema)
+}
+
+// forgetSchema makes every sink of this process check dest's migrations again.
+func forgetSchema(dest string) {
+	ds := destinationSchemaOf(dest)
+	ds.mu.Lock()
+	ds.current = false
+	ds.mu.Unlock()
 }
 
 // Export writes the batch in one transaction; see the package documentation for the three
@@ -138,6 +165,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			s.mu.Lock()
 			s.migrated, s.seeded = false, map[string]bool{}
 			s.mu.Unlock()
+			forgetSchema(s.dest)
 			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
 		return s.stepError(fmt.Sprintf("exporting %s/%s", env.Cluster, env.Inventory), err)

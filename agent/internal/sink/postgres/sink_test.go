@@ -461,30 +461,41 @@ func TestExportToAClosedPortSaysConnectionRefused(t *testing.T) {
 	t.Log(err)
 }
 
-// TestPrepareMigratesAheadOfTheFirstExport: Prepare creates the schema and writes no row, and
-// the first export after it runs no DDL (sink.Preparer).
-func TestPrepareMigratesAheadOfTheFirstExport(t *testing.T) {
+// TestSinksOfOneDestinationCheckTheSchemaOnce: the sinks of several tenants writing one table
+// share its migration check in the process, and a dropped table makes them migrate again.
+func TestSinksOfOneDestinationCheckTheSchemaOnce(t *testing.T) {
 	ctx := context.Background()
 	db := newDatabase(t)
-	s, rec := newSink(t, db, "east")
-	if err := s.Prepare(ctx); err != nil {
+	sa, _ := newSink(t, db, "east")
+	sb, recB := newSink(t, db, "east")
+	if err := (&agent{sink: sa, cluster: "east", inventory: "team-a/apps"}).export(ctx, sinktest.Deployments("east", "team-a/apps", 3, 1)); err != nil {
 		t.Fatal(err)
+	}
+	recB.take()
+	b := &agent{sink: sb, cluster: "east", inventory: "team-b/apps"}
+	if err := b.export(ctx, sinktest.Deployments("east", "team-b/apps", 2, 1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range recB.take() {
+		if strings.Contains(stmt, "schema_migrations") {
+			t.Fatalf("the second sink of the table checked the migrations again: %s", stmt)
+		}
 	}
 	pool := connect(t, db)
-	all, _ := migrations(names{schema: "kollect", table: "rows"})
-	if got := count(t, pool, `SELECT count(*) FROM kollect.schema_migrations WHERE table_name = 'rows'`); got != len(all) {
-		t.Fatalf("after Prepare the ledger holds %d versions, want %d", got, len(all))
-	}
-	if got := count(t, pool, `SELECT count(*) FROM kollect.rows`) + count(t, pool, `SELECT count(*) FROM kollect.rows_state`); got != 0 {
-		t.Fatalf("Prepare wrote %d rows and states", got)
-	}
-	rec.take()
-	if err := (&agent{sink: s, cluster: "east", inventory: "apps"}).export(ctx, sinktest.Deployments("east", "apps", 3, 1)); err != nil {
+	if _, err := pool.Exec(ctx, "DROP SCHEMA kollect CASCADE"); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range writes(rec.take()) {
-		if verb := strings.ToUpper(strings.Fields(w)[0]); verb == "CREATE" || verb == "ALTER" {
-			t.Fatalf("the first export after Prepare ran DDL: %s", w)
-		}
+	// The first export finds the table gone; its retry migrates, for every sink of the table.
+	if err := b.export(ctx, sinktest.Deployments("east", "team-b/apps", 2, 2)); err == nil {
+		t.Fatal("an export to a dropped table succeeded")
+	}
+	if err := b.export(ctx, sinktest.Deployments("east", "team-b/apps", 2, 2)); err != nil {
+		t.Fatalf("the retry after the table was dropped: %v", err)
+	}
+	if err := (&agent{sink: sa, cluster: "east", inventory: "team-a/apps"}).export(ctx, sinktest.Deployments("east", "team-a/apps", 3, 2)); err != nil {
+		t.Fatalf("the other sink after the table was re-created: %v", err)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM kollect.rows WHERE cluster = 'east'`); n != 5 {
+		t.Fatalf("after the re-creation the table holds %d rows, want 5", n)
 	}
 }
