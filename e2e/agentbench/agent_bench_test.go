@@ -205,6 +205,12 @@ func measure(b *testing.B, name string, s shape) result {
 	if writes, err := kollectWrites(ctx, cp.Config); err == nil {
 		b.Logf("writes to Kollect objects to the first export (the API server's count): %s", writesSince(writes0, writes))
 	}
+	var reconciles []string
+	for _, c := range []string{"kollectinventory", "kollecttarget", "kollectscope", "kollectprofile", "kollectdatabasesink"} {
+		n, _ := a.metricSum(b, "controller_runtime_reconcile_total", `controller="`+c+`"`)
+		reconciles = append(reconciles, fmt.Sprintf("%s %.0f", c, n))
+	}
+	b.Logf("reconciles to the first export: %s", strings.Join(reconciles, ", "))
 	r.Lists = s.lists(b, a)
 	atExport := a.memory(b)
 	r.RSSExport = atExport["VmRSS"]
