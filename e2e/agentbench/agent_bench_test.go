@@ -173,10 +173,19 @@ func measure(b *testing.B, name string, s shape) result {
 		go func() {
 			// And the API server's over the agent's first 30 s.
 			file := filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-load-apiserver-cpu.pprof")
-			if err := saveAPIServerProfile(ctx, cp.Config, 30*time.Second, file); err != nil {
+			if err := saveAPIServerProfile(ctx, cp.Config, "profile", 30*time.Second, file); err != nil {
 				b.Logf("no API server profile: %v", err)
 			}
 		}()
+		if os.Getenv("KOLLECT_BENCH_TRACE") != "" {
+			go func() {
+				// The API server's execution trace too: what its side of the watch-list waits for.
+				file := filepath.Join(dir, strings.ReplaceAll(name, "=", "-")+"-load-apiserver.trace")
+				if err := saveAPIServerProfile(ctx, cp.Config, "trace", 30*time.Second, file); err != nil {
+					b.Logf("no API server trace: %v", err)
+				}
+			}()
+		}
 		if os.Getenv("KOLLECT_BENCH_TRACE") != "" {
 			// And an execution trace of its first 30 s, for where the start waits
 			// (go tool trace -pprof=sched|sync|net|syscall).

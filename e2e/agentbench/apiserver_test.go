@@ -88,17 +88,17 @@ func writesSince(before, after map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
-// saveAPIServerProfile saves the API server's CPU profile over the next d into file (the
-// kube-apiserver serves /debug/pprof to administrators by default), for where the agent's
-// start costs the server its CPU.
-func saveAPIServerProfile(ctx context.Context, cfg *rest.Config, d time.Duration, file string) error {
+// saveAPIServerProfile saves the API server's CPU profile or execution trace (kind "profile"
+// or "trace") over the next d into file (the kube-apiserver serves /debug/pprof to
+// administrators by default), for where the agent's start costs the server its CPU.
+func saveAPIServerProfile(ctx context.Context, cfg *rest.Config, kind string, d time.Duration, file string) error {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = d + 30*time.Second
 	cs, err := kubernetes.NewForConfig(c)
 	if err != nil {
 		return err
 	}
-	body, err := cs.RESTClient().Get().AbsPath("/debug/pprof/profile").
+	body, err := cs.RESTClient().Get().AbsPath("/debug/pprof/"+kind).
 		Param("seconds", strconv.Itoa(int(d.Seconds()))).DoRaw(ctx)
 	if err != nil {
 		return fmt.Errorf("profiling the API server: %w", err)
