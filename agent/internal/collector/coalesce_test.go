@@ -100,9 +100,9 @@ func TestBurstOfTargetsListsOnce(t *testing.T) {
 	}
 }
 
-// TestListNotifiesOnce: a watch's initial list notifies its subscribers once it has synced,
-// not once per object (every notification wakes every inventory of the kind), and a change
-// after the sync notifies again.
+// TestListNotifiesOnce: a watch's initial list does not notify its subscribers of changes,
+// neither per object (every notification wakes every inventory of the kind) nor for the
+// list's events the handler receives after the store synced; a change after the sync does.
 func TestListNotifiesOnce(t *testing.T) {
 	ctx := context.Background()
 	const ns, objects = "notify-once", 500
@@ -118,10 +118,13 @@ func TestListNotifiesOnce(t *testing.T) {
 	col := New(dynamic.NewForConfigOrDie(cp.Config), Options{Log: logr.Discard()})
 	var calls atomic.Int64
 	col.Subscribe(func(schema.GroupVersionKind) { calls.Add(1) })
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	// What the handler had been handed when the sync was told: the whole list.
+	countAtSync := make(chan int64, 4)
+	col.SubscribeSynced(func([]TargetKey) { countAtSync <- col.watchOf(gvk).count.Load() })
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go func() { _ = col.Start(runCtx) }()
-	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	tgt, err := NewTarget(TargetKey{Namespace: ns, Name: "all"}, kollectv1.TargetSelection{}, gvk,
 		schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, true, ProfileRef{Key: ns + "/p@1/uid"},
 		compile(t, kollectv1.Attribute{Name: "n", JSONPath: "{.data.n}"}))
@@ -130,14 +133,14 @@ func TestListNotifiesOnce(t *testing.T) {
 	}
 	col.SetTarget(tgt)
 	waitRows(t, col, tgt.Key, objects)
-	// The handler goroutine delivers the list's events after the store synced: wait until it
-	// has delivered them all (the count the watch keeps from its handlers), then read.
-	deadline := time.Now().Add(30 * time.Second)
-	for col.watchOf(gvk).count.Load() != objects && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
+	if n := <-countAtSync; n != objects {
+		t.Fatalf("the watch synced when its handler had been handed %d of the list's %d objects", n, objects)
 	}
-	if n := calls.Load(); n > 3 {
-		t.Fatalf("a list of %d objects notified subscribers %d times, want at most 3 (a watch start, its sync)", objects, n)
+	deadline := time.Now().Add(30 * time.Second)
+	// Only the watch's start notifies: its sync goes to SubscribeSynced, and the list's events,
+	// which the handler receives after the store synced, are not changes.
+	if n := calls.Load(); n > 1 {
+		t.Fatalf("a list of %d objects notified subscribers %d times, want at most once (the watch's start)", objects, n)
 	}
 	before := calls.Load()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "late"}, Data: map[string]string{"n": "late"}}

@@ -106,7 +106,8 @@ func (c *Collector) Start(ctx context.Context) error {
 func (c *Collector) NeedLeaderElection() bool { return false }
 
 // Subscribe registers fn to be called (from informer goroutines; it must not block) whenever
-// objects of a kind change or its watch changes state.
+// objects of a kind change or its watch starts, stops or fails; its sync is told to
+// SubscribeSynced.
 func (c *Collector) Subscribe(fn func(schema.GroupVersionKind)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -294,7 +295,9 @@ func (c *Collector) restartNowLocked(gvk schema.GroupVersionKind) {
 		old.stop()
 	}
 	c.metrics.started(gvk)
-	w.start(c.ctx, func() { c.notify(gvk); c.notifyTargets(gvk) })
+	// A sync is no change of objects: it reaches inventories as a sync (SubscribeSynced), not
+	// as a watch change that a build's span would show as its cause.
+	w.start(c.ctx, func() { c.notifyTargets(gvk) })
 	c.log.Info("started watch", "gvk", gvk.String(), "namespaces", proj.namespaces, "labelSelector", proj.labelSelector.String(),
 		"fieldSelector", proj.fieldSelector.String(), "profiles", len(proj.profiles), "metadataOnly", proj.metadataOnly && c.meta != nil)
 	go c.notify(gvk)

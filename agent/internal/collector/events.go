@@ -14,7 +14,7 @@ import (
 // with 100 tenants made ten million such lookups before anything could be exported. Events
 // before the watch has synced are not delivered at all: no inventory builds from a watch
 // still listing, and the watch's sync notifies them (start's onSynced), after every object of
-// the list is in the store.
+// the list is in the store and has been handed to the handlers.
 func (w *gvkWatch) changed() {
 	if !w.synced.Load() {
 		return

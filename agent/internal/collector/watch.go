@@ -61,7 +61,11 @@ type gvkWatch struct {
 	gvr       schema.GroupVersionResource
 	proj      *projection
 	informers []cache.SharedIndexInformer
-	cancel    context.CancelFunc
+	// handlersSynced say when each informer's handler has been handed every object of the
+	// initial list, which trails the store's own sync: the watch counts as synced only then,
+	// so the list's last events are not taken for changes after the sync (and count is whole).
+	handlersSynced []cache.InformerSynced
+	cancel         context.CancelFunc
 	// metadataWatch is true when the informers list and watch object metadata only.
 	metadataWatch bool
 
@@ -150,12 +154,13 @@ func newGVKWatch(dyn dynamic.Interface, meta metadata.Interface, builtin *Builti
 			w.mu.Unlock()
 			w.changed()
 		}
-		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, _ := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.count.Add(1); handler(obj) },
 			UpdateFunc: func(_, obj any) { handler(obj) },
 			DeleteFunc: func(obj any) { w.count.Add(-1); handler(obj) },
 		})
 		w.informers = append(w.informers, inf)
+		w.handlersSynced = append(w.handlersSynced, reg.HasSynced)
 	}
 	return w
 }
@@ -189,11 +194,7 @@ func (w *gvkWatch) start(ctx context.Context, onSynced func()) {
 	}
 	go w.deliver(ctx)
 	go func() {
-		syncs := make([]cache.InformerSynced, len(w.informers))
-		for i, inf := range w.informers {
-			syncs[i] = inf.HasSynced
-		}
-		if cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		if cache.WaitForCacheSync(ctx.Done(), w.handlersSynced...) {
 			w.synced.Store(true)
 			w.mu.Lock()
 			w.lastErr = nil
