@@ -36,13 +36,17 @@ func TestBuiltinKindsDecodeAsJSONDoes(t *testing.T) {
 		}
 	}
 	must(c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}))
-	replicas := int32(3)
+	replicas, yes := int32(3), true
 	objects := []client.Object{
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm", Labels: map[string]string{"app": "a"},
 			Annotations: map[string]string{"note": "x"}}, Data: map[string]string{"mode": "blue", "empty": ""},
 			BinaryData: map[string][]byte{"blob": {0, 1, 2, 255}}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bare"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"}, Type: corev1.SecretTypeOpaque,
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "owned-", Finalizers: []string{"example.com/keep"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "cm", UID: "0f0e0d0c-0b0a-4908-8706-050403020100",
+				Controller: &yes, BlockOwnerDeletion: &yes}, {APIVersion: "apps/v1", Kind: "Deployment", Name: "web", UID: "1f0e0d0c-0b0a-4908-8706-050403020100"}}},
+			Immutable: &yes, Data: map[string]string{"a": "b"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s", Annotations: map[string]string{"note": "y"}}, Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{"password": []byte("hunter2")}},
 		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "svc"}, Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "a"},
