@@ -46,19 +46,20 @@ func (w *gvkWatch) project(it *item, content map[string]any, dec *decodedObject)
 		need = make([]bool, n)
 	}
 	var objLabels labels.Labels
-	for ti, t := range proj.targets {
+	consider := func(ti int) {
+		t := proj.targets[ti]
 		pi, oi := proj.targetProfile[ti], proj.targetObject[ti]
 		b := proj.budgets[pi]
 		if b.isTripped() || (need[pi] && oi < 0) {
-			continue // quarantined, or already needed and nothing else to learn
+			return // quarantined, or already needed and nothing else to learn
 		}
 		prof := proj.profiles[proj.profileKeys[pi]]
 		if prof.Decode != "" && dec == nil {
-			continue // not what the profile decodes (the watch is shared with other profiles)
+			return // not what the profile decodes (the watch is shared with other profiles)
 		}
 		name, _ := rowIdentity(t, it)
 		if !w.mightSelect(t, it, name, content, &objLabels) {
-			continue
+			return
 		}
 		ok := true
 		if oi >= 0 {
@@ -79,6 +80,14 @@ func (w *gvkWatch) project(it *item, content map[string]any, dec *decodedObject)
 			it.setMatch(oi, ok)
 		}
 		need[pi] = need[pi] || ok
+	}
+	// Only the targets that may select in the object's namespace: with a target per tenant,
+	// each naming its namespace, every object was checked against every tenant's target.
+	for _, ti := range proj.targetsAnyNamespace {
+		consider(ti)
+	}
+	for _, ti := range proj.targetsByNamespace[it.namespace] {
+		consider(ti)
 	}
 	for pi, key := range proj.profileKeys {
 		switch {

@@ -301,3 +301,38 @@ func BenchmarkTransformNotSelected(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTransformHundredTenants is the transform of one small ConfigMap when 100 tenants
+// each have a profile and a target of their own namespace, as the agent benchmark's
+// 100-tenant shape: only the object's tenant's target is considered.
+func BenchmarkTransformHundredTenants(b *testing.B) {
+	var targets []*Target
+	for i := range 100 {
+		ns := fmt.Sprintf("bench-%03d", i)
+		prof, err := profile.Compile(&kollectv1.KollectProfile{Spec: kollectv1.KollectProfileSpec{Target: kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+			Attributes: []kollectv1.Attribute{{Name: "app", JSONPath: "{.metadata.labels.app}"}, {Name: "tier", JSONPath: "{.metadata.labels.tier}"},
+				{Name: "mode", JSONPath: "{.data.mode}"}, {Name: "entries", CEL: "size(object.data)", Type: kollectv1.AttributeInt}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t, err := NewTarget(TargetKey{Namespace: ns, Name: "configmaps"}, kollectv1.TargetSelection{}, cmGVK, cmGVR, true,
+			ProfileRef{Key: ns + "/configmaps@1/u"}, prof)
+		if err != nil {
+			b.Fatal(err)
+		}
+		targets = append(targets, t)
+	}
+	w := projector(targets, nil, nil, nil)
+	tr := w.transform(nil)
+	obj := cm("bench-042", "cm-0004242", map[string]string{"app": "app-42", "tier": "web"}, map[string]any{"mode": "blue", "replicas": "3"})
+	b.ReportAllocs()
+	for b.Loop() {
+		it, err := tr(obj)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if it.(*item).attrCount() != 1 {
+			b.Fatal("the object's tenant's profile was not evaluated")
+		}
+	}
+}

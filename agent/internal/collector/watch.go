@@ -36,6 +36,10 @@ type projection struct {
 	ids           map[TargetKey]string // each target's projectionID when the watch was built
 	targetProfile []int
 	targetObject  []int
+	// targetsByNamespace gives, by namespace, the positions of the targets that name it
+	// (plainNamespaces); targetsAnyNamespace those of the others.
+	targetsByNamespace  map[string][]int
+	targetsAnyNamespace []int
 	// nsLabels returns a namespace's labels for namespace selectors at projection time.
 	nsLabels func(string) (labels.Set, bool)
 	// objectTargets need the whole object at projection time; targetIndex gives each one's
@@ -319,6 +323,16 @@ func buildProjection(targets []*Target, agentNamespaces []string, budgetFor func
 		p.ids[t.Key] = t.projectionID()
 		p.targetProfile = append(p.targetProfile, p.profileIndex[t.ProfileKey])
 		p.targetObject = append(p.targetObject, oi)
+		if nss, ok := t.plainNamespaces(); ok {
+			if p.targetsByNamespace == nil {
+				p.targetsByNamespace = map[string][]int{}
+			}
+			for _, ns := range nss {
+				p.targetsByNamespace[ns] = append(p.targetsByNamespace[ns], len(p.targets)-1)
+			}
+		} else {
+			p.targetsAnyNamespace = append(p.targetsAnyNamespace, len(p.targets)-1)
+		}
 	}
 	for _, key := range p.profileKeys {
 		var b *budget
