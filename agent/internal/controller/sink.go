@@ -123,8 +123,9 @@ func capList(in []string) []string {
 }
 
 // SetupWithManager registers the reconciler; probing is the leader's job. Every update of the
-// sink object is reconciled, metadata included, so that annotating it (kollect.dev/probe-now)
-// probes at once; and an inventory that starts or stops using the sink refreshes its preview.
+// sink object but its status is reconciled, metadata included, so that annotating it
+// (kollect.dev/probe-now) probes at once; and an inventory that starts or stops using the sink
+// refreshes its preview.
 func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	users := func(ctx context.Context, obj client.Object) []reconcile.Request {
 		var reqs []reconcile.Request
@@ -140,7 +141,8 @@ func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		}
 		return reqs
 	}
-	return ctrl.NewControllerManagedBy(mgr).For(newSinkObject(r.Family)).Named("kollect"+string(r.Family)+"sink").
+	return ctrl.NewControllerManagedBy(mgr).For(newSinkObject(r.Family), builder.WithPredicates(probeTriggers)).
+		Named("kollect"+string(r.Family)+"sink").
 		// A probe of an unreachable endpoint takes up to probeTimeout and previewTimeout: a
 		// few at once keep one such sink from delaying the probes of the family's others.
 		WithOptions(controller.Options{MaxConcurrentReconciles: probeConcurrency}).
@@ -148,6 +150,12 @@ func (r *SinkReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&kollectv1.KollectClusterInventory{}, handler.EnqueueRequestsFromMapFunc(users), builder.WithPredicates(usesChanged)).
 		Complete(r)
 }
+
+// probeTriggers passes every sink event but an update of the status alone. The probe writes
+// that status itself: passing it probed every sink twice, over a connection opened for each
+// probe, at every start (100 tenants: 100 more PostgreSQL sessions while the watches listed).
+var probeTriggers = predicate.Or[client.Object](predicate.GenerationChangedPredicate{},
+	predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{})
 
 // usesChanged passes an inventory event when the preview or health of its sinks may change: the
 // inventory appeared or went, its spec changed (sinks added or removed), a sink accepted a new
