@@ -26,9 +26,11 @@ func TestProbeTriggers(t *testing.T) {
 		"status only": {changed(func(s *kollectv1.KollectDatabaseSink) {
 			s.Status.Conditions = []metav1.Condition{{Type: kollectv1.ConditionReady, Status: metav1.ConditionTrue}}
 		}), false},
-		"spec":       {changed(func(s *kollectv1.KollectDatabaseSink) { s.Generation = 2 }), true},
-		"probe-now":  {changed(func(s *kollectv1.KollectDatabaseSink) { s.Annotations = map[string]string{kollectv1.AnnotationProbeNow: "now"} }), true},
-		"labels":     {changed(func(s *kollectv1.KollectDatabaseSink) { s.Labels = map[string]string{"team": "a"} }), true},
+		"spec": {changed(func(s *kollectv1.KollectDatabaseSink) { s.Generation = 2 }), true},
+		"probe-now": {changed(func(s *kollectv1.KollectDatabaseSink) {
+			s.Annotations = map[string]string{kollectv1.AnnotationProbeNow: "now"}
+		}), true},
+		"labels": {changed(func(s *kollectv1.KollectDatabaseSink) { s.Labels = map[string]string{"team": "a"} }), true},
 	}
 	for name, c := range cases {
 		if got := probeTriggers.Update(event.UpdateEvent{ObjectOld: base, ObjectNew: c.new}); got != c.want {

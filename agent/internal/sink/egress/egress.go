@@ -220,3 +220,12 @@ func (g *Guard) CheckHostPort(address string) error {
 	}
 	return g.CheckHost(address)
 }
+
+// Fingerprint identifies what g allows, so that a connection pool dialled through one guard is
+// reused only by a sink the same policy and allowlists govern.
+func (g *Guard) Fingerprint() string {
+	if g == nil {
+		return "<nil>"
+	}
+	return fmt.Sprintf("%+v %+v", g.policy, g.allow)
+}

@@ -23,6 +23,8 @@ type Sink struct {
 	names names
 	dest  string
 	pool  *pgxpool.Pool
+	// release gives the pool back (Close).
+	release func()
 
 	// migrated is set once the schema is current; until then every Export retries migrating.
 	mu       sync.Mutex
@@ -61,7 +63,8 @@ func New(ctx context.Context, obj sink.Object, env sink.Env) (sink.Sink, error) 
 // unreachable database surfaces as a transient Export or Probe error rather than a failure to
 // build the sink.
 func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, opts ...option) (*Sink, error) {
-	s, err := resolve(ctx, spec, env)
+	read := map[string]map[string][]byte{}
+	s, err := resolve(ctx, spec, recordSecrets(env, read))
 	if err != nil {
 		return nil, err
 	}
@@ -69,19 +72,31 @@ func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, 
 	if err := n.validate(); err != nil {
 		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	for _, o := range opts {
-		o(s.poolConfig)
+	var pool *pgxpool.Pool
+	var release func()
+	if len(opts) > 0 {
+		// A sink with options of its own (a test's statement tracer) keeps its pool to itself.
+		for _, o := range opts {
+			o(s.poolConfig)
+		}
+		if pool, err = pgxpool.NewWithConfig(ctx, s.poolConfig); err == nil {
+			release = pool.Close
+		}
+	} else {
+		var key string
+		if key, err = poolKey(env, spec, read); err == nil {
+			pool, release, err = pools.acquire(key, s.poolConfig)
+		}
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, s.poolConfig)
 	if err != nil {
 		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	return &Sink{env: env, names: n, dest: s.destination, pool: pool, history: spec.History, seeded: map[string]bool{}}, nil
+	return &Sink{env: env, names: n, dest: s.destination, pool: pool, release: release, history: spec.History, seeded: map[string]bool{}}, nil
 }
 
-// Close releases the pool.
+// Close releases the pool (shared with the sink object's other consumers, see pools.go).
 func (s *Sink) Close() error {
-	s.pool.Close()
+	s.release()
 	return nil
 }
 
