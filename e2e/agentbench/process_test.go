@@ -359,10 +359,10 @@ func psql(ctx context.Context, url, sql string) (string, error) {
 }
 
 // exported counts the agent's rows and state rows (one per inventory and sink, written by
-// every export, so an idle agent's first export shows too) in PostgreSQL. Before the first
-// export the schema does not exist, which counts as nothing.
-func exported(ctx context.Context, url string) (rows, states int, err error) {
-	out, err := psql(ctx, url, fmt.Sprintf(`SELECT (SELECT count(*) FROM kollect.rows WHERE cluster = '%[1]s'),
+// every export, so an idle agent's first export shows too) in PostgreSQL, with query (psql, or
+// a pollSession's). Before the first export the schema does not exist, which counts as nothing.
+func exported(query func(sql string) (string, error)) (rows, states int, err error) {
+	out, err := query(fmt.Sprintf(`SELECT (SELECT count(*) FROM kollect.rows WHERE cluster = '%[1]s'),
 		(SELECT count(*) FROM kollect.rows_state WHERE cluster = '%[1]s')`, cluster))
 	if err != nil {
 		if strings.Contains(err.Error(), "does not exist") {
@@ -374,6 +374,11 @@ func exported(ctx context.Context, url string) (rows, states int, err error) {
 		return 0, 0, fmt.Errorf("unexpected count output %q: %w", out, err)
 	}
 	return rows, states, nil
+}
+
+// psqlQuery runs each query in a psql of its own.
+func psqlQuery(ctx context.Context, url string) func(string) (string, error) {
+	return func(sql string) (string, error) { return psql(ctx, url, sql) }
 }
 
 // released counts the agent's "released start-up memory" log lines (--release-startup-memory-after).
