@@ -11,18 +11,35 @@ import (
 // ProcessCPU is the CPU time (user and system) a process has used so far, from /proc; benchmarks
 // report it per operation.
 func ProcessCPU(pid int) (time.Duration, error) {
+	return processCPU(pid, false)
+}
+
+// processCPUWithChildren is ProcessCPU plus the CPU of the process's children that have ended
+// and been waited for.
+func processCPUWithChildren(pid int) (time.Duration, error) {
+	return processCPU(pid, true)
+}
+
+func processCPU(pid int, children bool) (time.Duration, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the CPU time of process %d: %w", pid, err)
 	}
 	// The fields after the command name, which is in parentheses and may hold spaces.
 	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("process %d: unexpected /proc stat line %q", pid, raw)
+	last := 12
+	if children {
+		last = 14 // cutime, cstime
 	}
-	return time.Duration(utime+stime) * time.Second / 100, nil // USER_HZ is 100 on Linux
+	var ticks int64
+	for i := 11; i <= last; i++ {
+		v, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("process %d: unexpected /proc stat line %q", pid, raw)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / 100, nil // USER_HZ is 100 on Linux
 }
 
 // ProcessRSSMiB is a process's resident set size in MiB, from /proc.
@@ -114,7 +131,9 @@ func ExecutableMappings(pid int) ([]Mapping, error) {
 // CPUByCommand sums the CPU time (user and system) of every process whose command name is one
 // of names, by name: a benchmark reads it around a phase to say where the machine's time
 // went besides the process it measures (kube-apiserver, etcd, postgres). Processes that end
-// between the directory listing and the read are skipped.
+// between the directory listing and the read are skipped. The CPU of a process's children
+// that have ended counts too (cutime and cstime): PostgreSQL runs each session in a server
+// process of its own, and a session that ended within the phase would otherwise not count.
 func CPUByCommand(names ...string) (map[string]time.Duration, error) {
 	want := map[string]bool{}
 	for _, n := range names {
@@ -134,7 +153,7 @@ func CPUByCommand(names ...string) (map[string]time.Duration, error) {
 		if err != nil || !want[strings.TrimSpace(string(comm))] {
 			continue
 		}
-		if v, err := ProcessCPU(pid); err == nil {
+		if v, err := processCPUWithChildren(pid); err == nil {
 			out[strings.TrimSpace(string(comm))] += v
 		}
 	}
