@@ -30,6 +30,9 @@ func storedCoverage(tb testing.TB, pool *pgxpool.Pool, cluster string) map[strin
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Closed on every return: a t.Fatal below with the rows open kept the connection
+	// acquired, and the pool's Close in the cleanup waited for it until the test timeout.
+	defer rows.Close()
 	out := map[string]coverageRow{}
 	for rows.Next() {
 		var c coverageRow

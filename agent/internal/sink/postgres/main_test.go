@@ -195,6 +195,9 @@ func stored(tb testing.TB, db *pgxpool.Pool, cluster string) map[string]string {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	// Closed on every return: a t.Fatal below with the rows open kept the connection
+	// acquired, and the pool's Close in the cleanup waited for it until the test timeout.
+	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var uid, attrs string
