@@ -175,12 +175,20 @@ func genericContent(obj runtime.Object) (map[string]any, error) {
 	return content, nil
 }
 
-func configMapContent(o *corev1.ConfigMap) (map[string]any, error) {
-	md, err := objectMetaContent(&o.ObjectMeta)
+// withMetadata returns an object's content holding only its metadata, converted.
+func withMetadata(m *metav1.ObjectMeta) (map[string]any, error) {
+	md, err := objectMetaContent(m)
 	if err != nil {
 		return nil, err
 	}
-	content := map[string]any{"metadata": md}
+	return map[string]any{"metadata": md}, nil
+}
+
+func configMapContent(o *corev1.ConfigMap) (map[string]any, error) {
+	content, err := withMetadata(&o.ObjectMeta)
+	if err != nil {
+		return nil, err
+	}
 	if len(o.Data) > 0 {
 		content["data"] = stringMapContent(o.Data)
 	}
@@ -194,11 +202,10 @@ func configMapContent(o *corev1.ConfigMap) (map[string]any, error) {
 }
 
 func secretContent(o *corev1.Secret) (map[string]any, error) {
-	md, err := objectMetaContent(&o.ObjectMeta)
+	content, err := withMetadata(&o.ObjectMeta)
 	if err != nil {
 		return nil, err
 	}
-	content := map[string]any{"metadata": md}
 	if o.Immutable != nil {
 		content["immutable"] = *o.Immutable
 	}
