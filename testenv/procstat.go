@@ -14,12 +14,8 @@ func ProcessCPU(pid int) (time.Duration, error) {
 	return processCPU(pid, false)
 }
 
-// processCPUWithChildren is ProcessCPU plus the CPU of the process's children that have ended
-// and been waited for.
-func processCPUWithChildren(pid int) (time.Duration, error) {
-	return processCPU(pid, true)
-}
-
+// processCPU is ProcessCPU, plus with children the CPU of the process's children that have
+// ended and been waited for.
 func processCPU(pid int, children bool) (time.Duration, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
@@ -153,7 +149,7 @@ func CPUByCommand(names ...string) (map[string]time.Duration, error) {
 		if err != nil || !want[strings.TrimSpace(string(comm))] {
 			continue
 		}
-		if v, err := processCPUWithChildren(pid); err == nil {
+		if v, err := processCPU(pid, true); err == nil {
 			out[strings.TrimSpace(string(comm))] += v
 		}
 	}

@@ -110,19 +110,17 @@ func poolKey(env sink.Env, spec *v1alpha1.PostgresSinkConfig, read map[string]ma
 	return env.Namespace + "/" + env.Name + "/" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// recordSecrets wraps env's Secret reader so that every Secret read is kept in read.
+// recordSecrets wraps env's Secret reader so that every Secret read is kept in read (resolve
+// reads them one after another).
 func recordSecrets(env sink.Env, read map[string]map[string][]byte) sink.Env {
 	get := env.Secrets
 	if get == nil {
 		return env
 	}
-	var mu sync.Mutex
 	env.Secrets = func(ctx context.Context, name string) (map[string][]byte, error) {
 		data, err := get(ctx, name)
 		if err == nil {
-			mu.Lock()
 			read[name] = data
-			mu.Unlock()
 		}
 		return data, err
 	}
