@@ -155,16 +155,24 @@ func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 }
 
 // whoExported returns the one replica whose export counter grew since before, and the other.
+// The repository can show the rows a moment before the exporting replica records the call
+// (the counter is observed after the sink returns), so the counters are polled until one grows.
 func whoExported(t *testing.T, rs []*replica, before map[*replica]float64) (leader, standby *replica) {
 	t.Helper()
 	var grew, flat []*replica
-	for _, r := range rs {
-		n, err := r.exports()
-		must(t, err)
-		if n > before[r] {
-			grew = append(grew, r)
-		} else {
-			flat = append(flat, r)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		grew, flat = nil, nil
+		for _, r := range rs {
+			n, err := r.exports()
+			must(t, err)
+			if n > before[r] {
+				grew = append(grew, r)
+			} else {
+				flat = append(flat, r)
+			}
+		}
+		if len(grew) > 0 || time.Now().After(deadline) {
+			break
 		}
 	}
 	if len(grew) != 1 {
