@@ -88,6 +88,10 @@ func (c *Conn) wake() {
 	}
 }
 
+// End ends the stream with err (its Done closes), as Disconnect ends every stream of its
+// cluster.
+func (c *Conn) End(err error) { c.close(err) }
+
 func (c *Conn) close(err error) {
 	c.doneOnce.Do(func() {
 		c.mu.Lock()

@@ -123,8 +123,9 @@ func (a *agentService) WatchConfig(ctx context.Context, req *connect.Request[fle
 			"close one (the agent needs one) and retry", agent.Name, a.s.cfg.MaxStreamsPerAgent))
 	}
 	defer leave()
-	recheck := time.NewTicker(a.s.cfg.CredentialRecheck)
-	defer recheck.Stop()
+	// A rotation keeps the stream: it ends (conn.Done) only when the credential it was
+	// opened with no longer works (streamChecks).
+	defer a.s.streamChecks.add(conn, auth.PresentedCredential(ctx))()
 	sent := ""
 	for {
 		// Not known to the snapshot yet (just registered): Subscribe kicked a new one, which
@@ -147,20 +148,6 @@ func (a *agentService) WatchConfig(ctx context.Context, req *connect.Request[fle
 				return err
 			}
 			sent = conn.LastSent()
-		case <-recheck.C:
-			// A rotation keeps the stream: it ends only when the credential it was opened with
-			// no longer works (revoked, replaced, expired, or rotated and past its grace). The
-			// check reads nothing while no registration changed (one epoch read a second
-			// serves every stream of the replica).
-			c, err := a.s.creds.LookupRecent(ctx, auth.PresentedCredential(ctx), time.Second)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				return connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
-			case err == nil:
-				if err := auth.CredentialValid(c, auth.PresentedCredential(ctx), a.s.cfg.Now()); err != nil {
-					return err
-				}
-			}
 		}
 	}
 }

@@ -56,8 +56,9 @@ type Config struct {
 	PollInterval time.Duration
 	// FleetInterval is how often WatchFleet subscribers get state changes.
 	FleetInterval time.Duration
-	// CredentialRecheck is how often an open WatchConfig stream re-reads its cluster, to end
-	// streams revoked or replaced through another replica (this replica ends them at once).
+	// CredentialRecheck is how often the open WatchConfig streams' credentials are checked,
+	// to end streams revoked or replaced through another replica (this replica ends them at
+	// once).
 	CredentialRecheck time.Duration
 	// RolloutInterval is how often the rollout engine re-evaluates active rollouts when no
 	// heartbeat wakes it sooner.
@@ -198,6 +199,8 @@ type Server struct {
 	handler    http.Handler
 	guard      *auth.Guard
 	creds      *auth.CredentialCache
+	// streamChecks ends the streams whose credential stopped working elsewhere.
+	streamChecks *streamChecks
 	previews   *previewState
 	// leading: this replica drives rollouts (it holds the store's rollout lease).
 	leading atomic.Bool
@@ -252,6 +255,7 @@ func New(ctx context.Context, cfg Config) (*Server, error) {
 	}
 	s.guard = auth.NewGuard(s.store, s.log, cfg.RegisterLimit, cfg.AuthFailureLimit, cfg.Now)
 	s.creds = auth.NewCredentialCache(s.store, nil)
+	s.streamChecks = newStreamChecks(s.creds, s.cfg.Now)
 	s.previews = newPreviewState(cfg.Now)
 	s.builder = assign.New(s.store)
 	s.dispatcher = dispatch.New(s.store, s.builder, s.log)
@@ -451,12 +455,13 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	wg.Add(5)
+	wg.Add(6)
 	go func() { defer wg.Done(); s.guard.Run(ctx) }()
 	go func() { defer wg.Done(); s.cleanPreviews(ctx) }()
 	go func() { defer wg.Done(); s.dispatcher.Run(ctx, s.cfg.PollInterval) }()
 	go func() { defer wg.Done(); s.watcher.Run(ctx, s.cfg.FleetInterval) }()
 	go func() { defer wg.Done(); s.rollouts.Run(ctx, s.cfg.RolloutInterval) }()
+	go func() { defer wg.Done(); s.streamChecks.run(ctx, s.cfg.CredentialRecheck) }()
 	if l, ok := s.store.(store.Leaser); ok {
 		wg.Add(1)
 		go func() {
