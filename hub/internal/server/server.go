@@ -201,7 +201,7 @@ type Server struct {
 	creds      *auth.CredentialCache
 	// streamChecks ends the streams whose credential stopped working elsewhere.
 	streamChecks *streamChecks
-	previews   *previewState
+	previews     *previewState
 	// leading: this replica drives rollouts (it holds the store's rollout lease).
 	leading atomic.Bool
 
