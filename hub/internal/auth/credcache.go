@@ -106,6 +106,22 @@ func (c *CredentialCache) lookup(ctx context.Context, hash string, maxAge time.D
 	return cl, nil
 }
 
+// Cached returns the cluster holding the credential with this hash as last read, whatever
+// the cluster epoch since: for a call whose own store statement checks the credential again
+// (store.Heartbeat.Credential). False when no entry holds it.
+func (c *CredentialCache) Cached(hash string) (store.Cluster, bool) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[hash]
+	if !ok {
+		return store.Cluster{}, false
+	}
+	c.lookups++
+	e.lastUsed = now
+	return e.cluster, true
+}
+
 // credentialFacts is the part of a cluster an entry keeps.
 func credentialFacts(c store.Cluster) store.Cluster {
 	return store.Cluster{Name: c.Name, Revoked: c.Revoked, CredentialHash: c.CredentialHash,

@@ -23,6 +23,7 @@ const (
 	credentialKey
 	principalKey
 	noteKey
+	storeCheckKey
 )
 
 // Principal is the API token behind a FleetService call.
@@ -47,6 +48,17 @@ func AgentFrom(ctx context.Context) (store.Cluster, bool) {
 func PresentedCredential(ctx context.Context) string {
 	h, _ := ctx.Value(credentialKey).(string)
 	return h
+}
+
+// StoreCheck returns, for a call authenticated from the cache without reading the cluster
+// epoch (see storeChecked), the credential its store statement must find unchanged
+// (store.Heartbeat.Credential); nil for a call checked against the current epoch.
+func StoreCheck(ctx context.Context) *store.CredentialFacts {
+	f, ok := ctx.Value(storeCheckKey).(store.CredentialFacts)
+	if !ok {
+		return nil
+	}
+	return &f
 }
 
 // CredentialValid says whether presented (a credential hash) lets an agent of c call now: it
@@ -131,6 +143,32 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	return context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, Hash(cred)), nil
 }
 
+// storeChecked are the agent procedures whose handler hands the credential it was
+// authenticated with to its store write (StoreCheck), which refuses it there if it changed:
+// the heartbeat, every agent's call a minute. They are authenticated from the cache without
+// reading the cluster epoch first — a round trip per heartbeat on PostgreSQL — and a
+// credential revoked or replaced through another replica is still refused at its next call,
+// by the write. When the write finds the credential changed (store.ErrCredentialChanged),
+// the call is authenticated again as any other call is and runs once more.
+var storeChecked = map[string]bool{fleetv1connect.AgentServiceReportStatusProcedure: true}
+
+// authenticateCached is authenticate from the cache alone, for storeChecked procedures;
+// false when the cache holds no entry for the credential or the entry does not let it call,
+// so that a refusal is always decided on a fresh read.
+func (a *AgentAuth) authenticateCached(ctx context.Context, h http.Header) (context.Context, bool) {
+	cred, ok := bearer(h)
+	if !ok {
+		return ctx, false
+	}
+	hash := Hash(cred)
+	c, ok := a.Credentials.Cached(hash)
+	if !ok || CredentialValid(c, hash, a.Guard.Now()) != nil {
+		return ctx, false
+	}
+	ctx = context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, hash)
+	return context.WithValue(ctx, storeCheckKey, store.CredentialFactsOf(c)), true
+}
+
 // WrapUnary implements connect.Interceptor.
 func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
@@ -149,6 +187,14 @@ func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		if err := a.Guard.Blocked(peer); err != nil {
 			return nil, err
+		}
+		if storeChecked[procedure] {
+			if cached, ok := a.authenticateCached(ctx, req.Header()); ok {
+				resp, err := next(cached, req)
+				if !errors.Is(err, store.ErrCredentialChanged) {
+					return resp, err
+				}
+			}
 		}
 		ctx, err := a.authenticate(ctx, req.Header())
 		if err != nil {

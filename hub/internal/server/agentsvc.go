@@ -185,7 +185,10 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	}
 	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
 		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw),
-		Record: record, StateAt: stateAt})
+		Record: record, StateAt: stateAt, Credential: auth.StoreCheck(ctx)})
+	if errors.Is(err, store.ErrCredentialChanged) {
+		return nil, err // authenticated from an out-of-date cache: AgentAuth checks it afresh
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		// Revoked between authentication and now.
 		return nil, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s is revoked", agent.Name))

@@ -66,6 +66,7 @@ func TestCredentialChecksAnswerFromMemory(t *testing.T) {
 	}
 	reads := metricValue(t, h, admin, "kollect_hub_credential_store_reads_total")
 	lookups := metricValue(t, h, admin, "kollect_hub_credential_lookups_total")
+	epochs := metricValue(t, h, admin, "kollect_hub_cluster_epoch_reads_total")
 	for range 20 {
 		if err := beat(t, agent); err != nil {
 			t.Fatal(err)
@@ -74,19 +75,23 @@ func TestCredentialChecksAnswerFromMemory(t *testing.T) {
 	if got := metricValue(t, h, admin, "kollect_hub_credential_store_reads_total"); got != reads {
 		t.Fatalf("20 heartbeats of a known credential read the store %v times", got-reads)
 	}
+	if got := metricValue(t, h, admin, "kollect_hub_cluster_epoch_reads_total"); got != epochs {
+		t.Fatalf("20 heartbeats of a known credential read the cluster epoch %v times; their writes check it", got-epochs)
+	}
 	if got := metricValue(t, h, admin, "kollect_hub_credential_lookups_total"); got < lookups+20 {
 		t.Fatalf("credential lookups %v, want at least %v", got, lookups+20)
 	}
 
-	// Another cluster's registration moves the cluster epoch: the next call reads once more.
+	// Another cluster's registration moves the cluster epoch, which a heartbeat does not read:
+	// its write finds its own cluster's credential unchanged.
 	h.register(t, tok.GetSecret(), "edge-2", nil)
 	for range 3 {
 		if err := beat(t, agent); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := metricValue(t, h, admin, "kollect_hub_credential_store_reads_total"); got != reads+1 {
-		t.Fatalf("after a registration, 3 heartbeats read the store %v times, want 1", got-reads)
+	if got := metricValue(t, h, admin, "kollect_hub_credential_store_reads_total"); got != reads {
+		t.Fatalf("after another cluster's registration, 3 heartbeats read the store %v times; their credential did not change", got-reads)
 	}
 
 	if _, err := h.admin.RevokeAgent(context.Background(), connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: "edge-1"})); err != nil {
@@ -98,8 +103,9 @@ func TestCredentialChecksAnswerFromMemory(t *testing.T) {
 // TestReplicasRevocationAtNextCall: an agent whose credential replica b has cached (its calls
 // answered from memory) is refused at its very next call on b after replica a revoked it, and
 // likewise after a replaced it with a new registration. Both replicas poll once an hour and
-// recheck streams once an hour, so only the per-call check of the shared cluster epoch can
-// refuse it.
+// recheck streams once an hour, so only the per-call checks can refuse it: a stream's read of
+// the shared cluster epoch, or a heartbeat's write, which reads no epoch and finds the
+// credential b cached gone from the cluster's row.
 func TestReplicasRevocationAtNextCall(t *testing.T) {
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_revoke")
 	if err != nil {
@@ -154,4 +160,27 @@ func TestReplicasRevocationAtNextCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCode(t, beat(t, old), connect.CodeUnauthenticated, "replica b, the replaced credential's next heartbeat")
+
+	// A revocation through a, and the agent's next call on b is a heartbeat: b answers it
+	// from its cache, without an epoch read, until the write refuses it.
+	third, _ := b.register(t, tok.GetSecret(), "edge-3", nil)
+	for range 2 {
+		if err := beat(t, third); err != nil {
+			t.Fatal(err)
+		}
+	}
+	epochs := metricValue(t, b, admin, "kollect_hub_cluster_epoch_reads_total")
+	if err := beat(t, third); err != nil {
+		t.Fatal(err)
+	}
+	if got := metricValue(t, b, admin, "kollect_hub_cluster_epoch_reads_total"); got != epochs {
+		t.Fatalf("a heartbeat of a cached credential read the cluster epoch on replica b (%v reads)", got-epochs)
+	}
+	if _, err := a.admin.RevokeAgent(ctx, connect.NewRequest(&fleetv1.RevokeAgentRequest{ClusterName: "edge-3"})); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, beat(t, third), connect.CodeUnauthenticated, "replica b, the first heartbeat after replica a revoked the agent")
+	if got := metricValue(t, b, admin, "kollect_hub_cluster_epoch_reads_total"); got == epochs {
+		t.Fatal("the refused heartbeat was not checked against a fresh cluster epoch")
+	}
 }

@@ -385,7 +385,10 @@ func (s *Server) routes() http.Handler {
 			func() float64 { return float64(s.creds.Stats().Lookups) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_credential_store_reads_total",
 			Help: "Agent credential checks that read the cluster from the store: the first of a credential, and the first after any registration change (kollect_hub_credential_lookups_total minus these were answered from memory)."},
-			func() float64 { return float64(s.creds.Stats().StoreReads) }))
+			func() float64 { return float64(s.creds.Stats().StoreReads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_cluster_epoch_reads_total",
+			Help: "Reads of the cluster epoch that keep agent credential checks current: shared by the calls that arrive together; heartbeats of a known credential need none (their store write checks the credential)."},
+			func() float64 { return float64(s.creds.Stats().EpochReads) }))
 
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a

@@ -23,6 +23,10 @@ var (
 	// ErrStale: a compare-and-swap lost: the rollout changed since it was read (another hub
 	// replica, or a user action, moved it first). Re-read and decide again.
 	ErrStale = errors.New("changed concurrently")
+	// ErrCredentialChanged: a heartbeat checked against Heartbeat.Credential found the
+	// cluster's credential changed, revoked or deleted, and wrote nothing. Authenticate the
+	// caller again.
+	ErrCredentialChanged = errors.New("the cluster's credential changed since it was checked")
 )
 
 // ActiveRolloutError says a bundle has an active rollout that forbids the change. It matches
@@ -311,6 +315,27 @@ type Heartbeat struct {
 	// (zero: none), read in the heartbeat's own transaction: the caller's copy of the cluster
 	// may be older than the last heartbeat (another replica's, or a cached one).
 	StateAt func(previous time.Time) string
+	// Credential, when set, is the cluster's credential as the caller authenticated the
+	// heartbeat against (a cached copy): the heartbeat is written only if the cluster's row
+	// still holds exactly it and is not revoked, in the same statement, else nothing is
+	// written and RecordHeartbeat returns ErrCredentialChanged. A replica then need not read
+	// the cluster epoch before each heartbeat to refuse a credential revoked elsewhere.
+	Credential *CredentialFacts
+}
+
+// CredentialFacts are the credential fields of a cluster's row: what decides whether a
+// presented credential works (with the cluster's revocation).
+type CredentialFacts struct {
+	Hash              string
+	ExpiresAt         time.Time
+	PreviousHash      string
+	PreviousExpiresAt time.Time
+}
+
+// CredentialFactsOf returns c's credential fields.
+func CredentialFactsOf(c Cluster) CredentialFacts {
+	return CredentialFacts{Hash: c.CredentialHash, ExpiresAt: c.CredentialExpiresAt,
+		PreviousHash: c.PreviousCredentialHash, PreviousExpiresAt: c.PreviousExpiresAt}
 }
 
 // The heartbeat history keeps a record of every heartbeat that changed a recorded value other

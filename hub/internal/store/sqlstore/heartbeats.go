@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 
 	"kollect.dev/hub/internal/store"
@@ -33,11 +34,24 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 		return s.recordHeartbeatPostgres(ctx, h)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		var m heartbeatMarks
+		var (
+			m            heartbeatMarks
+			held         store.CredentialFacts
+			exp, prevExp int64
+		)
 		err := s.txStmt(ctx, tx, qHeartbeatPrevious).QueryRowContext(ctx, h.Cluster).
-			Scan(&m.last, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked)
+			Scan(&m.last, &m.historyAt, &m.historyKey, &m.unpruned, &m.appliedChecked,
+				&held.Hash, &exp, &held.PreviousHash, &prevExp)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, credentialGone(h.Credential != nil))
+		}
 		if err != nil {
-			return notFound(err, "recording heartbeat of "+h.Cluster)
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
+		}
+		held.ExpiresAt, held.PreviousExpiresAt = fromMS(exp), fromMS(prevExp)
+		// SQLite serialises writers: nothing changes the row between this read and the write.
+		if h.Credential != nil && !sameCredential(held, *h.Credential) {
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrCredentialChanged)
 		}
 		p := planHeartbeat(h, m)
 		if p.setApplied {
@@ -61,6 +75,21 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 		}
 		return nil
 	})
+}
+
+// sameCredential compares credential facts as the store keeps them (times in milliseconds).
+func sameCredential(a, b store.CredentialFacts) bool {
+	return a.Hash == b.Hash && a.PreviousHash == b.PreviousHash &&
+		ms(a.ExpiresAt) == ms(b.ExpiresAt) && ms(a.PreviousExpiresAt) == ms(b.PreviousExpiresAt)
+}
+
+// credentialGone is the error of a heartbeat whose cluster is gone or revoked: the cached
+// credential it was checked against is out of date when there was one (check).
+func credentialGone(check bool) error {
+	if check {
+		return store.ErrCredentialChanged
+	}
+	return store.ErrNotFound
 }
 
 // heartbeatMarks are the columns of a cluster's row a heartbeat compares with (migration 0009),

@@ -21,6 +21,11 @@ import (
 // marks cached — the statement answers the row's marks as it found them, and the heartbeat is
 // planned again from those: two statements.
 //
+// A heartbeat checked against the caller's cached credential (store.Heartbeat.Credential)
+// writes only if the row still holds that credential: the credential check that would
+// otherwise read the cluster epoch first rides on the same statement, and a credential
+// revoked or replaced through any replica is still refused at its next heartbeat.
+//
 // The applied revisions are compared by every statement (the cluster's few cluster_bundles
 // rows, in the same round trip) rather than only when applied_checked says so: a rewrite of
 // the cluster's desired bundles, which every wave of a rollout makes, then leaves the
@@ -30,7 +35,7 @@ const qHeartbeatPostgres = `WITH c AS (
 	UPDATE clusters SET last_heartbeat = $2, agent_version = $3, kubernetes_version = $4, applied_digest = $5,
 		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $5
 	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $10 AND history_at = $11 AND history_key = $12
-		AND history_unpruned = $13
+		AND history_unpruned = $13 AND ` + credentialHeld + `
 	RETURNING name
 ), applied AS (
 	-- Each desired bundle of the cluster at the revision reported (0: not reported).
@@ -49,8 +54,13 @@ const qHeartbeatPostgres = `WITH c AS (
 		SELECT id FROM cluster_heartbeats WHERE cluster = $1 ORDER BY id DESC LIMIT 1 OFFSET $23)
 )
 SELECT (SELECT COUNT(*) FROM c), cl.name IS NOT NULL, COALESCE(cl.last_heartbeat, 0), COALESCE(cl.history_at, 0),
-	COALESCE(cl.history_key, ''), COALESCE(cl.history_unpruned, 0)
+	COALESCE(cl.history_key, ''), COALESCE(cl.history_unpruned, 0), COALESCE(` + credentialHeld + `, false)
 FROM (SELECT 1) AS one LEFT JOIN clusters cl ON cl.name = $1 AND cl.revoked = 0`
+
+// credentialHeld is qHeartbeatPostgres's condition that the row holds the credential the
+// heartbeat was checked against ($24: check it; $25 to $28: store.CredentialFacts).
+const credentialHeld = `(NOT $24::boolean OR (credential_hash = $25 AND credential_expires_at = $26
+	AND previous_credential_hash = $27 AND previous_expires_at = $28))`
 
 // heartbeatAttempts bounds how often a heartbeat is planned again when the marks keep moving
 // under it. The marks a failed statement answers are those of its snapshot: they miss a write
@@ -68,6 +78,10 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 	for b, r := range h.Applied {
 		bundles, revisions = append(bundles, b), append(revisions, r)
 	}
+	check, cred := h.Credential != nil, store.CredentialFacts{}
+	if check {
+		cred = *h.Credential
+	}
 	m, ok := s.marks.get(h.Cluster)
 	if !ok {
 		m = unknownMarks
@@ -78,6 +92,7 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 		var (
 			written int
 			found   bool
+			held    bool
 			now     heartbeatMarks
 		)
 		err := s.stmt(qHeartbeatPostgres).QueryRowContext(ctx, h.Cluster,
@@ -86,8 +101,9 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 			m.last, m.historyAt, m.historyKey, m.unpruned,
 			bundles, revisions,
 			p.addHistory, r.Inventories, r.Items, r.InventoriesNotReady, r.SinkErrors, r.State,
-			p.prune, store.HistoryLimit-1).
-			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned)
+			p.prune, store.HistoryLimit-1,
+			check, cred.Hash, ms(cred.ExpiresAt), cred.PreviousHash, ms(cred.PreviousExpiresAt)).
+			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned, &held)
 		if err != nil {
 			s.marks.forget(h.Cluster)
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
@@ -96,9 +112,9 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 			s.marks.put(h.Cluster, p.next)
 			return nil
 		}
-		if !found {
+		if !found || !held {
 			s.marks.forget(h.Cluster)
-			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, store.ErrNotFound)
+			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, credentialGone(check))
 		}
 		m = now
 	}

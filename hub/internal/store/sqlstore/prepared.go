@@ -10,7 +10,8 @@ import (
 // with ?. Open prepares them once: parsed again on each call, they cost more than running them
 // on SQLite.
 const (
-	qHeartbeatPrevious = `SELECT last_heartbeat, history_at, history_key, history_unpruned, applied_checked
+	qHeartbeatPrevious = `SELECT last_heartbeat, history_at, history_key, history_unpruned, applied_checked,
+		credential_hash, credential_expires_at, previous_credential_hash, previous_expires_at
 		FROM clusters WHERE name = ? AND revoked = 0`
 	qHeartbeatCluster = `UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
 		kubernetes_version = ?, applied_digest = ?, status = ?, history_at = ?, history_key = ?, history_unpruned = ?,

@@ -97,3 +97,67 @@ func testHeartbeatHistory(t *testing.T, s store.Store) {
 		t.Fatalf("a new cluster of a deleted one's name inherits %d records", len(h))
 	}
 }
+
+// testHeartbeatCredentialCheck: a heartbeat carrying the credential its caller checked is
+// written while the cluster's row holds exactly that credential, and after a rotation, a
+// replacement, a revocation or a deletion writes nothing and answers ErrCredentialChanged.
+func testHeartbeatCredentialCheck(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bootstrap(t, s, "tok", 0, time.Hour, true)
+	_, err := s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-tok", Name: "alpha", CredentialHash: "c1",
+		Now: t0, CredentialExpiresAt: t0.Add(time.Hour)}, matchAll)
+	must(t, err)
+	byCred := func(hash string) store.CredentialFacts {
+		t.Helper()
+		c, err := s.ClusterByCredential(ctx, hash)
+		must(t, err)
+		return store.CredentialFactsOf(c)
+	}
+	beat := func(at time.Time, cred store.CredentialFacts) error {
+		return s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: at, Status: "{}", Credential: &cred})
+	}
+	lastBeat := func() time.Time {
+		t.Helper()
+		c, err := s.GetCluster(ctx, "alpha")
+		must(t, err)
+		return c.LastHeartbeat
+	}
+	refused := func(at time.Time, cred store.CredentialFacts, after string) {
+		t.Helper()
+		before := lastBeat()
+		if err := beat(at, cred); !errors.Is(err, store.ErrCredentialChanged) {
+			t.Fatalf("a heartbeat checked against the credential before %s: %v, want ErrCredentialChanged", after, err)
+		}
+		if got := lastBeat(); !got.Equal(before) {
+			t.Fatalf("a refused heartbeat after %s was written (last heartbeat %s, was %s)", after, got, before)
+		}
+	}
+
+	first := byCred("c1")
+	must(t, beat(t0.Add(time.Minute), first))
+	must(t, beat(t0.Add(2*time.Minute), first)) // the marks of the first one, on PostgreSQL
+	if got := lastBeat(); !got.Equal(t0.Add(2 * time.Minute)) {
+		t.Fatalf("last heartbeat %s after two checked heartbeats", got)
+	}
+
+	_, err = s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c1", NewHash: "c2",
+		NewExpiresAt: t0.Add(2 * time.Hour), PreviousUntil: t0.Add(10 * time.Minute)})
+	must(t, err)
+	refused(t0.Add(3*time.Minute), first, "a rotation")
+	rotated := byCred("c1") // the previous credential, in its grace period
+	must(t, beat(t0.Add(4*time.Minute), rotated))
+
+	_, err = register(s, "tok", "alpha", "c3", map[string]string{}, true)
+	must(t, err)
+	refused(t0.Add(5*time.Minute), rotated, "a replacement")
+	replaced := byCred("c3")
+	must(t, beat(t0.Add(6*time.Minute), replaced))
+
+	must(t, s.RevokeCluster(ctx, "alpha"))
+	if err := beat(t0.Add(7*time.Minute), replaced); !errors.Is(err, store.ErrCredentialChanged) {
+		t.Fatalf("a heartbeat checked against the credential before a revocation: %v, want ErrCredentialChanged", err)
+	}
+	if err := s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0.Add(7 * time.Minute)}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unchecked heartbeat of a revoked cluster: %v, want ErrNotFound", err)
+	}
+}

@@ -42,6 +42,7 @@ func Run(t *testing.T, newStore Factory) {
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
 		"HeartbeatHistory":        testHeartbeatHistory,
+		"HeartbeatCredential":     testHeartbeatCredentialCheck,
 		"Audit":                   testAudit,
 		"HoldAndStable":           testHoldAndStable,
 		"Rollouts":                testRollouts,
