@@ -7,8 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
+	"kollect.dev/hub/internal/agentstatus"
 	"kollect.dev/hub/internal/assign"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/store"
@@ -79,7 +78,7 @@ func (v *View) status(c store.Cluster) *fleetv1.AgentStatus {
 		return p.status
 	}
 	st := &fleetv1.AgentStatus{}
-	if err := protojson.Unmarshal([]byte(c.Status), st); err != nil {
+	if err := agentstatus.Decode(c.Status, st); err != nil {
 		// Written by this hub from a decoded message, so this means a corrupt row: show the
 		// cluster without status rather than failing the whole fleet view.
 		st = nil

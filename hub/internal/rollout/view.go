@@ -7,8 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
+	"kollect.dev/hub/internal/agentstatus"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/store"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
@@ -158,7 +157,7 @@ func (sr *statusReader) read(names []string, into map[string]parsedStatus) error
 		p := parsedStatus{heartbeat: sr.v.fleet[name].LastHeartbeat}
 		if s := raw[name]; s != "" {
 			st := &fleetv1.AgentStatus{}
-			if err := protojson.Unmarshal([]byte(s), st); err == nil {
+			if err := agentstatus.Decode(s, st); err == nil {
 				p.status = st
 			} // else written by the hub from a decoded message: a corrupt row, treated as no status
 		}

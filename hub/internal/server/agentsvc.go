@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"kollect.dev/hub/internal/agentstatus"
 	"kollect.dev/hub/internal/auth"
 	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/labelsel"
@@ -165,7 +165,7 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	if st == nil {
 		return nil, invalid("status is required")
 	}
-	raw, err := protojson.Marshal(st)
+	stored, err := agentstatus.Encode(st)
 	if err != nil {
 		return nil, invalid("status: %v", err)
 	}
@@ -184,7 +184,7 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 		return stateNames[health.State(store.Cluster{LastHeartbeat: previous}, now, a.s.cfg.Thresholds)]
 	}
 	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
-		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: string(raw),
+		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: stored,
 		Record: record, StateAt: stateAt, Credential: auth.StoreCheck(ctx)})
 	if errors.Is(err, store.ErrCredentialChanged) {
 		return nil, err // authenticated from an out-of-date cache: AgentAuth checks it afresh
