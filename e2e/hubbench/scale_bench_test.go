@@ -104,8 +104,8 @@ func BenchmarkHubScale(b *testing.B) {
 		var opts testenv.PostgresOptions
 		profileDir := os.Getenv("KOLLECT_BENCH_PROFILE")
 		if profileDir != "" {
-			// The server's side of the profile: what each statement cost it.
-			opts.Settings = []string{"shared_preload_libraries=pg_stat_statements"}
+			// The server's side of the profile: what each statement cost it, planning included.
+			opts.Settings = []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track_planning=on"}
 		}
 		pg, err := testenv.StartPostgresWith(opts)
 		if err != nil {
@@ -504,10 +504,12 @@ func (s *scale) startProfiles(b *testing.B, what string, d time.Duration) func()
 }
 
 // saveStatements writes PostgreSQL's statements by total execution time (pg_stat_statements)
-// into file: calls, total and mean milliseconds, rows, and the statement.
+// into file: calls, total and mean milliseconds of execution, plannings and their total
+// milliseconds, rows, and the statement.
 func saveStatements(b *testing.B, dsn, file string) {
 	out, err := exec.Command("psql", dsn, "-qc", `SELECT calls, round(total_exec_time) AS total_ms,
-		round(mean_exec_time::numeric, 3) AS mean_ms, rows, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
+		round(mean_exec_time::numeric, 3) AS mean_ms, plans, round(total_plan_time) AS plan_ms, rows,
+		left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
 		FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 40`).CombinedOutput()
 	if err != nil {
 		b.Logf("reading pg_stat_statements: %v: %s", err, out)

@@ -14,9 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	"modernc.org/sqlite"               // registers the "sqlite" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib"
+	"modernc.org/sqlite" // registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"kollect.dev/hub/internal/store"
@@ -91,10 +92,19 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 }
 
 func openPostgres(dsn string) (*Store, error) {
-	db, err := sql.Open("pgx", dsn)
+	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening postgres: %w", err)
 	}
+	// PostgreSQL plans a prepared statement again on each call while it estimates the
+	// custom plans cheaper than the generic one, which it did for the heartbeat statement
+	// (qHeartbeatPostgres): planning took as long as running it, at every heartbeat. The
+	// store's statements are point reads and writes, and whole-table reads, whose best plan
+	// does not depend on their parameters' values.
+	if _, set := cfg.RuntimeParams["plan_cache_mode"]; !set {
+		cfg.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+	}
+	db := stdlib.OpenDB(*cfg)
 	db.SetMaxOpenConns(16)
 	db.SetMaxIdleConns(16)
 	return &Store{db: db, d: postgresDialect, dsn: dsn}, nil

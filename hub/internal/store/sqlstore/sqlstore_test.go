@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -73,6 +74,32 @@ func TestMigrationsAreIdempotent(t *testing.T) {
 				t.Fatal(err)
 			}
 			s.Close()
+		}
+	}
+}
+
+// TestPostgresSessionsUseGenericPlans: the store's sessions plan each prepared statement once
+// (PostgreSQL re-planned the heartbeat statement at every call), unless the URL chooses.
+func TestPostgresSessionsUseGenericPlans(t *testing.T) {
+	ctx := context.Background()
+	url, err := pg.CreateDatabase(ctx, "hubstore_plans")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sep := "?"
+	if strings.Contains(url, "?") {
+		sep = "&"
+	}
+	for dsn, want := range map[string]string{url: "force_generic_plan", url + sep + "plan_cache_mode=auto": "auto"} {
+		s, err := sqlstore.Open(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = sqlstore.DB(s).QueryRowContext(ctx, "SHOW plan_cache_mode").Scan(&got)
+		s.Close()
+		if err != nil || got != want {
+			t.Errorf("plan_cache_mode %q (%v), want %q", got, err, want)
 		}
 	}
 }
