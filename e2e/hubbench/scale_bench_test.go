@@ -283,11 +283,13 @@ func (s *scale) window(what string) func(*testing.B) {
 func (s *scale) steady(b *testing.B, what string) {
 	cpu0 := make([]time.Duration, len(s.hubs))
 	reads0 := make([]float64, len(s.hubs))
+	refreshes0 := make([]float64, len(s.hubs))
 	var total time.Duration
 	for i, h := range s.hubs {
 		// Before the window: a scrape costs the hub a fleet snapshot.
 		if m, err := h.metrics(); err == nil {
 			reads0[i] = m["kollect_hub_credential_store_reads_total"]
+			refreshes0[i] = m["kollect_hub_credential_refreshes_total"]
 		}
 	}
 	profiles := s.startProfiles(b, what, heartbeat)
@@ -304,7 +306,8 @@ func (s *scale) steady(b *testing.B, what string) {
 	}
 	for i, h := range s.hubs {
 		if m, err := h.metrics(); err == nil {
-			b.Logf("hub %d: %.0f credentials read from the store in the window", i, m["kollect_hub_credential_store_reads_total"]-reads0[i])
+			b.Logf("hub %d: %.0f credentials read from the store in the window, and every cluster's %.0f times",
+				i, m["kollect_hub_credential_store_reads_total"]-reads0[i], m["kollect_hub_credential_refreshes_total"]-refreshes0[i])
 		}
 	}
 	profiles()

@@ -30,6 +30,7 @@ type CredentialCache struct {
 	lookups     int64
 	storeReads  int64
 	epochChecks int64
+	refreshes   int64
 	// pending is the epoch read that calls arriving now join (freshEpoch); reading is held
 	// while one runs.
 	pending *epochRead
@@ -205,14 +206,14 @@ func (c *CredentialCache) sweepLocked(now time.Time) {
 }
 
 // CacheStats counts a CredentialCache's work: lookups, those that had to read the cluster
-// from the store, and cluster epoch reads.
+// from the store, cluster epoch reads, and reads of every cluster's credentials (Refresh).
 type CacheStats struct {
-	Lookups, StoreReads, EpochReads int64
+	Lookups, StoreReads, EpochReads, Refreshes int64
 }
 
 // Stats returns the counts so far (kollect_hub_credential_lookups_total and its siblings).
 func (c *CredentialCache) Stats() CacheStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return CacheStats{Lookups: c.lookups, StoreReads: c.storeReads, EpochReads: c.epochChecks}
+	return CacheStats{Lookups: c.lookups, StoreReads: c.storeReads, EpochReads: c.epochChecks, Refreshes: c.refreshes}
 }

@@ -388,7 +388,10 @@ func (s *Server) routes() http.Handler {
 			func() float64 { return float64(s.creds.Stats().StoreReads) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_cluster_epoch_reads_total",
 			Help: "Reads of the cluster epoch that keep agent credential checks current: shared by the calls that arrive together; heartbeats of a known credential need none (their store write checks the credential)."},
-			func() float64 { return float64(s.creds.Stats().EpochReads) }))
+			func() float64 { return float64(s.creds.Stats().EpochReads) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_credential_refreshes_total",
+			Help: "Reads of every cluster's credentials that brought this replica's credential cache up to a moved cluster epoch at once (before its open streams are checked)."},
+			func() float64 { return float64(s.creds.Stats().Refreshes) }))
 
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a

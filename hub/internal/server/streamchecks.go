@@ -58,9 +58,11 @@ func (s *streamChecks) run(ctx context.Context, every time.Duration) {
 }
 
 // check ends each stream whose credential no longer works. The credentials are looked up
-// against a cluster epoch read at most a second before (one read serves the whole pass); a
-// store that cannot answer ends nothing: the next pass tries again.
+// against a cluster epoch read at most a second before (one read serves the whole pass),
+// after the cache was brought up to it in one read when registrations moved it; a store that
+// cannot answer ends nothing: the next pass tries again.
 func (s *streamChecks) check(ctx context.Context) {
+	_ = s.creds.Refresh(ctx) // on failure the lookups below read what they need, or fail too
 	s.mu.Lock()
 	streams := make(map[*dispatch.Conn]string, len(s.streams))
 	for c, cred := range s.streams {

@@ -106,6 +106,9 @@ type Store interface {
 	// its current credential or as the previous one of a rotation (whatever their expiry:
 	// the caller compares CredentialExpiresAt or PreviousExpiresAt with its clock).
 	ClusterByCredential(ctx context.Context, hash string) (Cluster, error)
+	// ClusterCredentials returns every cluster, revoked or not, with only its name,
+	// revocation and credential fields set: what a cache of credentials refreshes in one read.
+	ClusterCredentials(ctx context.Context) ([]Cluster, error)
 	// RotateCredential gives a cluster the new credential r.NewHash if r.PresentedHash is
 	// its current or previous credential (ErrNotFound otherwise, or when the cluster is
 	// revoked). Presented as the current one, it becomes the previous, valid until

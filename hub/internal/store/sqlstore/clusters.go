@@ -247,6 +247,20 @@ func (s *Store) ClusterByCredential(ctx context.Context, hash string) (store.Clu
 	return c, nil
 }
 
+// ClusterCredentials implements store.Store.
+func (s *Store) ClusterCredentials(ctx context.Context) ([]store.Cluster, error) {
+	return queryAll(ctx, s.db, "cluster credentials", func(sc scanner) (store.Cluster, error) {
+		var (
+			c                 store.Cluster
+			rev, exp, prevExp int64
+		)
+		err := sc.Scan(&c.Name, &rev, &c.CredentialHash, &exp, &c.PreviousCredentialHash, &prevExp)
+		c.Revoked, c.CredentialExpiresAt, c.PreviousExpiresAt = rev != 0, fromMS(exp), fromMS(prevExp)
+		return c, err
+	}, `SELECT name, revoked, credential_hash, credential_expires_at, previous_credential_hash, previous_expires_at
+		FROM clusters`)
+}
+
 // RotateCredential implements store.Store.
 func (s *Store) RotateCredential(ctx context.Context, r store.Rotation) (store.Cluster, error) {
 	err := s.inTx(ctx, func(tx *sql.Tx) error {

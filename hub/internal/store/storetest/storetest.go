@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore Factory) {
 		"ReplaceAndRevoke":        testReplaceAndRevoke,
 		"RegistrationRetry":       testRegistrationRetry,
 		"CredentialRotation":      testCredentialRotation,
+		"ClusterCredentials":      testClusterCredentials,
 		"ConcurrentRegistrations": testConcurrentRegistrations,
 		"BundlesAndDesired":       testBundles,
 		"Heartbeat":               testHeartbeat,
@@ -336,6 +337,37 @@ func testCredentialRotation(t *testing.T, s store.Store) {
 	must(t, err)
 	if !tok.ExpiresAt.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("API token expiry: %v", tok.ExpiresAt)
+	}
+}
+
+// testClusterCredentials: every cluster's name, revocation and credential fields in one read,
+// as ClusterByCredential answers them.
+func testClusterCredentials(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	bootstrap(t, s, "tok", 0, time.Hour, false)
+	for _, name := range []string{"alpha", "beta", "gamma"} {
+		_, err := s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-tok", Name: name, CredentialHash: "c-" + name,
+			Now: t0, CredentialExpiresAt: t0.Add(time.Hour), Labels: map[string]string{"env": "prod"}}, matchAll)
+		must(t, err)
+	}
+	_, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c-alpha", NewHash: "c2-alpha",
+		NewExpiresAt: t0.Add(2 * time.Hour), PreviousUntil: t0.Add(10 * time.Minute)})
+	must(t, err)
+	must(t, s.RevokeCluster(ctx, "beta"))
+	all, err := s.ClusterCredentials(ctx)
+	must(t, err)
+	if len(all) != 3 {
+		t.Fatalf("%d clusters, want 3: %+v", len(all), all)
+	}
+	for _, got := range all {
+		want, err := s.GetCluster(ctx, got.Name)
+		must(t, err)
+		if got.Revoked != want.Revoked || store.CredentialFactsOf(got) != store.CredentialFactsOf(want) {
+			t.Errorf("credentials of %s: %+v, want those of %+v", got.Name, got, want)
+		}
+		if got.Labels != nil || got.Status != "" {
+			t.Errorf("credentials of %s carry more than credentials: %+v", got.Name, got)
+		}
 	}
 }
 
