@@ -67,7 +67,8 @@ type haFleetT struct {
 // TestHubHA: two real hubs on one real PostgreSQL; agents (real and simulated) fail over when
 // the hub driving a staged rollout is killed with SIGKILL mid-rollout, the other finishes the
 // rollout with every step done and audited once, nothing is re-applied on the real agents, and
-// the survivor's dashboard API shows the whole fleet. Then the first hub comes back and the
+// the survivor's dashboard API shows the whole fleet, and it serves every metric docs/hub.md
+// names. Then the first hub comes back and the
 // second is killed, with the same checks. Last, a bundle applied through one hub reaches an
 // agent connected to the other within a second (LISTEN/NOTIFY, not the poll, which is set to
 // a minute), and a credential revoked through one hub is refused by the other at the agent's
@@ -292,4 +293,5 @@ func (f *haFleetT) failover(t *testing.T, victim, rev int) {
 	}
 	t.Logf("server-side applies of Kollect objects per real cluster: %v before the kill and after the rollout", applies)
 	f.checkDashboard(t, survivor)
+	f.checkDocumentedMetrics(t, survivor)
 }
