@@ -68,11 +68,10 @@ type haFleetT struct {
 // the hub driving a staged rollout is killed with SIGKILL mid-rollout, the other finishes the
 // rollout with every step done and audited once, nothing is re-applied on the real agents, and
 // the survivor's dashboard API shows the whole fleet, and it serves every metric docs/hub.md
-// names. Then the first hub comes back and the
-// second is killed, with the same checks. Last, a bundle applied through one hub reaches an
-// agent connected to the other within a second (LISTEN/NOTIFY, not the poll, which is set to
-// a minute), and a credential revoked through one hub is refused by the other at the agent's
-// next call.
+// names. Then the first hub comes back and the second is killed, with the same checks. Last,
+// a bundle applied through one hub reaches an agent connected to the other within a second
+// (LISTEN/NOTIFY, not the poll, which is set to a minute), and a credential revoked through
+// one hub is refused by the other at the agent's next call.
 func TestHubHA(t *testing.T) {
 	f := startHAFleet(t)
 	ctx := context.Background()
