@@ -2,8 +2,12 @@ package auth
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
+
+	"connectrpc.com/connect"
 
 	"kollect.dev/hub/internal/store"
 )
@@ -105,6 +109,20 @@ func (c *CredentialCache) lookup(ctx context.Context, hash string, maxAge time.D
 	c.sweepLocked(now)
 	c.mu.Unlock()
 	return cl, nil
+}
+
+// Verify says whether the credential with this hash lets an agent call at now, looked up
+// against a cluster epoch read at most maxAge ago (0: a fresh read): its cluster, or an
+// Unauthenticated error saying why not, or Unavailable when the store could not answer.
+func (c *CredentialCache) Verify(ctx context.Context, hash string, maxAge time.Duration, now time.Time) (store.Cluster, error) {
+	cl, err := c.lookup(ctx, hash, maxAge)
+	if errors.Is(err, store.ErrNotFound) {
+		return cl, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
+	}
+	if err != nil {
+		return cl, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking agent credential: %w", err))
+	}
+	return cl, CredentialValid(cl, hash, now)
 }
 
 // Cached returns the cluster holding the credential with this hash as last read, whatever

@@ -130,14 +130,8 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	if !ok {
 		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("missing agent credential (Authorization: Bearer)"))
 	}
-	c, err := a.Credentials.Lookup(ctx, Hash(cred))
-	if errors.Is(err, store.ErrNotFound) {
-		return ctx, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential"))
-	}
+	c, err := a.Credentials.Verify(ctx, Hash(cred), 0, a.Guard.Now())
 	if err != nil {
-		return ctx, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking agent credential: %w", err))
-	}
-	if err := CredentialValid(c, Hash(cred), a.Guard.Now()); err != nil {
 		return ctx, err
 	}
 	return context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, Hash(cred)), nil

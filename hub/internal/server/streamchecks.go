@@ -2,7 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
+	"maps"
 	"sync"
 	"time"
 
@@ -10,7 +10,6 @@ import (
 
 	"kollect.dev/hub/internal/auth"
 	"kollect.dev/hub/internal/dispatch"
-	"kollect.dev/hub/internal/store"
 )
 
 // streamChecks ends the open WatchConfig streams whose credential stopped working through
@@ -64,21 +63,12 @@ func (s *streamChecks) run(ctx context.Context, every time.Duration) {
 func (s *streamChecks) check(ctx context.Context) {
 	_ = s.creds.Refresh(ctx) // on failure the lookups below read what they need, or fail too
 	s.mu.Lock()
-	streams := make(map[*dispatch.Conn]string, len(s.streams))
-	for c, cred := range s.streams {
-		streams[c] = cred
-	}
+	streams := maps.Clone(s.streams)
 	s.mu.Unlock()
 	now := s.now()
 	for c, cred := range streams {
-		cl, err := s.creds.LookupRecent(ctx, cred, time.Second)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			c.End(connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or replaced agent credential")))
-		case err == nil:
-			if err := auth.CredentialValid(cl, cred, now); err != nil {
-				c.End(err)
-			}
+		if _, err := s.creds.Verify(ctx, cred, time.Second, now); connect.CodeOf(err) == connect.CodeUnauthenticated {
+			c.End(err)
 		}
 		if ctx.Err() != nil {
 			return
