@@ -125,6 +125,9 @@ func New(hubURL string, caPEM []byte, bootstrap string, interval time.Duration) 
 		client: &http.Client{Transport: &http.Transport{
 			TLSClientConfig:   &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 			ForceAttemptHTTP2: true,
+			// As the agent's transport does (agent/internal/hubdial): a ping after 30 s without
+			// a frame from the hub, so that a hub serves the pings of a real fleet.
+			HTTP2: &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 10 * time.Second},
 		}},
 	}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"log/slog"
 	"net"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ type handshakeListener struct {
 	net.Listener
 	config  *tls.Config
 	timeout time.Duration
+	log     *slog.Logger
 
 	ready     chan net.Conn
 	failed    chan error
@@ -29,9 +31,10 @@ type handshakeListener struct {
 }
 
 // newHandshakeListener serves ln with TLS config; a client that has not finished its
-// handshake after timeout is dropped.
-func newHandshakeListener(ln net.Listener, config *tls.Config, timeout time.Duration) *handshakeListener {
-	l := &handshakeListener{Listener: ln, config: config, timeout: timeout,
+// handshake after timeout is dropped. Each connection is set up to detect a vanished peer
+// (detectDeadPeer) first.
+func newHandshakeListener(ln net.Listener, config *tls.Config, timeout time.Duration, log *slog.Logger) *handshakeListener {
+	l := &handshakeListener{Listener: ln, config: config, timeout: timeout, log: log,
 		ready: make(chan net.Conn), failed: make(chan error, 1), done: make(chan struct{})}
 	go l.acceptLoop()
 	return l
@@ -61,6 +64,10 @@ func (l *handshakeListener) acceptLoop() {
 }
 
 func (l *handshakeListener) handshake(raw net.Conn) {
+	if err := detectDeadPeer(raw); err != nil {
+		// Served all the same: only a peer that vanishes without closing would outstay.
+		l.log.Warn("agent connection without dead-peer detection", "remote", raw.RemoteAddr().String(), "error", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
 	defer cancel()
 	conn := tls.Server(raw, l.config)

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"io"
+	"log/slog"
 	"math/big"
 	"net"
 	"testing"
@@ -45,7 +46,7 @@ func TestHandshakeListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln := newHandshakeListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}, 300*time.Millisecond)
+	ln := newHandshakeListener(raw, &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2"}}, 300*time.Millisecond, slog.New(slog.DiscardHandler))
 
 	silent, err := net.Dial("tcp", raw.Addr().String())
 	if err != nil {

@@ -517,12 +517,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			Certificates: []tls.Certificate{s.identity.Certificate},
 			NextProtos:   []string{"h2", "http/1.1"},
 		},
-		// Agents hold streams for days; pinging idle connections finds agents that vanished
-		// without closing TCP (a powered-off node) so their streams are released.
+		// Agents hold streams for days. An agent that vanished without closing TCP (a
+		// powered-off node) is found by the kernel's keepalive probes, not by HTTP/2 pings,
+		// which cost a timer per connection (see detectDeadPeer).
 		HTTP2: &http.HTTP2Config{
 			MaxConcurrentStreams: 100,
-			SendPingTimeout:      30 * time.Second,
-			PingTimeout:          15 * time.Second,
 			// The hub's responses carry a handful of short headers, once a heartbeat, so an
 			// HPACK table of them saves a few bytes a minute per agent and costs each
 			// connection a table for as long as it lives: about 1.4 KiB an agent (7 MiB of a
@@ -536,7 +535,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Streams wait on ctx (BaseContext), so cancelling it lets Shutdown finish.
 	srv.RegisterOnShutdown(cancel)
 	errc := make(chan error, 1)
-	hl := newHandshakeListener(ln, srv.TLSConfig, handshakeTimeout(s.cfg.ReadHeaderTimeout))
+	hl := newHandshakeListener(ln, srv.TLSConfig, handshakeTimeout(s.cfg.ReadHeaderTimeout), s.log)
 	go func() { errc <- srv.Serve(hl) }()
 	select {
 	case err := <-errc:
