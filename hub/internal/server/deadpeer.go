@@ -13,12 +13,11 @@ import (
 // unanswered, or when data it sent stays unacknowledged for as long (TCP_USER_TIMEOUT, on
 // Linux).
 //
-// HTTP/2 pings (http.HTTP2Config.SendPingTimeout) did this before. They cost each connection a
-// runtime timer that every frame read and every ping re-arms, and the runtime scans its whole
-// timer heap whenever a modified timer comes due: with 5,000 agents a replica and the
-// PostgreSQL driver re-arming a timer of its own on every statement (pgconn's slow-write
-// timer, 15 ms), those scans were a fifth of a replica's CPU at steady state
-// (docs/performance.md). Keepalive probes cost the process nothing.
+// HTTP/2 pings (http.HTTP2Config.SendPingTimeout) did this before, at the cost of a runtime
+// timer per connection. The runtime scans every timer of its heap when a timer that was
+// re-armed comes due, and the PostgreSQL driver re-arms one of its own around every statement
+// (pgconn's slow-write timer, 15 ms): with 5,000 agents a replica, those scans were a fifth of
+// its CPU at steady state (docs/performance.md). Keepalive probes cost the process nothing.
 const (
 	deadPeerIdle     = 30 * time.Second
 	deadPeerInterval = 10 * time.Second
