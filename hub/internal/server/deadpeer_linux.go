@@ -1,6 +1,7 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -20,11 +21,8 @@ func setUserTimeout(tc *net.TCPConn, d time.Duration) error {
 	var serr error
 	if err := raw.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d.Milliseconds()))
-	}); err != nil {
-		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", err)
-	}
-	if serr != nil {
-		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", serr)
+	}); err != nil || serr != nil {
+		return fmt.Errorf("setting TCP_USER_TIMEOUT: %w", errors.Join(err, serr))
 	}
 	return nil
 }
