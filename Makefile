@@ -39,15 +39,22 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git an
 	@hack/demo.sh
 
 .PHONY: test
-test: verify-build-scripts deps verify-generated lint web ## Run every test of every module against real servers.
+test: verify-build-scripts deps verify-generated lint web images ## Run every test of every module against real servers.
 	cd web && npm run --silent test
 	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
 	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; \
-	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools"; \
+	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_IMAGES="$(IMAGES)"; \
 		{ rc=0; go test -json $(GOTEST_FLAGS) $$(go list $(PKGS) | grep -vxF '$(ALONE)') || rc=$$?; \
 		  go test -json -p 1 $(GOTEST_FLAGS) $(ALONE) || rc=$$?; exit $$rc; } | $(BIN)/testreport
 
 ##@ Development
+
+# IMAGES: where `make images` writes the OCI layout, the archives and images.txt.
+IMAGES ?= $(BIN)/images
+
+.PHONY: images
+images: web ## Build the agent and hub images (OCI, linux/amd64+arm64, SBOMs) into bin/images, no Docker needed.
+	@hack/images.sh $(IMAGES)
 
 .PHONY: build
 build: web ## Build the binaries into bin/ (the hub embeds the dashboard).
@@ -121,7 +128,7 @@ servers: ## Install and build the sink servers the tests start (cached by versio
 	@hack/ensure-servers.sh >/dev/null
 
 .PHONY: tools
-tools: ## Build helm and kubeconform (chart tests) from pinned modules (cached by version).
+tools: ## Build helm, kubeconform and actionlint from pinned modules (cached by version).
 	@hack/ensure-tools.sh >/dev/null
 
 .PHONY: clean

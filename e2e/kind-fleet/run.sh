@@ -13,7 +13,6 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 prefix=${KIND_PREFIX:-kollect}
 clusters=("$prefix-1" "$prefix-2" "$prefix-3")
-tag=kind-e2e # the image tag agent-values.yaml and hub-values.yaml name
 pg=$prefix-postgres
 hub_port=30443 # service.nodePort in hub-values.yaml
 keep=${KEEP:-0}
@@ -52,22 +51,13 @@ retry() {
 
 kc() { local c=$1; shift; kubectl --context "kind-$c" "$@"; }
 
-log "building static binaries and images kollect/agent:$tag, kollect/hub:$tag"
-mkdir -p "$work/image"
-# Stamped as `make build` stamps them, so the hub's version-skew view has a version to compare.
-version=$("$root/hack/version.sh")
-(cd "$root" && CGO_ENABLED=0 GOFLAGS=-buildvcs=false go build -trimpath \
-  -ldflags "-s -w -X kollect.dev/api/version.stamped=$version" \
-  -o "$work/image/" ./agent/cmd/kollect-agent ./hub/cmd/kollect-hub)
-for component in agent hub; do
-  cat >"$work/image/Dockerfile.$component" <<DOCKERFILE
-FROM scratch
-COPY kollect-$component /kollect-$component
-USER 65532:65532
-ENTRYPOINT ["/kollect-$component"]
-DOCKERFILE
-  docker build -q -t "kollect/$component:$tag" -f "$work/image/Dockerfile.$component" "$work/image" >/dev/null
-done
+log "building the images with make images' builder (linux/$(go env GOARCH) only, no Docker build)"
+# The same builder and the same images as a release: go-containerregistry writes OCI archives
+# that `kind load image-archive` imports into each node's containerd.
+(cd "$root" && make --no-print-directory web >/dev/null)
+PLATFORMS="linux/$(go env GOARCH)" "$root/hack/images.sh" "$work/images" >/dev/null
+tag=$(sed -n '1s/^[^@]*:\([^:@]*\)@.*/\1/p' "$work/images/images.txt")
+[ -n "$tag" ] || die "no image tag in $work/images/images.txt"
 
 log "shared git repository (mounted into every kind node at /fleet.git)"
 git init -q --bare --initial-branch=main "$work/fleet.git"
@@ -86,9 +76,9 @@ KIND
 log "creating kind clusters ${clusters[*]}"
 for c in "${clusters[@]}"; do
   kind create cluster --name "$c" --config "$work/kind.yaml" --wait 120s >/dev/null
-  kind load docker-image --name "$c" "kollect/agent:$tag" >/dev/null
+  kind load image-archive --name "$c" "$work/images/agent.tar" >/dev/null
 done
-kind load docker-image --name "${clusters[0]}" "kollect/hub:$tag" >/dev/null
+kind load image-archive --name "${clusters[0]}" "$work/images/hub.tar" >/dev/null
 
 log "shared PostgreSQL on the kind network"
 docker rm -f "$pg" >/dev/null 2>&1 || true
@@ -101,7 +91,7 @@ log "hub in ${clusters[0]} (charts/hub, NodePort $hub_port)"
 hub_ip=$(docker inspect -f '{{(index .NetworkSettings.Networks "kind").IPAddress}}' "${clusters[0]}-control-plane")
 hub="https://$hub_ip:$hub_port"
 helm --kube-context "kind-${clusters[0]}" install kollect-hub "$root/charts/hub" -n kollect-hub --create-namespace \
-  --values "$here/hub-values.yaml" --set "tls.hosts={$hub_ip}" --wait --timeout 3m >/dev/null
+  --values "$here/hub-values.yaml" --set image.tag="$tag" --set "tls.hosts={$hub_ip}" --wait --timeout 3m >/dev/null
 hub_log() { kc "${clusters[0]}" -n kollect-hub logs deploy/kollect-hub; }
 fingerprint=$(hub_log | sed -n 's/.*Agents pin the hub CA: \(sha256:[0-9a-f]*\).*/\1/p' | head -1)
 admin=$(hub_log | grep -o 'kat_[A-Za-z0-9_-]*' | head -1)
@@ -127,7 +117,7 @@ for c in "${clusters[@]}"; do
   kc "$c" -n kollect-system create secret generic pg-credentials \
     --from-literal=username=kollect --from-literal=password=kollect >/dev/null
   helm --kube-context "kind-$c" install kollect-agent "$root/charts/agent" -n kollect-system \
-    --values "$here/agent-values.yaml" --set clusterName="$c" \
+    --values "$here/agent-values.yaml" --set image.tag="$tag" --set clusterName="$c" \
     --set hub.url="$hub" --set hub.caFingerprint="$fingerprint" --set hub.bootstrapToken.token="$token" \
     --wait --timeout 3m >/dev/null
   for color in red blue; do

@@ -52,3 +52,16 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The container image: pinned by digest when image.digest is set, else by tag (default the
+chart's appVersion, which the release pipeline publishes). */}}
+{{- define "kollect-hub.image" -}}
+{{- with .Values.image.digest -}}
+{{- if not (regexMatch "^sha256:[0-9a-f]{64}$" .) -}}
+{{- fail (printf "image.digest %q is not a sha256 digest (sha256: and 64 hex digits)" .) -}}
+{{- end -}}
+{{- printf "%s@%s" $.Values.image.repository . -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion) -}}
+{{- end -}}
+{{- end -}}
