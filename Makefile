@@ -42,8 +42,8 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git an
 test: verify-build-scripts deps verify-generated lint web images ## Run every test of every module against real servers.
 	cd web && npm run --silent test
 	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
-	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; \
-	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_IMAGES="$(IMAGES)"; \
+	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; node="$$(hack/ensure-node.sh)"; \
+	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_NODE="$$node" KOLLECT_IMAGES="$(IMAGES)"; \
 		{ rc=0; go test -json $(GOTEST_FLAGS) $$(go list $(PKGS) | grep -vxF '$(ALONE)') || rc=$$?; \
 		  go test -json -p 1 $(GOTEST_FLAGS) $(ALONE) || rc=$$?; exit $$rc; } | $(BIN)/testreport
 
@@ -126,6 +126,10 @@ k8s-bins: ## Build etcd, kube-apiserver and kubectl from pinned modules (cached 
 .PHONY: servers
 servers: ## Install and build the sink servers the tests start (cached by version).
 	@hack/ensure-servers.sh >/dev/null
+
+.PHONY: node
+node: ## Build kubelet, kube-scheduler, kube-controller-manager and kube-proxy, install containerd (cached by version).
+	@hack/ensure-node.sh >/dev/null
 
 .PHONY: tools
 tools: ## Build helm, kubeconform and actionlint from pinned modules (cached by version).

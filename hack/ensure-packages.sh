@@ -10,11 +10,13 @@
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
 #   demo     what `make demo` runs beside its own binaries: PostgreSQL 15 (server and psql) and git
+#   node     what a test node runs on: containerd, runc, the CNI plugins, iptables, conntrack and
+#            iproute2 (see hack/ensure-node.sh)
 # hack/ensure-all.sh runs it once before the concurrent builds, so that no two apt-get runs race.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/lib.sh"
-[ $# -gt 0 ] || set -- servers tools browser demo
+[ $# -gt 0 ] || set -- servers tools browser demo node
 need=()
 for group in "$@"; do
   case $group in
@@ -33,11 +35,18 @@ for group in "$@"; do
       [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
       [ -x /usr/lib/postgresql/15/bin/psql ] || need+=(postgresql-client-15) # /usr/bin/psql alone is a wrapper
       command -v git >/dev/null || need+=(git) ;;
+    node)
+      command -v containerd >/dev/null || need+=(containerd)
+      command -v runc >/dev/null || need+=(runc)
+      [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+      command -v iptables >/dev/null || need+=(iptables)
+      command -v conntrack >/dev/null || need+=(conntrack)
+      command -v ip >/dev/null || need+=(iproute2) ;;
     tools) command -v shellcheck >/dev/null || need+=(shellcheck) ;;
     browser)
       command -v chromium >/dev/null || need+=(chromium)
       [ -d /usr/share/fonts/truetype/dejavu ] || need+=(fonts-dejavu-core) ;;
-    *) echo "ensure-packages.sh: unknown group $group (servers, tools, browser, demo)" >&2; exit 2 ;;
+    *) echo "ensure-packages.sh: unknown group $group (servers, tools, browser, demo, node)" >&2; exit 2 ;;
   esac
 done
 # A package two groups need is installed once.

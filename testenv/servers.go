@@ -300,6 +300,11 @@ type PostgresOptions struct {
 	// Settings are more server settings, each "name=value" as postgres -c takes it (e.g.
 	// shared_preload_libraries=pg_stat_statements for a benchmark's statement profile).
 	Settings []string
+	// ListenAddresses are addresses to listen on beside 127.0.0.1 (a node cluster's HostIP,
+	// for pods), and TrustNetworks the client networks (CIDRs) allowed in without a password,
+	// as 127.0.0.1 is (a node's pod range).
+	ListenAddresses []string
+	TrustNetworks   []string
 }
 
 // StartPostgres initialises and starts a PostgreSQL cluster with fsync off. initdb and postgres
@@ -348,8 +353,21 @@ func StartPostgresWith(opts PostgresOptions) (*Postgres, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
+	if len(opts.TrustNetworks) > 0 {
+		hba, err := os.OpenFile(filepath.Join(data, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, cidr := range opts.TrustNetworks {
+			fmt.Fprintf(hba, "host all all %s trust\n", cidr)
+		}
+		if err := hba.Close(); err != nil {
+			return nil, err
+		}
+	}
 	cmdline := append(append([]string{}, runAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
-		"-k", data, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "synchronous_commit=off",
+		"-k", data, "-c", "listen_addresses="+strings.Join(append([]string{"127.0.0.1"}, opts.ListenAddresses...), ","),
+		"-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
 	for _, setting := range opts.Settings {
 		cmdline = append(cmdline, "-c", setting)

@@ -1,0 +1,224 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"kollect.dev/testenv"
+)
+
+// hubInstall is what an installed hub gives the agents: where it is and how to trust it.
+type hubInstall struct {
+	serviceIP   string // the hub Service's ClusterIP, in the certificate's hosts
+	podIP       string // the pod behind it, reachable from the host
+	caPEM       []byte
+	fingerprint string
+	adminToken  string
+}
+
+// TestChartsAsPods installs charts/hub and charts/agent from the repository with the real helm
+// on a real node, and checks what only pods show: readiness by the kubelet's own probes, the
+// hardened security context holding, the webhook served from the pod through its Service, rows
+// exported from the pod and read back with psql, a standby taking over when the leader pod is
+// deleted, `helm upgrade` with a changed value, and `helm uninstall` leaving what the charts'
+// READMEs say it leaves.
+func TestChartsAsPods(t *testing.T) {
+	e := setup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	hub := e.installHub(ctx, t)
+	e.installAgent(ctx, t, hub)
+	e.exportAndFailOver(ctx, t)
+	e.upgradeAndUninstall(ctx, t)
+}
+
+func (e *env) installHub(ctx context.Context, t *testing.T) hubInstall {
+	// The node has no storage provisioner: the claim the chart makes binds to a hostPath
+	// volume made for it, owned by the hub's UID as a provisioner's volume would be.
+	data := filepath.Join(t.TempDir(), "hub-data")
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(data, 65532, 65532); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "kollect-hub-data"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: "kollect-hub", Name: "kollect-hub"},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: data}},
+		},
+	}
+	if err := e.cluster.Client.Create(ctx, pv); err != nil {
+		t.Fatal(err)
+	}
+	tag := e.images["hub"].Tag
+	e.helmRun(t, "install", "kollect-hub", chart(t, "hub"), "-n", "kollect-hub", "--create-namespace",
+		"--set", "image.tag="+tag, "--set", "image.pullPolicy=Never", "--wait", "--timeout", "4m")
+	e.readyPods(ctx, t, "kollect-hub", "app.kubernetes.io/name=kollect-hub", 1)
+	var svc corev1.Service
+	if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kollect-hub", Name: "kollect-hub"}, &svc); err != nil {
+		t.Fatal(err)
+	}
+	h := hubInstall{serviceIP: svc.Spec.ClusterIP}
+	// Agents dial the Service's address, which must be in the hub's certificate: a changed
+	// value, applied with helm upgrade, rolls the pod.
+	e.helmRun(t, "upgrade", "kollect-hub", chart(t, "hub"), "-n", "kollect-hub", "--reuse-values",
+		"--set", "tls.hosts={"+h.serviceIP+"}", "--wait", "--timeout", "4m")
+	pods := e.readyPods(ctx, t, "kollect-hub", "app.kubernetes.io/name=kollect-hub", 1)
+	h.podIP = pods[0].Status.PodIP
+	if hosts := regexp.MustCompile(`--hosts=(\S*)`).FindStringSubmatch(strings.Join(pods[0].Spec.Containers[0].Args, " ")); hosts == nil ||
+		!strings.Contains(","+hosts[1]+",", ","+h.serviceIP+",") {
+		t.Fatalf("the upgraded hub pod's --hosts lacks %s: %v", h.serviceIP, pods[0].Spec.Containers[0].Args)
+	}
+
+	logs := e.kubectlRun(t, "logs", "-n", "kollect-hub", "deploy/kollect-hub")
+	m := regexp.MustCompile(`Agents pin the hub CA: (sha256:[0-9a-f]+)`).FindStringSubmatch(logs)
+	if m == nil {
+		t.Fatalf("no CA fingerprint in the hub's log:\n%s", logs)
+	}
+	h.fingerprint = m[1]
+	token, err := os.ReadFile(filepath.Join(data, "admin-token"))
+	if err != nil {
+		t.Fatalf("the hub wrote no admin token into its volume: %v", err)
+	}
+	h.adminToken = strings.TrimSpace(string(token))
+	// The CA the pod serves is the one it logged: what agents pin.
+	h.caPEM = []byte(run(t, "curl", "-sfk", "https://"+h.podIP+":8443/ca.crt"))
+	block, _ := pem.Decode(h.caPEM)
+	if block == nil {
+		t.Fatalf("the hub served no PEM CA: %q", h.caPEM)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != h.fingerprint {
+		t.Fatalf("the hub serves CA %s but logged %s", got, h.fingerprint)
+	}
+	return h
+}
+
+// fleet calls FleetService over Connect's JSON protocol with curl, verifying the hub's
+// certificate for its Service address while connecting to the pod (the host has no route to
+// ClusterIPs).
+func (e *env) fleet(t *testing.T, h hubInstall, method, body string) map[string]any {
+	t.Helper()
+	ca := filepath.Join(t.TempDir(), "hub-ca.crt")
+	if err := os.WriteFile(ca, h.caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := run(t, "curl", "-sf", "--cacert", ca, "--connect-to", h.serviceIP+":443:"+h.podIP+":8443",
+		"-H", "Content-Type: application/json", "-H", "Authorization: Bearer "+h.adminToken,
+		"https://"+h.serviceIP+"/kollect.fleet.v1.FleetService/"+method, "-d", body)
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("%s: %v: %s", method, err, out)
+	}
+	return v
+}
+
+func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall) {
+	token := e.fleet(t, h, "CreateBootstrapToken", `{"description":"node e2e","ttl":"3600s","maxUses":"2"}`)["secret"].(string)
+	e.kubectlRun(t, "create", "namespace", "team-a")
+	e.helmRun(t, "install", "kollect-agent", chart(t, "agent"), "-n", "kollect-system", "--create-namespace",
+		"--set", "image.tag="+e.images["agent"].Tag, "--set", "image.pullPolicy=Never",
+		"--set", "clusterName=node-1", "--set", "replicas=2", "--set", "tenantMode=false",
+		"--set", "rbac.sinkNamespaces={team-a}", "--set", "resources.limits.memory=200Mi",
+		"--set", "hub.url=https://"+h.serviceIP, "--set", "hub.caFingerprint="+h.fingerprint,
+		"--set", "hub.bootstrapToken.token="+token, "--wait", "--timeout", "4m")
+	pods := e.readyPods(ctx, t, "kollect-system", "app.kubernetes.io/name=kollect-agent", 2)
+	for _, p := range pods {
+		c := p.Spec.Containers[0]
+		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+			t.Errorf("%s runs without a read-only root filesystem", p.Name)
+		}
+		if lim := c.Resources.Limits.Memory().Value(); lim != 200<<20 {
+			t.Errorf("%s memory limit %d, want 200Mi", p.Name, lim)
+		}
+	}
+	// The agent registered with the hub from inside the cluster, through the hub's Service.
+	eventually(ctx, t, "the agent registers with the hub", func() error {
+		clusters := e.fleet(t, h, "ListClusters", `{}`)
+		if !strings.Contains(fmt.Sprint(clusters), "node-1") {
+			return fmt.Errorf("the hub lists no node-1: %v", clusters)
+		}
+		return nil
+	})
+	// A profile whose CEL does not compile passes the schema; only the webhook, served from the
+	// pod and reached through its Service, refuses it.
+	bad := `apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: broken, namespace: team-a}
+spec:
+  target: {group: apps, version: v1, kind: Deployment}
+  attributes:
+    - {name: x, cel: "object.metadata.name +", type: string}
+`
+	before := e.webhookRequests(t, pods)
+	out, err := e.kubectlErr(bad, "apply", "-f", "-")
+	if err == nil || !strings.Contains(out, "spec.attributes[0].cel") {
+		t.Fatalf("a profile that does not compile was not refused: %v\n%s", err, out)
+	}
+	// The agents' own counters show that a pod's webhook answered it.
+	if after := e.webhookRequests(t, pods); after <= before {
+		t.Fatalf("the agents' webhook request counters did not move (%v → %v): the refusal came from elsewhere", before, after)
+	}
+}
+
+// webhookRequests sums controller-runtime's count of KollectProfile webhook requests over the
+// agent pods, read from each pod's metrics port.
+func (e *env) webhookRequests(t *testing.T, pods []corev1.Pod) float64 {
+	t.Helper()
+	total := 0.0
+	for _, p := range pods {
+		body := run(t, "curl", "-sf", "http://"+p.Status.PodIP+":8080/metrics")
+		for _, line := range strings.Split(body, "\n") {
+			if strings.HasPrefix(line, "controller_runtime_webhook_requests_total{") && strings.Contains(line, "kollectprofile") {
+				var v float64
+				if _, err := fmt.Sscan(line[strings.LastIndex(line, " ")+1:], &v); err == nil {
+					total += v
+				}
+			}
+		}
+	}
+	return total
+}
+
+// leader is the pod holding the agent's Lease.
+func (e *env) leader(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	var lease coordinationv1.Lease
+	if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kollect-system", Name: "kollect-agent"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if lease.Spec.HolderIdentity == nil {
+		t.Fatal("the agent's Lease has no holder")
+	}
+	id, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	return id
+}
+
+func chart(t *testing.T, name string) string {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(root, "charts", name)
+}
