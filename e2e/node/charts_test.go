@@ -42,13 +42,16 @@ func TestChartsAsPods(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
-	hub := e.installHub(ctx, t)
-	e.installAgent(ctx, t, hub)
+	hub := e.installHub(ctx, t, chart(t, "hub"), e.images["hub"].Tag)
+	pods := e.installAgent(ctx, t, hub, agentRelease{chart: chart(t, "agent"), tag: e.images["agent"].Tag, replicas: 2})
+	e.checkWebhook(t, pods)
 	e.exportAndFailOver(ctx, t)
 	e.upgradeAndUninstall(ctx, t)
 }
 
-func (e *env) installHub(ctx context.Context, t *testing.T) hubInstall {
+// installHub installs a hub chart (SQLite on a hostPath volume) running image tag, then
+// upgrades it with its Service's address in the certificate's hosts.
+func (e *env) installHub(ctx context.Context, t *testing.T, chartDir, tag string, extra ...string) hubInstall {
 	// The node has no storage provisioner: the claim the chart makes binds to a hostPath
 	// volume made for it, owned by the hub's UID as a provisioner's volume would be.
 	data := filepath.Join(t.TempDir(), "hub-data")
@@ -71,9 +74,9 @@ func (e *env) installHub(ctx context.Context, t *testing.T) hubInstall {
 	if err := e.cluster.Client.Create(ctx, pv); err != nil {
 		t.Fatal(err)
 	}
-	tag := e.images["hub"].Tag
-	e.helmRun(t, "install", "kollect-hub", chart(t, "hub"), "-n", "kollect-hub", "--create-namespace",
-		"--set", "image.tag="+tag, "--set", "image.pullPolicy=Never", "--wait", "--timeout", "4m")
+	e.helmRun(t, append([]string{"install", "kollect-hub", chartDir, "-n", "kollect-hub", "--create-namespace",
+		"--set", "image.repository=ghcr.io/kollect-dev/hub", "--set", "image.tag=" + tag, "--set", "image.pullPolicy=Never",
+		"--wait", "--timeout", "4m"}, extra...)...)
 	e.readyPods(ctx, t, "kollect-hub", "app.kubernetes.io/name=kollect-hub", 1)
 	var svc corev1.Service
 	if err := e.cluster.Client.Get(ctx, client.ObjectKey{Namespace: "kollect-hub", Name: "kollect-hub"}, &svc); err != nil {
@@ -82,7 +85,7 @@ func (e *env) installHub(ctx context.Context, t *testing.T) hubInstall {
 	h := hubInstall{serviceIP: svc.Spec.ClusterIP}
 	// Agents dial the Service's address, which must be in the hub's certificate: a changed
 	// value, applied with helm upgrade, rolls the pod.
-	e.helmRun(t, "upgrade", "kollect-hub", chart(t, "hub"), "-n", "kollect-hub", "--reuse-values",
+	e.helmRun(t, "upgrade", "kollect-hub", chartDir, "-n", "kollect-hub", "--reuse-values",
 		"--set", "tls.hosts={"+h.serviceIP+"}", "--wait", "--timeout", "4m")
 	pods := e.readyPods(ctx, t, "kollect-hub", "app.kubernetes.io/name=kollect-hub", 1)
 	h.podIP = pods[0].Status.PodIP
@@ -134,16 +137,51 @@ func (e *env) fleet(t *testing.T, h hubInstall, method, body string) map[string]
 	return v
 }
 
-func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall) {
+// agentRelease is one install of an agent chart.
+type agentRelease struct {
+	chart, tag string
+	name       string // release name; default kollect-agent
+	namespace  string // default kollect-system
+	cluster    string // default node-1
+	team       string // the namespace that holds its Kollect objects and sink Secrets; default team-a
+	watchTeam  bool   // watch the team's namespace only (watchNamespaces), as another cluster would be
+	replicas   int
+	extra      []string
+}
+
+func (r agentRelease) withDefaults() agentRelease {
+	if r.name == "" {
+		r.name = "kollect-agent"
+	}
+	if r.namespace == "" {
+		r.namespace = "kollect-system"
+	}
+	if r.cluster == "" {
+		r.cluster = "node-1"
+	}
+	if r.team == "" {
+		r.team = "team-a"
+	}
+	return r
+}
+
+// installAgent installs an agent chart joined to the hub and waits for its pods to be Ready
+// and its cluster to be registered.
+func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall, r agentRelease) []corev1.Pod {
+	r = r.withDefaults()
 	token := e.fleet(t, h, "CreateBootstrapToken", `{"description":"node e2e","ttl":"3600s","maxUses":"2"}`)["secret"].(string)
-	e.kubectlRun(t, "create", "namespace", "team-a")
-	e.helmRun(t, "install", "kollect-agent", chart(t, "agent"), "-n", "kollect-system", "--create-namespace",
-		"--set", "image.tag="+e.images["agent"].Tag, "--set", "image.pullPolicy=Never",
-		"--set", "clusterName=node-1", "--set", "replicas=2", "--set", "tenantMode=false",
-		"--set", "rbac.sinkNamespaces={team-a}", "--set", "resources.limits.memory=200Mi",
-		"--set", "hub.url=https://"+h.serviceIP, "--set", "hub.caFingerprint="+h.fingerprint,
-		"--set", "hub.bootstrapToken.token="+token, "--wait", "--timeout", "4m")
-	pods := e.readyPods(ctx, t, "kollect-system", "app.kubernetes.io/name=kollect-agent", 2)
+	_, _ = e.kubectlErr("", "create", "namespace", r.team)
+	args := []string{"install", r.name, r.chart, "-n", r.namespace, "--create-namespace",
+		"--set", "image.repository=ghcr.io/kollect-dev/agent", "--set", "image.tag=" + r.tag, "--set", "image.pullPolicy=Never",
+		"--set", "clusterName=" + r.cluster, "--set", fmt.Sprintf("replicas=%d", r.replicas), "--set", "tenantMode=false",
+		"--set", "rbac.sinkNamespaces={" + r.team + "}", "--set", "resources.limits.memory=200Mi",
+		"--set", "hub.url=https://" + h.serviceIP, "--set", "hub.caFingerprint=" + h.fingerprint,
+		"--set", "hub.bootstrapToken.token=" + token, "--wait", "--timeout", "4m"}
+	if r.watchTeam {
+		args = append(args, "--set", "watchNamespaces={"+r.team+"}")
+	}
+	e.helmRun(t, append(args, r.extra...)...)
+	pods := e.readyPods(ctx, t, r.namespace, "app.kubernetes.io/instance="+r.name, r.replicas)
 	for _, p := range pods {
 		c := p.Spec.Containers[0]
 		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
@@ -155,14 +193,29 @@ func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall) {
 	}
 	// The agent registered with the hub from inside the cluster, through the hub's Service.
 	eventually(ctx, t, "the agent registers with the hub", func() error {
-		clusters := e.fleet(t, h, "ListClusters", `{}`)
-		if !strings.Contains(fmt.Sprint(clusters), "node-1") {
-			return fmt.Errorf("the hub lists no node-1: %v", clusters)
+		if _, err := e.hubCluster(t, h, r.cluster); err != nil {
+			return err
 		}
 		return nil
 	})
-	// A profile whose CEL does not compile passes the schema; only the webhook, served from the
-	// pod and reached through its Service, refuses it.
+	return pods
+}
+
+// hubCluster is the hub's view of one cluster (ListClusters, as JSON).
+func (e *env) hubCluster(t *testing.T, h hubInstall, name string) (map[string]any, error) {
+	t.Helper()
+	list, _ := e.fleet(t, h, "ListClusters", `{}`)["clusters"].([]any)
+	for _, c := range list {
+		if m, ok := c.(map[string]any); ok && m["name"] == name {
+			return m, nil
+		}
+	}
+	return nil, fmt.Errorf("the hub lists no cluster %s", name)
+}
+
+// checkWebhook: a profile whose CEL does not compile passes the schema; only the webhook,
+// served from the pod and reached through its Service, refuses it.
+func (e *env) checkWebhook(t *testing.T, pods []corev1.Pod) {
 	bad := `apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
 metadata: {name: broken, namespace: team-a}

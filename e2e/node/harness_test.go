@@ -48,6 +48,16 @@ func start() (*env, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newEnv("charts", filepath.Join(dir, "agent.tar"), filepath.Join(dir, "hub.tar"))
+}
+
+// newEnv starts a cluster with a real node, the given image archives imported, and a
+// PostgreSQL its pods can reach.
+func newEnv(name string, archives ...string) (*env, error) {
+	dir, err := testenv.Images()
+	if err != nil {
+		return nil, err
+	}
 	e := &env{}
 	if e.images, err = testenv.ImageRefs(dir); err != nil {
 		return nil, err
@@ -61,10 +71,10 @@ func start() (*env, error) {
 	}
 	e.kubectl = filepath.Join(assets, "kubectl")
 	begin := time.Now()
-	if e.cluster, err = testenv.StartNodeCluster("charts", filepath.Join(dir, "agent.tar"), filepath.Join(dir, "hub.tar")); err != nil {
+	if e.cluster, err = testenv.StartNodeCluster(name, archives...); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "node cluster Ready in %v\n", time.Since(begin).Round(100*time.Millisecond))
+	fmt.Fprintf(os.Stderr, "node cluster %s Ready in %v\n", name, time.Since(begin).Round(100*time.Millisecond))
 	if e.pg, err = testenv.StartPostgresWith(testenv.PostgresOptions{
 		ListenAddresses: []string{e.cluster.HostIP},
 		TrustNetworks:   []string{e.cluster.PodCIDR()},
@@ -75,11 +85,15 @@ func start() (*env, error) {
 	return e, nil
 }
 
+func (e *env) stop() {
+	e.pg.Shutdown()
+	e.cluster.Stop()
+}
+
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if shared.env != nil {
-		shared.env.pg.Stop()
-		shared.env.cluster.Stop()
+		shared.env.stop()
 	}
 	os.Exit(code)
 }
