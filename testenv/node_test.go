@@ -33,10 +33,12 @@ func TestNodeRunsHardenedDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	began := time.Now()
 	c, err := StartNodeCluster("nodetest", filepath.Join(images, "hub.tar"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("cluster start to node Ready: %v", time.Since(began).Round(100*time.Millisecond))
 	t.Cleanup(c.Stop)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -70,10 +72,12 @@ func TestNodeRunsHardenedDeployment(t *testing.T) {
 			},
 		},
 	}
+	began = time.Now()
 	if err := c.Client.Create(ctx, dep); err != nil {
 		t.Fatal(err)
 	}
 	pod := waitPodReady(ctx, t, c, "default", "app=hub")
+	t.Logf("Deployment created to pod Ready: %v", time.Since(began).Round(100*time.Millisecond))
 	if pod.Spec.NodeName != c.NodeName {
 		t.Errorf("pod on node %q, want %q", pod.Spec.NodeName, c.NodeName)
 	}

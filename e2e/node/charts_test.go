@@ -100,11 +100,13 @@ func (e *env) installHub(ctx context.Context, t *testing.T, chartDir, tag string
 		t.Fatalf("no CA fingerprint in the hub's log:\n%s", logs)
 	}
 	h.fingerprint = m[1]
-	token, err := os.ReadFile(filepath.Join(data, "admin-token"))
-	if err != nil {
-		t.Fatalf("the hub wrote no admin token into its volume: %v", err)
+	// As the chart's NOTES say: kubectl exec (through the API server to the kubelet and
+	// containerd) runs the hub binary, the image's only program, to print the token.
+	h.adminToken = strings.TrimSpace(e.kubectlRun(t, "exec", "-n", "kollect-hub", pods[0].Name, "--",
+		"kollect-hub", "--data-dir=/var/lib/kollect-hub", "--print-admin-token"))
+	if !strings.HasPrefix(h.adminToken, "kat_") {
+		t.Fatalf("kollect-hub --print-admin-token printed %q", h.adminToken)
 	}
-	h.adminToken = strings.TrimSpace(string(token))
 	// The CA the pod serves is the one it logged: what agents pin.
 	h.caPEM = []byte(run(t, "curl", "-sfk", "https://"+h.podIP+":8443/ca.crt"))
 	block, _ := pem.Decode(h.caPEM)
@@ -180,8 +182,10 @@ func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall, r ag
 	if r.watchTeam {
 		args = append(args, "--set", "watchNamespaces={"+r.team+"}")
 	}
+	began := time.Now()
 	e.helmRun(t, append(args, r.extra...)...)
 	pods := e.readyPods(ctx, t, r.namespace, "app.kubernetes.io/instance="+r.name, r.replicas)
+	t.Logf("%s: helm install to %d pods Ready in %v", r.name, r.replicas, time.Since(began).Round(100*time.Millisecond))
 	for _, p := range pods {
 		c := p.Spec.Containers[0]
 		if sc := c.SecurityContext; sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {

@@ -67,10 +67,19 @@ func run() error {
 		logLevel   = flag.String("log-level", "info", "debug, info, warn or error")
 		jsonOutput = flag.Bool("log-json", false, "log JSON instead of text")
 		showVer    = flag.Bool("version", false, "print the hub's version and exit")
+		showToken  = flag.Bool("print-admin-token", false, "print the first admin API token the hub wrote into --data-dir and exit (kubectl exec POD -- kollect-hub --data-dir=… --print-admin-token: the image has no shell)")
 	)
 	flag.Parse()
 	if *showVer {
 		fmt.Println("kollect-hub", version.String())
+		return nil
+	}
+	if *showToken {
+		token, err := os.ReadFile(filepath.Join(*dataDir, "admin-token"))
+		if err != nil {
+			return fmt.Errorf("reading the first admin token (only the replica that started on an empty store wrote one): %w", err)
+		}
+		fmt.Println(strings.TrimSpace(string(token)))
 		return nil
 	}
 
