@@ -334,3 +334,13 @@ func pauseArchive(bin, out string) (string, error) {
 	}
 	return out, f.Close()
 }
+
+// TagImage gives an imported image another name in the node's containerd, as a pull of the
+// published name would: a chart's default image then starts without a registry.
+func (c *NodeCluster) TagImage(src, dst string) error {
+	out, err := exec.Command("ctr", "--address", c.containerdSock, "-n", "k8s.io", "images", "tag", "--force", src, dst).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("cluster %s: ctr images tag %s %s: %w\n%s", c.Name, src, dst, err, out)
+	}
+	return nil
+}
