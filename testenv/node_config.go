@@ -34,19 +34,22 @@ state = %[2]q
 }
 
 // cniConfig is the pods' network: a bridge in the node's namespace, host-local addresses from
-// the node's pod range, no masquerading (no traffic is meant to leave the machine).
-func cniConfig(n *nodeNet) string {
+// the node's pod range, no masquerading (no traffic is meant to leave the machine). The
+// address reservations live in the node's own directory: host-local keeps them per network
+// name under /var/lib/cni otherwise, shared by every node on the machine and never released
+// for the pods of a node that was killed.
+func cniConfig(n *nodeNet, ipamDir string) string {
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "kollect-node",
   "plugins": [
     {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
+     "ipam": {"type": "host-local", "dataDir": %q, "ranges": [[{"subnet": %q, "gateway": %q}]],
               "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.podCIDR, n.podGW)
+`, ipamDir, n.podCIDR, n.podGW)
 }
 
 // kubeletConfig is the kubelet's KubeletConfiguration.

@@ -32,7 +32,7 @@ func (c *NodeCluster) startNode(node string, images []string) error {
 	if err := writeFile(filepath.Join(ctrDir, "config.toml"), containerdConfig(ctrDir, pauseImage)); err != nil {
 		return err
 	}
-	if err := writeFile(filepath.Join(ctrDir, "cni", "10-kollect.conflist"), cniConfig(c.net)); err != nil {
+	if err := writeFile(filepath.Join(ctrDir, "cni", "10-kollect.conflist"), cniConfig(c.net, filepath.Join(ctrDir, "ipam"))); err != nil {
 		return err
 	}
 	bin, args := c.net.inNetns("containerd", "--config", filepath.Join(ctrDir, "config.toml"))

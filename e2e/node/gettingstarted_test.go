@@ -50,6 +50,7 @@ func TestGettingStartedWithHelm(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	defer e.diagnoseOnFailure(t)
 	pods := e.readyPods(ctx, t, "kollect-system", "app.kubernetes.io/instance=kollect-agent", 1)
 	if img := pods[0].Spec.Containers[0].Image; img != "ghcr.io/kollect-dev/agent:"+appVersion[1] {
 		t.Errorf("the agent runs %s, not the chart's default image", img)

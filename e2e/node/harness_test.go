@@ -111,7 +111,23 @@ func run(t *testing.T, bin string, args ...string) string {
 
 func (e *env) helmRun(t *testing.T, args ...string) string {
 	t.Helper()
-	return run(t, e.helm, append([]string{"--kubeconfig", e.cluster.Kubeconfig}, args...)...)
+	out, err := exec.Command(e.helm, append([]string{"--kubeconfig", e.cluster.Kubeconfig}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v\n%s\n%s", strings.Join(args, " "), err, out, e.clusterState())
+	}
+	return string(out)
+}
+
+// clusterState is what a failed install is read from: the pods, the events, and the end of
+// the kubelet's log.
+func (e *env) clusterState() string {
+	pods, _ := e.kubectlErr("", "get", "pods", "-A", "-o", "wide")
+	events, _ := e.kubectlErr("", "get", "events", "-A", "--sort-by=.lastTimestamp")
+	kubelet := e.cluster.ComponentLog("kubelet")
+	if lines := strings.Split(kubelet, "\n"); len(lines) > 40 {
+		kubelet = strings.Join(lines[len(lines)-40:], "\n")
+	}
+	return "pods:\n" + pods + "\nevents:\n" + events + "\nkubelet log (end):\n" + kubelet
 }
 
 func (e *env) kubectlRun(t *testing.T, args ...string) string {
@@ -153,7 +169,7 @@ func (e *env) readyPods(ctx context.Context, t *testing.T, ns, selector string, 
 		}
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %d Ready pods %s in %s:%s", want, selector, ns, last)
+			t.Fatalf("waiting for %d Ready pods %s in %s:%s\n%s", want, selector, ns, last, e.clusterState())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}

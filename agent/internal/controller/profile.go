@@ -128,12 +128,34 @@ func (r *ProfileReconciler) quarantined(p *kollectv1.KollectProfile) bool {
 	return q
 }
 
-// SetupWithManager registers the reconciler; it runs on every replica.
+// SetupWithManager registers the reconciler; it runs on every replica, and writes status only
+// on the leader: a standby compiles what it sees but writes nothing, so when it is elected it
+// reconciles every profile again, or those it saw first as a standby would keep no status.
 func (r *ProfileReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	b := ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
-		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)})
-	if r.Refresh != nil {
-		b = b.WatchesRawSource(source.Channel(r.Refresh, &handler.EnqueueRequestForObject{}))
+	if r.Refresh == nil {
+		r.Refresh = make(chan event.TypedGenericEvent[client.Object], 1024)
 	}
-	return b.Complete(r)
+	err := ctrl.NewControllerManagedBy(mgr).For(&kollectv1.KollectProfile{}).Named("kollectprofile").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		WatchesRawSource(source.Channel(r.Refresh, &handler.EnqueueRequestForObject{})).
+		Complete(r)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(electionHook{elected: r.Elected, fn: r.refreshAll})
+}
+
+// refreshAll queues every profile, once this replica is elected.
+func (r *ProfileReconciler) refreshAll(ctx context.Context) {
+	var list kollectv1.KollectProfileList
+	if err := r.List(ctx, &list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		select {
+		case r.Refresh <- event.TypedGenericEvent[client.Object]{Object: &list.Items[i]}:
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -285,7 +285,34 @@ func (r *TargetReconciler) SetupWithManager(mgr ctrl.Manager) error {
 				q.AddAfter(e.Object, time.Second) // coalesce bursts of refreshes
 			},
 		})),
+		// A standby writes no status: once elected, every target is reconciled again, or those
+		// it saw first as a standby would keep none.
+		mgr.Add(electionHook{elected: r.Elected, fn: r.refreshAll}),
 	)
+}
+
+// refreshAll queues every target, once this replica is elected.
+func (r *TargetReconciler) refreshAll(ctx context.Context) {
+	var keys []collector.TargetKey
+	var ts kollectv1.KollectTargetList
+	if err := r.List(ctx, &ts); err == nil {
+		for _, t := range ts.Items {
+			keys = append(keys, collector.TargetKey{Namespace: t.Namespace, Name: t.Name})
+		}
+	}
+	var cts kollectv1.KollectClusterTargetList
+	if err := r.List(ctx, &cts); err == nil {
+		for _, t := range cts.Items {
+			keys = append(keys, collector.TargetKey{Name: t.Name})
+		}
+	}
+	for _, k := range keys {
+		select {
+		case r.Refresh <- event.TypedGenericEvent[collector.TargetKey]{Object: k}:
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // targetsOfProfile lists the targets that use a profile.
