@@ -59,10 +59,13 @@ kind: KubeletConfiguration
 # cgroup v1 on these machines; the kubelet refuses it unless told otherwise.
 failCgroupV1: false
 cgroupDriver: cgroupfs
-# A cgroup root per node: several nodes share this machine's cgroup hierarchy.
-cgroupRoot: /kollect-%[1]s
+# A cgroup root per node slot: several nodes share this machine's cgroup hierarchy.
+cgroupRoot: /%[1]s
 cgroupsPerQOS: true
 containerRuntimeEndpoint: unix://%[2]s
+# The pods' logs in the node's own directory: a kubelet removes the log directories of pods it
+# does not know, so nodes sharing /var/log/pods would delete each other's.
+podLogsDir: %[7]s
 address: %[3]s
 tlsCertFile: %[4]s
 tlsPrivateKeyFile: %[5]s
@@ -88,7 +91,7 @@ fileCheckFrequency: 5s
 evictionHard: {}
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
-`, c.Name, c.containerdSock, c.net.nodeIP, servingCert, servingKey, c.pki.caFile())
+`, c.net.netns, c.containerdSock, c.net.nodeIP, servingCert, servingKey, c.pki.caFile(), filepath.Join(c.dir, "pod-logs"))
 }
 
 // kubeProxyConfig is kube-proxy's configuration: iptables mode inside the node's namespace.

@@ -146,14 +146,19 @@ func (c *NodeCluster) removePodNetns(pids []int) {
 
 // cgroupRoots are the node's cgroup directories, one per v1 controller hierarchy.
 func (c *NodeCluster) cgroupRoots() []string {
-	roots, _ := filepath.Glob("/sys/fs/cgroup/*/kollect-" + c.Name)
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + c.net.netns)
 	return roots
 }
 
 // makeCgroupRoots creates the node's cgroup root in every v1 hierarchy (the kubelet checks
-// that its cgroupRoot exists and creates only what is below it). A new v1 cpuset starts with
-// no CPUs and no memory nodes: it gets its parent's.
+// that its cgroupRoot exists and creates only what is below it). It is named after the node's
+// slot, which no other live node holds: two test processes may start clusters of the same
+// name, and one must never kill the other's pods. What a killed run of the same slot left
+// there goes first. A new v1 cpuset starts with no CPUs and no memory nodes: it gets its
+// parent's.
 func (c *NodeCluster) makeCgroupRoots() error {
+	_ = c.killContainers()
+	_ = c.removeCgroups()
 	hierarchies, err := filepath.Glob("/sys/fs/cgroup/*")
 	if err != nil {
 		return err
@@ -162,7 +167,7 @@ func (c *NodeCluster) makeCgroupRoots() error {
 		if filepath.Base(h) == "unified" {
 			continue
 		}
-		dir := filepath.Join(h, "kollect-"+c.Name)
+		dir := filepath.Join(h, c.net.netns)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			return fmt.Errorf("cgroup root: %w", err)
 		}

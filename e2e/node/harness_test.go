@@ -13,7 +13,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"kollect.dev/testenv"
 )
@@ -91,6 +93,8 @@ func (e *env) stop() {
 }
 
 func TestMain(m *testing.M) {
+	// The tests read the API with controller-runtime's client, which logs nothing they need.
+	ctrllog.SetLogger(logr.Discard())
 	code := m.Run()
 	if shared.env != nil {
 		shared.env.stop()
