@@ -203,6 +203,11 @@ func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall, r ag
 		if lim := c.Resources.Limits.Memory().Value(); lim != 200<<20 {
 			t.Errorf("%s memory limit %d, want 200Mi", p.Name, lim)
 		}
+		// The Go runtime in the pod took its soft limit from the container's (GOMEMLIMIT from
+		// the Downward API), read from the agent's own metrics.
+		if got := metric(t, "http://"+p.Status.PodIP+":8080/metrics", "go_gc_gomemlimit_bytes"); got != 200<<20 {
+			t.Errorf("%s runs with GOMEMLIMIT %v bytes, want the 200Mi limit", p.Name, got)
+		}
 	}
 	// The agent registered with the hub from inside the cluster, through the hub's Service.
 	eventually(ctx, t, "the agent registers with the hub", func() error {
@@ -246,6 +251,21 @@ spec:
 	if after := e.webhookRequests(t, pods); after <= before {
 		t.Fatalf("the agents' webhook request counters did not move (%v → %v): the refusal came from elsewhere", before, after)
 	}
+}
+
+// metric reads one unlabelled sample from a Prometheus endpoint with curl.
+func metric(t *testing.T, url, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(run(t, "curl", "-sf", url), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			var v float64
+			if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err == nil {
+				return v
+			}
+		}
+	}
+	t.Fatalf("%s serves no %s", url, name)
+	return 0
 }
 
 // webhookRequests sums controller-runtime's count of KollectProfile webhook requests over the
