@@ -228,19 +228,46 @@ func TestDocumentOverHTTPChangesOnlyTheRowsLines(t *testing.T) {
 	}
 }
 
+// TestConcurrentClustersKeepLinearHistory: three clusters push to one repository at once,
+// over HTTP (git's own receive-pack behind git-http-backend) and over file:// (the agent's
+// in-process server, run here with no git program on PATH, as in the agent's image). No
+// commit is lost and the history stays linear.
 func TestConcurrentClustersKeepLinearHistory(t *testing.T) {
+	t.Run("http", func(t *testing.T) {
+		sharedRepo := uniqueRepo("shared")
+		if _, err := gitServer.InitBareRepo(sharedRepo); err != nil {
+			t.Fatal(err)
+		}
+		url := gitServer.URL + "/" + sharedRepo
+		concurrentClusters(t, url, strings.Replace(url, "http://", "http://"+user+":"+pass+"@", 1),
+			map[string][]byte{"username": []byte(user), "password": []byte(pass)}, [2]func(){})
+	})
+	t.Run("file", func(t *testing.T) {
+		repo, err := testenv.InitBareRepo(filepath.Join(t.TempDir(), "shared.git"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The exports run with an empty PATH: a git program the sink ran would not be found.
+		path := os.Getenv("PATH")
+		withoutGit := func() { os.Setenv("PATH", t.TempDir()) }
+		restore := func() { os.Setenv("PATH", path) }
+		defer restore()
+		concurrentClusters(t, "file://"+repo, "file://"+repo, nil, [2]func(){withoutGit, restore})
+	})
+}
+
+// concurrentClusters runs three clusters' exports against url at once (between around[0] and
+// around[1]), then reads the history back with git through readURL.
+func concurrentClusters(t *testing.T, url, readURL string, creds map[string][]byte, around [2]func()) {
 	ctx := context.Background()
-	sharedRepo := uniqueRepo("shared")
-	if _, err := gitServer.InitBareRepo(sharedRepo); err != nil {
-		t.Fatal(err)
-	}
-	url := gitServer.URL + "/" + sharedRepo
-	creds := map[string][]byte{"username": []byte(user), "password": []byte(pass)}
 	const rounds = 6
 	var mu sync.Mutex
 	var commits []string
 	var wg sync.WaitGroup
 	retried := 0
+	if around[0] != nil {
+		around[0]()
+	}
 	for _, cluster := range []string{"east", "west", "north"} {
 		wg.Add(1)
 		go func() {
@@ -256,7 +283,10 @@ func TestConcurrentClustersKeepLinearHistory(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	dir := clone(t, strings.Replace(url, "http://", "http://"+user+":"+pass+"@", 1))
+	if around[1] != nil {
+		around[1]()
+	}
+	dir := clone(t, readURL)
 	if merges := git(t, dir, "rev-list", "--merges", "HEAD"); merges != "" {
 		t.Fatalf("merge commits: %s", merges)
 	}

@@ -62,6 +62,7 @@ func Open(ctx context.Context, cfg *v1alpha1.GitSinkConfig, ser v1alpha1.Seriali
 		return nil, fmt.Errorf("git sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	useGuard(guard)
+	useLocalTransport()
 	creds, err := ResolveCredentials(ctx, cfg, env, tokenUser)
 	if err != nil {
 		return nil, err
