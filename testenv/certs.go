@@ -19,6 +19,17 @@ import (
 // signed by a new CA, for servers started with TLS; it returns the CA in PEM for the client's
 // trust (a test puts it in a Secret referenced by caSecretRef).
 func ServerCertificate(dir string) (caPEM []byte, certFile, keyFile string, err error) {
+	return serverCertificate(dir, false, "127.0.0.1")
+}
+
+// ServerCertificateFor is ServerCertificate for the given hosts (IP addresses or DNS names);
+// tls.crt holds the chain, the server's certificate then the CA's, as a server that presents
+// its whole chain (and a kubernetes.io/tls Secret) keeps it.
+func ServerCertificateFor(dir string, hosts ...string) (caPEM []byte, certFile, keyFile string, err error) {
+	return serverCertificate(dir, true, hosts...)
+}
+
+func serverCertificate(dir string, withChain bool, hosts ...string) (caPEM []byte, certFile, keyFile string, err error) {
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, "", "", err
@@ -38,10 +49,16 @@ func ServerCertificate(dir string) (caPEM []byte, certFile, keyFile string, err 
 	if err != nil {
 		return nil, "", "", err
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: hosts[0]},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		KeyUsage: x509.KeyUsageDigitalSignature}
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 	if err != nil {
 		return nil, "", "", fmt.Errorf("signing the test server certificate: %w", err)
@@ -51,7 +68,11 @@ func ServerCertificate(dir string) (caPEM []byte, certFile, keyFile string, err 
 		return nil, "", "", err
 	}
 	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+	chain := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	if withChain {
+		chain = append(chain, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})...)
+	}
+	if err := os.WriteFile(certFile, chain, 0o600); err != nil {
 		return nil, "", "", err
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {

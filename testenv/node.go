@@ -37,6 +37,9 @@ type NodeCluster struct {
 	// HostIP is the host's address on the node's network: servers a pod must reach (sinks,
 	// a hub outside the cluster) listen here.
 	HostIP string
+	// NodeIP is the node's InternalIP: a NodePort Service answers here, for the host and
+	// for the pods of clusters joined with ConnectNodeClusters.
+	NodeIP string
 
 	dir            string
 	net            *nodeNet
@@ -84,10 +87,10 @@ func StartNodeCluster(name string, images ...string) (c *NodeCluster, err error)
 	if c.dir, err = os.MkdirTemp("", "kollect-node-"+name+"-"); err != nil {
 		return nil, err
 	}
-	if c.net, err = newNodeNet(); err != nil {
+	if c.net, err = newNodeNet(c.dir); err != nil {
 		return nil, err
 	}
-	c.HostIP = c.net.hostIP
+	c.HostIP, c.NodeIP = c.net.hostIP, c.net.nodeIP
 	if c.pki, err = newClusterPKI(filepath.Join(c.dir, "pki")); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package testenv
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,13 +32,24 @@ type nodeNet struct {
 // running side by side never take the same addresses.
 const nodeSlots = "/run/kollect-nodes"
 
-// newNodeNet reserves a free slot and builds its namespace and links.
-func newNodeNet() (*nodeNet, error) {
+// newNodeNet reserves a free slot for the cluster whose files are in dir, and builds its
+// namespace and links. The slot's lock file names dir while the slot is held, so that what a
+// killed test process left behind (its pods, containerd's shims, mounts and files) is found
+// and removed by the next process that takes the slot, or passes over it while it is free.
+func newNodeNet(dir string) (*nodeNet, error) {
 	if err := os.MkdirAll(nodeSlots, 0o755); err != nil {
 		return nil, err
 	}
+	var n *nodeNet
 	for slot := 1; slot < 250; slot++ {
-		f, err := os.OpenFile(filepath.Join(nodeSlots, fmt.Sprintf("%d.lock", slot)), os.O_CREATE|os.O_RDWR, 0o644)
+		path := filepath.Join(nodeSlots, fmt.Sprintf("%d.lock", slot))
+		if n != nil {
+			// Past our slot, only slots some run used before are looked at.
+			if _, err := os.Stat(path); err != nil {
+				break
+			}
+		}
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
 			return nil, err
 		}
@@ -45,23 +57,61 @@ func newNodeNet() (*nodeNet, error) {
 			f.Close()
 			continue
 		}
-		n := &nodeNet{
-			slot:     slot,
-			netns:    fmt.Sprintf("kollect-n%d", slot),
-			hostIP:   fmt.Sprintf("198.18.%d.1", slot),
-			nodeIP:   fmt.Sprintf("198.18.%d.2", slot),
-			podCIDR:  fmt.Sprintf("198.19.%d.0/24", slot),
-			podGW:    fmt.Sprintf("198.19.%d.1", slot),
-			hostLink: fmt.Sprintf("kn%dh", slot),
-			lock:     f,
+		reapSlot(slot, f)
+		if n != nil {
+			f.Close()
+			continue
 		}
-		if err := n.setUp(); err != nil {
-			n.tearDown()
+		if err := f.Truncate(0); err != nil {
+			f.Close()
 			return nil, err
 		}
-		return n, nil
+		if _, err := f.WriteAt([]byte(dir), 0); err != nil {
+			f.Close()
+			return nil, err
+		}
+		n = slotNet(slot)
+		n.lock = f
 	}
-	return nil, fmt.Errorf("no free node slot in %s", nodeSlots)
+	if n == nil {
+		return nil, fmt.Errorf("no free node slot in %s", nodeSlots)
+	}
+	if err := n.setUp(); err != nil {
+		n.tearDown()
+		return nil, err
+	}
+	return n, nil
+}
+
+func slotNet(slot int) *nodeNet {
+	return &nodeNet{
+		slot:     slot,
+		netns:    fmt.Sprintf("kollect-n%d", slot),
+		hostIP:   fmt.Sprintf("198.18.%d.1", slot),
+		nodeIP:   fmt.Sprintf("198.18.%d.2", slot),
+		podCIDR:  fmt.Sprintf("198.19.%d.0/24", slot),
+		podGW:    fmt.Sprintf("198.19.%d.1", slot),
+		hostLink: fmt.Sprintf("kn%dh", slot),
+	}
+}
+
+// reapSlot removes what the slot's last holder left, when it was killed before Stop: the
+// processes in the slot's cgroups (its pods), containerd's shims for its socket, the pods'
+// network namespaces, its mounts, cgroups, namespace, links and directory. The caller holds
+// the slot's lock, so no live cluster owns any of it.
+func reapSlot(slot int, lock *os.File) {
+	raw, err := io.ReadAll(io.NewSectionReader(lock, 0, 4096))
+	if err != nil || len(raw) == 0 {
+		return
+	}
+	stale := &NodeCluster{Name: "stale", dir: string(raw), net: slotNet(slot)}
+	stale.containerdSock = filepath.Join(stale.dir, "containerd", "containerd.sock")
+	_ = stale.killContainers()
+	_ = unmountUnder(stale.dir)
+	_ = stale.removeCgroups()
+	stale.net.tearDown()
+	_ = os.RemoveAll(stale.dir)
+	_ = lock.Truncate(0)
 }
 
 func (n *nodeNet) setUp() error {
@@ -103,6 +153,7 @@ func (n *nodeNet) tearDown() {
 	_ = runCmd("ip", "netns", "delete", n.netns)
 	_ = runCmd("ip", "link", "delete", n.hostLink)
 	if n.lock != nil {
+		_ = n.lock.Truncate(0) // nothing of this cluster is left to reap
 		n.lock.Close()
 	}
 }
@@ -113,6 +164,33 @@ func runCmd(bin string, args ...string) error {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("%s %s: %w: %s", bin, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+	}
+	return nil
+}
+
+// ConnectNodeClusters lets the pods and nodes of the given clusters reach one another, as the
+// clusters of one fleet do: each node's namespace routes the others' node and pod ranges to
+// the host, and the host forwards between the clusters' links (forwarding is switched on for
+// those links only, never machine-wide). Nothing else becomes reachable: a node still has no
+// default route, and the host routes the 198.18/198.19 ranges only to the links of the
+// clusters that exist.
+func ConnectNodeClusters(clusters ...*NodeCluster) error {
+	for _, c := range clusters {
+		if err := runCmd("sysctl", "-qw", "net.ipv4.conf."+c.net.hostLink+".forwarding=1"); err != nil {
+			return fmt.Errorf("connecting cluster %s: %w", c.Name, err)
+		}
+		for _, peer := range clusters {
+			if peer == c {
+				continue
+			}
+			// The peer's whole /24 of links: its node and the host's address facing it.
+			peerLinks := fmt.Sprintf("198.18.%d.0/24", peer.net.slot)
+			for _, dst := range []string{peerLinks, peer.net.podCIDR} {
+				if err := runCmd("ip", "-n", c.net.netns, "route", "replace", dst, "via", c.net.hostIP); err != nil {
+					return fmt.Errorf("connecting cluster %s to %s: %w", c.Name, peer.Name, err)
+				}
+			}
+		}
 	}
 	return nil
 }

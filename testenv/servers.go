@@ -365,7 +365,13 @@ func StartPostgresWith(opts PostgresOptions) (*Postgres, error) {
 			return nil, err
 		}
 	}
-	cmdline := append(append([]string{}, runAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
+	// The server runs under setpriv, which execs it in place with its own parent-death signal
+	// (a change of user clears the one StartProcess sets): a killed test leaves no postgres.
+	var serveAs []string
+	if len(runAs) > 0 {
+		serveAs = []string{"setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups", "--pdeathsig=KILL", "--"}
+	}
+	cmdline := append(append([]string{}, serveAs...), filepath.Join(pgbin, "postgres"), "-D", data, "-p", strconv.Itoa(port),
 		"-k", data, "-c", "listen_addresses="+strings.Join(append([]string{"127.0.0.1"}, opts.ListenAddresses...), ","),
 		"-c", "fsync=off", "-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off", "-c", "max_connections=200")
