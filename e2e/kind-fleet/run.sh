@@ -131,56 +131,7 @@ registered() { [ "$(fleet ListClusters '{}' | jq '.clusters | length')" = 3 ]; }
 retry 120 "three registered clusters" registered
 
 log "rolling out the bundle through the hub"
-bundle=$(cat <<YAML
-apiVersion: kollect.dev/v1alpha1
-kind: KollectProfile
-metadata: {name: configmaps}
-spec:
-  target: {version: v1, kind: ConfigMap}
-  attributes:
-    - {name: color, jsonPath: "{.data.color}", optional: true}
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectClusterTarget
-metadata: {name: configmaps}
-spec:
-  profileRef: {name: configmaps, namespace: kollect-system}
-  labelSelector: {matchLabels: {inventory: fleet}}
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectSnapshotSink
-metadata: {name: fleet-repo}
-spec:
-  type: git
-  git: {url: "file:///fleet.git"}
-  layout: {mode: document}
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectDatabaseSink
-metadata: {name: fleet-pg}
-spec:
-  type: postgres
-  postgres:
-    host: "$pg_ip"
-    port: 5432
-    database: inventory
-    schema: kollect
-    table: rows
-    sslMode: disable
-    secretRef: {name: pg-credentials}
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectClusterInventory
-metadata: {name: fleet}
-spec:
-  targets: [{name: configmaps}]
-  sinks:
-    snapshot: [{name: fleet-repo, namespace: kollect-system}]
-    database: [{name: fleet-pg, namespace: kollect-system}]
-  debounce: 1s
-  maxDelay: 10s
-YAML
-)
+bundle=$(sed -e "s/PG_HOST/$pg_ip/" -e "s/PG_PORT/5432/" "$here/bundle.yaml")
 fleet ApplyBundle "$(jq -n --arg m "$bundle" \
   '{name: "inventory", manifests: $m, clusterSelector: {matchLabels: {env: "kind"}}, message: "kind-fleet"}')" |
   jq -e '.selectedClusters | length == 3' >/dev/null || die "the bundle did not select the three clusters"

@@ -56,6 +56,27 @@ func start() (*env, error) {
 // newEnv starts a cluster with a real node, the given image archives imported, and a
 // PostgreSQL its pods can reach.
 func newEnv(name string, archives ...string) (*env, error) {
+	e, err := newTools()
+	if err != nil {
+		return nil, err
+	}
+	begin := time.Now()
+	if e.cluster, err = testenv.StartNodeCluster(name, archives...); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "node cluster %s Ready in %v\n", name, time.Since(begin).Round(100*time.Millisecond))
+	if e.pg, err = testenv.StartPostgresWith(testenv.PostgresOptions{
+		ListenAddresses: []string{e.cluster.HostIP},
+		TrustNetworks:   []string{e.cluster.PodCIDR()},
+	}); err != nil {
+		e.cluster.Stop()
+		return nil, err
+	}
+	return e, nil
+}
+
+// newTools is an env without a cluster: the images and the clients the tests run.
+func newTools() (*env, error) {
 	dir, err := testenv.Images()
 	if err != nil {
 		return nil, err
@@ -72,18 +93,6 @@ func newEnv(name string, archives ...string) (*env, error) {
 		return nil, err
 	}
 	e.kubectl = filepath.Join(assets, "kubectl")
-	begin := time.Now()
-	if e.cluster, err = testenv.StartNodeCluster(name, archives...); err != nil {
-		return nil, err
-	}
-	fmt.Fprintf(os.Stderr, "node cluster %s Ready in %v\n", name, time.Since(begin).Round(100*time.Millisecond))
-	if e.pg, err = testenv.StartPostgresWith(testenv.PostgresOptions{
-		ListenAddresses: []string{e.cluster.HostIP},
-		TrustNetworks:   []string{e.cluster.PodCIDR()},
-	}); err != nil {
-		e.cluster.Stop()
-		return nil, err
-	}
 	return e, nil
 }
 
