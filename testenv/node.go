@@ -302,3 +302,10 @@ func tail(s string, n int) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// NodeCommand is a command that runs bin on the node: inside the node's network namespace,
+// where its pods' traffic is routed and tracked (conntrack, ss, ip).
+func (c *NodeCluster) NodeCommand(bin string, args ...string) *exec.Cmd {
+	b, a := c.net.inNetns(bin, args...)
+	return exec.Command(b, a...)
+}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/testenv"
 )
@@ -68,6 +71,7 @@ func TestFleetScenario(t *testing.T) {
 		}
 	}
 	f.waitHealthy(ctx, t)
+	f.checkEgressAdmitted(t, f.members[2])
 
 	// The hub is two replicas on one database: with one deleted, the other serves the API and
 	// the agents' connections, and a new revision reaches every cluster.
@@ -457,4 +461,78 @@ func kindFleetFile(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return filepath.Join(root, "e2e", "kind-fleet", name)
+}
+
+// checkEgressAdmitted checks the NetworkPolicy the agent chart rendered against the agent's
+// real connections, as an enforcing network plugin would judge them. The test node's bridge
+// network does not enforce NetworkPolicy, so the node's connection tracking is read instead:
+// every TCP connection the agent pod opened must be admitted by an egress rule (its reply
+// comes from the endpoint after any Service translation, which is what a policy matches),
+// and the connections must include the API server, the hub and the sink (the positive
+// control: a policy that admitted nothing the agent dials would not pass).
+func (f *fleet) checkEgressAdmitted(t *testing.T, m *env) {
+	var np networkingv1.NetworkPolicy
+	if err := m.cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: "kollect-system", Name: "kollect-agent"}, &np); err != nil {
+		t.Fatalf("the chart rendered no NetworkPolicy: %v", err)
+	}
+	pods := m.readyPods(context.Background(), t, "kollect-system", "app.kubernetes.io/instance=kollect-agent", 1)
+	out, err := m.cluster.NodeCommand("conntrack", "-L", "-p", "tcp", "-s", pods[0].Status.PodIP).CombinedOutput()
+	if err != nil {
+		t.Fatalf("conntrack: %v: %s", err, out)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		// The second src=/sport= pair is the reply direction's: the endpoint that answered.
+		var srcs, sports []string
+		for _, field := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(field, "src="); ok {
+				srcs = append(srcs, v)
+			} else if v, ok := strings.CutPrefix(field, "sport="); ok {
+				sports = append(sports, v)
+			}
+		}
+		if len(srcs) < 2 || len(sports) < 2 {
+			continue
+		}
+		peer := srcs[1] + ":" + sports[1]
+		if !egressAdmits(np, srcs[1], sports[1]) {
+			t.Errorf("the agent connected to %s, which its NetworkPolicy does not admit: %s", peer, line)
+		}
+		seen[peer] = true
+	}
+	apiPort := m.cluster.Config.Host[strings.LastIndex(m.cluster.Config.Host, ":")+1:]
+	for what, peer := range map[string]string{
+		"the API server": m.cluster.HostIP + ":" + apiPort,
+		"the hub":        fmt.Sprintf("%s:%d", f.members[0].cluster.NodeIP, fleetHubPort),
+		"PostgreSQL":     fmt.Sprintf("%s:%d", f.members[0].cluster.HostIP, f.pg.Port),
+	} {
+		if !seen[peer] {
+			t.Errorf("no connection from the agent to %s (%s) tracked: %v", what, peer, seen)
+		}
+	}
+}
+
+// egressAdmits says whether an egress rule of np admits TCP to ip:port by ipBlock and port.
+func egressAdmits(np networkingv1.NetworkPolicy, ip, port string) bool {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	for _, rule := range np.Spec.Egress {
+		portOK := len(rule.Ports) == 0
+		for _, p := range rule.Ports {
+			if p.Port != nil && p.Port.String() == port {
+				portOK = true
+			}
+		}
+		for _, peer := range rule.To {
+			if peer.IPBlock == nil {
+				continue
+			}
+			if prefix, err := netip.ParsePrefix(peer.IPBlock.CIDR); err == nil && prefix.Contains(addr) && portOK {
+				return true
+			}
+		}
+	}
+	return false
 }
