@@ -44,6 +44,7 @@ test: verify-build-scripts deps verify-generated lint web images ## Run every te
 	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
 	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; node="$$(hack/ensure-node.sh)"; \
 	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_NODE="$$node" KOLLECT_IMAGES="$(IMAGES)"; \
+	KOLLECT_BUILD_CACHE="$$(mktemp -d "$${TMPDIR:-/tmp}/kollect-build.XXXXXX")"; export KOLLECT_BUILD_CACHE; trap 'rm -rf "$$KOLLECT_BUILD_CACHE"' EXIT; \
 		{ rc=0; go test -json $(GOTEST_FLAGS) $$(go list $(PKGS) | grep -vxF '$(ALONE)') || rc=$$?; \
 		  go test -json -p 1 $(GOTEST_FLAGS) $(ALONE) || rc=$$?; exit $$rc; } | $(BIN)/testreport
 
