@@ -243,8 +243,12 @@ func TestPreviewCountsWhatAnExportWouldHold(t *testing.T) {
 		t.Errorf("size: %v", size)
 	}
 	for _, e := range size.GetErrorSamples() {
-		if !strings.HasSuffix(e.GetObject(), "/cm-4") || !strings.Contains(e.GetMessage(), `attribute size: want an integer, got string "big"`) {
+		if !strings.HasSuffix(e.GetObject(), "/cm-4") || !strings.Contains(e.GetMessage(), `attribute size: want an integer, got a string that is not one`) {
 			t.Errorf("size error sample %v", e)
+		}
+		// The hub gets the answer: the object's value ("big") is not in it.
+		if strings.Contains(e.GetMessage(), "big") {
+			t.Errorf("the error sample quotes the object's value: %v", e)
 		}
 	}
 	if owner.GetValues() != 8 || owner.GetDistinctValues() != 1 || owner.GetErrors() != 2 ||

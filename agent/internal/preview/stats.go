@@ -120,7 +120,7 @@ func (a *accumulator) failure(f offline.Failure) {
 		at := ta.attr(n)
 		at.errors++
 		if len(at.errorSamples) < errorSamples {
-			at.errorSamples = append(at.errorSamples, &fleetv1.PreviewObjectError{Object: object, Message: f.Err.Error()})
+			at.errorSamples = append(at.errorSamples, &fleetv1.PreviewObjectError{Object: object, Message: errorClass(f.Err)})
 		}
 	}
 }
@@ -158,4 +158,26 @@ func (a *accumulator) target(t *collector.Target, st offline.TargetStats) *fleet
 // sortTargets orders the answer by target name.
 func sortTargets(ts []*fleetv1.PreviewTarget) {
 	sort.SliceStable(ts, func(i, j int) bool { return ts[i].GetTarget() < ts[j].GetTarget() })
+}
+
+// errorClass says what went wrong with an extraction in words that quote nothing of the
+// object: a preview's answer goes to the hub, which must never hold row data. A coercion
+// names the type wanted and the kind of value found, a missing attribute its name; an
+// expression's own error may quote the object's data (CEL and JSONPath messages do), so it
+// is named by its class only.
+func errorClass(err error) string {
+	var ae *profile.AttributeError
+	var me *profile.MissingError
+	var ce *profile.CoercionError
+	switch {
+	case errors.As(err, &me):
+		return me.Error()
+	case errors.As(err, &ae) && errors.As(err, &ce):
+		return "attribute " + ae.Attribute + ": " + ce.Error()
+	case errors.As(err, &ae) && profile.IsCostLimitExceeded(err):
+		return "attribute " + ae.Attribute + ": the expression exceeded its cost limit"
+	case errors.As(err, &ae):
+		return "attribute " + ae.Attribute + ": the expression failed on this object"
+	}
+	return "the extraction failed"
 }

@@ -31,12 +31,23 @@ func coerce(v any, t kollectv1.AttributeType) (any, error) {
 		if m, ok := v.(map[string]any); ok {
 			return m, nil
 		}
-		return nil, fmt.Errorf("want a map, got %s", describe(v))
+		return nil, &CoercionError{Want: "a map", Got: describe(v)}
 	case kollectv1.AttributeObject:
 		return v, nil
 	}
 	return nil, fmt.Errorf("unknown attribute type %q", t)
 }
+
+// CoercionError is an extracted value that does not convert to its attribute's type. It says
+// what was wanted and what kind of value was found, never the value: the message reaches
+// conditions, logs and the answers to bundle previews (which go to the hub), and an object's
+// values are for its sinks only.
+type CoercionError struct{ Want, Got string }
+
+func (e *CoercionError) Error() string { return "want " + e.Want + ", got " + e.Got }
+
+// notOne is what a string that does not parse as the wanted type is called.
+const notOne = "a string that is not one"
 
 func toString(v any) (any, error) {
 	switch x := v.(type) {
@@ -56,7 +67,7 @@ func toString(v any) (any, error) {
 			return toString(x[0])
 		}
 	}
-	return nil, fmt.Errorf("want a string, got %s", describe(v))
+	return nil, &CoercionError{Want: "a string", Got: describe(v)}
 }
 
 func toInt(v any) (any, error) {
@@ -69,17 +80,21 @@ func toInt(v any) (any, error) {
 		if x == math.Trunc(x) && math.Abs(x) < 1<<53 {
 			return int64(x), nil
 		}
-		return nil, fmt.Errorf("want an integer, got %v", x)
+		return nil, &CoercionError{Want: "an integer", Got: "a number with a fraction or out of range"}
 	case string:
 		n, err := strconv.ParseInt(x, 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("want an integer, got string %q", x)
+			return nil, &CoercionError{Want: "an integer", Got: notOne}
 		}
 		return n, nil
 	case json.Number:
-		return x.Int64()
+		n, err := x.Int64()
+		if err != nil {
+			return nil, &CoercionError{Want: "an integer", Got: "a number with a fraction or out of range"}
+		}
+		return n, nil
 	}
-	return nil, fmt.Errorf("want an integer, got %s", describe(v))
+	return nil, &CoercionError{Want: "an integer", Got: describe(v)}
 }
 
 func toFloat(v any) (any, error) {
@@ -93,13 +108,17 @@ func toFloat(v any) (any, error) {
 	case string:
 		f, err := strconv.ParseFloat(x, 64)
 		if err != nil {
-			return nil, fmt.Errorf("want a number, got string %q", x)
+			return nil, &CoercionError{Want: "a number", Got: notOne}
 		}
 		return f, nil
 	case json.Number:
-		return x.Float64()
+		f, err := x.Float64()
+		if err != nil {
+			return nil, &CoercionError{Want: "a number", Got: "a number out of range"}
+		}
+		return f, nil
 	}
-	return nil, fmt.Errorf("want a number, got %s", describe(v))
+	return nil, &CoercionError{Want: "a number", Got: describe(v)}
 }
 
 func toBool(v any) (any, error) {
@@ -109,11 +128,11 @@ func toBool(v any) (any, error) {
 	case string:
 		b, err := strconv.ParseBool(x)
 		if err != nil {
-			return nil, fmt.Errorf("want a boolean, got string %q", x)
+			return nil, &CoercionError{Want: "a boolean", Got: notOne}
 		}
 		return b, nil
 	}
-	return nil, fmt.Errorf("want a boolean, got %s", describe(v))
+	return nil, &CoercionError{Want: "a boolean", Got: describe(v)}
 }
 
 func describe(v any) string {

@@ -106,7 +106,7 @@ func TestMissingAndMistypedAttributes(t *testing.T) {
 	}
 
 	c, _ = Compile(profileOf(kollectv1.Attribute{Name: "n", JSONPath: "{.metadata.name}", Type: kollectv1.AttributeInt}))
-	if _, err := c.Extract(deployment()); err == nil || !strings.Contains(err.Error(), `attribute n: want an integer, got string "web"`) {
+	if _, err := c.Extract(deployment()); err == nil || !strings.Contains(err.Error(), `attribute n: want an integer, got a string that is not one`) {
 		t.Fatalf("coercion error = %v", err)
 	}
 	// The failure is structured: the attribute is read without parsing the message.
