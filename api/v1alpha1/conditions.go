@@ -141,6 +141,9 @@ const (
 	// ReasonScopeCredentialsDenied: the sink would authenticate as the agent itself (no
 	// secretRef) or skip certificate verification, and no KollectClusterScope allows it.
 	ReasonScopeCredentialsDenied = "ScopeCredentialsDenied"
+	// ReasonHubSecretDenied: a sink the hub delivered names a Secret the cluster admin did not
+	// label for hub-delivered sinks (LabelHubSinks); the agent does not use it.
+	ReasonHubSecretDenied = "HubSecretDenied"
 	// ReasonInForce (Ready=True on a scope): the agent enforces the scope.
 	ReasonInForce = "InForce"
 )

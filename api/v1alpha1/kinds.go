@@ -10,6 +10,9 @@ type KindInfo struct {
 	Resource string
 	// Namespaced is false for cluster-scoped kinds.
 	Namespaced bool
+	// Guardrail kinds (the scopes) say what teams and sinks may do; they are the cluster
+	// admin's. The agent accepts them from a hub bundle only where its owner allowed it.
+	Guardrail bool
 }
 
 // Kinds lists every Kollect kind (List kinds aside), in the order the documentation presents
@@ -28,8 +31,8 @@ var Kinds = []KindInfo{
 	{Kind: "KollectSnapshotSink", Resource: "kollectsnapshotsinks", Namespaced: true},
 	{Kind: "KollectDatabaseSink", Resource: "kollectdatabasesinks", Namespaced: true},
 	{Kind: "KollectEventSink", Resource: "kollecteventsinks", Namespaced: true},
-	{Kind: "KollectScope", Resource: "kollectscopes", Namespaced: true},
-	{Kind: "KollectClusterScope", Resource: "kollectclusterscopes"},
+	{Kind: "KollectScope", Resource: "kollectscopes", Namespaced: true, Guardrail: true},
+	{Kind: "KollectClusterScope", Resource: "kollectclusterscopes", Guardrail: true},
 }
 
 // LookupKind returns the entry of Kinds for kind; ok is false when kind is not a Kollect kind.

@@ -2,6 +2,7 @@ package charts
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,9 +95,35 @@ profileBudget: {rate: 2000000, burst: 50000000}
 		if n := len(find(objs, "Role", "kollect-agent-sink-secrets")); n != 3 {
 			t.Errorf("want sink-secrets Roles in team-a, team-b and %s, got %d", namespace, n)
 		}
-		// Namespaced Kollect kinds are writable only in the allowlist.
-		if n := len(find(objs, "Role", "kollect-agent-hub-apply")); n != 2 {
+		// Namespaced Kollect kinds are writable only in the allowlist; scopes not at all.
+		roles := find(objs, "Role", "kollect-agent-hub-apply")
+		if n := len(roles); n != 2 {
 			t.Errorf("want hub-apply Roles in team-a and team-b, got %d", n)
+		}
+		for _, r := range append(roles, find(objs, "ClusterRole", "")...) {
+			for _, res := range []string{"kollectscopes", "kollectclusterscopes"} {
+				if grants(r, res, "create") {
+					t.Errorf("%s %s lets the agent create %s without hub.allowScopes", r.GetKind(), r.GetName(), res)
+				}
+			}
+		}
+	}},
+	{name: "agent-hub-allow-scopes", chart: "agent", values: `clusterName: prod-eu-1
+hub:
+  url: https://hub.example.internal:443
+  caFingerprint: ` + fingerprint + `
+  bootstrapToken: {token: kbt_0123456789}
+  allowScopes: true
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		hasArg(t, objs, "--hub-allow-scopes")
+		for _, r := range []string{"kollectscopes", "kollectclusterscopes"} {
+			granted := false
+			for _, role := range find(objs, "ClusterRole", "") {
+				granted = granted || grants(role, r, "create")
+			}
+			if !granted {
+				t.Errorf("with hub.allowScopes the agent may not create %s", r)
+			}
 		}
 	}},
 	{name: "agent-networkpolicy", chart: "agent", values: `clusterName: prod-eu-1
@@ -313,4 +340,18 @@ func checkHubHA(t *testing.T, objs []*unstructured.Unstructured) {
 			t.Errorf("the HA Deployment lacks %s", want)
 		}
 	}
+}
+
+// grants says whether a rendered (Cluster)Role has a rule allowing verb on resource.
+func grants(role *unstructured.Unstructured, resource, verb string) bool {
+	rules, _, _ := unstructured.NestedSlice(role.Object, "rules")
+	for _, r := range rules {
+		rule, _ := r.(map[string]any)
+		resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+		verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+		if slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
+			return true
+		}
+	}
+	return false
 }

@@ -275,6 +275,9 @@ func testRBAC(t *testing.T, cp *testenv.ControlPlane, kubectl, manifest string) 
 		{namespace, "patch", "kollect.dev", "kollectsnapshotsinks", "", "", false},
 		{"default", "create", "kollect.dev", "kollectprofiles", "", "", false},
 		{"", "create", "kollect.dev", "kollectclustertargets", "", "", true},
+		// Scopes are the cluster admin's: without hub.allowScopes the agent may not write them.
+		{"", "create", "kollect.dev", "kollectclusterscopes", "", "", false},
+		{"team-a", "patch", "kollect.dev", "kollectscopes", "", "", false},
 		{namespace, "update", "coordination.k8s.io", "leases", "", "kollect-agent", true},
 		{"default", "update", "coordination.k8s.io", "leases", "", "kollect-agent", false},
 		{"default", "create", "", "events", "", "", true},

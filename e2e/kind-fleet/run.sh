@@ -117,6 +117,8 @@ for c in "${clusters[@]}"; do
   # Sink credentials stay in each cluster; the bundle only references them.
   kc "$c" -n kollect-system create secret generic pg-credentials \
     --from-literal=username=kollect --from-literal=password=kollect >/dev/null
+  # A sink the hub delivers reads only Secrets the cluster admin labelled for it.
+  kc "$c" -n kollect-system label secret pg-credentials kollect.dev/hub-sinks=allow >/dev/null
   helm --kube-context "kind-$c" install kollect-agent "$root/charts/agent" -n kollect-system \
     --values "$here/agent-values.yaml" --set image.tag="$tag" --set clusterName="$c" \
     --set hub.url="$hub" --set hub.caFingerprint="$fingerprint" --set hub.bootstrapToken.token="$token" \

@@ -259,6 +259,8 @@ func (f *fleet) installAgent(ctx context.Context, t *testing.T, m *env, token st
 	m.kubectlRun(t, "create", "namespace", "kollect-system")
 	m.kubectlRun(t, "create", "secret", "generic", "pg-credentials", "-n", "kollect-system",
 		"--from-literal=username=kollect", "--from-literal=password=kollect")
+	// The bundle's sink is hub-delivered: it reads only a Secret the cluster admin labelled.
+	m.kubectlRun(t, "label", "secret", "pg-credentials", "-n", "kollect-system", "kollect.dev/hub-sinks=allow")
 	// The repository's path on this host replaces the script's /fleet.git bind mount.
 	repo := filepath.Join(t.TempDir(), "repo-values.yaml")
 	if err := os.WriteFile(repo, []byte(fmt.Sprintf(`extraVolumes:

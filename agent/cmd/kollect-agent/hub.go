@@ -20,7 +20,7 @@ type hubFlags struct {
 	caFingerprint, caFile                  string
 	labels, namespaces, defaultNamespace   string
 	bootstrapSecret, credentialSecret, own string
-	replace, previewSamples                bool
+	replace, previewSamples, allowScopes   bool
 }
 
 func (h *hubFlags) bind(fs *flag.FlagSet) {
@@ -34,6 +34,7 @@ func (h *hubFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&h.bootstrapSecret, "hub-bootstrap-secret", "kollect-hub-bootstrap", "Secret (in the agent's namespace) holding the bootstrap token under key token.")
 	fs.StringVar(&h.credentialSecret, "hub-credential-secret", "kollect-hub-credential", "Secret (in the agent's namespace) where the agent keeps its hub credential.")
 	fs.BoolVar(&h.previewSamples, "preview-samples", false, "Send up to 5 sample rows per target in answers to bundle previews (at most what the preview asks for, as the sink would receive them); without it previews carry counts only.")
+	fs.BoolVar(&h.allowScopes, "hub-allow-scopes", false, "Accept KollectScopes and KollectClusterScopes from hub bundles; without it they are refused: what teams and sinks may do on this cluster stays its admin's.")
 	fs.BoolVar(&h.replace, "hub-replace-existing", false, "Take over this cluster name from a previous agent (the token must allow it).")
 }
 
@@ -60,7 +61,7 @@ func (h *hubFlags) options() (*hubclient.Options, error) {
 		URLs: h.urls, CAFingerprint: h.caFingerprint, CAFile: h.caFile, Labels: labels,
 		BootstrapSecret:  types.NamespacedName{Namespace: h.own, Name: h.bootstrapSecret},
 		CredentialSecret: types.NamespacedName{Namespace: h.own, Name: h.credentialSecret},
-		ReplaceExisting:  h.replace, PreviewSamples: h.previewSamples,
+		ReplaceExisting:  h.replace, PreviewSamples: h.previewSamples, AllowScopes: h.allowScopes,
 		AllowedNamespaces: splitList(h.namespaces), DefaultNamespace: def, AgentVersion: version.String(),
 	}, nil
 }

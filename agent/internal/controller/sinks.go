@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/inventory"
+	"kollect.dev/agent/internal/scope"
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/egress"
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -88,6 +89,9 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 	}
 	reads := &secretReads{reader: b.reader, namespace: so.obj.GetNamespace(), versions: map[string]string{}}
 	ns, name := so.obj.GetNamespace(), so.obj.GetName()
+	// A bundle's author is not the cluster's admin: what a sink the hub delivered may read
+	// is what the admin labelled for it (see kollectv1.LabelHubSinks).
+	hubDelivered := so.obj.GetLabels()[kollectv1.LabelManagedBy] == kollectv1.ManagedByHub
 	env := sink.Env{
 		Cluster: b.cluster, Namespace: ns, Name: name,
 		CacheDir: filepath.Join(b.cacheDir, so.typ, ns, name, strings.ReplaceAll(consumer, "/", "_")),
@@ -97,6 +101,11 @@ func (b *SinkBuilder) buildWatched(ctx context.Context, so sinkObject, consumer 
 			s := &corev1.Secret{}
 			if err := b.reader.Get(ctx, types.NamespacedName{Namespace: ns, Name: secret}, s); err != nil {
 				return nil, fmt.Errorf("reading Secret %s/%s: %w", ns, secret, err)
+			}
+			if hubDelivered && s.Labels[kollectv1.LabelHubSinks] != kollectv1.HubSinksAllowed {
+				return nil, sink.TerminalError(scope.Decision{Reason: kollectv1.ReasonHubSecretDenied, Message: fmt.Sprintf(
+					"the hub delivered this sink, and Secret %s/%s is not labelled %s=%s: a hub-delivered sink reads only the Secrets the cluster admin labelled for it",
+					ns, secret, kollectv1.LabelHubSinks, kollectv1.HubSinksAllowed)}.Err())
 			}
 			reads.record(secret, s.ResourceVersion)
 			return s.Data, nil

@@ -83,6 +83,15 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 			}
 			a.stamp(u, b)
 			ref = refOf(u)
+			if reason, err := a.takeover(ctx, u); err != nil || reason != "" {
+				result, msg := fleetv1.ApplyResult_APPLY_RESULT_REFUSED, reason
+				if err != nil {
+					result, msg = fleetv1.ApplyResult_APPLY_RESULT_FAILED, err.Error()
+				}
+				a.log.Info("hub object not applied", "bundle", b.GetBundle(), "kind", u.GetKind(), "name", nameOf(u), "reason", msg)
+				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: result, Message: msg})
+				continue
+			}
 			if err := a.apply(ctx, u); err != nil {
 				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_FAILED, Message: err.Error()})
 				continue
@@ -133,6 +142,32 @@ func (a *Applier) stamp(u *unstructured.Unstructured, b *fleetv1.BundleAssignmen
 	u.SetResourceVersion("")
 	u.SetUID("")
 	unstructured.RemoveNestedField(u.Object, "status")
+}
+
+// takeover explains why applying u would take over an object the hub did not create, or
+// returns "". Server-side apply with ForceOwnership would silently take any object of the same
+// name, and drift revert and pruning would then undo and delete the owner's work: an object
+// that exists is the hub's only when it carries the hub's label or the hub's field manager
+// already owns some of it (an object the hub created whose label was removed locally).
+func (a *Applier) takeover(ctx context.Context, u *unstructured.Unstructured) (string, error) {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	switch err := a.c.Get(ctx, client.ObjectKeyFromObject(u), live); {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("reading %s %s before applying it: %w", u.GetKind(), nameOf(u), err)
+	}
+	if live.GetLabels()[LabelManagedBy] == managedByValue {
+		return "", nil
+	}
+	for _, mf := range live.GetManagedFields() {
+		if mf.Manager == FieldManager {
+			return "", nil
+		}
+	}
+	return fmt.Sprintf("%s %s exists and was not created by the hub: the agent never takes over an object it did not create (rename the bundle's object, or delete the local one)",
+		u.GetKind(), nameOf(u)), nil
 }
 
 // apply is a server-side apply that takes ownership of every field it sets. Applying an

@@ -21,7 +21,7 @@ func object(apiVersion, kind, namespace, name string) *unstructured.Unstructured
 // The allowlist is kollectv1.Kinds: every Kollect kind is accepted with the scope its CRD
 // declares, and nothing outside kollect.dev is.
 func TestRefuseFollowsTheKindList(t *testing.T) {
-	a := NewApplier(nil, Options{AllowedNamespaces: []string{"team-a"}, DefaultNamespace: "team-a"})
+	a := NewApplier(nil, Options{AllowedNamespaces: []string{"team-a"}, DefaultNamespace: "team-a", AllowScopes: true})
 	for _, k := range kollectv1.Kinds {
 		ns, wrongNS := "", "team-a"
 		if k.Namespaced {
@@ -48,5 +48,26 @@ func TestRefuseFollowsTheKindList(t *testing.T) {
 	u := object("kollect.dev/v1alpha1", "KollectProfile", "", "x")
 	if r := a.allow.Refuse(u); r != "" || u.GetNamespace() != "team-a" {
 		t.Fatalf("refuse = %q, namespace %q", r, u.GetNamespace())
+	}
+}
+
+// Guardrails (the scopes) are the cluster admin's: without --hub-allow-scopes a bundle's
+// scope is refused, and the refusal says how the agent's owner would allow it.
+func TestScopesFromTheHubNeedTheOwnersConsent(t *testing.T) {
+	a := NewApplier(nil, Options{DefaultNamespace: "team-a"})
+	for _, k := range kollectv1.Kinds {
+		ns := ""
+		if k.Namespaced {
+			ns = "team-a"
+		}
+		r := a.allow.Refuse(object("kollect.dev/v1alpha1", k.Kind, ns, "x"))
+		if k.Guardrail != strings.Contains(r, "--hub-allow-scopes") {
+			t.Errorf("%s (guardrail %v): refuse = %q", k.Kind, k.Guardrail, r)
+		}
+	}
+	for _, kind := range []string{"KollectScope", "KollectClusterScope"} {
+		if info, _ := kollectv1.LookupKind(kind); !info.Guardrail {
+			t.Errorf("%s is not marked a guardrail", kind)
+		}
 	}
 }

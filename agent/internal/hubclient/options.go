@@ -7,16 +7,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kollect.dev/agent/internal/hubclient/manifests"
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // Labels and annotations on every object the hub manages.
 const (
 	FieldManager       = "kollect-hub"
-	LabelManagedBy     = "kollect.dev/managed-by"
+	LabelManagedBy     = kollectv1.LabelManagedBy
 	LabelBundle        = "kollect.dev/bundle"
 	AnnotationRevision = "kollect.dev/bundle-revision"
 	AnnotationDigest   = "kollect.dev/bundle-digest"
-	managedByValue     = "kollect-hub"
+	managedByValue     = kollectv1.ManagedByHub
 	defaultHeartbeat   = 15 * time.Second
 	// maxReconnectInterval caps the wait between rounds over every hub URL: an agent that lost
 	// every replica is back within it of one returning.
@@ -45,6 +46,9 @@ type Options struct {
 	AllowedNamespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
+	// AllowScopes accepts KollectScopes and KollectClusterScopes from bundles; off, they are
+	// refused: guardrails are the cluster admin's (--hub-allow-scopes).
+	AllowScopes bool
 	// PreviewSamples lets answers to bundle previews carry a few sample rows (--preview-samples);
 	// without it they carry counts only.
 	PreviewSamples bool
@@ -55,5 +59,5 @@ type Options struct {
 
 // Allowlist is where bundles may place objects, for the applier and for previews.
 func (o Options) Allowlist() manifests.Allowlist {
-	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace}
+	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace, Guardrails: o.AllowScopes}
 }

@@ -100,7 +100,7 @@ func run() error {
 		}
 	}
 
-	step("creating the Secret pg-credentials in both clusters: the postgres sink's user (credentials never travel in a bundle)")
+	step("creating the Secret pg-credentials in both clusters, labelled kollect.dev/hub-sinks=allow: the postgres sink's user (credentials never travel in a bundle; a sink the hub delivers reads only Secrets labelled for it)")
 	for _, cp := range cps {
 		if err := createCredentials(ctx, cp); err != nil {
 			return err

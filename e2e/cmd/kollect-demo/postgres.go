@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	kollectv1 "kollect.dev/api/v1alpha1"
 	"kollect.dev/testenv"
 )
 
@@ -43,9 +44,10 @@ func startPostgres(ctx context.Context) (*fleetDB, error) {
 }
 
 // createCredentials creates the Secret the sink demo-pg names, in one cluster: credentials
-// never travel in a hub bundle.
+// never travel in a hub bundle. The label lets sinks the hub delivered read it.
 func createCredentials(ctx context.Context, cp *testenv.ControlPlane) error {
-	return cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-demo", Name: "pg-credentials"},
+	return cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-demo", Name: "pg-credentials",
+		Labels: map[string]string{kollectv1.LabelHubSinks: kollectv1.HubSinksAllowed}},
 		StringData: map[string]string{"username": "kollect_agent"}})
 }
 

@@ -37,6 +37,9 @@ type Allowlist struct {
 	Namespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
+	// Guardrails admits the guardrail kinds (KollectScope, KollectClusterScope): the agent's
+	// owner lets the hub set what teams and sinks may do on this cluster (--hub-allow-scopes).
+	Guardrails bool
 }
 
 // Refuse explains why an object is outside the allowlist, or returns "". An admitted
@@ -47,6 +50,9 @@ func (a Allowlist) Refuse(u *unstructured.Unstructured) string {
 	info, ok := kollectv1.LookupKind(gvk.Kind)
 	if gvk.Group != kollectv1.GroupVersion.Group || !ok {
 		return fmt.Sprintf("%s is not a Kollect kind: the hub may only manage kollect.dev objects", gvk.GroupKind())
+	}
+	if info.Guardrail && !a.Guardrails {
+		return gvk.Kind + " is the cluster admin's: this agent accepts no scopes from the hub (its owner may allow them with --hub-allow-scopes)"
 	}
 	if u.GetName() == "" {
 		return "object has no name"
