@@ -63,10 +63,8 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env si
 	switch {
 	case ssh && len(data[KeySSHPrivateKey]) > 0:
 		user := "git"
-		if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && u.User.Username() != "" {
-			user = u.User.Username()
-		} else if at := strings.IndexByte(cfg.URL, '@'); at > 0 && !strings.Contains(cfg.URL, "://") {
-			user = cfg.URL[:at]
+		if ep, err := transport.NewEndpoint(cfg.URL); err == nil && ep.User != "" {
+			user = ep.User
 		}
 		keys, err := gitssh.NewPublicKeys(user, data[KeySSHPrivateKey], string(data[KeySSHPassphrase]))
 		if err != nil {
@@ -86,6 +84,9 @@ func ResolveCredentials(ctx context.Context, cfg *v1alpha1.GitSinkConfig, env si
 				return c, sink.TerminalError(fmt.Errorf("secret %s: parsing %s: %w", cfg.SecretRef.Name, KeyKnownHosts, err))
 			}
 			keys.HostKeyCallback = cb
+		}
+		if env.Egress != nil {
+			keys.HostKeyCallback = guardHostKey(env.Egress, keys.HostKeyCallback)
 		}
 		c.Auth = keys
 	case ssh:
@@ -116,7 +117,14 @@ func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, 
 }
 
 func isSSH(u string) bool {
-	return strings.HasPrefix(u, "ssh://") || (!strings.Contains(u, "://") && strings.Contains(u, "@"))
+	if strings.HasPrefix(u, "ssh://") {
+		return true
+	}
+	if strings.Contains(u, "://") || !strings.Contains(u, "@") {
+		return false
+	}
+	ep, err := transport.NewEndpoint(u)
+	return err == nil && ep.Protocol == "ssh"
 }
 
 // redact drops credentials embedded in a URL, for messages and previews.

@@ -2,13 +2,17 @@ package gitrepo
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
-	"strings"
+	"net/netip"
 	"sync"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
 
 	"kollect.dev/agent/internal/sink"
 	"kollect.dev/agent/internal/sink/egress"
@@ -30,8 +34,9 @@ func useGuard(g *egress.Guard) {
 
 // checkRemote refuses a remote the guard refuses: file:// (and plain paths) unless local
 // destinations are allowed, metadata and link-local hosts always. HTTP(S) remotes are also
-// checked on every dial; go-git's SSH transport takes no dialer, so an SSH host is checked
-// here, after resolving it.
+// checked on every dial. An SSH remote's host is the one go-git's own endpoint parser finds
+// (the one it will dial), checked here after resolving it, and the address SSH actually
+// connected to is checked again before any credential is sent (guardHostKey).
 func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
 	if !isSSH(remote) {
 		if err := g.CheckURL(remote); err != nil {
@@ -39,7 +44,10 @@ func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
 		}
 		return nil
 	}
-	host := sshHost(remote)
+	host, err := sshHost(remote)
+	if err != nil {
+		return sink.TerminalError(err)
+	}
 	if err := g.CheckHost(host); err != nil {
 		return sink.TerminalError(err)
 	}
@@ -55,19 +63,39 @@ func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
 	return nil
 }
 
-// sshHost is the host of ssh://user@host:port/path or user@host:path.
-func sshHost(remote string) string {
-	rest := strings.TrimPrefix(remote, "ssh://")
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = rest[i+1:]
+// sshHost is the host go-git dials for an ssh:// or user@host:path remote.
+func sshHost(remote string) (string, error) {
+	ep, err := transport.NewEndpoint(remote)
+	if err != nil {
+		return "", fmt.Errorf("git remote %s: %w", redact(remote), err)
 	}
-	if strings.HasPrefix(rest, "[") {
-		if i := strings.Index(rest, "]"); i > 0 {
-			return rest[1:i]
+	return ep.Host, nil
+}
+
+// guardHostKey wraps an SSH host key check with the guard: the address the connection
+// reached is checked (a name that resolved elsewhere since checkRemote, or a proxy's
+// doing) before the host key is accepted, so before authentication sends anything.
+// inner is the known-hosts check; nil means go-git's default (the user's known_hosts).
+func guardHostKey(g *egress.Guard, inner ssh.HostKeyCallback) ssh.HostKeyCallback {
+	return func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		host := hostname // "host:port" as SSH passes it; the guard's allowlists name hosts
+		if h, _, err := net.SplitHostPort(hostname); err == nil {
+			host = h
 		}
+		if tcp, ok := remote.(*net.TCPAddr); ok {
+			if ip, ok := netip.AddrFromSlice(tcp.IP); ok {
+				if err := g.CheckResolved(host, ip.Unmap()); err != nil {
+					return err
+				}
+			}
+		}
+		if inner == nil {
+			def, err := gitssh.NewKnownHostsCallback()
+			if err != nil {
+				return err
+			}
+			inner = def
+		}
+		return inner(hostname, remote, key)
 	}
-	if i := strings.IndexAny(rest, ":/"); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
 }
