@@ -250,6 +250,14 @@ func (f *fleet) installHub(ctx context.Context, t *testing.T) {
 	if !strings.HasPrefix(f.admin, "kat_") {
 		t.Fatalf("no hub replica printed an admin token (%q)", f.admin)
 	}
+	// The dashboard, as a browser gets it through the node port: never over plain HTTP
+	// again, and only its own scripts.
+	headers := strings.ToLower(run(t, "curl", "-sSI", "--fail", "--cacert", f.caFile, f.hubURL+"/"))
+	for _, want := range []string{"strict-transport-security: max-age=31536000", "content-security-policy: default-src 'self'"} {
+		if !strings.Contains(headers, want) {
+			t.Errorf("the dashboard's headers lack %q:\n%s", want, headers)
+		}
+	}
 }
 
 // installAgent installs charts/agent in one cluster with the script's values and the hub's

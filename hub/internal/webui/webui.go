@@ -111,6 +111,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "no-referrer")
+	// The hub serves only TLS: a browser that has seen it once never tries plain HTTP for it
+	// again, where a network attacker could serve a look-alike login to the dashboard.
+	w.Header().Set("Strict-Transport-Security", hsts)
 	if h.index == nil {
 		notBuilt(w, r)
 		return
@@ -138,6 +141,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Security-Policy", csp)
 	serve(w, r, h.index)
 }
+
+// hsts is the dashboard's Strict-Transport-Security: a year, the name only (the hub knows
+// nothing of its subdomains).
+const hsts = "max-age=31536000"
 
 // csp allows the dashboard's own scripts, styles and API calls, and nothing else.
 const csp = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; " +

@@ -84,6 +84,9 @@ func TestIndexAndDeepLinksServeIndexUncached(t *testing.T) {
 		if !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'self'") {
 			t.Errorf("%s: no CSP", p)
 		}
+		if resp.Header.Get("Strict-Transport-Security") != "max-age=31536000" {
+			t.Errorf("%s: Strict-Transport-Security %q", p, resp.Header.Get("Strict-Transport-Security"))
+		}
 	}
 }
 
