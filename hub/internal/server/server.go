@@ -396,8 +396,9 @@ func (s *Server) routes() http.Handler {
 	// Small messages (heartbeat acknowledgements, most unary answers) are sent uncompressed:
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a
 	// fleet's heartbeats are the hub's most frequent call.
-	agentAuth := connect.WithInterceptors(&auth.AgentAuth{Credentials: s.creds, Guard: s.guard})
-	fleetAuth := connect.WithInterceptors(&auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard})
+	// opaqueInternal is outermost: it also hides what the authentication interceptors return.
+	agentAuth := connect.WithInterceptors(opaqueInternal{s.log}, &auth.AgentAuth{Credentials: s.creds, Guard: s.guard})
+	fleetAuth := connect.WithInterceptors(opaqueInternal{s.log}, &auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard})
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	// Every procedure reads at most its own limit (requestLimits): one handler per distinct
@@ -415,7 +416,9 @@ func (s *Server) routes() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Get("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.store.ConfigEpoch(r.Context()); err != nil {
-			http.Error(w, "store unavailable: "+err.Error(), http.StatusServiceUnavailable)
+			// Anyone may ask: the cause goes to the log, not to the caller.
+			s.log.Warn("not ready: the store does not answer", "error", err)
+			http.Error(w, "store unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ok\n"))
