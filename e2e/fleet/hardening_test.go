@@ -170,15 +170,23 @@ func TestHardenedHub(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Fatalf("an unknown API token: %v", err)
 	}
-	// …so the admin's good token from the same address is refused, with a retry hint.
-	_, err = admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	// …so another bad token from the same address is refused with a retry hint, while the
+	// admin's good token, verified first, is served: one attacker behind an address the fleet
+	// shares (a NAT, a passthrough Ingress) locks out only bad credentials.
+	_, err = h.fleet(planted).ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
 	var ce *connect.Error
 	if !asConnectError(err, &ce) || ce.Code() != connect.CodeResourceExhausted || ce.Meta().Get("Retry-After") == "" ||
 		!strings.Contains(ce.Message(), "retry in") || !hasRetryInfo(ce) {
-		t.Fatalf("a call from a blocked address: %v (Retry-After %q), want ResourceExhausted with a retry hint", err, metaOf(ce))
+		t.Fatalf("a bad token from a blocked address: %v (Retry-After %q), want ResourceExhausted with a retry hint", err, metaOf(ce))
 	}
-	if code, after := h.metrics(t, h.adminToken); code != http.StatusTooManyRequests || after == "" {
-		t.Fatalf("/metrics from a blocked address: %d (Retry-After %q), want 429 with Retry-After", code, after)
+	if code, after := h.metrics(t, planted); code != http.StatusTooManyRequests || after == "" {
+		t.Fatalf("/metrics with a bad token from a blocked address: %d (Retry-After %q), want 429 with Retry-After", code, after)
+	}
+	if _, err := admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{})); err != nil {
+		t.Fatalf("the admin's good token from a blocked address: %v", err)
+	}
+	if code, _ := h.metrics(t, h.adminToken); code != http.StatusOK {
+		t.Fatalf("/metrics with the admin's token from a blocked address: %d, want 200", code)
 	}
 
 	// Once the budget refills, the audit log holds every failure, without the secret.

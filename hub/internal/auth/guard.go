@@ -131,8 +131,23 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
-// Blocked refuses, before any lookup, a call from an address whose failed authentications
-// used up its budget.
+// Reject is what a call whose authentication failed gets. From an address whose failed
+// authentications used up their budget it is ResourceExhausted (with when to retry), counted
+// but not audited again; otherwise the failure is logged, audited and taken from the budget
+// (Refused) and err is returned. Credentials are verified first: a valid one is never refused
+// for its address, so one attacker behind a shared address (a NAT, a passthrough Ingress)
+// cannot lock the fleet out.
+func (g *Guard) Reject(ctx context.Context, procedure, peer string, err error) error {
+	if connect.CodeOf(err) == connect.CodeUnauthenticated {
+		if blocked := g.Blocked(peer); blocked != nil {
+			return blocked
+		}
+	}
+	g.Refused(ctx, procedure, peer, err)
+	return err
+}
+
+// Blocked refuses a call from an address whose failed authentications used up its budget.
 func (g *Guard) Blocked(peer string) error {
 	key := ratelimit.Key(peer)
 	if blocked, wait := g.failures.Blocked(key); blocked {
@@ -144,9 +159,6 @@ func (g *Guard) Blocked(peer string) error {
 
 // AllowRegister takes one registration from the address's budget, or refuses the call.
 func (g *Guard) AllowRegister(peer string) error {
-	if err := g.Blocked(peer); err != nil {
-		return err
-	}
 	key := ratelimit.Key(peer)
 	if ok, wait := g.register.Allow(key); !ok {
 		g.limited.Add(1)

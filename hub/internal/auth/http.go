@@ -11,25 +11,25 @@ import (
 
 // RequireToken serves h only to requests with an API token of at least role min; others get
 // 401 (no or unknown token) or 403 (role too low). A refusal is logged without the token,
-// audited and counted against the caller's address, and an address whose failures used up
-// its budget gets 429 with Retry-After before its token is looked up. The hub's /metrics
+// audited and counted against the caller's address, and a failed one from an address whose
+// failures used up its budget gets 429 with Retry-After; a valid token is always served. The hub's /metrics
 // uses it: its series name every cluster and sink, which anonymous callers must not list.
 func RequireToken(st store.Store, g *Guard, min store.Role, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.Blocked(r.RemoteAddr); err != nil {
-			var ce *connect.Error
-			if errors.As(err, &ce) {
-				w.Header().Set("Retry-After", ce.Meta().Get("Retry-After"))
-			}
-			http.Error(w, err.Error(), http.StatusTooManyRequests)
-			return
-		}
 		refuse := func(code int, reason string) {
 			cc := connect.CodeUnauthenticated
 			if code == http.StatusForbidden {
 				cc = connect.CodePermissionDenied
 			}
-			g.Refused(r.Context(), r.URL.Path, r.RemoteAddr, connect.NewError(cc, errors.New(reason)))
+			err := g.Reject(r.Context(), r.URL.Path, r.RemoteAddr, connect.NewError(cc, errors.New(reason)))
+			if connect.CodeOf(err) == connect.CodeResourceExhausted {
+				var ce *connect.Error
+				if errors.As(err, &ce) {
+					w.Header().Set("Retry-After", ce.Meta().Get("Retry-After"))
+				}
+				http.Error(w, err.Error(), http.StatusTooManyRequests)
+				return
+			}
 			if code == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="kollect-hub"`)
 			}
@@ -46,7 +46,9 @@ func RequireToken(st store.Store, g *Guard, min store.Role, h http.Handler) http
 			refuse(http.StatusUnauthorized, "unknown or revoked API token")
 			return
 		case err != nil:
-			http.Error(w, "checking API token: "+err.Error(), http.StatusServiceUnavailable)
+			// The store's error is for the log: this caller may be anyone.
+			g.log.WarnContext(r.Context(), "checking an API token for "+r.URL.Path, "error", err)
+			http.Error(w, "the hub cannot check API tokens now", http.StatusServiceUnavailable)
 			return
 		case TokenExpired(tok, g.Now()) != nil:
 			refuse(http.StatusUnauthorized, TokenExpired(tok, g.Now()).Error())

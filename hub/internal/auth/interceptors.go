@@ -175,12 +175,9 @@ func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			}
 			resp, err := next(ctx, req) // authenticated by the bootstrap token in its body
 			if err != nil {
-				a.Guard.Refused(ctx, procedure, peer, err)
+				return resp, a.Guard.Reject(ctx, procedure, peer, err)
 			}
-			return resp, err
-		}
-		if err := a.Guard.Blocked(peer); err != nil {
-			return nil, err
+			return resp, nil
 		}
 		if storeChecked[procedure] {
 			if cached, ok := a.authenticateCached(ctx, req.Header()); ok {
@@ -192,8 +189,7 @@ func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		ctx, err := a.authenticate(ctx, req.Header())
 		if err != nil {
-			a.Guard.Refused(ctx, procedure, peer, err)
-			return nil, err
+			return nil, a.Guard.Reject(ctx, procedure, peer, err)
 		}
 		return next(ctx, req)
 	}
@@ -207,13 +203,9 @@ func (a *AgentAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor.
 func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := a.Guard.Blocked(conn.Peer().Addr); err != nil {
-			return err
-		}
 		ctx, err := a.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
-			a.Guard.Refused(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
-			return err
+			return a.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
 		}
 		return next(ctx, conn)
 	}
@@ -331,13 +323,9 @@ func procedureName(procedure string) string {
 func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		procedure := req.Spec().Procedure
-		if err := f.Guard.Blocked(req.Peer().Addr); err != nil {
-			return nil, err
-		}
 		ctx, r, err := f.authorize(ctx, procedure, req.Header(), req.Any())
 		if err != nil {
-			f.Guard.Refused(ctx, procedure, req.Peer().Addr, err)
-			return nil, err
+			return nil, f.Guard.Reject(ctx, procedure, req.Peer().Addr, err)
 		}
 		if !r.mutation {
 			return next(ctx, req)
@@ -369,13 +357,9 @@ func (f *FleetAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor. Streams only read.
 func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := f.Guard.Blocked(conn.Peer().Addr); err != nil {
-			return err
-		}
 		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), nil)
 		if err != nil {
-			f.Guard.Refused(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
-			return err
+			return f.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
 		}
 		if r.mutation {
 			return connect.NewError(connect.CodeInternal, errors.New("streaming mutations are not supported"))

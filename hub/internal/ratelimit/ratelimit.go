@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"math"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -127,11 +128,20 @@ func (l *Limiter) Take(key string) (emptied bool) {
 	return false
 }
 
-// Key is the client address of a peer address ("ip:port" → "ip"); anything unparsable is
-// its own key.
+// Key is the client a peer address counts for: its IPv4 address ("ip:port" → "ip"), or its
+// IPv6 /64 ("2001:db8:1:2::/64"), which one host usually holds whole (one address per call
+// would give it a fresh budget each time); anything unparsable is its own key.
 func Key(addr string) string {
-	if host, _, err := net.SplitHostPort(addr); err == nil {
+	host := addr
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		host = h
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
 		return host
 	}
-	return addr
+	if ip = ip.Unmap(); ip.Is6() {
+		return netip.PrefixFrom(ip.WithZone(""), 64).Masked().String()
+	}
+	return ip.String()
 }

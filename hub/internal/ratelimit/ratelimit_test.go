@@ -78,7 +78,10 @@ func TestDisabled(t *testing.T) {
 }
 
 func TestKey(t *testing.T) {
-	for in, want := range map[string]string{"127.0.0.1:4000": "127.0.0.1", "[::1]:80": "::1", "pipe": "pipe"} {
+	// An IPv6 host holds its /64 whole: every address in it shares one budget.
+	for in, want := range map[string]string{"127.0.0.1:4000": "127.0.0.1", "[::1]:80": "::/64", "pipe": "pipe",
+		"[2001:db8:1:2::7]:443": "2001:db8:1:2::/64", "[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443": "2001:db8:1:2::/64",
+		"[2001:db8:1:3::7]:443": "2001:db8:1:3::/64", "[::ffff:10.0.0.1]:80": "10.0.0.1", "[fe80::1%eth0]:22": "fe80::/64"} {
 		if got := Key(in); got != want {
 			t.Errorf("Key(%q) = %q, want %q", in, got, want)
 		}

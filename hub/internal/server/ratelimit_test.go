@@ -53,13 +53,27 @@ func TestFailedAuthenticationsAreLimitedAndAudited(t *testing.T) {
 		t.Fatalf("/metrics with an unknown token: %d", code)
 	}
 
-	// The budget is spent: the admin's good token from the same address is refused too.
-	_, err = h.admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
-	wantExhausted(t, err, time.Minute, "a good token from a blocked address")
+	// The budget is spent: bad credentials from the address are refused as exhausted, while
+	// good ones are verified first and served (an attacker sharing an address with the fleet,
+	// behind a NAT or a passthrough Ingress, cannot lock it out).
+	_, err = h.fleet(badAPI).ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+	wantExhausted(t, err, time.Minute, "a bad token from a blocked address")
+	_, err = h.agent(badAgent).ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{}}))
+	wantExhausted(t, err, time.Minute, "a bad agent credential from a blocked address")
 	_, _, err = h.tryRegister(badBootstrap, "x", nil)
-	wantExhausted(t, err, time.Minute, "a registration from a blocked address")
-	if code := getMetrics(t, h, h.srv.AdminToken); code != http.StatusTooManyRequests {
-		t.Fatalf("/metrics from a blocked address: %d, want 429", code)
+	wantExhausted(t, err, time.Minute, "a bad registration from a blocked address")
+	if code := getMetrics(t, h, badMetrics); code != http.StatusTooManyRequests {
+		t.Fatalf("/metrics with a bad token from a blocked address: %d, want 429", code)
+	}
+	if _, err = h.admin.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{})); err != nil {
+		t.Fatalf("the admin's good token from a blocked address: %v", err)
+	}
+	if code := getMetrics(t, h, h.srv.AdminToken); code != http.StatusOK {
+		t.Fatalf("/metrics with a good token from a blocked address: %d, want 200", code)
+	}
+	tok := h.bootstrapToken(t, time.Hour, 1, false)
+	if _, _, err = h.tryRegister(tok.GetSecret(), "good", nil); err != nil {
+		t.Fatalf("a registration with a good token from a blocked address: %v", err)
 	}
 
 	h.clock.Advance(time.Minute)
