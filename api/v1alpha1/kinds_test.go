@@ -77,7 +77,7 @@ func TestKindsMatchCRDs(t *testing.T) {
 	for _, k := range v1alpha1.Kinds {
 		if got, ok := fromCRDs[k.Kind]; !ok {
 			t.Errorf("%s has no CRD", k.Kind)
-		} else if got != k {
+		} else if got.Guardrail = k.Guardrail; got != k { // the CRD says nothing of guardrails
 			t.Errorf("Kinds has %+v, the CRD says %+v", k, got)
 		}
 		delete(fromCRDs, k.Kind)
