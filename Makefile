@@ -108,7 +108,7 @@ bench: k8s-bins servers ## Run the benchmarks.
 # FUZZ_TARGETS are "package FuzzName" pairs; `make test` runs their seed corpora as tests.
 FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/inventory/rollup/:FuzzFields ./agent/internal/webhook/:FuzzAdmissionDecoding \
 	./agent/internal/sink/eventbuf/:FuzzEncodeMatchesEncodingJSON ./agent/internal/sink/snapshot/:FuzzRenderEveryFormat \
-	./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies
+	./agent/internal/sink/gitrepo/:FuzzRemoteCheckedAsDialled ./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies
 FUZZTIME ?= 30s
 
 .PHONY: fuzz

@@ -113,6 +113,15 @@ func (g *Guard) checkHost(host string) ([]Allowlist, error) {
 	return g.checkAllowlists(host)
 }
 
+// CheckFile refuses a local path (a file:// URL's, or a client's own idea of a local
+// repository) unless local destinations are allowed.
+func (g *Guard) CheckFile(path string) error {
+	if !g.allowLocal() {
+		return &RefusedError{Destination: "file://" + path, Rule: RuleFileURL}
+	}
+	return nil
+}
+
 // CheckURL refuses a URL whose scheme is file (unless local destinations are allowed) or
 // whose host CheckHost refuses. The error never shows the URL's user information.
 func (g *Guard) CheckURL(raw string) error {
@@ -121,10 +130,7 @@ func (g *Guard) CheckURL(raw string) error {
 		return nil // not a URL: the sink's own validation says what is wrong
 	}
 	if strings.EqualFold(u.Scheme, "file") || (u.Scheme == "" && strings.HasPrefix(raw, "/")) {
-		if !g.allowLocal() {
-			return &RefusedError{Destination: "file://" + u.Path, Rule: RuleFileURL}
-		}
-		return nil
+		return g.CheckFile(u.Path)
 	}
 	if u.Hostname() == "" {
 		return nil

@@ -116,13 +116,9 @@ func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, 
 	return data, nil
 }
 
+// isSSH says whether go-git will reach u over SSH: an ssh:// URL, or what its endpoint parser
+// takes for scp-like syntax ([user@]host:path, the user optional).
 func isSSH(u string) bool {
-	if strings.HasPrefix(u, "ssh://") {
-		return true
-	}
-	if strings.Contains(u, "://") || !strings.Contains(u, "@") {
-		return false
-	}
 	ep, err := transport.NewEndpoint(u)
 	return err == nil && ep.Protocol == "ssh"
 }

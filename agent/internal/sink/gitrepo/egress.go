@@ -38,16 +38,27 @@ func useGuard(g *egress.Guard) {
 // (the one it will dial), checked here after resolving it, and the address SSH actually
 // connected to is checked again before any credential is sent (guardHostKey).
 func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
-	if !isSSH(remote) {
+	ep, err := transport.NewEndpoint(remote)
+	if err != nil {
+		return sink.TerminalError(fmt.Errorf("git remote %s: %w", redact(remote), err))
+	}
+	switch ep.Protocol {
+	case "file": // file://, an absolute or a relative path
+		if err := g.CheckFile(ep.Path); err != nil {
+			return sink.TerminalError(err)
+		}
+		return nil
+	case "ssh":
+	default:
 		if err := g.CheckURL(remote); err != nil {
+			return sink.TerminalError(err)
+		}
+		if err := g.CheckHost(ep.Host); err != nil {
 			return sink.TerminalError(err)
 		}
 		return nil
 	}
-	host, err := sshHost(remote)
-	if err != nil {
-		return sink.TerminalError(err)
-	}
+	host := ep.Host
 	if err := g.CheckHost(host); err != nil {
 		return sink.TerminalError(err)
 	}

@@ -3,9 +3,11 @@ package gitrepo
 import (
 	"context"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/crypto/ssh"
 
 	"kollect.dev/agent/internal/sink/egress"
@@ -64,4 +66,35 @@ func TestSSHConnectionCheckedBeforeAuthentication(t *testing.T) {
 	if err := scoped("other.example.com:22", &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 22}, nil); err == nil {
 		t.Fatal("a host outside the scope's allowlist passed")
 	}
+}
+
+// FuzzRemoteCheckedAsDialled: whatever go-git makes of a remote (its endpoint parser decides
+// the protocol and the host it will dial), a host the guard refuses by address is refused by
+// checkRemote, and so is a local repository when local destinations are not allowed. A check
+// that parsed remotes its own way (as one did: the last '@' for SSH, no scp-like remote
+// without a user) lets some through.
+func FuzzRemoteCheckedAsDialled(f *testing.F) {
+	for _, s := range []string{
+		"ssh://169.254.169.254/x@ok.example/r.git", "git@169.254.169.254:team/r.git",
+		"169.254.169.254:team/r.git", "[fd00:ec2::254]:team/r.git", "ssh://[fd00:ec2::254]:22/r.git",
+		"https://169.254.169.254/r.git", "http://user@100.100.100.200/r.git", "file:///etc/r.git",
+		"/srv/r.git", "ssh://ok.example@169.254.169.254/r.git", "git@ok.example:team/r.git",
+		"https://git.example.com/team/r.git",
+	} {
+		f.Add(s)
+	}
+	g := egress.New(egress.Policy{})
+	f.Fuzz(func(t *testing.T, remote string) {
+		ep, err := transport.NewEndpoint(remote)
+		if err != nil {
+			return
+		}
+		refused := ep.Protocol == "file"
+		if ip, err := netip.ParseAddr(strings.Trim(ep.Host, "[]")); err == nil && g.CheckAddr(ip) != "" {
+			refused = true
+		}
+		if refused && checkRemote(context.Background(), g, remote) == nil {
+			t.Fatalf("%q: go-git would reach %s %q, and checkRemote let it through", remote, ep.Protocol, ep.Host)
+		}
+	})
 }
