@@ -138,7 +138,7 @@ spec:
 		"--cluster-name", clusterName, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr,
 		"--cache-dir", cacheDir, "--allow-local-sinks", "--zap-log-level=10",
 		fmt.Sprintf("--webhook-port=%d", ws.Port), "--webhook-cert-dir", ws.CertDir, "--manage-webhook-certs=false",
-		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system")
+		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system", "--cluster-labels", "leak=test")
 
 	// The Kollect configuration: a ConfigMap profile that extracts the planted row value.
 	must(t, applyYAML(ctx, c, fmt.Sprintf(`
@@ -343,6 +343,10 @@ spec:
 		{"kollect validate (the inline-credential sinks)", "credentials in URLs are refused", nil, []string{"validate", inlineManifests(t, cases)}},
 		{"kollect hub login", "logged in", hubEnv, []string{"hub", "login", "--url", "https://" + h.addr, "--token", h.adminToken, "--ca-fingerprint", h.pin}},
 		{"kollect hub clusters", clusterName, hubEnv, []string{"hub", "clusters"}},
+		// A preview whose profile reads the planted row value as an integer: the agent's answer
+		// (kept in the hub's store) names the failure, never the value.
+		{"kollect hub bundle preview (the planted row value read as an integer)", "want an integer, got a string that is not one", hubEnv,
+			[]string{"hub", "bundle", "preview", "leak-preview", "-f", previewManifests(t), "--selector", "leak=test", "-o", "json"}},
 		{"kollect hub bundle apply (the inline-credential sinks)", "credentials in URLs are refused", hubEnv,
 			[]string{"hub", "bundle", "apply", "inline-cli", "-f", inlineManifests(t, cases), "--dry-run"}},
 	} {
@@ -554,4 +558,25 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// previewManifests is a bundle whose profile reads the ConfigMap holding the planted row value
+// as an integer, so that every object fails extraction with a type error.
+func previewManifests(t *testing.T) string {
+	file := filepath.Join(t.TempDir(), "preview.yaml")
+	must(t, os.WriteFile(file, []byte(fmt.Sprintf(`apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: owner-as-int, namespace: %[1]s}
+spec:
+  target: {version: v1, kind: ConfigMap}
+  attributes: [{name: owner, jsonPath: "{.data.owner}", type: int}]
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata: {name: owner-as-int, namespace: %[1]s}
+spec:
+  profileRef: {name: owner-as-int}
+  names: {include: [owner]}
+`, ns)), 0o644))
+	return file
 }
