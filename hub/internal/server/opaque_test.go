@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -16,23 +15,6 @@ import (
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestInternalErrorsReachCallersAsAnID: the hub's database goes away under it. An admin's
 // call, an anonymous registration and /readyz then fail without the store's error text (which
@@ -44,7 +26,7 @@ func TestInternalErrorsReachCallersAsAnID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &lockedBuffer{}
+	logs := &syncBuffer{}
 	h := startHub(t, "", func(c *server.Config) {
 		c.StoreDSN = dsn
 		c.Log = slog.New(slog.NewTextHandler(logs, nil))
