@@ -74,15 +74,6 @@ func checkRemote(ctx context.Context, g *egress.Guard, remote string) error {
 	return nil
 }
 
-// sshHost is the host go-git dials for an ssh:// or user@host:path remote.
-func sshHost(remote string) (string, error) {
-	ep, err := transport.NewEndpoint(remote)
-	if err != nil {
-		return "", fmt.Errorf("git remote %s: %w", redact(remote), err)
-	}
-	return ep.Host, nil
-}
-
 // guardHostKey wraps an SSH host key check with the guard: the address the connection
 // reached is checked (a name that resolved elsewhere since checkRemote, or a proxy's
 // doing) before the host key is accepted, so before authentication sends anything.

@@ -29,15 +29,6 @@ func TestSSHRemoteHostIsTheOneDialled(t *testing.T) {
 			t.Errorf("%s: checkRemote = %v, want the metadata address refused", remote, err)
 		}
 	}
-	for remote, host := range map[string]string{
-		"ssh://git@git.example.com:2222/team/r.git": "git.example.com",
-		"git@git.example.com:team/r.git":            "git.example.com",
-		"ssh://169.254.169.254.example.com/r.git":   "169.254.169.254.example.com",
-	} {
-		if got, err := sshHost(remote); err != nil || got != host {
-			t.Errorf("sshHost(%s) = %q, %v; want %q", remote, got, err, host)
-		}
-	}
 }
 
 // TestSSHConnectionCheckedBeforeAuthentication: the address an SSH connection reached is
