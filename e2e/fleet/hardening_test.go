@@ -75,13 +75,14 @@ func (h *hub) metrics(t *testing.T, token string) (int, string) {
 // TestHardenedHub drives the shipped kollect-hub and kollect CLI through what a user sees of
 // the hub's hardening: /metrics only with a token; bootstrap tokens of one use by default;
 // sticky revocation released with the CLI; the cap on one agent's streams and a request size
-// limit; failed authentications logged and audited without
-// the secret, and refused with ResourceExhausted and a retry hint once an address used up its
-// budget.
+// limit; calls without a valid credential answered before their body is read, and an
+// admitted call's stalled body cut after --request-read-timeout; failed authentications logged
+// and audited without the secret, and refused with ResourceExhausted and a retry hint once an
+// address used up its budget.
 func TestHardenedHub(t *testing.T) {
 	ctx := context.Background()
 	work := t.TempDir()
-	h := startHubArgs(t, work, "--auth-failure-burst", "3", "--auth-failure-interval", "2s")
+	h := startHubArgs(t, work, "--auth-failure-burst", "3", "--auth-failure-interval", "2s", "--request-read-timeout", "1s")
 	admin := h.fleet(h.adminToken)
 	kollect := kollectCLI(t, filepath.Join(work, "hub.json"))
 	must := func(want string, args ...string) {
@@ -217,6 +218,20 @@ func TestHardenedHub(t *testing.T) {
 		if !seen[want] {
 			t.Errorf("the audit log lacks %q", want)
 		}
+	}
+
+	// curl declares a 15 MB bundle and sends 1 KiB of it: without a valid token the hub
+	// answers at once (refused, or limited while this address's budget refills) and reads no
+	// more; with the admin's token it waits --request-read-timeout for the rest, then ends the
+	// call with DeadlineExceeded.
+	for _, token := range []string{"", planted} {
+		out := curlStalled(t, h, fleetv1connect.FleetServiceApplyBundleProcedure, token)
+		if !strings.Contains(out, `"code":"unauthenticated"`) && !strings.Contains(out, `"code":"resource_exhausted"`) {
+			t.Fatalf("an unauthenticated bundle with a withheld body: %s", out)
+		}
+	}
+	if out := curlStalled(t, h, fleetv1connect.FleetServiceApplyBundleProcedure, h.adminToken); !strings.Contains(out, `"code":"deadline_exceeded"`) {
+		t.Fatalf("a stalled bundle body: %s, want deadline_exceeded", out)
 	}
 	h.stop()
 	raw, _ := os.ReadFile(filepath.Join(work, "hub.log"))

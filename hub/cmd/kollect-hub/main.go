@@ -61,6 +61,7 @@ func run() error {
 		retryWin   = flag.Duration("register-retry-window", server.DefaultRegisterRetryWindow, "how long a registration retried with the same bootstrap token completes the first one (while its credential was never used) instead of being refused")
 		maxStreams = flag.Int("max-streams-per-agent", server.DefaultMaxStreamsPerAgent, "configuration streams one cluster's agent may hold open on this replica (0: no cap)")
 		idle       = flag.Duration("idle-timeout", 2*time.Minute, "close a connection that has had no request and no open stream for this long")
+		bodyRead   = flag.Duration("request-read-timeout", server.DefaultRequestReadTimeout, "how long an authenticated call's request body may take to arrive once its headers are in (unauthenticated calls are refused before their body is read)")
 		credTTL    = flag.Duration("agent-credential-ttl", server.DefaultAgentCredentialTTL, "how long an agent credential works; agents rotate it over their connection once half of it has passed")
 		credGrace  = flag.Duration("agent-credential-grace", server.DefaultAgentCredentialGrace, "how long the credential a rotation replaced keeps working")
 		pprofAddr  = flag.String("pprof-bind-address", "", "address of Go's /debug/pprof/ endpoints (CPU, heap, goroutine profiles; plain HTTP); empty disables them. Bind it to loopback: profiles reveal memory contents")
@@ -107,7 +108,7 @@ func run() error {
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
 		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
-		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle, PprofAddr: *pprofAddr,
+		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle, RequestReadTimeout: *bodyRead, PprofAddr: *pprofAddr,
 		AgentCredentialTTL: *credTTL, AgentCredentialGrace: *credGrace,
 	}
 	if *maxStreams == 0 {
@@ -115,6 +116,9 @@ func run() error {
 	}
 	if *credTTL <= 0 || *credGrace <= 0 {
 		return errors.New("--agent-credential-ttl and --agent-credential-grace must be positive")
+	}
+	if *bodyRead <= 0 {
+		return errors.New("--request-read-timeout must be positive")
 	}
 	if *idle <= 0 {
 		return errors.New("--idle-timeout must be positive")

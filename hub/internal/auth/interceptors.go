@@ -24,6 +24,7 @@ const (
 	principalKey
 	noteKey
 	storeCheckKey
+	frontKey
 )
 
 // Principal is the API token behind a FleetService call.
@@ -134,7 +135,10 @@ func (a *AgentAuth) authenticate(ctx context.Context, h http.Header) (context.Co
 	if err != nil {
 		return ctx, err
 	}
-	return context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, Hash(cred)), nil
+	ctx = context.WithValue(context.WithValue(ctx, clusterKey, c), credentialKey, Hash(cred))
+	// A store write of this call checks nothing more: the credential was checked against the
+	// current epoch (this also clears a cached check made earlier in the call).
+	return context.WithValue(ctx, storeCheckKey, nil), nil
 }
 
 // storeChecked are the agent procedures whose handler hands the credential it was
@@ -163,35 +167,60 @@ func (a *AgentAuth) authenticateCached(ctx context.Context, h http.Header) (cont
 	return context.WithValue(ctx, storeCheckKey, store.CredentialFactsOf(c)), true
 }
 
-// WrapUnary implements connect.Interceptor.
+// Authenticate decides an AgentService call from its headers alone, before anything reads
+// its body: Register takes one registration from the address's budget (its bootstrap token is
+// in the body, checked by the handler); every other procedure needs a valid agent credential.
+// A refusal is logged, audited and counted by the Guard.
+func (a *AgentAuth) Authenticate(ctx context.Context, procedure, peer string, h http.Header) (context.Context, error) {
+	if procedure == fleetv1connect.AgentServiceRegisterProcedure {
+		// A flood of registrations from one address costs neither store reads nor the
+		// write lock.
+		if err := a.Guard.AllowRegister(peer); err != nil {
+			return ctx, err
+		}
+		return front(ctx), nil
+	}
+	if storeChecked[procedure] {
+		if cached, ok := a.authenticateCached(ctx, h); ok {
+			return front(cached), nil
+		}
+	}
+	ctx, err := a.authenticate(ctx, h)
+	if err != nil {
+		return ctx, a.Guard.Reject(ctx, procedure, peer, err)
+	}
+	return front(ctx), nil
+}
+
+// WrapUnary implements connect.Interceptor. Calls Authenticate admitted already (the hub's
+// HTTP front runs it on the headers) are not authenticated again.
 func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		procedure, peer := req.Spec().Procedure, req.Peer().Addr
-		if procedure == fleetv1connect.AgentServiceRegisterProcedure {
-			// Limited before the handler reads anything: a flood of registrations from one
-			// address costs neither store reads nor the write lock.
-			if err := a.Guard.AllowRegister(peer); err != nil {
+		if !fronted(ctx) {
+			var err error
+			if ctx, err = a.Authenticate(ctx, procedure, peer, req.Header()); err != nil {
 				return nil, err
 			}
-			resp, err := next(ctx, req) // authenticated by the bootstrap token in its body
-			if err != nil {
-				return resp, a.Guard.Reject(ctx, procedure, peer, err)
-			}
+		}
+		resp, err := next(ctx, req)
+		switch {
+		case err == nil:
 			return resp, nil
-		}
-		if storeChecked[procedure] {
-			if cached, ok := a.authenticateCached(ctx, req.Header()); ok {
-				resp, err := next(cached, req)
-				if !errors.Is(err, store.ErrCredentialChanged) {
-					return resp, err
-				}
+		case procedure == fleetv1connect.AgentServiceRegisterProcedure:
+			// Authenticated by the bootstrap token in its body: the handler's refusal is
+			// the failed authentication.
+			return resp, a.Guard.Reject(ctx, procedure, peer, err)
+		case StoreCheck(ctx) != nil && errors.Is(err, store.ErrCredentialChanged):
+			// Authenticated from the cache, and the store found the credential changed:
+			// decide again on a fresh read, as any other call is.
+			ctx, err := a.authenticate(ctx, req.Header())
+			if err != nil {
+				return nil, a.Guard.Reject(ctx, procedure, peer, err)
 			}
+			return next(ctx, req)
 		}
-		ctx, err := a.authenticate(ctx, req.Header())
-		if err != nil {
-			return nil, a.Guard.Reject(ctx, procedure, peer, err)
-		}
-		return next(ctx, req)
+		return resp, err
 	}
 }
 
@@ -203,6 +232,9 @@ func (a *AgentAuth) WrapStreamingClient(next connect.StreamingClientFunc) connec
 // WrapStreamingHandler implements connect.Interceptor.
 func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		if fronted(ctx) {
+			return next(ctx, conn)
+		}
 		ctx, err := a.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
 			return a.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
@@ -276,35 +308,60 @@ var rules = map[string]rule{
 	fleetv1connect.FleetServiceRollbackRolloutProcedure: {store.RoleOperator, true, nil},
 }
 
-// authorize resolves the token and checks its role for the procedure; msg is the request
-// message of a unary call (nil for streams).
+// Authorize decides a FleetService call from its headers alone, before anything reads its
+// body: the procedure must be known, the API token valid, and its role at least the least
+// role the procedure can need (a dry run may need less than the change; WrapUnary checks the
+// message's own). A refusal is logged, audited and counted by the Guard.
+func (f *FleetAuth) Authorize(ctx context.Context, procedure, peer string, h http.Header) (context.Context, error) {
+	ctx, _, err := f.authorize(ctx, procedure, h, nil)
+	if err != nil {
+		return ctx, f.Guard.Reject(ctx, procedure, peer, err)
+	}
+	return front(ctx), nil
+}
+
+// authorize resolves the token (or takes the principal the front resolved) and checks its
+// role for the procedure; msg is the request message of a unary call, nil for streams and for
+// the front, which then checks the least role the procedure can need.
 func (f *FleetAuth) authorize(ctx context.Context, procedure string, h http.Header, msg any) (context.Context, rule, error) {
 	r, known := rules[procedure]
 	if !known {
 		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("procedure %s is not authorised for anyone", procedure))
 	}
-	if r.readOnly != nil && msg != nil && r.readOnly(msg) {
+	if r.readOnly != nil && (msg == nil || r.readOnly(msg)) {
 		r.role, r.mutation = store.RoleViewer, false
 	}
+	p, ok := PrincipalFrom(ctx)
+	if !ok || !fronted(ctx) {
+		var err error
+		if p, err = f.identify(ctx, h); err != nil {
+			return ctx, r, err
+		}
+	}
+	if p.Role < r.role {
+		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s needs role %s; token %q is %s",
+			procedureName(procedure), RoleName(r.role), p.Name, RoleName(p.Role)))
+	}
+	return context.WithValue(ctx, principalKey, p), r, nil
+}
+
+// identify resolves the API token of a call.
+func (f *FleetAuth) identify(ctx context.Context, h http.Header) (Principal, error) {
 	secret, ok := bearer(h)
 	if !ok {
-		return ctx, r, connect.NewError(connect.CodeUnauthenticated, errors.New("missing API token (Authorization: Bearer)"))
+		return Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("missing API token (Authorization: Bearer)"))
 	}
 	tok, err := f.Store.APITokenByHash(ctx, Hash(secret))
 	if errors.Is(err, store.ErrNotFound) {
-		return ctx, r, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or revoked API token"))
+		return Principal{}, connect.NewError(connect.CodeUnauthenticated, errors.New("unknown or revoked API token"))
 	}
 	if err != nil {
-		return ctx, r, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking API token: %w", err))
+		return Principal{}, connect.NewError(connect.CodeUnavailable, fmt.Errorf("checking API token: %w", err))
 	}
 	if err := TokenExpired(tok, f.Guard.Now()); err != nil {
-		return ctx, r, connect.NewError(connect.CodeUnauthenticated, err)
+		return Principal{}, connect.NewError(connect.CodeUnauthenticated, err)
 	}
-	if tok.Role < r.role {
-		return ctx, r, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s needs role %s; token %q is %s",
-			procedureName(procedure), RoleName(r.role), tok.Name, RoleName(tok.Role)))
-	}
-	return context.WithValue(ctx, principalKey, Principal{TokenID: tok.ID, Name: tok.Name, Role: tok.Role}), r, nil
+	return Principal{TokenID: tok.ID, Name: tok.Name, Role: tok.Role}, nil
 }
 
 // TokenExpired says why an API token no longer works at now, or returns nil.

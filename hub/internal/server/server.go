@@ -91,7 +91,10 @@ type Config struct {
 	// ReadHeaderTimeout and IdleTimeout bound how long a connection may take to send a
 	// request's headers and stay open without a request or stream (defaults 10 s and 2 min).
 	ReadHeaderTimeout, IdleTimeout time.Duration
-	Log                            *slog.Logger
+	// RequestReadTimeout bounds how long an authenticated call's request body may take to
+	// arrive once its headers are in (default DefaultRequestReadTimeout).
+	RequestReadTimeout time.Duration
+	Log                *slog.Logger
 	// Now is the clock (tests); time.Now by default.
 	Now func() time.Time
 }
@@ -118,6 +121,9 @@ const (
 	// weeks still comes back; the replaced one works one more hour, enough to store the new one.
 	DefaultAgentCredentialTTL   = 30 * 24 * time.Hour
 	DefaultAgentCredentialGrace = time.Hour
+	// DefaultRequestReadTimeout lets a 16 MiB bundle arrive at about 2 Mbit/s, and holds a
+	// stalled request's handler a minute at most.
+	DefaultRequestReadTimeout = time.Minute
 )
 
 func (c *Config) defaults() {
@@ -138,6 +144,9 @@ func (c *Config) defaults() {
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.RequestReadTimeout == 0 {
+		c.RequestReadTimeout = DefaultRequestReadTimeout
 	}
 	if c.RegisterRetryWindow == 0 {
 		c.RegisterRetryWindow = DefaultRegisterRetryWindow
@@ -397,19 +406,28 @@ func (s *Server) routes() http.Handler {
 	// setting up gzip for a few hundred bytes costs more CPU than it saves bytes, and a
 	// fleet's heartbeats are the hub's most frequent call.
 	// opaqueInternal is outermost: it also hides what the authentication interceptors return.
-	agentAuth := connect.WithInterceptors(opaqueInternal{s.log}, &auth.AgentAuth{Credentials: s.creds, Guard: s.guard})
-	fleetAuth := connect.WithInterceptors(opaqueInternal{s.log}, &auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard})
+	agentAuthn := &auth.AgentAuth{Credentials: s.creds, Guard: s.guard}
+	fleetAuthz := &auth.FleetAuth{Store: s.store, Log: s.log, Guard: s.guard}
+	agentAuth := connect.WithInterceptors(opaqueInternal{s.log}, agentAuthn)
+	fleetAuth := connect.WithInterceptors(opaqueInternal{s.log}, fleetAuthz)
+	agentSvc := fleetv1.File_kollect_fleet_v1_agent_proto.Services().ByName("AgentService")
+	fleetSvc := fleetv1.File_kollect_fleet_v1_fleet_proto.Services().ByName("FleetService")
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	// Every procedure reads at most its own limit (requestLimits): one handler per distinct
 	// limit, each procedure routed to the handler of its limit.
-	mountLimited(r, fleetv1.File_kollect_fleet_v1_agent_proto.Services().ByName("AgentService"), func(limit int64) (string, http.Handler) {
-		return fleetv1connect.NewAgentServiceHandler(&agentService{s}, agentAuth,
+	// Each handler is behind authenticateFirst: a call is authenticated from its headers
+	// before its body is read (Register, whose bootstrap token is in its body, only passes
+	// the registration limit there and reads at most its 64 KiB).
+	mountLimited(r, agentSvc, func(limit int64) (string, http.Handler) {
+		path, h := fleetv1connect.NewAgentServiceHandler(&agentService{s}, agentAuth,
 			connect.WithReadMaxBytes(int(limit)), connect.WithCompressMinBytes(1024))
+		return path, s.authenticateFirst(agentSvc, agentAuthn.Authenticate, h)
 	})
-	mountLimited(r, fleetv1.File_kollect_fleet_v1_fleet_proto.Services().ByName("FleetService"), func(limit int64) (string, http.Handler) {
-		return fleetv1connect.NewFleetServiceHandler(&fleetService{s: s}, fleetAuth,
+	mountLimited(r, fleetSvc, func(limit int64) (string, http.Handler) {
+		path, h := fleetv1connect.NewFleetServiceHandler(&fleetService{s: s}, fleetAuth,
 			connect.WithReadMaxBytes(int(limit)), connect.WithCompressMinBytes(1024))
+		return path, s.authenticateFirst(fleetSvc, fleetAuthz.Authorize, h)
 	})
 	// The fleet's metrics name every cluster and sink: viewers and up only.
 	r.Handle("/metrics", auth.RequireToken(s.store, s.guard, store.RoleViewer, promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
