@@ -185,7 +185,7 @@ func (a *agentService) ReportStatus(ctx context.Context, req *connect.Request[fl
 	}
 	err = a.s.store.RecordHeartbeat(ctx, store.Heartbeat{Cluster: agent.Name, At: now, AgentVersion: st.GetAgentVersion(),
 		KubernetesVersion: st.GetKubernetesVersion(), AppliedDigest: st.GetConfigDigest(), Applied: applied, Status: stored,
-		Record: record, StateAt: stateAt, Credential: auth.StoreCheck(ctx)})
+		Record: record, StateAt: stateAt, Credential: auth.StoreCheck(ctx), Presented: auth.PresentedCredential(ctx)})
 	if errors.Is(err, store.ErrCredentialChanged) {
 		return nil, err // authenticated from an out-of-date cache: AgentAuth checks it afresh
 	}

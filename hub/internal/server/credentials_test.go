@@ -106,7 +106,8 @@ func TestCredentialRotation(t *testing.T) {
 
 // TestRotationWithThePreviousCredential: an agent that rotated but could not store the new
 // credential rotates again with the old one during its grace period; the old one keeps its
-// first deadline (a failing agent cannot extend it), the lost one stops working.
+// first deadline (a failing agent cannot extend it), the lost one stops working. Once the
+// current credential is used, the previous one can no longer rotate.
 func TestRotationWithThePreviousCredential(t *testing.T) {
 	h := startHub(t, "", func(c *server.Config) { c.AgentCredentialTTL, c.AgentCredentialGrace = time.Hour, 10*time.Minute })
 	ctx := context.Background()
@@ -127,8 +128,21 @@ func TestRotationWithThePreviousCredential(t *testing.T) {
 	}
 	_, err = heartbeat(t, h.agent(first.Msg.GetCredential()))
 	wantCode(t, err, connect.CodeUnauthenticated, "the lost credential")
-	if _, err := heartbeat(t, h.agent(second.Msg.GetCredential())); err != nil {
+	current := h.agent(second.Msg.GetCredential())
+	if _, err := heartbeat(t, current); err != nil {
 		t.Fatalf("the second rotation's credential: %v", err)
+	}
+
+	// Once a heartbeat presented the current credential, its agent has it: the previous one,
+	// still valid for calls until its deadline, is a stale copy and may not rotate (a thief
+	// would take the cluster's identity and lock the agent out).
+	_, err = old.RotateCredential(ctx, connect.NewRequest(&fleetv1.RotateCredentialRequest{}))
+	wantCode(t, err, connect.CodeUnauthenticated, "rotating with the previous credential once the current one is in use")
+	if _, err := heartbeat(t, current); err != nil {
+		t.Fatalf("the current credential after the refused rotation: %v", err)
+	}
+	if _, err := heartbeat(t, old); err != nil {
+		t.Fatalf("the previous credential within its grace period: %v", err)
 	}
 }
 

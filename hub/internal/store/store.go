@@ -113,7 +113,8 @@ type Store interface {
 	// its current or previous credential (ErrNotFound otherwise, or when the cluster is
 	// revoked). Presented as the current one, it becomes the previous, valid until
 	// r.PreviousUntil; presented as the previous one, that stays the previous with its
-	// deadline and the current one is dropped.
+	// deadline and the current one is dropped — only while no heartbeat has presented the
+	// current one (its agent never stored it; ErrNotFound after).
 	RotateCredential(ctx context.Context, r Rotation) (Cluster, error)
 	GetCluster(ctx context.Context, name string) (Cluster, error)
 	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
@@ -324,6 +325,10 @@ type Heartbeat struct {
 	// written and RecordHeartbeat returns ErrCredentialChanged. A replica then need not read
 	// the cluster epoch before each heartbeat to refuse a credential revoked elsewhere.
 	Credential *CredentialFacts
+	// Presented is the hash of the credential the heartbeat was authenticated with: when it
+	// is the cluster's current one, the store records that the current credential is in use,
+	// which ends the previous one's right to rotate (RotateCredential).
+	Presented string
 }
 
 // CredentialFacts are the credential fields of a cluster's row: what decides whether a

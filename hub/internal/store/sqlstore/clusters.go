@@ -64,7 +64,7 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 				// give it a new one for the same registration, without taking another use.
 				retried = true
 				_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, agent_version = ?,
-					kubernetes_version = ?, credential_expires_at = ? WHERE name = ?`), string(labels), p.CredentialHash,
+					kubernetes_version = ?, credential_expires_at = ?, credential_used = 0 WHERE name = ?`), string(labels), p.CredentialHash,
 					p.AgentVersion, p.KubernetesVersion, ms(p.CredentialExpiresAt), p.Name)
 				if err != nil {
 					return fmt.Errorf("completing the registration of %s again: %w", p.Name, err)
@@ -99,7 +99,7 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
 				bootstrap_hash = ?, agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
 				applied_digest = '', status = '', credential_expires_at = ?, previous_credential_hash = '',
-				previous_expires_at = 0 WHERE name = ?`),
+				previous_expires_at = 0, credential_used = 0 WHERE name = ?`),
 				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
 				ms(p.CredentialExpiresAt), p.Name)
 			if err != nil {
@@ -270,7 +270,7 @@ func (s *Store) RotateCredential(ctx context.Context, r store.Rotation) (store.C
 		// Each statement compares the presented credential with the stored one, so two
 		// rotations at once cannot both win with the same credential.
 		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET previous_credential_hash = credential_hash,
-			previous_expires_at = ?, credential_hash = ?, credential_expires_at = ?
+			previous_expires_at = ?, credential_hash = ?, credential_expires_at = ?, credential_used = 0
 			WHERE name = ? AND credential_hash = ? AND revoked = 0`),
 			ms(r.PreviousUntil), r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
 		if err != nil {
@@ -279,8 +279,11 @@ func (s *Store) RotateCredential(ctx context.Context, r store.Rotation) (store.C
 		if n, _ := res.RowsAffected(); n > 0 {
 			return nil
 		}
+		// The previous credential rotates again only while the current one was never used:
+		// its agent could not store it. Once a heartbeat presented the current credential,
+		// whoever still holds the previous one is not that agent.
 		res, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET credential_hash = ?, credential_expires_at = ?
-			WHERE name = ? AND previous_credential_hash = ? AND revoked = 0`),
+			WHERE name = ? AND previous_credential_hash = ? AND credential_used = 0 AND revoked = 0`),
 			r.NewHash, ms(r.NewExpiresAt), r.Cluster, r.PresentedHash)
 		if err != nil {
 			return fmt.Errorf("rotating the credential of %s: %w", r.Cluster, err)

@@ -66,7 +66,7 @@ func (s *Store) RecordHeartbeat(ctx context.Context, h store.Heartbeat) error {
 		}
 		res, err := s.txStmt(ctx, tx, qHeartbeatCluster).ExecContext(ctx, ms(h.At), h.AgentVersion, h.KubernetesVersion,
 			h.AppliedDigest, h.Status, p.next.historyAt, p.next.historyKey, p.next.unpruned, m.appliedChecked,
-			p.next.appliedChecked, h.Cluster)
+			p.next.appliedChecked, h.Presented, h.Cluster)
 		if err != nil {
 			return fmt.Errorf("recording heartbeat of %s: %w", h.Cluster, err)
 		}

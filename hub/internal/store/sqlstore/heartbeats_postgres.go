@@ -33,7 +33,8 @@ import (
 // heartbeat.
 const qHeartbeatPostgres = `WITH c AS (
 	UPDATE clusters SET last_heartbeat = $2, agent_version = $3, kubernetes_version = $4, applied_digest = $5,
-		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $5
+		status = $6, history_at = $7, history_key = $8, history_unpruned = $9, applied_checked = $5,
+		credential_used = CASE WHEN credential_hash = $29 THEN 1 ELSE credential_used END
 	WHERE name = $1 AND revoked = 0 AND last_heartbeat = $10 AND history_at = $11 AND history_key = $12
 		AND history_unpruned = $13 AND ` + credentialHeld + `
 	RETURNING name
@@ -102,7 +103,7 @@ func (s *Store) recordHeartbeatPostgres(ctx context.Context, h store.Heartbeat) 
 			bundles, revisions,
 			p.addHistory, r.Inventories, r.Items, r.InventoriesNotReady, r.SinkErrors, r.State,
 			p.prune, store.HistoryLimit-1,
-			check, cred.Hash, ms(cred.ExpiresAt), cred.PreviousHash, ms(cred.PreviousExpiresAt)).
+			check, cred.Hash, ms(cred.ExpiresAt), cred.PreviousHash, ms(cred.PreviousExpiresAt), h.Presented).
 			Scan(&written, &found, &now.last, &now.historyAt, &now.historyKey, &now.unpruned, &held)
 		if err != nil {
 			s.marks.forget(h.Cluster)

@@ -15,7 +15,8 @@ const (
 		FROM clusters WHERE name = ? AND revoked = 0`
 	qHeartbeatCluster = `UPDATE clusters SET last_heartbeat = ?, agent_version = ?,
 		kubernetes_version = ?, applied_digest = ?, status = ?, history_at = ?, history_key = ?, history_unpruned = ?,
-		applied_checked = CASE WHEN applied_checked = ? THEN ? ELSE applied_checked END WHERE name = ? AND revoked = 0`
+		applied_checked = CASE WHEN applied_checked = ? THEN ? ELSE applied_checked END,
+		credential_used = CASE WHEN credential_hash = ? THEN 1 ELSE credential_used END WHERE name = ? AND revoked = 0`
 	qAppliedRead   = `SELECT bundle, applied_revision FROM cluster_bundles WHERE cluster = ?`
 	qAppliedWrite  = `UPDATE cluster_bundles SET applied_revision = ? WHERE cluster = ? AND bundle = ?`
 	qHistoryInsert = `INSERT INTO cluster_heartbeats (cluster, ` + heartbeatCols + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`

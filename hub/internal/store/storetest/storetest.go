@@ -297,8 +297,9 @@ func testRegistrationRetry(t *testing.T, s store.Store) {
 }
 
 // testCredentialRotation: a rotation with the current credential keeps it as the previous
-// one with its deadline; one with the previous credential replaces only the current one; any
-// other credential, or a revoked cluster, rotates nothing. API token expiry round-trips.
+// one with its deadline; one with the previous credential replaces only the current one, and
+// only until a heartbeat presented the current one; any other credential, or a revoked
+// cluster, rotates nothing. API token expiry round-trips.
 func testCredentialRotation(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	bootstrap(t, s, "tok", 1, time.Hour, false)
@@ -326,6 +327,21 @@ func testCredentialRotation(t *testing.T, s store.Store) {
 	}
 	if _, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c2", NewHash: "c4"}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("rotating with a dropped credential: %v", err)
+	}
+	// A heartbeat with the previous credential leaves it the right to rotate; one with the
+	// current credential ends it.
+	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0.Add(time.Minute), Presented: "c1"}))
+	c, err = s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c1", NewHash: "c3b",
+		NewExpiresAt: t0.Add(3 * time.Hour), PreviousUntil: t0.Add(time.Hour)})
+	must(t, err)
+	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0.Add(2 * time.Minute), Presented: "c3b"}))
+	if _, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c1", NewHash: "c5",
+		NewExpiresAt: t0.Add(3 * time.Hour), PreviousUntil: t0.Add(time.Hour)}); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rotating with the previous credential once the current one was used: %v", err)
+	}
+	if c, err = s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c3b", NewHash: "c3",
+		NewExpiresAt: t0.Add(3 * time.Hour), PreviousUntil: t0.Add(time.Hour)}); err != nil || c.CredentialHash != "c3" {
+		t.Fatalf("rotating with the current credential: %+v %v", c, err)
 	}
 	must(t, s.RevokeCluster(ctx, "alpha"))
 	if _, err := s.RotateCredential(ctx, store.Rotation{Cluster: "alpha", PresentedHash: "c3", NewHash: "c4"}); !errors.Is(err, store.ErrNotFound) {
