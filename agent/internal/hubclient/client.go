@@ -2,6 +2,7 @@ package hubclient
 
 import (
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -54,6 +55,11 @@ type Client struct {
 	credential string
 	heartbeat  time.Duration
 	k8sVersion string
+	// registrationKey is sent with every registration this process makes: a retry after the
+	// credential could not be stored presents it again, and the hub completes the
+	// registration only for the holder of the same key (not for another holder of a
+	// multi-use bootstrap token).
+	registrationKey string
 }
 
 // New returns a hub client. reader must be uncached: the agent reads its own Secrets only.
@@ -62,7 +68,7 @@ func New(o Options, cfg *rest.Config, c client.Client, reader client.Reader, ca 
 		return nil, errors.New("hub URL and cluster name are required")
 	}
 	hc := &Client{o: o, c: c, reader: reader, cache: ca, cfg: cfg, heartbeat: defaultHeartbeat,
-		applier: NewApplier(c, o), previewing: make(chan struct{}, 1)}
+		applier: NewApplier(c, o), previewing: make(chan struct{}, 1), registrationKey: crand.Text()}
 	conn, err := hubdial.New(hubdial.Options{URLs: o.URLs, CAFingerprint: o.CAFingerprint, CAFile: o.CAFile,
 		Token: hc.currentCredential})
 	if err != nil {
@@ -166,13 +172,14 @@ func (h *Client) ensureCredential(ctx context.Context) error {
 	resp, err := h.api.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{
 		ClusterName: h.o.Cluster, Labels: h.o.Labels, BootstrapToken: string(boot.Data["token"]),
 		ReplaceExisting: h.o.ReplaceExisting, AgentVersion: h.o.AgentVersion, KubernetesVersion: h.k8sVersion,
+		RegistrationKey: h.registrationKey,
 	}))
 	if err != nil {
 		return fmt.Errorf("registering cluster %s: %w", h.o.Cluster, err)
 	}
 	cred := resp.Msg.GetCredential()
-	// Should this fail, the next attempt registers again with the same token, and the hub
-	// completes this registration rather than refusing the name.
+	// Should this fail, the next attempt registers again with the same token and key, and
+	// the hub completes this registration rather than refusing the name.
 	if err := h.storeCredential(ctx, cred); err != nil {
 		return err
 	}

@@ -38,15 +38,19 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	if m.GetBootstrapToken() == "" {
 		return nil, connect.NewError(connect.CodeUnauthenticated, errors.New("bootstrap_token is required"))
 	}
+	keyHash, err := registrationKeyHash(m.GetRegistrationKey())
+	if err != nil {
+		return nil, err
+	}
 	// The token is checked, reading only, before anything takes the store's write lock: a
 	// flood of registrations with bad tokens costs reads, never the lock every agent needs.
 	now := a.s.cfg.Now()
 	retrySince := now.Add(-a.s.cfg.RegisterRetryWindow)
-	err := a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), now)
+	err = a.s.store.BootstrapTokenUsable(ctx, auth.Hash(m.GetBootstrapToken()), now)
 	if errors.Is(err, store.ErrTokenInvalid) {
 		// A used-up token may still complete its own registration again: the agent that got
 		// a credential but could not store it retries with the same token.
-		retry, rerr := a.s.store.RegistrationRetryable(ctx, m.GetClusterName(), auth.Hash(m.GetBootstrapToken()), retrySince)
+		retry, rerr := a.s.store.RegistrationRetryable(ctx, m.GetClusterName(), auth.Hash(m.GetBootstrapToken()), keyHash, retrySince)
 		if rerr != nil {
 			return nil, storeError(rerr)
 		}
@@ -74,7 +78,7 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	registered, err := a.s.store.RegisterCluster(ctx, store.RegisterParams{
 		TokenHash: auth.Hash(m.GetBootstrapToken()), Name: m.GetClusterName(), Labels: m.GetLabels(),
 		CredentialHash: hash, Replace: m.GetReplaceExisting(), AgentVersion: m.GetAgentVersion(),
-		KubernetesVersion: m.GetKubernetesVersion(), Now: now, RetrySince: retrySince,
+		KubernetesVersion: m.GetKubernetesVersion(), Now: now, RetrySince: retrySince, KeyHash: keyHash,
 		CredentialExpiresAt: now.Add(a.s.cfg.AgentCredentialTTL),
 	}, labelsel.Match)
 	switch {
@@ -104,6 +108,22 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	a.s.watcher.Poke()
 	return connect.NewResponse(&fleetv1.RegisterResponse{ClusterName: m.GetClusterName(), Credential: secret,
 		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval), CredentialExpiresAt: timestamppb.New(registered.CredentialExpiresAt)}), nil
+}
+
+// minRegistrationKey is the shortest registration key accepted: 16 bytes of randomness in hex
+// or base64 is at least 22 characters.
+const minRegistrationKey = 22
+
+// registrationKeyHash is the stored form of a registration key ("" for none); a key too short
+// to be unguessable is refused rather than trusted.
+func registrationKeyHash(key string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	if len(key) < minRegistrationKey {
+		return "", invalid("registration_key: %d characters, want at least %d (16 random bytes)", len(key), minRegistrationKey)
+	}
+	return auth.Hash(key), nil
 }
 
 // WatchConfig implements AgentService.

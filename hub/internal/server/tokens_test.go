@@ -55,15 +55,38 @@ func TestBootstrapTokenDefaults(t *testing.T) {
 }
 
 // TestRegistrationRetryCompletes: an agent that registered but could not store its
-// credential registers again with the same one-use token and gets a working credential
-// instead of "already registered"; the lost credential stops working. Once the credential was
-// used, or after the retry window, the same retry is refused.
+// credential registers again with the same token and registration key and gets a working
+// credential instead of "already registered"; the lost credential stops working. Without the
+// key or with another (another holder of the token), once the credential was used, or after
+// the retry window, the same retry is refused.
 func TestRegistrationRetryCompletes(t *testing.T) {
 	h := startHub(t, "", func(c *server.Config) { c.RegisterRetryWindow = 10 * time.Minute })
 	ctx := context.Background()
 	once := h.bootstrapToken(t, time.Hour, 1, false).GetSecret()
-	lost, _ := h.register(t, once, "alpha", map[string]string{"try": "1"})
-	agent, _ := h.register(t, once, "alpha", map[string]string{"try": "2"})
+	const key = "agent-alpha-0123456789abcdef"
+	withKey := func(token, name, key string, labels map[string]string) (fleetv1connect.AgentServiceClient, error) {
+		resp, err := h.registrar.Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{ClusterName: name, Labels: labels,
+			BootstrapToken: token, RegistrationKey: key}))
+		if err != nil {
+			return nil, err
+		}
+		return h.agent(resp.Msg.GetCredential()), nil
+	}
+	lost, err := withKey(once, "alpha", key, map[string]string{"try": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Without the registration key, or with another, a retry is another holder of the token.
+	_, err = withKey(once, "alpha", "", nil)
+	wantCode(t, err, connect.CodeUnauthenticated, "a retry without the registration key")
+	_, err = withKey(once, "alpha", "thief-0123456789abcdefgh", nil)
+	wantCode(t, err, connect.CodeUnauthenticated, "a retry with another registration key")
+	_, err = withKey(once, "alpha", "short", nil)
+	wantCode(t, err, connect.CodeInvalidArgument, "a registration key too short to be secret")
+	agent, err := withKey(once, "alpha", key, map[string]string{"try": "2"})
+	if err != nil {
+		t.Fatalf("the retry with the registration key: %v", err)
+	}
 	heartbeat := func(a fleetv1connect.AgentServiceClient) error {
 		_, err := a.ReportStatus(ctx, connect.NewRequest(&fleetv1.ReportStatusRequest{Status: &fleetv1.AgentStatus{AgentVersion: "v0.1.0"}}))
 		return err
@@ -82,11 +105,26 @@ func TestRegistrationRetryCompletes(t *testing.T) {
 	// The credential is in use now: a third registration is refused.
 	wantCode(t, register(h, once, "alpha", false), connect.CodeUnauthenticated, "a registration after the credential was used")
 
+	// With a token of several uses, another holder is refused the name (it is taken) while
+	// the agent with the key completes its registration.
+	shared := h.bootstrapToken(t, time.Hour, 3, false).GetSecret()
+	if _, err := withKey(shared, "gamma", key, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = withKey(shared, "gamma", "thief-0123456789abcdefgh", nil)
+	wantCode(t, err, connect.CodeAlreadyExists, "another holder of a shared token taking a new cluster's name")
+	if _, err := withKey(shared, "gamma", key, nil); err != nil {
+		t.Fatalf("the retry of the shared token's registration: %v", err)
+	}
+
 	// Past the window the retry is refused too.
 	late := h.bootstrapToken(t, time.Hour, 1, false).GetSecret()
-	h.register(t, late, "beta", nil)
+	if _, err := withKey(late, "beta", key, nil); err != nil {
+		t.Fatal(err)
+	}
 	h.clock.Advance(11 * time.Minute)
-	wantCode(t, register(h, late, "beta", false), connect.CodeUnauthenticated, "a retry past the window")
+	_, err = withKey(late, "beta", key, nil)
+	wantCode(t, err, connect.CodeUnauthenticated, "a retry past the window")
 
 	audit, err := h.admin.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
 	if err != nil {
@@ -98,7 +136,7 @@ func TestRegistrationRetryCompletes(t *testing.T) {
 			retried++
 		}
 	}
-	if retried != 1 {
-		t.Errorf("%d registrations audited as retries, want 1: %v", retried, audit.Msg.GetEvents())
+	if retried != 2 {
+		t.Errorf("%d registrations audited as retries, want 2: %v", retried, audit.Msg.GetEvents())
 	}
 }

@@ -82,9 +82,10 @@ type Store interface {
 	// any lock or writing anything, so that a flood of bad tokens cannot stall the store.
 	BootstrapTokenUsable(ctx context.Context, hash string, now time.Time) error
 	// RegistrationRetryable reports, reading only, whether a registration of this cluster
-	// with this (unrevoked) bootstrap token would complete an earlier one: the cluster
-	// registered with it at or after since and its credential was never used (no heartbeat).
-	RegistrationRetryable(ctx context.Context, cluster, hash string, since time.Time) (bool, error)
+	// with this (unrevoked) bootstrap token and registration key (keyHash, never "") would
+	// complete an earlier one: the cluster registered with both at or after since and its
+	// credential was never used (no heartbeat).
+	RegistrationRetryable(ctx context.Context, cluster, hash, keyHash string, since time.Time) (bool, error)
 
 	CreateAPIToken(ctx context.Context, t APIToken) error
 	ListAPITokens(ctx context.Context) ([]APIToken, error)
@@ -97,7 +98,7 @@ type Store interface {
 	// replaces an existing one (new credential, new labels) when it was revoked and released,
 	// or when p.Replace is set and the token allows it. A revoked name that was not released
 	// is refused with ErrClusterRevoked, whatever the token. A registration that
-	// RegistrationRetryable(p.Name, p.TokenHash, p.RetrySince) allows completes the earlier
+	// RegistrationRetryable(p.Name, p.TokenHash, p.KeyHash, p.RetrySince) allows completes the earlier
 	// one instead: new credential and labels, no use consumed, Retried set on the result. It sets the cluster's desired revisions to the stable revision of every bundle whose
 	// stable revision's selector matches (the target revision instead for a cluster an active
 	// rollout has already moved).
@@ -296,8 +297,11 @@ type RegisterParams struct {
 	Replace        bool // the request asks to replace; honoured only if the token allows it
 	// CredentialExpiresAt is when the new credential expires (zero: never).
 	CredentialExpiresAt time.Time
+	// KeyHash is the hash of the registration key the agent sent ("" for none).
+	KeyHash string
 	// RetrySince, when not zero, lets this registration complete an earlier one of the same
-	// cluster with the same token made at or after it whose credential was never used.
+	// cluster with the same token and the same (non-empty) key made at or after it whose
+	// credential was never used.
 	RetrySince        time.Time
 	AgentVersion      string
 	KubernetesVersion string

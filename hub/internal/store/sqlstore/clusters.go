@@ -55,7 +55,7 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		}
 		missing := errors.Is(err, sql.ErrNoRows)
 		if !missing && !p.RetrySince.IsZero() {
-			ok, err := s.retryable(ctx, tx, p.Name, p.TokenHash, p.RetrySince)
+			ok, err := s.retryable(ctx, tx, p.Name, p.TokenHash, p.KeyHash, p.RetrySince)
 			if err != nil {
 				return err
 			}
@@ -79,10 +79,10 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		switch {
 		case missing:
 			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (name, labels, credential_hash, revoked,
-				bootstrap_hash, agent_version, kubernetes_version, registered_at, credential_expires_at)
-				VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?)`),
+				bootstrap_hash, agent_version, kubernetes_version, registered_at, credential_expires_at, registration_key_hash)
+				VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?)`),
 				p.Name, string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
-				ms(p.CredentialExpiresAt))
+				ms(p.CredentialExpiresAt), p.KeyHash)
 			if err != nil {
 				return fmt.Errorf("inserting cluster %s: %w", p.Name, err)
 			}
@@ -99,9 +99,9 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
 				bootstrap_hash = ?, agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
 				applied_digest = '', status = '', credential_expires_at = ?, previous_credential_hash = '',
-				previous_expires_at = 0, credential_used = 0 WHERE name = ?`),
+				previous_expires_at = 0, credential_used = 0, registration_key_hash = ? WHERE name = ?`),
 				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
-				ms(p.CredentialExpiresAt), p.Name)
+				ms(p.CredentialExpiresAt), p.KeyHash, p.Name)
 			if err != nil {
 				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
 			}
@@ -117,11 +117,14 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 }
 
 // retryable is RegistrationRetryable on q (the database, or a registration's transaction).
-func (s *Store) retryable(ctx context.Context, q querier, cluster, hash string, since time.Time) (bool, error) {
+func (s *Store) retryable(ctx context.Context, q querier, cluster, hash, keyHash string, since time.Time) (bool, error) {
+	if keyHash == "" {
+		return false, nil // a registration without a key cannot be told from another holder's
+	}
 	var n int
 	err := q.QueryRowContext(ctx, s.q(`SELECT count(*) FROM clusters c JOIN bootstrap_tokens t ON t.hash = c.bootstrap_hash
-		WHERE c.name = ? AND c.bootstrap_hash = ? AND c.revoked = 0 AND c.last_heartbeat = 0 AND c.registered_at >= ?
-		AND t.revoked = 0`), cluster, hash, ms(since)).Scan(&n)
+		WHERE c.name = ? AND c.bootstrap_hash = ? AND c.registration_key_hash = ? AND c.revoked = 0 AND c.last_heartbeat = 0
+		AND c.registered_at >= ? AND t.revoked = 0`), cluster, hash, keyHash, ms(since)).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("checking for a registration of %s to complete again: %w", cluster, err)
 	}
@@ -129,8 +132,8 @@ func (s *Store) retryable(ctx context.Context, q querier, cluster, hash string, 
 }
 
 // RegistrationRetryable implements store.Store.
-func (s *Store) RegistrationRetryable(ctx context.Context, cluster, hash string, since time.Time) (bool, error) {
-	return s.retryable(ctx, s.db, cluster, hash, since)
+func (s *Store) RegistrationRetryable(ctx context.Context, cluster, hash, keyHash string, since time.Time) (bool, error) {
+	return s.retryable(ctx, s.db, cluster, hash, keyHash, since)
 }
 
 // assignBundles (re)selects every live bundle for a cluster with these labels, replacing its

@@ -237,25 +237,38 @@ func testReplaceAndRevoke(t *testing.T, s store.Store) {
 	}
 }
 
-// testRegistrationRetry: a registration repeated with the same token within the retry window,
-// before its credential was used, completes the first one (new credential, no use taken);
-// after a heartbeat, with another token, past the window or once the token is revoked, it does
-// not.
+// testRegistrationRetry: a registration repeated with the same token and registration key
+// within the retry window, before its credential was used, completes the first one (new
+// credential, no use taken); without the key or with another, after a heartbeat, with another
+// token, past the window or once the token is revoked, it does not.
 func testRegistrationRetry(t *testing.T, s store.Store) {
 	ctx := context.Background()
 	bootstrap(t, s, "once", 1, time.Hour, false)
 	bootstrap(t, s, "other", 5, time.Hour, false)
-	retry := func(token, name, cred string, since time.Time) (store.Cluster, error) {
+	retryWith := func(token, key, name, cred string, since time.Time) (store.Cluster, error) {
 		return s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-" + token, Name: name, CredentialHash: cred,
-			Labels: map[string]string{"try": cred}, Now: t0.Add(2 * time.Minute), RetrySince: since}, matchAll)
+			Labels: map[string]string{"try": cred}, Now: t0.Add(2 * time.Minute), RetrySince: since, KeyHash: key}, matchAll)
 	}
-	first, err := register(s, "once", "alpha", "cred-1", nil, false)
+	retry := func(token, name, cred string, since time.Time) (store.Cluster, error) {
+		return retryWith(token, "k-"+name, name, cred, since)
+	}
+	first, err := s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-once", Name: "alpha", CredentialHash: "cred-1",
+		KeyHash: "k-alpha", Now: t0.Add(time.Minute)}, matchAll)
 	must(t, err)
 	if first.Retried || first.BootstrapHash != "h-once" {
 		t.Fatalf("first registration: %+v", first)
 	}
-	if ok, err := s.RegistrationRetryable(ctx, "alpha", "h-once", t0); err != nil || !ok {
+	if ok, err := s.RegistrationRetryable(ctx, "alpha", "h-once", "k-alpha", t0); err != nil || !ok {
 		t.Fatalf("RegistrationRetryable before any heartbeat: %v %v", ok, err)
+	}
+	// Another key, or none: another holder of the token, not the agent retrying.
+	for _, key := range []string{"k-thief", ""} {
+		if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", key, t0); ok {
+			t.Fatalf("retryable with key %q", key)
+		}
+		if _, err := retryWith("once", key, "alpha", "cred-x", t0); !errors.Is(err, store.ErrTokenInvalid) {
+			t.Fatalf("a retry with key %q: %v, want ErrTokenInvalid (the token is used up)", key, err)
+		}
 	}
 	again, err := retry("once", "alpha", "cred-2", t0)
 	must(t, err)
@@ -273,7 +286,7 @@ func testRegistrationRetry(t *testing.T, s store.Store) {
 		}
 	}
 	// Past the window, or with another token: not a retry.
-	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", t0.Add(time.Hour)); ok {
+	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", "k-alpha", t0.Add(time.Hour)); ok {
 		t.Fatal("retryable past the window")
 	}
 	if _, err := retry("other", "alpha", "cred-3", t0); !errors.Is(err, store.ErrClusterExists) {
@@ -281,17 +294,18 @@ func testRegistrationRetry(t *testing.T, s store.Store) {
 	}
 	// Once the credential was used, never again.
 	must(t, s.RecordHeartbeat(ctx, store.Heartbeat{Cluster: "alpha", At: t0.Add(3 * time.Minute), Status: "{}"}))
-	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", t0); ok {
+	if ok, _ := s.RegistrationRetryable(ctx, "alpha", "h-once", "k-alpha", t0); ok {
 		t.Fatal("retryable after a heartbeat")
 	}
 	if _, err := retry("once", "alpha", "cred-4", t0); !errors.Is(err, store.ErrTokenInvalid) {
 		t.Fatalf("retry after a heartbeat: %v, want ErrTokenInvalid (the token is used up)", err)
 	}
 	// A revoked token completes nothing.
-	_, err = register(s, "other", "beta", "cred-b", nil, false)
+	_, err = s.RegisterCluster(ctx, store.RegisterParams{TokenHash: "h-other", Name: "beta", CredentialHash: "cred-b",
+		KeyHash: "k-beta", Now: t0.Add(time.Minute)}, matchAll)
 	must(t, err)
 	must(t, s.RevokeBootstrapToken(ctx, "other"))
-	if ok, _ := s.RegistrationRetryable(ctx, "beta", "h-other", t0); ok {
+	if ok, _ := s.RegistrationRetryable(ctx, "beta", "h-other", "k-beta", t0); ok {
 		t.Fatal("retryable with a revoked token")
 	}
 }

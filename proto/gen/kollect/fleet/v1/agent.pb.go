@@ -139,8 +139,14 @@ type RegisterRequest struct {
 	ReplaceExisting   bool   `protobuf:"varint,4,opt,name=replace_existing,json=replaceExisting,proto3" json:"replace_existing,omitempty"`
 	AgentVersion      string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	KubernetesVersion string `protobuf:"bytes,6,opt,name=kubernetes_version,json=kubernetesVersion,proto3" json:"kubernetes_version,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// registration_key is a random value (at least 16 bytes, base64 or hex) the agent chooses
+	// for this registration and sends again with every retry of it, until it has stored its
+	// credential. A retry with the same bootstrap token completes the registration instead of
+	// finding the name taken, only if it presents the same key (the hub keeps its hash): another
+	// holder of a multi-use token cannot complete it and take the cluster's identity.
+	RegistrationKey string `protobuf:"bytes,7,opt,name=registration_key,json=registrationKey,proto3" json:"registration_key,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterRequest) Reset() {
@@ -211,6 +217,13 @@ func (x *RegisterRequest) GetAgentVersion() string {
 func (x *RegisterRequest) GetKubernetesVersion() string {
 	if x != nil {
 		return x.KubernetesVersion
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetRegistrationKey() string {
+	if x != nil {
+		return x.RegistrationKey
 	}
 	return ""
 }
@@ -653,14 +666,15 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"credential\x129\n" +
 	"\n" +
 	"expires_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12L\n" +
-	"\x14previous_valid_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12previousValidUntil\"\xde\x02\n" +
+	"\x14previous_valid_until\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x12previousValidUntil\"\x89\x03\n" +
 	"\x0fRegisterRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12E\n" +
 	"\x06labels\x18\x02 \x03(\v2-.kollect.fleet.v1.RegisterRequest.LabelsEntryR\x06labels\x12'\n" +
 	"\x0fbootstrap_token\x18\x03 \x01(\tR\x0ebootstrapToken\x12)\n" +
 	"\x10replace_existing\x18\x04 \x01(\bR\x0freplaceExisting\x12#\n" +
 	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12-\n" +
-	"\x12kubernetes_version\x18\x06 \x01(\tR\x11kubernetesVersion\x1a9\n" +
+	"\x12kubernetes_version\x18\x06 \x01(\tR\x11kubernetesVersion\x12)\n" +
+	"\x10registration_key\x18\a \x01(\tR\x0fregistrationKey\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x01\n" +
