@@ -298,6 +298,35 @@ hub:
 		// The agent fails over between the replicas: one flag, every URL.
 		hasArg(t, objs, "--hub-url=https://hub-0.example.internal:443,https://hub-1.example.internal:443")
 	}},
+	{name: "hub-networkpolicy", chart: "hub", values: "", check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		// On by default: ingress only to the TLS port, egress only to DNS with SQLite.
+		np := one(t, objs, "NetworkPolicy")
+		ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+		if len(ingress) != 1 || !strings.Contains(toJSON(ingress), `"port":8443`) || strings.Contains(toJSON(ingress), `"from"`) {
+			t.Errorf("ingress: %s, want the TLS port from any source", toJSON(ingress))
+		}
+		if len(egress) != 1 || !strings.Contains(toJSON(egress), `"port":53`) {
+			t.Errorf("egress: %s, want DNS only", toJSON(egress))
+		}
+	}},
+	{name: "hub-networkpolicy-postgres", chart: "hub", values: `replicas: 2
+store: {type: postgres, postgres: {existingSecret: hub-store}}
+tls: {existingSecret: hub-tls}
+networkPolicy:
+  store: {cidrs: [10.40.0.0/16], ports: [6432]}
+  from: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: ingress-nginx}}}]
+`, check: func(t *testing.T, objs []*unstructured.Unstructured) {
+		np := one(t, objs, "NetworkPolicy")
+		ingress, _, _ := unstructured.NestedSlice(np.Object, "spec", "ingress")
+		egress, _, _ := unstructured.NestedSlice(np.Object, "spec", "egress")
+		if !strings.Contains(toJSON(ingress), `"kubernetes.io/metadata.name":"ingress-nginx"`) {
+			t.Errorf("ingress lacks the listed source: %s", toJSON(ingress))
+		}
+		if len(egress) != 2 || !strings.Contains(toJSON(egress), `"cidr":"10.40.0.0/16"`) || !strings.Contains(toJSON(egress), `"port":6432`) {
+			t.Errorf("egress: %s, want DNS and the store", toJSON(egress))
+		}
+	}},
 	{name: "hub-postgres-single", chart: "hub", values: "store: {type: postgres, postgres: {existingSecret: hub-store}}\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			// One replica keeps its generated CA on the claim so the pinned fingerprint survives restarts.
