@@ -154,12 +154,7 @@ func ContextTransport(fallback *Guard) *http.Transport {
 	t.DialContext = func(ctx context.Context, network, address string) (net.Conn, error) {
 		return guardOf(ctx, fallback).DialContext(ctx, network, address)
 	}
-	t.Proxy = func(r *http.Request) (*url.URL, error) {
-		if err := guardOf(r.Context(), fallback).CheckHost(r.URL.Hostname()); err != nil {
-			return nil, err
-		}
-		return http.ProxyFromEnvironment(r)
-	}
+	t.Proxy = func(r *http.Request) (*url.URL, error) { return guardOf(r.Context(), fallback).proxyFor(r) }
 	return t
 }
 

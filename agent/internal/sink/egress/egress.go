@@ -176,18 +176,55 @@ func (g *Guard) Dial(network, address string) (net.Conn, error) {
 }
 
 // Transport returns an HTTP transport that dials through the guard; proxies from the
-// environment are kept (the guard then checks the proxy's address, which the agent's
-// operator chose).
+// environment are kept (the guard checks the proxy's address, which the agent's operator
+// chose, when it dials it, and the destination before the request is handed to the proxy:
+// see proxyFor).
 func (g *Guard) Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialContext = g.DialContext
-	t.Proxy = func(r *http.Request) (*url.URL, error) {
-		if err := g.CheckHost(r.URL.Hostname()); err != nil {
-			return nil, err
-		}
-		return http.ProxyFromEnvironment(r)
-	}
+	t.Proxy = g.proxyFor
 	return t
+}
+
+// proxyFromEnvironment is the proxy of a request as HTTPS_PROXY, HTTP_PROXY and NO_PROXY say
+// (a variable for tests: net/http reads the environment once per process).
+var proxyFromEnvironment = http.ProxyFromEnvironment
+
+// proxyFor returns the environment's proxy for r, or none, once the guard allowed r's
+// destination. Without a proxy the dial checks the resolved address; through one the agent
+// never dials the destination, so it is checked here as a dial would check it: the name, then
+// every address it resolves to now. (The proxy resolves the name again; a name whose answers
+// change between the two lookups is the one case this cannot see.)
+func (g *Guard) proxyFor(r *http.Request) (*url.URL, error) {
+	host := r.URL.Hostname()
+	if err := g.CheckHost(host); err != nil {
+		return nil, err
+	}
+	proxy, err := proxyFromEnvironment(r)
+	if err != nil || proxy == nil {
+		return proxy, err
+	}
+	if err := g.checkResolvedNow(r.Context(), host); err != nil {
+		return nil, err
+	}
+	return proxy, nil
+}
+
+// checkResolvedNow resolves host and checks each of its addresses as a dial would.
+func (g *Guard) checkResolvedNow(ctx context.Context, host string) error {
+	if ip, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return g.CheckResolved(host, ip)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return fmt.Errorf("resolving %s to check it before the request goes through a proxy: %w", host, err)
+	}
+	for _, ip := range addrs {
+		if err := g.CheckResolved(host, ip.Unmap()); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // TLSDialer returns a dial function for clients that take one whole (franz-go): it dials
