@@ -50,7 +50,7 @@ type TLSConfig struct {
 	// +optional
 	Enabled bool `json:"enabled,omitempty"`
 	// CASecretRef names a Secret key holding PEM certificates of the authorities to trust in
-	// addition to the system pool.
+	// addition to the system pool (PostgreSQL: instead of it, as libpq's sslrootcert).
 	// +optional
 	CASecretRef *SecretKeySelector `json:"caSecretRef,omitempty"`
 	// ClientCertSecretRef names a kubernetes.io/tls Secret (tls.crt, tls.key) for mutual TLS.

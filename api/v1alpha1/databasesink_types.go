@@ -43,14 +43,18 @@ type PostgresSinkConfig struct {
 	// +kubebuilder:default=rows
 	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]{0,55}$`
 	Table string `json:"table,omitempty"`
-	// SSLMode as in libpq.
+	// SSLMode as in libpq: verify-full (the default) checks the server's certificate and
+	// name against the system roots, or against the CA of tls.caSecretRef when given; require
+	// and verify-ca check the chain against that CA. disable (plaintext), and require or
+	// verify-ca without tls.caSecretRef, verify no server: the agent refuses them unless a
+	// KollectClusterScope selecting the sink's namespace sets allowInsecureSkipVerify.
 	// +optional
-	// +kubebuilder:default=require
+	// +kubebuilder:default=verify-full
 	SSLMode PostgresSSLMode `json:"sslMode,omitempty"`
 	// SecretRef holds username and password.
 	SecretRef SecretReference `json:"secretRef"`
-	// TLS trusts a custom certificate authority (verify-ca, verify-full) and presents a
-	// client certificate.
+	// TLS trusts a custom certificate authority (instead of the system roots, as libpq's
+	// sslrootcert) and presents a client certificate.
 	// +optional
 	TLS *TLSConfig `json:"tls,omitempty"`
 	// StatementTimeout bounds each statement; at least 1s (0s means the default).

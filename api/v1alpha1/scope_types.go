@@ -98,9 +98,11 @@ type KollectClusterScopeSpec struct {
 	// cannot.
 	// +optional
 	AllowAmbientCredentials bool `json:"allowAmbientCredentials,omitempty"`
-	// AllowInsecureSkipVerify lets sinks in the namespaces this scope selects turn off TLS
-	// certificate verification (tls.insecureSkipVerify). Every cluster scope that selects the
-	// sink's namespace must allow it; a KollectScope cannot.
+	// AllowInsecureSkipVerify lets sinks in the namespaces this scope selects connect without
+	// verifying their server: tls.insecureSkipVerify, a postgres sslMode of disable
+	// (plaintext), or require or verify-ca without tls.caSecretRef, and the mongodb uri
+	// options tlsInsecure and tlsAllowInvalidCertificates/Hostnames. Every cluster scope that
+	// selects the sink's namespace must allow it; a KollectScope cannot.
 	// +optional
 	AllowInsecureSkipVerify bool `json:"allowInsecureSkipVerify,omitempty"`
 }

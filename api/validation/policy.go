@@ -1,8 +1,6 @@
 package validation
 
 import (
-	"sort"
-
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -40,31 +38,4 @@ func AmbientCredentials(path *field.Path, spec map[string]any) []*field.Path {
 		found = append(found, path.Child(c.key, "secretRef"))
 	}
 	return found
-}
-
-// InsecureTLS returns the insecureSkipVerify fields set to true in a sink spec, in its
-// unstructured form. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
-// connection that does not verify its server sends rows and credentials to whoever answers.
-func InsecureTLS(path *field.Path, spec any) []*field.Path {
-	var found []*field.Path
-	walkInsecure(path, spec, &found)
-	sort.Slice(found, func(i, j int) bool { return found[i].String() < found[j].String() })
-	return found
-}
-
-func walkInsecure(path *field.Path, v any, found *[]*field.Path) {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, child := range x {
-			if on, ok := child.(bool); ok && on && k == "insecureSkipVerify" {
-				*found = append(*found, path.Child(k))
-				continue
-			}
-			walkInsecure(path.Child(k), child, found)
-		}
-	case []any:
-		for i, child := range x {
-			walkInsecure(path.Index(i), child, found)
-		}
-	}
 }

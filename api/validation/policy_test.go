@@ -42,7 +42,76 @@ func TestInsecureTLS(t *testing.T) {
 		"mongodb": map[string]any{"tls": map[string]any{"insecureSkipVerify": false}},
 		"list":    []any{map[string]any{"insecureSkipVerify": true}},
 	}
-	if got, want := paths(InsecureTLS(field.NewPath("spec"), spec)), []string{"spec.kafka.tls.insecureSkipVerify", "spec.list[0].insecureSkipVerify"}; !slices.Equal(got, want) {
+	if got, want := rendered(InsecureTLS(field.NewPath("spec"), spec)), []string{
+		"spec.kafka.tls.insecureSkipVerify set: the sink would not verify its server's certificate",
+		"spec.list[0].insecureSkipVerify set: the sink would not verify its server's certificate",
+	}; !slices.Equal(got, want) {
 		t.Fatalf("InsecureTLS = %v, want %v", got, want)
 	}
+}
+
+// TestInsecureTLSPostgresSSLMode: only verify-full (the default, also when unset) verifies the
+// server without a CA of the sink's own; require and verify-ca do with one. Everything else
+// needs the grant, with a message that says what the sink would do.
+func TestInsecureTLSPostgresSSLMode(t *testing.T) {
+	ca := map[string]any{"caSecretRef": map[string]any{"name": "pg-ca", "key": "ca.crt"}}
+	const unverified = "the sink would not verify its server's certificate"
+	for _, c := range []struct {
+		mode string
+		tls  map[string]any
+		want []string
+	}{
+		{"", nil, []string{}},
+		{"verify-full", nil, []string{}},
+		{"verify-full", ca, []string{}},
+		{"require", ca, []string{}},
+		{"verify-ca", ca, []string{}},
+		{"require", nil, []string{"spec.postgres.sslMode require without tls.caSecretRef: " + unverified}},
+		{"require", map[string]any{"serverName": "db"}, []string{"spec.postgres.sslMode require without tls.caSecretRef: " + unverified}},
+		{"verify-ca", nil, []string{"spec.postgres.sslMode verify-ca without tls.caSecretRef: the sink would accept any server with a certificate from a public authority, whatever its name"}},
+		{"disable", nil, []string{"spec.postgres.sslMode disable: the sink would send its credentials and rows in plaintext, to a server it does not verify"}},
+		{"prefer", ca, []string{"spec.postgres.sslMode prefer: the sink would send its credentials and rows in plaintext, to a server it does not verify"}},
+		{"verify-full", map[string]any{"insecureSkipVerify": true}, []string{"spec.postgres.tls.insecureSkipVerify set: " + unverified}},
+	} {
+		pg := map[string]any{"host": "db", "secretRef": map[string]any{"name": "pg"}}
+		if c.mode != "" {
+			pg["sslMode"] = c.mode
+		}
+		if c.tls != nil {
+			pg["tls"] = c.tls
+		}
+		if got := rendered(InsecureTLS(field.NewPath("spec"), map[string]any{"type": "postgres", "postgres": pg})); !slices.Equal(got, c.want) {
+			t.Errorf("sslMode %q tls %v: InsecureTLS = %v, want %v", c.mode, c.tls, got, c.want)
+		}
+	}
+}
+
+// TestInsecureTLSMongoURI: the connection string options that turn verification off need the
+// grant as tls.insecureSkipVerify does, in any case and whichever separator the driver reads.
+func TestInsecureTLSMongoURI(t *testing.T) {
+	for _, c := range []struct {
+		uri  string
+		want []string
+	}{
+		{"mongodb://db:27017/?replicaSet=rs0&tls=true", []string{}},
+		{"mongodb://db:27017/?tlsInsecure=false", []string{}},
+		{"mongodb://db:27017/", []string{}},
+		{"mongodb://db:27017/?tls=true&tlsInsecure=true", []string{"spec.mongodb.uri tlsInsecure=true: the sink would not verify its server's certificate"}},
+		{"mongodb://a:1,b:2/?tls=true;TLSALLOWINVALIDHOSTNAMES=TRUE&sslInsecure=true",
+			[]string{"spec.mongodb.uri TLSALLOWINVALIDHOSTNAMES=true, sslInsecure=true: the sink would not verify its server's certificate"}},
+		{"mongodb+srv://db.example/?tlsAllowInvalidCertificates=true", []string{"spec.mongodb.uri tlsAllowInvalidCertificates=true: the sink would not verify its server's certificate"}},
+	} {
+		spec := map[string]any{"type": "mongodb", "mongodb": map[string]any{"uri": c.uri, "database": "d"}}
+		if got := rendered(InsecureTLS(field.NewPath("spec"), spec)); !slices.Equal(got, c.want) {
+			t.Errorf("uri %s: InsecureTLS = %v, want %v", c.uri, got, c.want)
+		}
+	}
+}
+
+func rendered(us []Unverified) []string {
+	out := []string{}
+	for _, u := range us {
+		out = append(out, u.String())
+	}
+	return out
 }

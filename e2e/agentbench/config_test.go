@@ -72,6 +72,7 @@ const timing = `
 // manifests is the configuration of a shape, exporting to the database at pgPort.
 func (s shape) manifests(pgPort int) string {
 	var b strings.Builder
+	b.WriteString(s.unverifiedGrant())
 	sink := func(ns string) {
 		fmt.Fprintf(&b, `
 ---
@@ -154,6 +155,31 @@ spec:
   sinks: {database: [{name: postgres}]}%[3]s`, ns, strings.Join(targets, ", "), timing)
 	}
 	return b.String()
+}
+
+// unverifiedGrant is the KollectClusterScope that lets the namespaces holding the shape's sinks
+// connect to the benchmark's PostgreSQL, which serves no TLS (sslMode disable needs
+// allowInsecureSkipVerify). It allows every kind, namespace and sink: the namespaces' own
+// scopes, if any, decide the rest.
+func (s shape) unverifiedGrant() string {
+	namespaces := []string{configNS}
+	if s.tenants {
+		namespaces = namespaces[:0]
+		for i := range s.namespaces {
+			namespaces = append(namespaces, namespace(i))
+		}
+	}
+	return fmt.Sprintf(`
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterScope
+metadata: {name: bench-unverified-sinks}
+spec:
+  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [%s]}]}
+  allowedKinds: [{group: "*", kind: "*"}]
+  allowedNamespaces: ["*"]
+  allowedSinks: [{family: "*"}]
+  allowInsecureSkipVerify: true`, strings.Join(namespaces, ", "))
 }
 
 // inventories is how many inventories the shape's configuration holds: one per namespace in

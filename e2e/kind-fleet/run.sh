@@ -123,6 +123,8 @@ for c in "${clusters[@]}"; do
     --values "$here/agent-values.yaml" --set image.tag="$tag" --set clusterName="$c" \
     --set hub.url="$hub" --set hub.caFingerprint="$fingerprint" --set hub.bootstrapToken.token="$token" \
     --wait --timeout 3m >/dev/null
+  # The bundle's PostgreSQL sink is plaintext (sslMode disable): only the cluster may allow it.
+  kc "$c" apply -f "$here/grant.yaml" >/dev/null
   for color in red blue; do
     kc "$c" -n default create configmap "$color" --from-literal=color="$color" >/dev/null
     kc "$c" -n default label configmap "$color" inventory=fleet >/dev/null

@@ -124,8 +124,9 @@ func TestDocumentedMetricsAreServed(t *testing.T) {
 				SubjectTemplate: "kollect.{cluster}.{kind}"}}},
 		&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "down"}, Spec: kollectv1.KollectDatabaseSinkSpec{
 			Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 5 * time.Second},
+			// Nothing listens: refused before any TLS, with the default (verified) sslMode.
 			Postgres: &kollectv1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(closed), Database: "postgres", Table: "rows",
-				SSLMode: "disable", SecretRef: kollectv1.SecretReference{Name: "pg"}}}},
+				SecretRef: kollectv1.SecretReference{Name: "pg"}}}},
 		&kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}, Spec: kollectv1.KollectInventorySpec{
 			Targets: []kollectv1.LocalObjectReference{{Name: "cm"}},
 			Sinks: kollectv1.SinkReferences{Snapshot: []kollectv1.LocalObjectReference{{Name: "repo"}},

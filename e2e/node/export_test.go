@@ -23,8 +23,9 @@ import (
 
 // postgresExample is docs/examples/database-postgres.yaml with the edits its page tells a user
 // to make: the server's address and database, and (this server has no TLS) sslMode disable
-// without the CA Secret.
-func (e *env) postgresExample(t *testing.T, database string) string {
+// without the CA Secret, which needs the KollectClusterScope grant to namespace ns that
+// docs/sinks/postgres.md shows.
+func (e *env) postgresExample(t *testing.T, database, ns string) string {
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -65,6 +66,17 @@ func (e *env) postgresExample(t *testing.T, database string) string {
 		out.WriteString("---\n")
 		out.Write(b)
 	}
+	fmt.Fprintf(&out, `---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterScope
+metadata: {name: unverified-%[1]s}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+  allowedKinds: [{group: "*", kind: "*"}]
+  allowedNamespaces: ["*"]
+  allowedSinks: [{family: "*"}]
+  allowInsecureSkipVerify: true
+`, ns)
 	return out.String()
 }
 
@@ -103,7 +115,7 @@ func (e *env) exportAndFailOver(ctx context.Context, t *testing.T) {
 	// schema (docs/sinks/postgres.md gives narrower grants).
 	run(t, "psql", e.pg.URL, "-v", "ON_ERROR_STOP=1", "-qc",
 		"CREATE ROLE kollect_agent LOGIN PASSWORD 'change-me'; ALTER DATABASE inventory OWNER TO kollect_agent")
-	out, err := e.kubectlErr(e.postgresExample(t, "inventory"), "apply", "-n", "team-a", "-f", "-")
+	out, err := e.kubectlErr(e.postgresExample(t, "inventory", "team-a"), "apply", "-n", "team-a", "-f", "-")
 	if err != nil {
 		t.Fatalf("applying docs/examples/database-postgres.yaml: %v\n%s", err, out)
 	}

@@ -292,6 +292,8 @@ func (f *fleet) installAgent(ctx context.Context, t *testing.T, m *env, token st
 	pods := m.readyPods(ctx, t, "kollect-system", "app.kubernetes.io/instance=kollect-agent", 1)
 	t.Logf("%s: helm install of the agent to Ready in %v", name, time.Since(began).Round(100*time.Millisecond))
 	checkPodValues(t, pods[0], extra)
+	// The bundle's PostgreSQL sink is plaintext (sslMode disable): only the cluster may allow it.
+	m.kubectlRun(t, "apply", "-f", kindFleetFile(t, "grant.yaml"))
 	for _, color := range []string{"red", "blue"} {
 		m.configMap(t, color)
 	}

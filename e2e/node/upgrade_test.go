@@ -63,7 +63,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	run(t, "psql", e.pg.URL, "-v", "ON_ERROR_STOP=1", "-qc",
 		"CREATE ROLE kollect_agent LOGIN PASSWORD 'change-me'; ALTER DATABASE inventory OWNER TO kollect_agent")
 	for cluster, team := range teams {
-		if out, err := e.kubectlErr(e.postgresExample(t, "inventory"), "apply", "-n", team, "-f", "-"); err != nil {
+		if out, err := e.kubectlErr(e.postgresExample(t, "inventory", team), "apply", "-n", team, "-f", "-"); err != nil {
 			t.Fatalf("applying docs/examples/database-postgres.yaml: %v\n%s", err, out)
 		}
 		for _, name := range []string{"web", "api"} {

@@ -116,7 +116,18 @@ spec:
   allowedKinds: [{group: "*", kind: "*"}]
   allowedNamespaces: [%s]
   allowedSinks: [{family: "*"}]
-`, ns, ns)))
+---
+# The test PostgreSQL serves no TLS: sslMode disable needs allowInsecureSkipVerify.
+apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterScope
+metadata: {name: unverified-sinks}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}
+  allowedKinds: [{group: "*", kind: "*"}]
+  allowedNamespaces: ["*"]
+  allowedSinks: [{family: "*"}]
+  allowInsecureSkipVerify: true
+`, ns, ns, ns)))
 	raw, err := h.call(ctx, "CreateBootstrapToken", map[string]any{"description": "e2e/security", "ttl": "3600s", "maxUses": 1})
 	must(t, err)
 	var tok struct{ Secret string }

@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -30,6 +31,22 @@ func postgresServer(t *testing.T, pg **testenv.Postgres) func() error {
 		}
 		return err
 	}
+}
+
+// unverifiedGrant is a KollectClusterScope that lets the sinks of namespace ns connect without
+// verifying their server: the test PostgreSQL serves no TLS, and sslMode disable needs
+// allowInsecureSkipVerify. It allows every kind, namespace and sink, so ns is otherwise as
+// free as without a scope.
+func unverifiedGrant(ns string) string {
+	return fmt.Sprintf(`apiVersion: kollect.dev/v1alpha1
+kind: KollectClusterScope
+metadata: {name: unverified-%[1]s}
+spec:
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
+  allowedKinds: [{group: "*", kind: "*"}]
+  allowedNamespaces: ["*"]
+  allowedSinks: [{family: "*"}]
+  allowInsecureSkipVerify: true`, ns)
 }
 
 // postgresCluster is the setup of the tests that export one cluster into PostgreSQL: a control

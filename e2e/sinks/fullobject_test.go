@@ -149,9 +149,11 @@ func markOf(marks, name string) string {
 }
 
 // applyFullObjectExample creates the documented example in ns instead of team-a, its sink
-// pointed at the test's PostgreSQL instead of the example's placeholder host.
+// pointed at the test's PostgreSQL instead of the example's placeholder host; that server
+// serves no TLS, so ns is granted sslMode disable.
 func applyFullObjectExample(t *testing.T, ctx context.Context, c client.Client, ns, pgURL string) {
 	t.Helper()
+	must(t, applyYAML(ctx, c, unverifiedGrant(ns)))
 	raw, err := os.ReadFile("../../docs/examples/full-objects.yaml")
 	must(t, err)
 	u, err := url.Parse(pgURL)

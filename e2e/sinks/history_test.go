@@ -40,6 +40,7 @@ func TestPostgresHistoryThroughTheShippedAgent(t *testing.T) {
 	must(t, c.Create(ctx, &kollectv1.KollectScope{ObjectMeta: metav1.ObjectMeta{Namespace: sinkNS, Name: "grant"},
 		Spec: kollectv1.KollectScopeSpec{AllowedKinds: []kollectv1.GroupKindRule{{Group: "apps", Kind: "Deployment"}},
 			AllowedNamespaces: []string{sinkNS}, AllowedSinks: []kollectv1.SinkRule{{Family: "*"}}}}))
+	must(t, applyYAML(ctx, c, unverifiedGrant(sinkNS))) // the test PostgreSQL is plaintext
 	root, err := testenv.RepoRoot()
 	must(t, err)
 	raw, err := os.ReadFile(filepath.Join(root, "docs", "examples", "database-postgres-history.yaml"))

@@ -262,9 +262,11 @@ spec:
 }
 
 // postgresSink is the postgres sink into database pgDatabase of pg (at pgURL), read back with
-// psql. The sink suites share it with the outage test.
+// psql. The sink suites share it with the outage test. The server serves no TLS: the manifest
+// grants sslMode disable to the sink's namespace.
 func postgresSink(pg *testenv.Postgres, pgURL string) *sinkUnderTest {
-	return &sinkUnderTest{name: "postgres", typ: "postgres", client: "psql", manifest: fmt.Sprintf(`
+	return &sinkUnderTest{name: "postgres", typ: "postgres", client: "psql", manifest: unverifiedGrant(sinkNS) + fmt.Sprintf(`
+---
 apiVersion: v1
 kind: Secret
 metadata: {name: pg, namespace: kollect-sinks}

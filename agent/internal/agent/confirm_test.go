@@ -27,6 +27,7 @@ func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
 	t.Cleanup(pg.Stop)
 	ctx := context.Background()
 	ns := namespace(t, "confirm")
+	allowUnverifiedSinks(t, cp.Client, ns) // postgresSink: sslMode disable
 	create(t, postgresSink(ns, "db", "confirm", pg.Port)...)
 	objs := colorInventory(ns, kollectv1.SinkReferences{Database: []kollectv1.LocalObjectReference{{Name: "db"}}})
 	inv := objs[len(objs)-1].(*kollectv1.KollectInventory)
@@ -88,6 +89,8 @@ func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
 
 // postgresSink is a KollectDatabaseSink named name writing to schema.rows of the test server
 // on port, with the Secret it reads.
+// postgresSink is a sink to the test PostgreSQL, which serves no TLS: its sslMode disable
+// needs a KollectClusterScope with allowInsecureSkipVerify (allowUnverifiedSinks).
 func postgresSink(ns, name, schema string, port int) []client.Object {
 	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},

@@ -36,6 +36,7 @@ func TestScopeDestinationsNarrowSinks(t *testing.T) {
 		NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kollect.dev/destinations": "narrow"}},
 		KollectScopeSpec:  everything}}
 	ceiling.Spec.AllowedDestinations = &kollectv1.DestinationRules{CIDRs: []string{"10.0.0.0/8"}}
+	ceiling.Spec.AllowInsecureSkipVerify = true // postgresSink: the test PostgreSQL is plaintext
 	create(t, ceiling)
 	t.Cleanup(func() { _ = cp.Client.Delete(context.Background(), ceiling) })
 	create(t, postgresSink(ns, "db", "dest", pg.Port)...)

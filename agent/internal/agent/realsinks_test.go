@@ -131,6 +131,7 @@ func TestPostgresSharedByTwoClusters(t *testing.T) {
 		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
+		allowUnverifiedSinks(t, c, ns) // the test PostgreSQL is plaintext
 		objs := []client.Object{
 			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pg"}, StringData: map[string]string{"username": "postgres", "password": "unused"}},
 			&kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fleet-db"}, Spec: kollectv1.KollectDatabaseSinkSpec{

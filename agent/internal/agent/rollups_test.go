@@ -29,6 +29,7 @@ func TestRollupsBesideAndInsteadOfRawRowsInPostgres(t *testing.T) {
 	}
 	t.Cleanup(pg.Stop)
 	ns := namespace(t, "rollups")
+	allowUnverifiedSinks(t, cp.Client, ns) // the test PostgreSQL is plaintext
 	objs := configMapInventory(ns, 200*time.Millisecond, 2*time.Second)
 	profile := objs[0].(*kollectv1.KollectProfile)
 	profile.Spec.Attributes = append(profile.Spec.Attributes, kollectv1.Attribute{Name: "size", JSONPath: "{.data.size}", Optional: true})

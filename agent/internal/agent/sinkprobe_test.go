@@ -28,6 +28,7 @@ func TestSinkProbeNowAndPreviewOfItsInventory(t *testing.T) {
 	}
 	t.Cleanup(pg.Stop)
 	ns := namespace(t, "probe-now")
+	allowUnverifiedSinks(t, cp.Client, ns) // the test PostgreSQL is plaintext
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, &kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db"}, Spec: kollectv1.KollectDatabaseSinkSpec{
 		Type: kollectv1.DatabaseSinkPostgres, Timeout: metav1.Duration{Duration: 30 * time.Second},

@@ -46,6 +46,7 @@ func TestSinkProbeOfEveryType(t *testing.T) {
 	}
 	// Nothing listens on a port FreePort returned and closed: connections are refused.
 	ns := namespace(t, "probe-types")
+	allowUnverifiedSinks(t, cp.Client, ns) // the test PostgreSQL is plaintext
 	cases := probeCases(srv, port)
 
 	// Inventories export to every sink (at most 16 of a family each, as the CRD allows): each

@@ -9,7 +9,8 @@ import (
 
 // SinkCredentials decides whether a sink of the rules' namespace may authenticate as the
 // agent itself (ambient lists the unset secretRef fields that would make it do so) and skip
-// certificate verification (insecure lists the insecureSkipVerify fields it sets). Both are
+// verifying its server (insecure describes the settings that would make it do so, such as
+// insecureSkipVerify or a plaintext postgres sslMode: validation.Unverified). Both are
 // powers of the agent, not of the sink's author, so only KollectClusterScopes grant them:
 // at least one must select the namespace, and every one that does must allow it. Tenant
 // mode's missing KollectScope does not enter into it: sinks are shared, their users are
@@ -23,7 +24,7 @@ func (r Rules) SinkCredentials(ambient, insecure []string) Decision {
 	}
 	if len(insecure) > 0 {
 		if d := r.clusterGrant(func(c *kollectv1.KollectClusterScopeSpec) bool { return c.AllowInsecureSkipVerify },
-			"allowInsecureSkipVerify", fmt.Sprintf("%s set: the sink would not verify its server's certificate", strings.Join(insecure, ", "))); !d.Allowed {
+			"allowInsecureSkipVerify", strings.Join(insecure, "; ")); !d.Allowed {
 			return d
 		}
 	}

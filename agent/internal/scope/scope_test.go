@@ -247,7 +247,8 @@ func TestSinkCredentialsOnlyClusterScopesGrant(t *testing.T) {
 		cs.Spec.AllowAmbientCredentials, cs.Spec.AllowInsecureSkipVerify = ambient, insecure
 		return cs
 	}
-	ambient, insecure := []string{"spec.s3.secretRef"}, []string{"spec.kafka.tls.insecureSkipVerify"}
+	ambient := []string{"spec.s3.secretRef"}
+	insecure := []string{"spec.kafka.tls.insecureSkipVerify set: the sink would not verify its server's certificate"}
 	tests := []struct {
 		name              string
 		set               Set
@@ -268,6 +269,11 @@ func TestSinkCredentialsOnlyClusterScopesGrant(t *testing.T) {
 		{name: "allowing ambient is not allowing insecure", set: Set{ClusterScopes: []kollectv1.KollectClusterScope{platform("p", true, false)}},
 			ambient: ambient, insecure: insecure,
 			msg: "spec.kafka.tls.insecureSkipVerify set: the sink would not verify its server's certificate, and KollectClusterScope p does not set allowInsecureSkipVerify"},
+		{name: "every unverified setting is named", set: Set{},
+			insecure: []string{"spec.postgres.sslMode disable: the sink would send its credentials and rows in plaintext, to a server it does not verify",
+				"spec.postgres.tls.insecureSkipVerify set: the sink would not verify its server's certificate"},
+			msg: "spec.postgres.sslMode disable: the sink would send its credentials and rows in plaintext, to a server it does not verify; " +
+				"spec.postgres.tls.insecureSkipVerify set: the sink would not verify its server's certificate, and no KollectClusterScope with allowInsecureSkipVerify selects the namespace"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

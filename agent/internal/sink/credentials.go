@@ -26,8 +26,9 @@ type Credentials struct {
 	Inline []*field.Path
 	// Ambient are unset secretRef fields that make the client authenticate as the agent.
 	Ambient []*field.Path
-	// Insecure are insecureSkipVerify fields set to true.
-	Insecure []*field.Path
+	// Insecure are settings under which the sink would not verify its server:
+	// insecureSkipVerify, a postgres sslMode that does not verify, mongodb uri options.
+	Insecure []validation.Unverified
 }
 
 // Inspect reads a sink object's credential fields (see package validation).
@@ -45,11 +46,11 @@ func Inspect(obj Object) (Credentials, error) {
 	}, nil
 }
 
-// Strings renders field paths for a message.
-func Strings(paths []*field.Path) []string {
-	out := make([]string, len(paths))
-	for i, p := range paths {
-		out[i] = p.String()
+// Strings renders field paths, or unverified settings, for a message.
+func Strings[T fmt.Stringer](items []T) []string {
+	out := make([]string, len(items))
+	for i, it := range items {
+		out[i] = it.String()
 	}
 	return out
 }

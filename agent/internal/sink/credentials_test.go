@@ -46,3 +46,32 @@ func TestInlineCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestInspectUnverifiedPostgres: the typed sink is read as the API server stores it, so an
+// sslMode left empty (omitted) is the verify-full default and needs no grant, while disable
+// and require without a CA are reported by field.
+func TestInspectUnverifiedPostgres(t *testing.T) {
+	pg := func(mode v1alpha1.PostgresSSLMode, tlsCfg *v1alpha1.TLSConfig) Object {
+		return &v1alpha1.KollectDatabaseSink{Spec: v1alpha1.KollectDatabaseSinkSpec{Type: v1alpha1.DatabaseSinkPostgres,
+			Postgres: &v1alpha1.PostgresSinkConfig{Host: "db", Database: "d", SSLMode: mode, TLS: tlsCfg, SecretRef: v1alpha1.SecretReference{Name: "pg"}}}}
+	}
+	ca := &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "ca", Key: "ca.crt"}}
+	for _, tc := range []struct {
+		name string
+		obj  Object
+		want []string
+	}{
+		{"default", pg("", nil), []string{}},
+		{"require with a CA", pg("require", ca), []string{}},
+		{"require", pg("require", nil), []string{"spec.postgres.sslMode require without tls.caSecretRef: the sink would not verify its server's certificate"}},
+		{"disable", pg("disable", nil), []string{"spec.postgres.sslMode disable: the sink would send its credentials and rows in plaintext, to a server it does not verify"}},
+	} {
+		c, err := Inspect(tc.obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := append([]string{}, Strings(c.Insecure)...); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

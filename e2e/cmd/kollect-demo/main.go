@@ -106,6 +106,16 @@ func run() error {
 			return err
 		}
 	}
+	step("creating docs/examples/demo-grant.yaml in both clusters: the KollectClusterScope that allows the demo's plaintext PostgreSQL sink (sslMode disable)")
+	grant, err := os.ReadFile("docs/examples/demo-grant.yaml")
+	if err != nil {
+		return err
+	}
+	for _, cp := range cps {
+		if err := applyYAML(ctx, cp, grant, ""); err != nil {
+			return fmt.Errorf("cluster %s: %w", cp.Name, err)
+		}
+	}
 
 	step("creating a bootstrap token and starting one kollect-agent per cluster, registered to the hub")
 	token, err := hub.bootstrapToken(ctx, 2)

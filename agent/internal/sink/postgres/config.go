@@ -20,7 +20,7 @@ import (
 const (
 	defaultSchema           = "kollect"
 	defaultTable            = "rows"
-	defaultSSLMode          = "require"
+	defaultSSLMode          = "verify-full"
 	defaultStatementTimeout = 30 * time.Second
 	defaultMaxConnections   = 4
 	statementCacheCapacity  = 64
@@ -51,10 +51,6 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 	if port == 0 {
 		port = 5432
 	}
-	sslMode := string(spec.SSLMode)
-	if sslMode == "" {
-		sslMode = defaultSSLMode
-	}
 	user, password, err := credentials(ctx, spec, env)
 	if err != nil {
 		return nil, err
@@ -66,7 +62,7 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 		u.User = url.User(user)
 	}
 	q := url.Values{}
-	q.Set("sslmode", sslMode)
+	q.Set("sslmode", sslMode(spec))
 	q.Set("application_name", "kollect-agent")
 	u.RawQuery = q.Encode()
 	cfg, err := pgxpool.ParseConfig(u.String())
@@ -101,6 +97,22 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 	return s, nil
 }
 
+// sslMode is the libpq sslmode to connect with. The default verifies the server's name and
+// chain. require with a CA verifies the chain, as libpq's require does when it has a root
+// certificate: pgconn would do so only for a CA file, while ours comes from a Secret, applied
+// after parsing. Modes that verify nothing need a KollectClusterScope's grant (package
+// validation), checked before the sink is built.
+func sslMode(spec *v1alpha1.PostgresSinkConfig) string {
+	mode := string(spec.SSLMode)
+	if mode == "" {
+		mode = defaultSSLMode
+	}
+	if mode == "require" && spec.TLS != nil && spec.TLS.CASecretRef != nil {
+		mode = "verify-ca"
+	}
+	return mode
+}
+
 // credentials reads username and password from the secretRef.
 func credentials(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env) (user, password string, err error) {
 	if spec.SecretRef.Name == "" {
@@ -131,7 +143,9 @@ func secret(ctx context.Context, env sink.Env, name string) (map[string][]byte, 
 
 // applyTLS adds the CA and client certificate from Secrets to the TLS configuration pgconn
 // derived from sslmode. pgconn's verify-ca check reads RootCAs from the same *tls.Config at
-// handshake time, so filling it in afterwards is enough.
+// handshake time, so filling it in afterwards is enough. The CA replaces the system roots, as
+// libpq's sslrootcert does: verify-ca checks no name, so a public authority's certificate for
+// any name would otherwise pass.
 func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresSinkConfig, env sink.Env) error {
 	t := spec.TLS
 	if t == nil {
@@ -151,10 +165,7 @@ func applyTLS(ctx context.Context, cfg *pgxpool.Config, spec *v1alpha1.PostgresS
 		if len(pem) == 0 {
 			return sink.Terminalf("postgres sink %s/%s: Secret %s has no key %s", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
 		}
-		roots, err = x509.SystemCertPool()
-		if err != nil {
-			roots = x509.NewCertPool()
-		}
+		roots = x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(pem) {
 			return sink.Terminalf("postgres sink %s/%s: Secret %s key %s holds no PEM certificate", env.Namespace, env.Name, t.CASecretRef.Name, t.CASecretRef.Key)
 		}

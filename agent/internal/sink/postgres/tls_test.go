@@ -12,8 +12,9 @@ import (
 	"kollect.dev/testenv"
 )
 
-// TestVerifyFullWithCAFromSecret connects with sslmode verify-full to a PostgreSQL that serves
-// TLS, trusting the CA from a Secret; a CA that did not sign the server is a terminal error.
+// TestVerifyFullWithCAFromSecret connects with sslmode verify-full, and with require (which
+// verifies the chain when given a CA, as libpq does), to a PostgreSQL that serves TLS,
+// trusting the CA from a Secret; a CA that did not sign the server is a terminal error.
 func TestVerifyFullWithCAFromSecret(t *testing.T) {
 	pg, err := testenv.StartPostgresWith(testenv.PostgresOptions{TLS: true})
 	if err != nil {
@@ -25,7 +26,7 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	sinkWith := func(ca []byte) *Sink {
+	sinkWith := func(mode v1alpha1.PostgresSSLMode, ca []byte) *Sink {
 		t.Helper()
 		secrets := func(_ context.Context, name string) (map[string][]byte, error) {
 			if name == "pg-ca" {
@@ -34,7 +35,7 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 			return map[string][]byte{"username": []byte("postgres"), "password": []byte("unused")}, nil
 		}
 		s, err := open(ctx, &v1alpha1.PostgresSinkConfig{Host: "127.0.0.1", Port: int32(pg.Port), Database: "postgres",
-			Schema: "kollect", Table: "rows", SSLMode: "verify-full", SecretRef: v1alpha1.SecretReference{Name: "pg"},
+			Schema: "kollect", Table: "rows", SSLMode: mode, SecretRef: v1alpha1.SecretReference{Name: "pg"},
 			TLS:              &v1alpha1.TLSConfig{CASecretRef: &v1alpha1.SecretKeySelector{Name: "pg-ca", Key: "ca.crt"}},
 			StatementTimeout: metav1.Duration{Duration: 10 * time.Second}, MaxConnections: 2},
 			sink.Env{Cluster: "east", Namespace: "ns", Name: "db", Secrets: secrets})
@@ -44,11 +45,13 @@ func TestVerifyFullWithCAFromSecret(t *testing.T) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	if err := sinkWith(pg.CAPEM).Probe(ctx); err != nil {
-		t.Fatalf("verify-full with the server's CA: %v", err)
-	}
-	err = sinkWith(otherCA).Probe(ctx)
-	if err == nil || sink.ClassOf(err) != sink.Terminal {
-		t.Fatalf("verify-full with another CA: %v (class %s), want a terminal error", err, sink.ClassOf(err))
+	for _, mode := range []v1alpha1.PostgresSSLMode{"verify-full", "require"} {
+		if err := sinkWith(mode, pg.CAPEM).Probe(ctx); err != nil {
+			t.Fatalf("%s with the server's CA: %v", mode, err)
+		}
+		err = sinkWith(mode, otherCA).Probe(ctx)
+		if err == nil || sink.ClassOf(err) != sink.Terminal {
+			t.Fatalf("%s with another CA: %v (class %s), want a terminal error", mode, err, sink.ClassOf(err))
+		}
 	}
 }

@@ -1,0 +1,133 @@
+package validation
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Unverified is a sink setting under which the sink would not verify the server it sends its
+// rows and credentials to.
+type Unverified struct {
+	// Field holds the setting, such as spec.postgres.sslMode.
+	Field *field.Path
+	// Setting says what the field holds: "set", "disable", "tlsInsecure=true".
+	Setting string
+	// Effect says what the sink would then do.
+	Effect string
+}
+
+// String renders the setting for a refusal. It holds field names, enum values and option
+// names only, never a field's free text, so it cannot leak a secret.
+func (u Unverified) String() string {
+	return fmt.Sprintf("%s %s: %s", u.Field, u.Setting, u.Effect)
+}
+
+const (
+	effectUnverified = "the sink would not verify its server's certificate"
+	effectPlaintext  = "the sink would send its credentials and rows in plaintext, to a server it does not verify"
+	effectAnyPublic  = "the sink would accept any server with a certificate from a public authority, whatever its name"
+)
+
+// InsecureTLS returns the settings of a sink spec, in its unstructured form, under which the
+// sink would not verify its server: insecureSkipVerify set to true anywhere, a postgres
+// sslMode that is plaintext or checks no certificate, and a mongodb uri option that turns
+// verification off. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
+// connection that does not verify its server sends rows and credentials to whoever answers.
+func InsecureTLS(path *field.Path, spec any) []Unverified {
+	var found []Unverified
+	walkInsecure(path, spec, &found)
+	if m, ok := spec.(map[string]any); ok {
+		found = append(found, postgresSSLMode(path.Child("postgres"), m["postgres"])...)
+		found = append(found, mongoURIOptions(path.Child("mongodb"), m["mongodb"])...)
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].Field.String() < found[j].Field.String() })
+	return found
+}
+
+func walkInsecure(path *field.Path, v any, found *[]Unverified) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if on, ok := child.(bool); ok && on && k == "insecureSkipVerify" {
+				*found = append(*found, Unverified{Field: path.Child(k), Setting: "set", Effect: effectUnverified})
+				continue
+			}
+			walkInsecure(path.Child(k), child, found)
+		}
+	case []any:
+		for i, child := range x {
+			walkInsecure(path.Index(i), child, found)
+		}
+	}
+}
+
+// postgresSSLMode reports a postgres sslMode that does not verify the server. Unset is the
+// default, verify-full. require and verify-ca check the chain but not the name; the agent has
+// them trust the CA of tls.caSecretRef only (libpq's sslrootcert), so with one they verify the
+// server. Without one, require checks nothing, and verify-ca would trust every public
+// authority for any name. disable (and libpq's allow and prefer, should a spec built in code
+// name them) sends the password in plaintext.
+func postgresSSLMode(path *field.Path, v any) []Unverified {
+	cfg, ok := v.(map[string]any)
+	if !ok {
+		return nil
+	}
+	mode, _ := cfg["sslMode"].(string)
+	tlsCfg, _ := cfg["tls"].(map[string]any)
+	ca, _ := tlsCfg["caSecretRef"].(map[string]any)
+	at := path.Child("sslMode")
+	switch mode {
+	case "", "verify-full":
+		return nil
+	case "require", "verify-ca":
+		if ca != nil {
+			return nil
+		}
+		effect := effectUnverified
+		if mode == "verify-ca" {
+			effect = effectAnyPublic
+		}
+		return []Unverified{{Field: at, Setting: mode + " without tls.caSecretRef", Effect: effect}}
+	default:
+		return []Unverified{{Field: at, Setting: mode, Effect: effectPlaintext}}
+	}
+}
+
+// mongoInsecureOptions are the MongoDB connection string options (lower case: the driver
+// matches them so) that turn off certificate or host name verification; the ssl spelling is
+// the older alias the Go driver still reads.
+var mongoInsecureOptions = []string{"tlsinsecure", "sslinsecure", "tlsallowinvalidcertificates", "tlsallowinvalidhostnames"}
+
+// mongoURIOptions reports the options of a mongodb uri that turn verification off: a knob
+// beside tls.insecureSkipVerify that must need the same grant. The options are split as the
+// driver splits them (on & and ;), since a URI with several hosts is no URL net/url parses.
+func mongoURIOptions(path *field.Path, v any) []Unverified {
+	cfg, _ := v.(map[string]any)
+	uri, _ := cfg["uri"].(string)
+	_, query, ok := strings.Cut(uri, "?")
+	if !ok {
+		return nil
+	}
+	var names []string
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		name, errK := url.QueryUnescape(k)
+		value, errV := url.QueryUnescape(v)
+		if errK != nil || errV != nil { // the driver refuses the URI
+			continue
+		}
+		if strings.EqualFold(value, "true") && slices.Contains(mongoInsecureOptions, strings.ToLower(name)) {
+			names = append(names, name+"=true")
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	sort.Strings(names)
+	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(names, ", "), Effect: effectUnverified}}
+}
