@@ -15,6 +15,16 @@ const (
 	ConditionSynced = "Synced"
 )
 
+// Condition types of KollectTarget and KollectClusterTarget beside the shared ones.
+const (
+	// ConditionSecretsConfined is True, with reason ReasonSecretExtractionOptIn, on a target
+	// whose profile reads core v1 Secrets without decoding them: it reads only the Secrets of
+	// namespaces labelled LabelSecretExtraction=SecretExtractionAllowed. It is a note on what
+	// the target may read, not a problem: it never takes the target out of Ready. Absent on
+	// every other target.
+	ConditionSecretsConfined = "SecretsConfined"
+)
+
 // Reasons of KollectProfile conditions.
 const (
 	// ReasonCompiled (Ready=True): every attribute compiled.
@@ -58,6 +68,10 @@ const (
 	// on this agent: no longer evaluated, its targets' last rows kept. The message names the
 	// profile and the budget; a new generation of the profile lifts it.
 	ReasonBudgetExceeded = "BudgetExceeded"
+	// ReasonSecretExtractionOptIn (SecretsConfined=True): the target's profile reads Secrets
+	// as they are, so only those of namespaces the cluster admin labelled
+	// kollect.dev/secret-extraction=allow are read; Secrets elsewhere give no rows.
+	ReasonSecretExtractionOptIn = "SecretExtractionOptIn"
 )
 
 // Reasons of KollectInventory and KollectClusterInventory conditions.
@@ -136,6 +150,9 @@ const (
 	// ReasonScopeCadenceTooFast: the inventory exports more often than the scope allows; the
 	// scope's minimum applies.
 	ReasonScopeCadenceTooFast = "ScopeCadenceTooFast"
+	// ReasonScopeProfileDenied: a KollectClusterTarget names a profile in a namespace a
+	// KollectScope governs (a tenant's).
+	ReasonScopeProfileDenied = "ScopeProfileDenied"
 	// ReasonScopeMissing: tenant mode, and no scope governs the object.
 	ReasonScopeMissing = "ScopeMissing"
 	// ReasonScopeCredentialsDenied: the sink would authenticate as the agent itself (no

@@ -15,4 +15,15 @@ const (
 	LabelHubSinks = "kollect.dev/hub-sinks"
 	// HubSinksAllowed is LabelHubSinks' value that grants the read.
 	HubSinksAllowed = "allow"
+
+	// LabelSecretExtraction on a Namespace, set to SecretExtractionAllowed by the cluster admin,
+	// lets profiles that read core v1 Secrets as they are (every profile on Secrets but those
+	// with decode: HelmRelease) read the Secrets of that namespace. They read no other: the
+	// agent's RBAC for Helm releases (the chart's rbac.helmReleases) cannot be narrowed to
+	// release Secrets, and without this grant any tenant's profile on Secrets would export
+	// every Secret the agent can read. Namespaces are cluster-scoped, so tenants cannot label
+	// them.
+	LabelSecretExtraction = "kollect.dev/secret-extraction"
+	// SecretExtractionAllowed is LabelSecretExtraction's value that grants the read.
+	SecretExtractionAllowed = "allow"
 )

@@ -84,7 +84,9 @@ type KollectTargetStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// Conditions: Ready when the watch is synced; Degraded with reason Forbidden when the agent
 	// may not list or watch the kind (coverage unknown, rows kept), ExtractionFailed when
-	// required attributes are missing, or a Scope* reason.
+	// required attributes are missing, or a Scope* reason. SecretsConfined (True, reason
+	// SecretExtractionOptIn) when the profile reads Secrets without decode: only Secrets of
+	// namespaces labelled kollect.dev/secret-extraction=allow are read.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

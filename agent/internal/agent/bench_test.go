@@ -75,6 +75,7 @@ func BenchmarkAgentMemory(b *testing.B) {
 
 func benchMemory(b *testing.B, n int) {
 	ns := benchNamespace(b, fmt.Sprintf("mem-%d", n))
+	optInSecrets(b, ns) // a third of the objects are Secrets, read by a profile that does not decode them
 	installWidgetCRD(b)
 	createMany(b, ns, n)
 	gvks := []kollectv1.GroupVersionKind{{Version: "v1", Kind: "ConfigMap"}, {Version: "v1", Kind: "Secret"},
@@ -209,6 +210,19 @@ func benchNamespace(b *testing.B, name string) string {
 		b.Fatal(err)
 	}
 	return name
+}
+
+// optInSecrets labels namespace ns so that profiles on Secrets read its Secrets.
+func optInSecrets(b *testing.B, ns string) {
+	b.Helper()
+	obj := &corev1.Namespace{}
+	if err := cp.Client.Get(context.Background(), client.ObjectKey{Name: ns}, obj); err != nil {
+		b.Fatal(err)
+	}
+	obj.Labels = map[string]string{kollectv1.LabelSecretExtraction: kollectv1.SecretExtractionAllowed}
+	if err := cp.Client.Update(context.Background(), obj); err != nil {
+		b.Fatal(err)
+	}
 }
 
 func createB(b *testing.B, objs ...client.Object) {

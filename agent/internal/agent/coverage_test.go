@@ -112,16 +112,18 @@ func installCRD(t *testing.T, group, kind, plural string) *apiextensionsv1.Custo
 
 // TestForbiddenKindIsAConditionNotADeletion: an agent that may not list a kind reports it on the
 // target and the inventory, and never exports a snapshot without that kind's rows.
+// ServiceAccounts are the forbidden kind (grantConfigMapsOnly leaves them out): a profile on
+// Secrets reads only namespaces opted in to Secret extraction, which is not what this is about.
 func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	ns := namespace(t, "forbidden")
 	create(t,
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s1"}, StringData: map[string]string{"k": "v"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sa1"}},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c1"}})
-	create(t, profileTarget(ns, "secrets", kollectv1.GroupVersionKind{Version: "v1", Kind: "Secret"},
-		kollectv1.Attribute{Name: "type", JSONPath: "{.type}"})...)
+	create(t, profileTarget(ns, "accounts", kollectv1.GroupVersionKind{Version: "v1", Kind: "ServiceAccount"},
+		kollectv1.Attribute{Name: "name", JSONPath: "{.metadata.name}"})...)
 	create(t, profileTarget(ns, "cms", kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 		kollectv1.Attribute{Name: "name", CEL: "object.metadata.name"})...)
-	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"cms", "secrets"}, 200*time.Millisecond))
+	create(t, recordingSink(ns), inventoryFor(ns, "inv", []string{"cms", "accounts"}, 200*time.Millisecond))
 	// A control: an inventory of the permitted kind alone, with the same debounce, on the same
 	// agent. Its exports show when the agent has built what a change caused.
 	ctl := inventoryFor(ns, "ctl", []string{"cms"}, 200*time.Millisecond)
@@ -145,15 +147,15 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	stop()
 	n := len(rec.Batches())
 
-	// The same agent without permission on Secrets.
+	// The same agent without permission on ServiceAccounts.
 	cfg, err := cp.AddUser("kollect-restricted")
 	if err != nil {
 		t.Fatal(err)
 	}
-	grantAllButSecrets(t, "kollect-restricted")
+	grantConfigMapsOnly(t, "kollect-restricted")
 	startAgent(t, cfg, "c1", ns, recs)
 
-	target := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "secrets"}}
+	target := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "accounts"}}
 	eventually(t, 30*time.Second, "target Forbidden", func() (bool, string) {
 		c := condition(t, target, func() []metav1.Condition { return target.Status.Conditions }, kollectv1.ConditionReady)
 		return c != nil && c.Reason == "Forbidden", fmt.Sprint(c)
@@ -162,12 +164,12 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 		c := condition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded)
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "Forbidden", fmt.Sprint(c)
 	})
-	// This agent has no earlier rows of the secrets (a new cache directory): the export
+	// This agent has no earlier rows of the accounts (a new cache directory): the export
 	// waits, and the coverage counts no rows of them in its snapshot.
-	eventually(t, 10*time.Second, "status.coverage says secrets are forbidden", func() (bool, string) {
+	eventually(t, 10*time.Second, "status.coverage says accounts are forbidden", func() (bool, string) {
 		_ = cp.Client.Get(context.Background(), client.ObjectKeyFromObject(inv), inv)
 		for _, c := range inv.Status.Coverage {
-			if c.Target == ns+"/secrets" {
+			if c.Target == ns+"/accounts" {
 				return c.State == kollectv1.CoverageForbidden && c.Reason != "", fmt.Sprintf("%+v", c)
 			}
 		}
@@ -177,16 +179,16 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 		var evs eventsv1.EventList
 		_ = cp.Client.List(context.Background(), &evs, client.InNamespace(ns))
 		for _, e := range evs.Items {
-			if e.Reason == "Forbidden" && e.Regarding.Name == "secrets" && e.Type == corev1.EventTypeWarning {
+			if e.Reason == "Forbidden" && e.Regarding.Name == "accounts" && e.Type == corev1.EventTypeWarning {
 				return true, ""
 			}
 		}
 		return false, fmt.Sprintf("%d events", len(evs.Items))
 	})
-	// A change to the permitted kind still does not publish a snapshot missing the secrets.
+	// A change to the permitted kind still does not publish a snapshot missing the accounts.
 	// The window closes when the control has exported the change and then been called for a
 	// resync asked after that: two rounds of a debounce loop that saw the same change as the
-	// inventory's, which would have exported the snapshot without the secrets in its first.
+	// inventory's, which would have exported the snapshot without the accounts in its first.
 	ctlRec := recs.get(ns + "/ctl-rec")
 	create(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "c2"}})
 	if !ctlRec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return len(b) > 0 && len(b[len(b)-1].Envelope.Rows) == 2 }) {
@@ -198,7 +200,9 @@ func TestForbiddenKindIsAConditionNotADeletion(t *testing.T) {
 	}
 }
 
-func grantAllButSecrets(t *testing.T, user string) {
+// grantConfigMapsOnly grants user what an agent needs for ConfigMaps and its own kinds, and
+// no other kind: ServiceAccounts are the tests' forbidden kind.
+func grantConfigMapsOnly(t *testing.T, user string) {
 	t.Helper()
 	read := []string{"get", "list", "watch"}
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: user}, Rules: []rbacv1.PolicyRule{

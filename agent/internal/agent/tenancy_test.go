@@ -156,3 +156,54 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 	scopeCondition(t, inv, func() []metav1.Condition { return inv.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
 		"ScopeCadenceTooFast", "debounce 200ms is below the minimum 1s of KollectScope tenant/limits", "the minimum applies")
 }
+
+// TestClusterTargetRefusesATenantsProfile: a KollectClusterTarget reads every namespace with
+// its profile, so a profile in a tenant's namespace (one a KollectScope governs) is refused —
+// the tenant could otherwise choose what is extracted cluster-wide — while one in a namespace
+// no KollectScope governs is used. A scope arriving in the profile's namespace later refuses it
+// then.
+func TestClusterTargetRefusesATenantsProfile(t *testing.T) {
+	tenant, platform := namespace(t, "ct-tenant"), namespace(t, "ct-platform")
+	setScope(t, tenant, allowConfigMaps(tenant))
+	profile := func(ns string) *kollectv1.KollectProfile {
+		return &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}, Spec: kollectv1.KollectProfileSpec{
+			Target:     kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
+			Attributes: []kollectv1.Attribute{{Name: "color", JSONPath: "{.data.color}", Optional: true}},
+		}}
+	}
+	clusterTarget := func(name, profileNS string) *kollectv1.KollectClusterTarget {
+		return &kollectv1.KollectClusterTarget{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: kollectv1.KollectClusterTargetSpec{
+			ProfileRef: kollectv1.NamespacedObjectReference{Namespace: profileNS, Name: "cm"}}}
+	}
+	create(t, profile(tenant), profile(platform), configMap(platform, "a", map[string]string{"color": "red"}))
+	byTenant, byPlatform := clusterTarget("ct-by-tenant", tenant), clusterTarget("ct-by-platform", platform)
+	create(t, byTenant, byPlatform)
+	t.Cleanup(func() {
+		_ = cp.Client.Delete(context.Background(), byTenant)
+		_ = cp.Client.Delete(context.Background(), byPlatform)
+	})
+	mgr, err := New(cp.Config, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{tenant, platform}, MetricsAddr: "0",
+		HealthAddr: "0", SkipNameValidation: true, CacheDir: t.TempDir(), Log: testr.New(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	scopeCondition(t, byTenant, func() []metav1.Condition { return byTenant.Status.Conditions }, kollectv1.ConditionReady,
+		metav1.ConditionFalse, kollectv1.ReasonScopeProfileDenied, "KollectProfile ct-tenant/cm is in a tenant's namespace",
+		"KollectScope ct-tenant/limits", "not permitted")
+	// The positive control: the same profile in the platform's namespace is used.
+	scopeCondition(t, byPlatform, func() []metav1.Condition { return byPlatform.Status.Conditions }, kollectv1.ConditionReady,
+		metav1.ConditionTrue, kollectv1.ReasonWatching)
+	if byTenant.Status.ObjectCount != 0 {
+		t.Fatalf("the refused cluster target reports %d objects", byTenant.Status.ObjectCount)
+	}
+
+	// The platform's namespace becomes a tenant's: its profile is refused to the cluster target.
+	setScope(t, platform, allowConfigMaps(platform))
+	scopeCondition(t, byPlatform, func() []metav1.Condition { return byPlatform.Status.Conditions }, kollectv1.ConditionReady,
+		metav1.ConditionFalse, kollectv1.ReasonScopeProfileDenied, "KollectScope ct-platform/limits")
+}

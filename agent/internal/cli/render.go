@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -14,6 +15,8 @@ import (
 	"kollect.dev/agent/internal/cli/manifest"
 	"kollect.dev/agent/internal/cli/offline"
 	"kollect.dev/agent/internal/cli/output"
+	"kollect.dev/agent/internal/collector"
+	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
 // rowFlags are the flags render and collect share.
@@ -112,6 +115,7 @@ func render(env *Env, docs []*manifest.Doc, f rowFlags, cluster string) error {
 	if err != nil {
 		return findings("%v", err)
 	}
+	noteSecretsConfined(env.Err, jobs)
 	rows, failures := offline.Rows(jobs, cluster, func(gvk schema.GroupVersionKind) []*unstructured.Unstructured { return byGVK[gvk] },
 		func(ns string) (labels.Set, bool) { l, ok := nsLabels[ns]; return l, ok })
 	if err := output.Write(env.Out, f.output, rows); err != nil {
@@ -124,4 +128,19 @@ func render(env *Env, docs []*manifest.Doc, f rowFlags, cluster string) error {
 		return findings("%d objects not exported", len(failures))
 	}
 	return nil
+}
+
+// noteSecretsConfined says which targets read Secrets only in namespaces opted in to Secret
+// extraction: from files, a Secret renders no row unless a Namespace object in them carries
+// the label, which would otherwise look like a selection that matched nothing.
+func noteSecretsConfined(w io.Writer, jobs []offline.Job) {
+	seen := map[collector.TargetKey]bool{}
+	for _, j := range jobs {
+		if t := j.Target; t.SecretsConfined() && !seen[t.Key] {
+			seen[t.Key] = true
+			fmt.Fprintf(w, "note: target %s reads Secrets only in namespaces labelled %s=%s, as the agent does "+
+				"(a Namespace object in the files with that label opts its namespace in)\n",
+				t.Key, kollectv1.LabelSecretExtraction, kollectv1.SecretExtractionAllowed)
+		}
+	}
 }

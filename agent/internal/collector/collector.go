@@ -239,14 +239,15 @@ func (c *Collector) RemoveTarget(key TargetKey) {
 	c.restartLocked(old.GVK)
 }
 
-// NamespacesChanged re-evaluates targets that select namespaces by label. A namespace that
-// such a target now selects but whose objects the watch did not evaluate (it was refused by
-// its labels when they came) restarts the kind's watch, which lists them again.
+// NamespacesChanged re-evaluates targets that select namespaces by label (a namespace
+// selector, or the Secrets opt-in of secrets.go). A namespace that such a target now selects
+// but whose objects the watch did not evaluate (it was refused by its labels when they came)
+// restarts the kind's watch, which lists them again.
 func (c *Collector) NamespacesChanged() {
 	c.mu.Lock()
 	gvks := map[schema.GroupVersionKind]bool{}
 	for _, t := range c.targets {
-		if t.nsSelector != nil {
+		if t.selectsByNamespaceLabels() {
 			gvks[t.GVK] = true
 		}
 	}

@@ -130,6 +130,13 @@ func (w *gvkWatch) mightSelect(t *Target, it *item, name string, content map[str
 			}
 		}
 	}
+	// Unlike a namespace selector, the Secrets opt-in refuses a namespace whose labels are not
+	// known yet: a profile must not read a Secret before the admin's grant is seen. The
+	// namespace is remembered, so seeing it granted restarts the watch (nowSelected).
+	if t.secretsConfined && !secretExtractionAllowed(it.namespace, w.proj.nsLabels) {
+		w.denyNamespace(it.namespace)
+		return false
+	}
 	if !t.selectsName(name) {
 		return false
 	}
@@ -190,8 +197,9 @@ func (w *gvkWatch) denyNamespace(ns string) {
 	w.deniedNS[ns] = true
 }
 
-// nowSelected reports whether a namespace refused by a namespace selector is selected by one
-// now: objects there were never evaluated, so the watch must list them again.
+// nowSelected reports whether a namespace refused by a namespace selector (or the Secrets
+// opt-in) is selected by one now: objects there were never evaluated, so the watch must list
+// them again.
 func (w *gvkWatch) nowSelected(nsLabels func(string) (labels.Set, bool)) bool {
 	w.mu.Lock()
 	denied := make([]string, 0, len(w.deniedNS))
@@ -205,7 +213,7 @@ func (w *gvkWatch) nowSelected(nsLabels func(string) (labels.Set, bool)) bool {
 			continue // deleted, or not seen yet: nothing there to list again
 		}
 		for _, t := range w.proj.targets {
-			if t.nsSelector != nil && t.nsSelector.Matches(set) {
+			if t.selectsByNamespaceLabels() && t.labelsSelect(set) {
 				return true
 			}
 		}

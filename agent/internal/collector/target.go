@@ -50,6 +50,9 @@ type Target struct {
 	excludeNames         []string
 	match                *profile.Match
 	matchExpr            string
+	// secretsConfined: the profile reads core v1 Secrets as they are (it does not decode
+	// them), so the target selects only in namespaces labelled for it (secrets.go).
+	secretsConfined bool
 }
 
 // ProfileRef names the profile generation a target extracts with.
@@ -101,6 +104,7 @@ func NewTarget(key TargetKey, sel kollectv1.TargetSelection, gvk schema.GroupVer
 		t.fieldSelector = s
 	}
 	t.fieldSelector = decoderFieldSelector(prof, t.fieldSelector)
+	t.secretsConfined = readsSecretsAsTheyAre(gvk, prof)
 	if n := sel.Names; n != nil {
 		t.includeNames, t.excludeNames = n.Include, n.Exclude
 		for _, pattern := range append(append([]string{}, n.Include...), n.Exclude...) {
@@ -129,8 +133,12 @@ func (t *Target) Provenance() ProfileRef { return t.provenance }
 // needsLabels reports whether selection must look at labels in the agent.
 func (t *Target) needsLabels() bool { return !t.labelSelector.Empty() }
 
-// selectsNamespace applies include/exclude patterns and the namespace selector.
+// selectsNamespace applies include/exclude patterns, the namespace selector and, for a target
+// that reads Secrets as they are, the cluster admin's opt-in (checked first: it fails closed).
 func (t *Target) selectsNamespace(ns string, nsLabels func(string) (labels.Set, bool)) bool {
+	if t.secretsConfined && !secretExtractionAllowed(ns, nsLabels) {
+		return false
+	}
 	if !t.Namespaced {
 		return true
 	}

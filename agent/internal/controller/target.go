@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -52,6 +53,9 @@ type targetObject struct {
 	selection  kollectv1.TargetSelection
 	status     *kollectv1.KollectTargetStatus
 	statusOf   func(client.Object) any
+	// secretsConfined is set by register when the collector confines the target to the
+	// namespaces opted in to Secret extraction (collector.Target.SecretsConfined).
+	secretsConfined bool
 }
 
 func (r *TargetReconciler) load(ctx context.Context, key collector.TargetKey) (*targetObject, error) {
@@ -106,6 +110,7 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 		r.Recorder.Eventf(t.obj, nil, corev1.EventTypeWarning, reason, "Collect", "%s", eventNote(msg))
 	}
 	setCondition(&t.status.Conditions, gen, kollectv1.ConditionReady, ready, reason, msg)
+	noteSecretsConfined(&t.status.Conditions, gen, t.secretsConfined)
 	switch {
 	case ready || reason == kollectv1.ReasonSyncing:
 		r.reportSelection(key, t, gen)
@@ -152,6 +157,18 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 	if err != nil {
 		return ctrl.Result{}, false, reasonScopeError, err.Error()
 	}
+	if key.Namespace == "" {
+		// A cluster target reads every namespace with its profile: whoever edits the profile
+		// chooses what is extracted there, so it must not be a tenant.
+		profileRules, err := r.Scopes.Rules(ctx, prof.Namespace)
+		if err != nil {
+			return ctrl.Result{}, false, reasonScopeError, err.Error()
+		}
+		if d := profileRules.ProfileForClusterTarget(t.profileRef.String()); !d.Allowed {
+			r.Collector.RemoveTarget(key)
+			return ctrl.Result{}, false, d.Reason, d.Message + notPermitted
+		}
+	}
 	// The kind is checked before it is resolved so a denied kind never starts a watch.
 	if d := rules.Kind(gvk.GroupKind()); !d.Allowed {
 		r.Collector.RemoveTarget(key)
@@ -178,6 +195,7 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 		return ctrl.Result{}, false, kollectv1.ReasonInvalidSelection, err.Error()
 	}
 	r.Collector.SetTarget(target)
+	t.secretsConfined = target.SecretsConfined()
 	t.status.Resource = mapping.Resource.Resource + "." + mapping.Resource.Version
 	if mapping.Resource.Group != "" {
 		t.status.Resource += "." + mapping.Resource.Group
@@ -204,6 +222,22 @@ func (r *TargetReconciler) registerChecked(ctx context.Context, key collector.Ta
 			fmt.Sprintf("the API server no longer serves %s (was its CRD deleted?): %v; retrying every %s", t.status.Resource, st.Err, kindRetry)
 	}
 	return ctrl.Result{}, true, kollectv1.ReasonWatching, fmt.Sprintf("watching %s", t.status.Resource)
+}
+
+// secretsConfinedMessage says what SecretsConfined means for the target's rows; it is stable,
+// so the condition is written once.
+var secretsConfinedMessage = fmt.Sprintf("the profile reads Secrets without decoding them: only Secrets in namespaces labelled %s=%s "+
+	"are read and exported, Secrets elsewhere give no rows; a cluster admin labels a namespace to opt it in",
+	kollectv1.LabelSecretExtraction, kollectv1.SecretExtractionAllowed)
+
+// noteSecretsConfined sets SecretsConfined on a target that reads Secrets as they are, and
+// removes it from any other. It is a note beside Ready, not a problem: the target collects.
+func noteSecretsConfined(conds *[]metav1.Condition, gen int64, confined bool) {
+	if !confined {
+		apimeta.RemoveStatusCondition(conds, kollectv1.ConditionSecretsConfined)
+		return
+	}
+	setCondition(conds, gen, kollectv1.ConditionSecretsConfined, true, kollectv1.ReasonSecretExtractionOptIn, secretsConfinedMessage)
 }
 
 // reportSelection fills counts and the Degraded condition from the collector.
@@ -352,10 +386,12 @@ func (r *TargetReconciler) targetsOfScope(ctx context.Context, sc client.Object)
 			out = append(out, collector.TargetKey{Namespace: t.Namespace, Name: t.Name})
 		}
 	}
-	if all {
-		var clusterTargets kollectv1.KollectClusterTargetList
-		if err := r.List(ctx, &clusterTargets); err == nil {
-			for _, t := range clusterTargets.Items {
+	// Cluster targets: all of them for a cluster scope; for a KollectScope, those whose
+	// profile lives in its namespace (a tenant's profile is refused to them).
+	var clusterTargets kollectv1.KollectClusterTargetList
+	if err := r.List(ctx, &clusterTargets); err == nil {
+		for _, t := range clusterTargets.Items {
+			if all || t.Spec.ProfileRef.Namespace == ns {
 				out = append(out, collector.TargetKey{Name: t.Name})
 			}
 		}

@@ -12,6 +12,21 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
+// ProfileForClusterTarget decides whether a KollectClusterTarget may use the profile named
+// profile, of the namespace these rules govern. Not when a KollectScope governs that namespace:
+// it is a tenant's, and a tenant who edits the profile would choose what the cluster target
+// extracts from every namespace. Cluster scopes alone (a platform's ceilings) do not make a
+// namespace a tenant's.
+func (r Rules) ProfileForClusterTarget(profile string) Decision {
+	for _, ru := range r.rules {
+		if ru.cluster == nil {
+			return deny(kollectv1.ReasonScopeProfileDenied, "KollectProfile %s is in a tenant's namespace (%s governs it): "+
+				"a KollectClusterTarget may use only profiles of namespaces no KollectScope governs", profile, ru.name)
+		}
+	}
+	return Allow
+}
+
 // Kind decides whether a target may watch objects of gk.
 func (r Rules) Kind(gk schema.GroupKind) Decision {
 	if r.missing != "" {

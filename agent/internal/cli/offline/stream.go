@@ -129,6 +129,12 @@ func (s *Stream) Stats(k collector.TargetKey) TargetStats {
 
 // Add runs every target of gvk over one page of its objects. The stream keeps none of them:
 // only rows, and for a decoding target each release's newest revision decoded.
+//
+// Selection is the collector's (Target.Selects), with the rule that a profile reading Secrets
+// as they are reads them only in namespaces labelled kollect.dev/secret-extraction=allow
+// (collector/secrets.go). Previews need it: they run in the agent, with the agent's
+// credentials, for a hub operator. render and collect apply it too, though they read files or
+// use the caller's own credentials, because they show what the agent would export.
 func (s *Stream) Add(gvk schema.GroupVersionKind, page []*unstructured.Unstructured) {
 	for _, st := range s.byGVK[gvk] {
 		st.stats.Listed += int64(len(page))
