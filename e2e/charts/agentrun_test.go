@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -141,14 +140,10 @@ func testAgentRuns(t *testing.T, cp *testenv.ControlPlane, kubectl string, objs 
 		t.Errorf("webhook certificate Secret: %v", err)
 	}
 	// The series the chart's PrometheusRule alerts on, with the labels it matches on (the error
-	// counter has no series before a first error).
-	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if !strings.Contains(string(metrics), `kollect_export_last_success_timestamp_seconds{inventory="charts",sink="`) {
+	// counter has no series before a first error), read as a scraper would: metrics.secure
+	// serves them over TLS only to a caller the API server authenticates and lets get /metrics.
+	metrics := scrapeSecureMetrics(t, cp, kubectl, objs, metricsPort)
+	if !strings.Contains(metrics, `kollect_export_last_success_timestamp_seconds{inventory="charts",sink="`) {
 		t.Errorf("metrics lack kollect_export_last_success_timestamp_seconds by inventory and sink:\n%s", metrics)
 	}
 	agent.stop()

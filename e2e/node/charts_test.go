@@ -205,7 +205,7 @@ func (e *env) installAgent(ctx context.Context, t *testing.T, h hubInstall, r ag
 		}
 		// The Go runtime in the pod took its soft limit from the container's (GOMEMLIMIT from
 		// the Downward API), read from the agent's own metrics.
-		if got := metric(t, "http://"+p.Status.PodIP+":8080/metrics", "go_gc_gomemlimit_bytes"); got != 200<<20 {
+		if got := metric(t, p.Status.PodIP, e.metricsToken(t, r.name), "go_gc_gomemlimit_bytes"); got != 200<<20 {
 			t.Errorf("%s runs with GOMEMLIMIT %v bytes, want the 200Mi limit", p.Name, got)
 		}
 	}
@@ -253,10 +253,53 @@ spec:
 	}
 }
 
-// metric reads one unlabelled sample from a Prometheus endpoint with curl.
-func metric(t *testing.T, url, name string) float64 {
+// metricsToken returns a token the agent release's metrics (metrics.secure, the chart's
+// default) accept: a ServiceAccount's, bound to the release's metrics-reader ClusterRole as a
+// user binds Prometheus's, once the API server's authorizer answers yes for it. A release of a
+// chart from before metrics.secure has no such role and serves plain HTTP: "" then.
+func (e *env) metricsToken(t *testing.T, release string) string {
 	t.Helper()
-	for _, line := range strings.Split(run(t, "curl", "-sf", url), "\n") {
+	var reader string
+	for _, n := range strings.Fields(e.kubectlRun(t, "get", "clusterrole", "-l", "app.kubernetes.io/instance="+release, "-o", "name")) {
+		if strings.HasSuffix(n, "-metrics-reader") {
+			reader = strings.TrimPrefix(n, "clusterrole.rbac.authorization.k8s.io/")
+		}
+	}
+	if reader == "" {
+		return ""
+	}
+	sa := "scraper-" + release
+	_, _ = e.kubectlErr("", "create", "serviceaccount", sa, "-n", "default")
+	_, _ = e.kubectlErr("", "create", "clusterrolebinding", sa, "--clusterrole", reader, "--serviceaccount", "default:"+sa)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		out, _ := e.kubectlErr("", "auth", "can-i", "get", "/metrics", "--as", "system:serviceaccount:default:"+sa)
+		if strings.TrimSpace(out) == "yes" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s may not get /metrics: %s", sa, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return strings.TrimSpace(e.kubectlRun(t, "create", "token", sa, "-n", "default"))
+}
+
+// scrape reads an agent pod's metrics with curl: over TLS with the agent's generated
+// certificate, sending token, or in plain HTTP without one (a release from before
+// metrics.secure).
+func scrape(t *testing.T, podIP, token string) string {
+	t.Helper()
+	if token == "" {
+		return run(t, "curl", "-sf", "http://"+podIP+":8080/metrics")
+	}
+	return run(t, "curl", "-sfk", "-H", "Authorization: Bearer "+token, "https://"+podIP+":8080/metrics")
+}
+
+// metric reads one unlabelled sample from an agent pod's metrics.
+func metric(t *testing.T, podIP, token, name string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(scrape(t, podIP, token), "\n") {
 		if strings.HasPrefix(line, name+" ") {
 			var v float64
 			if _, err := fmt.Sscan(strings.TrimPrefix(line, name+" "), &v); err == nil {
@@ -264,7 +307,7 @@ func metric(t *testing.T, url, name string) float64 {
 			}
 		}
 	}
-	t.Fatalf("%s serves no %s", url, name)
+	t.Fatalf("%s serves no %s", podIP, name)
 	return 0
 }
 
@@ -273,8 +316,9 @@ func metric(t *testing.T, url, name string) float64 {
 func (e *env) webhookRequests(t *testing.T, pods []corev1.Pod) float64 {
 	t.Helper()
 	total := 0.0
+	token := e.metricsToken(t, "kollect-agent")
 	for _, p := range pods {
-		body := run(t, "curl", "-sf", "http://"+p.Status.PodIP+":8080/metrics")
+		body := scrape(t, p.Status.PodIP, token)
 		for _, line := range strings.Split(body, "\n") {
 			if strings.HasPrefix(line, "controller_runtime_webhook_requests_total{") && strings.Contains(line, "kollectprofile") {
 				var v float64

@@ -30,6 +30,7 @@ func main() {
 	)
 	flag.StringVar(&o.Cluster, "cluster-name", os.Getenv("KOLLECT_CLUSTER"), "Name of this cluster, stamped on every exported row (required; default $KOLLECT_CLUSTER).")
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.MetricsSecure, "metrics-secure", false, "Serve metrics over TLS, only to callers the API server authenticates and authorises for get on the non-resource URL /metrics (the agent then needs create on tokenreviews and subjectaccessreviews; the chart turns this on and grants both).")
 	flag.StringVar(&o.HealthAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.DurationVar(&o.ReleaseStartupMemoryAfter, "release-startup-memory-after", 30*time.Second,
 		"Give the kernel back the pages of the binary that only start-up used, and the Go runtime's freed heap, once the package initialisers have run, when the agent's caches have synced, and again this long after (the idle agent's RSS drops by about 70 MiB); 0 keeps them resident.")

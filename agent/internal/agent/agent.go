@@ -29,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"kollect.dev/agent/internal/certs"
@@ -57,6 +56,9 @@ type Options struct {
 	TenantMode bool
 	// MetricsAddr and HealthAddr are listen addresses; "0" disables.
 	MetricsAddr, HealthAddr string
+	// MetricsSecure serves metrics over TLS to callers the API server authenticates and
+	// authorises for get on /metrics (the chart's default); otherwise in plain HTTP to anyone.
+	MetricsSecure bool
 	// ReleaseStartupMemoryAfter, when not zero, is how long after the first term's caches
 	// synced the process hands its start-up pages back to the kernel (package memory).
 	ReleaseStartupMemoryAfter time.Duration
@@ -228,7 +230,7 @@ func build(cfg *rest.Config, o Options, sh termShared) (manager.Manager, *tracke
 		Scheme:                  Scheme(),
 		Logger:                  o.Log,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: sh.metricsAddr},
+		Metrics:                 metricsOptions(sh.metricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress:  sh.healthAddr,
 		LeaderElection:          o.LeaderElection,
 		LeaderElectionNamespace: o.LeaderElectionNamespace,

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -210,6 +211,19 @@ func leaseLost(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "leader election lost")
 }
 
+// metricsOptions serves /metrics at addr: in plain HTTP to anyone, or, secure, over TLS (a
+// certificate controller-runtime generates) to callers the API server authenticates
+// (TokenReview) and authorises for get on the non-resource URL /metrics (SubjectAccessReview):
+// the metrics name every inventory, sink and namespace the agent serves.
+func metricsOptions(addr string, secure bool) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: addr}
+	if secure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	return o
+}
+
 // newShell is a manager without leader election or watches that serves, for the process's
 // life, what must not go away with a term: metrics, /healthz and /readyz, and the webhook
 // with its certificates. It binds the ports once, so a new term never races the old one's
@@ -218,7 +232,7 @@ func newShell(cfg *rest.Config, o Options) (manager.Manager, error) {
 	skip := true
 	shell, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: Scheme(), Logger: o.Log.WithName("shell"),
-		Metrics:                metricsserver.Options{BindAddress: o.MetricsAddr},
+		Metrics:                metricsOptions(o.MetricsAddr, o.MetricsSecure),
 		HealthProbeBindAddress: o.HealthAddr,
 		// On the shell, not a term: a profile must survive a lost lease to show what led to it.
 		PprofBindAddress: o.PprofAddr,
