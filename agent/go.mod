@@ -214,6 +214,12 @@ require (
 	kollect.dev/proto v0.0.0
 )
 
+require (
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc v1.44.0 // indirect
+	k8s.io/streaming v0.37.2 // indirect
+	sigs.k8s.io/apiserver-network-proxy/konnectivity-client v0.36.0 // indirect
+)
+
 replace kollect.dev/proto => ../proto
 
 replace 0.kollect.dev/earlyinit => ../earlyinit
