@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kollect.dev/e2e/internal/grant"
 	"kollect.dev/testenv"
 )
 
@@ -169,17 +170,7 @@ func (s shape) unverifiedGrant() string {
 			namespaces = append(namespaces, namespace(i))
 		}
 	}
-	return fmt.Sprintf(`
----
-apiVersion: kollect.dev/v1alpha1
-kind: KollectClusterScope
-metadata: {name: bench-unverified-sinks}
-spec:
-  namespaceSelector: {matchExpressions: [{key: kubernetes.io/metadata.name, operator: In, values: [%s]}]}
-  allowedKinds: [{group: "*", kind: "*"}]
-  allowedNamespaces: ["*"]
-  allowedSinks: [{family: "*"}]
-  allowInsecureSkipVerify: true`, strings.Join(namespaces, ", "))
+	return "\n---\n" + grant.Unverified("bench-unverified-sinks", namespaces...)
 }
 
 // inventories is how many inventories the shape's configuration holds: one per namespace in

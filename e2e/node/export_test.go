@@ -18,6 +18,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"kollect.dev/e2e/internal/grant"
 	"kollect.dev/testenv"
 )
 
@@ -66,17 +67,7 @@ func (e *env) postgresExample(t *testing.T, database, ns string) string {
 		out.WriteString("---\n")
 		out.Write(b)
 	}
-	fmt.Fprintf(&out, `---
-apiVersion: kollect.dev/v1alpha1
-kind: KollectClusterScope
-metadata: {name: unverified-%[1]s}
-spec:
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
-  allowedKinds: [{group: "*", kind: "*"}]
-  allowedNamespaces: ["*"]
-  allowedSinks: [{family: "*"}]
-  allowInsecureSkipVerify: true
-`, ns)
+	out.WriteString("---\n" + grant.Unverified("unverified-"+ns, ns))
 	return out.String()
 }
 

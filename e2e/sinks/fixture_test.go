@@ -2,12 +2,12 @@ package sinks
 
 import (
 	"context"
-	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"kollect.dev/e2e/internal/grant"
 	"kollect.dev/testenv"
 )
 
@@ -33,21 +33,9 @@ func postgresServer(t *testing.T, pg **testenv.Postgres) func() error {
 	}
 }
 
-// unverifiedGrant is a KollectClusterScope that lets the sinks of namespace ns connect without
-// verifying their server: the test PostgreSQL serves no TLS, and sslMode disable needs
-// allowInsecureSkipVerify. It allows every kind, namespace and sink, so ns is otherwise as
-// free as without a scope.
-func unverifiedGrant(ns string) string {
-	return fmt.Sprintf(`apiVersion: kollect.dev/v1alpha1
-kind: KollectClusterScope
-metadata: {name: unverified-%[1]s}
-spec:
-  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[1]s}}
-  allowedKinds: [{group: "*", kind: "*"}]
-  allowedNamespaces: ["*"]
-  allowedSinks: [{family: "*"}]
-  allowInsecureSkipVerify: true`, ns)
-}
+// unverifiedGrant lets the sinks of namespace ns reach the test PostgreSQL, which serves no
+// TLS (sslMode disable needs allowInsecureSkipVerify).
+func unverifiedGrant(ns string) string { return grant.Unverified("unverified-"+ns, ns) }
 
 // postgresCluster is the setup of the tests that export one cluster into PostgreSQL: a control
 // plane and a PostgreSQL started together, the workloads seeded, the profiles and targets of

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"kollect.dev/agent/internal/helmrelease/releasetest"
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -37,7 +37,7 @@ func TestProfileOnSecretsReadsOnlyOptedInNamespaces(t *testing.T) {
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: closed}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: open, Name: "token"}, StringData: map[string]string{"token": "open-value"}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: closed, Name: "token"}, StringData: map[string]string{"token": planted}},
-		helmRelease(t, closed))
+		releasetest.Secret(t, closed))
 	setScope(t, open, func(s *kollectv1.KollectScopeSpec) {
 		s.AllowedKinds = []kollectv1.GroupKindRule{{Kind: "Secret"}}
 		s.AllowedNamespaces = []string{open, closed}
@@ -135,19 +135,4 @@ func TestProfileOnSecretsReadsOnlyOptedInNamespaces(t *testing.T) {
 	if strings.Contains(string(raw), base64.StdEncoding.EncodeToString([]byte(planted))) {
 		t.Fatalf("the export after unlabelling %s still holds its Secret's value", closed)
 	}
-}
-
-// helmRelease is the release Secret helm wrote (the helmrelease fixture), in namespace ns.
-func helmRelease(t *testing.T, ns string) *corev1.Secret {
-	t.Helper()
-	raw, err := os.ReadFile("../helmrelease/testdata/sh.helm.release.v1.demo.v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s corev1.Secret
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Namespace, s.ResourceVersion, s.UID = ns, "", ""
-	return &s
 }

@@ -125,16 +125,9 @@ func TestTenantModeWithoutScopeDenies(t *testing.T) {
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
 	recs := &recorders{}
-	mgr, err := New(cp.Config, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
+	runAgent(t, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{ns}, TenantMode: true, MetricsAddr: "0", HealthAddr: "0",
 		SkipNameValidation: true, Sinks: recs.factories(), CacheDir: t.TempDir(), Log: testr.New(t),
 		Backoff: delivery.Backoff{Base: 100 * time.Millisecond, Max: time.Second, TerminalDelay: time.Second, BreakerThreshold: 5, BreakerCooldown: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 
 	target := &kollectv1.KollectTarget{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cm"}}
 	scopeCondition(t, target, func() []metav1.Condition { return target.Status.Conditions }, kollectv1.ConditionDegraded, metav1.ConditionTrue,
@@ -182,15 +175,8 @@ func TestClusterTargetRefusesATenantsProfile(t *testing.T) {
 		_ = cp.Client.Delete(context.Background(), byTenant)
 		_ = cp.Client.Delete(context.Background(), byPlatform)
 	})
-	mgr, err := New(cp.Config, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{tenant, platform}, MetricsAddr: "0",
+	runAgent(t, Options{AllowLocalSinks: true, Cluster: "c1", Namespaces: []string{tenant, platform}, MetricsAddr: "0",
 		HealthAddr: "0", SkipNameValidation: true, CacheDir: t.TempDir(), Log: testr.New(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = mgr.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 
 	scopeCondition(t, byTenant, func() []metav1.Condition { return byTenant.Status.Conditions }, kollectv1.ConditionReady,
 		metav1.ConditionFalse, kollectv1.ReasonScopeProfileDenied, "KollectProfile ct-tenant/cm is in a tenant's namespace",
@@ -206,4 +192,17 @@ func TestClusterTargetRefusesATenantsProfile(t *testing.T) {
 	setScope(t, platform, allowConfigMaps(platform))
 	scopeCondition(t, byPlatform, func() []metav1.Condition { return byPlatform.Status.Conditions }, kollectv1.ConditionReady,
 		metav1.ConditionFalse, kollectv1.ReasonScopeProfileDenied, "KollectScope ct-platform/limits")
+}
+
+// runAgent runs an agent with o against the test control plane until the test ends.
+func runAgent(t *testing.T, o Options) {
+	t.Helper()
+	mgr, err := New(cp.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = mgr.Start(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }

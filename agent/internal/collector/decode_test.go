@@ -2,8 +2,6 @@ package collector
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -15,6 +13,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"kollect.dev/agent/internal/helmrelease"
+	"kollect.dev/agent/internal/helmrelease/releasetest"
 	"kollect.dev/agent/internal/profile"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -24,19 +23,12 @@ import (
 // with the release's UID, and an agent that may not read Secrets reports the target forbidden.
 func TestHelmReleaseTarget(t *testing.T) {
 	ctx := context.Background()
-	raw, err := os.ReadFile("../helmrelease/testdata/sh.helm.release.v1.demo.v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var secret corev1.Secret
-	if err := json.Unmarshal(raw, &secret); err != nil {
-		t.Fatal(err)
-	}
+	secret := releasetest.Secret(t, "")
 	ns := secret.Namespace
 	if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []*corev1.Secret{&secret, {ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque"}, StringData: map[string]string{"k": "v"}}} {
+	for _, s := range []*corev1.Secret{secret, {ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "opaque"}, StringData: map[string]string{"k": "v"}}} {
 		if err := cp.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}

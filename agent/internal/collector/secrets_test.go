@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/export"
+	"kollect.dev/agent/internal/helmrelease/releasetest"
 	"kollect.dev/agent/internal/profile"
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -44,7 +44,7 @@ func TestPlainSecretProfileReadsOnlyOptedInNamespaces(t *testing.T) {
 	for _, s := range []*corev1.Secret{
 		{ObjectMeta: metav1.ObjectMeta{Namespace: open, Name: "token"}, StringData: map[string]string{"token": "open-value"}},
 		{ObjectMeta: metav1.ObjectMeta{Namespace: closed, Name: "token"}, StringData: map[string]string{"token": planted}},
-		helmReleaseSecret(t, closed),
+		releasetest.Secret(t, closed),
 	} {
 		if err := cp.Client.Create(ctx, s); err != nil {
 			t.Fatal(err)
@@ -150,21 +150,6 @@ func liveNamespaceLabels(name string) (labels.Set, bool) {
 		return nil, false
 	}
 	return ns.Labels, true
-}
-
-// helmReleaseSecret is the release Secret helm wrote (the helmrelease fixture), in namespace ns.
-func helmReleaseSecret(t *testing.T, ns string) *corev1.Secret {
-	t.Helper()
-	raw, err := os.ReadFile("../helmrelease/testdata/sh.helm.release.v1.demo.v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var s corev1.Secret
-	if err := json.Unmarshal(raw, &s); err != nil {
-		t.Fatal(err)
-	}
-	s.Namespace, s.ResourceVersion, s.UID = ns, "", ""
-	return &s
 }
 
 // secretTarget is a cluster target of every namespace with a profile on Secrets.
