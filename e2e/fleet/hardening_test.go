@@ -136,6 +136,28 @@ func TestHardenedHub(t *testing.T) {
 		t.Fatalf("registering a released name: %v", err)
 	}
 
+	// A token bound with the CLI to a cluster name and labels registers that cluster, with those
+	// labels, and nothing else.
+	out, code := kollect("hub", "token", "create", "--uses", "3", "--cluster-name", "edge-1", "--labels", "env=staging")
+	_, boundSecret, found := strings.Cut(out, "secret: ")
+	if code != 0 || !found || !strings.Contains(out, "cluster edge-1, labels exactly env=staging") {
+		t.Fatalf("kollect hub token create --cluster-name --labels: exit %d\n%s", code, out)
+	}
+	boundSecret = strings.TrimSpace(boundSecret)
+	registerWith := func(name string, labels map[string]string) error {
+		_, err := h.agentClient("").Register(ctx, connect.NewRequest(&fleetv1.RegisterRequest{ClusterName: name, BootstrapToken: boundSecret, Labels: labels}))
+		return err
+	}
+	if err := registerWith("edge-1", map[string]string{"env": "prod"}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("the bound token asking for env=prod: %v, want PermissionDenied", err)
+	}
+	if err := registerWith("rogue", map[string]string{"env": "staging"}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("the bound token registering another name: %v, want PermissionDenied", err)
+	}
+	if err := registerWith("edge-1", map[string]string{"env": "staging"}); err != nil {
+		t.Fatalf("the bound token's own cluster: %v", err)
+	}
+
 	// One agent may hold four configuration streams (--max-streams-per-agent); a fifth is
 	// refused. A registration larger than its procedure's limit is refused before it is read.
 	streams := fleetv1connect.NewAgentServiceClient(h.httpClient(), "https://"+h.addr, connect.WithInterceptors(streamBearer(east)))

@@ -84,6 +84,9 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	switch {
 	case errors.Is(err, store.ErrTokenInvalid):
 		return nil, connect.NewError(connect.CodeUnauthenticated, store.ErrTokenInvalid)
+	case errors.Is(err, store.ErrTokenBinding):
+		// The store's message says what the token allows; the caller holds the token.
+		return nil, connect.NewError(connect.CodePermissionDenied, err)
 	case errors.Is(err, store.ErrClusterRevoked):
 		return nil, revokedName(m.GetClusterName())
 	case errors.Is(err, store.ErrClusterExists):

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"kollect.dev/hub/internal/auth"
 	"kollect.dev/hub/internal/labelsel"
@@ -262,6 +264,16 @@ func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Re
 	if limit := f.s.cfg.BootstrapMaxUses; limit > 0 && uses > limit {
 		return nil, invalid("max_uses %d is more than this hub allows (%d, --bootstrap-token-max-uses)", uses, limit)
 	}
+	// A binding is checked as a registration would check the name and labels, so that a token
+	// that could never register anything is refused now.
+	if name := req.Msg.GetClusterName(); name != "" {
+		if errs := validation.IsDNS1123Label(name); len(errs) > 0 {
+			return nil, invalid("cluster_name %q: %s", name, strings.Join(errs, ", "))
+		}
+	}
+	if err := labelsel.ValidateLabels(req.Msg.GetLabels()); err != nil {
+		return nil, invalid("labels: %v", err)
+	}
 	secret, hash, err := auth.NewSecret(auth.PrefixBootstrap)
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
@@ -272,11 +284,13 @@ func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Re
 	}
 	now := f.s.cfg.Now()
 	t := store.BootstrapToken{ID: id, Hash: hash, Description: req.Msg.GetDescription(), ExpiresAt: now.Add(ttl),
-		MaxUses: uses, AllowReplace: req.Msg.GetAllowReplace(), CreatedBy: actor(ctx), CreatedAt: now}
+		MaxUses: uses, AllowReplace: req.Msg.GetAllowReplace(), CreatedBy: actor(ctx), CreatedAt: now,
+		ClusterName: req.Msg.GetClusterName(), Labels: req.Msg.GetLabels()}
 	if err := f.s.store.CreateBootstrapToken(ctx, t); err != nil {
 		return nil, storeError(err)
 	}
-	auth.Note(ctx, "bootstraptoken/"+id, fmt.Sprintf("ttl=%s max_uses=%d allow_replace=%v", ttl, t.MaxUses, t.AllowReplace))
+	auth.Note(ctx, "bootstraptoken/"+id, fmt.Sprintf("ttl=%s max_uses=%d allow_replace=%v cluster_name=%q labels=%v",
+		ttl, t.MaxUses, t.AllowReplace, t.ClusterName, t.Labels))
 	return connect.NewResponse(&fleetv1.CreateBootstrapTokenResponse{Token: bootstrapTokenToProto(t), Secret: secret}), nil
 }
 

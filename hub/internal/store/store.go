@@ -13,6 +13,8 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrTokenInvalid: the bootstrap token is unknown, expired, revoked or used up.
 	ErrTokenInvalid = errors.New("bootstrap token invalid, expired, revoked or used up")
+	// ErrTokenBinding: the bootstrap token is bound to another cluster name or other labels.
+	ErrTokenBinding = errors.New("the bootstrap token is bound to another cluster")
 	// ErrClusterExists: the cluster name is held by a live agent and replacement was not allowed.
 	ErrClusterExists = errors.New("cluster name already registered")
 	// ErrClusterRevoked: the cluster name was revoked and no admin has released it yet.
@@ -225,6 +227,10 @@ type BootstrapToken struct {
 	AllowReplace bool
 	CreatedBy    string
 	CreatedAt    time.Time
+	// ClusterName, when set, is the only cluster name the token registers; Labels, when set,
+	// are exactly the labels such a cluster may ask for (RegisterCluster: ErrTokenBinding).
+	ClusterName string
+	Labels      map[string]string
 }
 
 // APIToken authenticates FleetService callers; only its hash is stored.

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -304,7 +306,8 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	var ttl time.Duration
 	var uses int64
 	var allowReplace bool
-	var description string
+	var description, clusterName string
+	var labels map[string]string
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a bootstrap token for registering agents; the secret is printed once",
@@ -312,12 +315,21 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
-					Description: description, Ttl: durationpb.New(ttl), MaxUses: uses, AllowReplace: allowReplace}))
+					Description: description, Ttl: durationpb.New(ttl), MaxUses: uses, AllowReplace: allowReplace,
+					ClusterName: clusterName, Labels: labels}))
 				if err != nil {
 					return hubErr(err)
 				}
-				fmt.Fprintf(env.Out, "token %s (expires %s, %d uses)\nsecret: %s\n", resp.Msg.GetToken().GetId(),
-					resp.Msg.GetToken().GetExpiresAt().AsTime().Format(time.RFC3339), uses, resp.Msg.GetSecret())
+				tok := resp.Msg.GetToken()
+				bound := ""
+				if n := tok.GetClusterName(); n != "" {
+					bound += ", cluster " + n
+				}
+				if l := tok.GetLabels(); len(l) > 0 {
+					bound += ", labels exactly " + labelString(l)
+				}
+				fmt.Fprintf(env.Out, "token %s (expires %s, %d uses%s)\nsecret: %s\n", tok.GetId(),
+					tok.GetExpiresAt().AsTime().Format(time.RFC3339), uses, bound, resp.Msg.GetSecret())
 				return nil
 			})
 		},
@@ -326,6 +338,8 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	create.Flags().Int64Var(&uses, "uses", 1, "How many agents may register with it.")
 	create.Flags().BoolVar(&allowReplace, "allow-replace", false, "Allow taking over an existing cluster name.")
 	create.Flags().StringVar(&description, "description", "", "What the token is for (audit log).")
+	create.Flags().StringVar(&clusterName, "cluster-name", "", "Bind the token to this cluster name: it registers no other.")
+	create.Flags().StringToStringVar(&labels, "labels", nil, "Bind the token to these cluster labels (k=v,…): a cluster registered with it must ask for exactly these.")
 
 	var role, name string
 	var apiTTL time.Duration
@@ -451,4 +465,14 @@ func printProto(env *cmdutil.Env, m proto.Message) error {
 	}
 	_, err = fmt.Fprintln(env.Out, string(raw))
 	return err
+}
+
+// labelString writes labels as k=v,… sorted by key.
+func labelString(l map[string]string) string {
+	keys := slices.Sorted(maps.Keys(l))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + l[k]
+	}
+	return strings.Join(parts, ",")
 }

@@ -54,6 +54,10 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			return fmt.Errorf("reading cluster %s: %w", p.Name, err)
 		}
 		missing := errors.Is(err, sql.ErrNoRows)
+		// A token bound to a name and labels registers nothing else, a retry included.
+		if err := s.checkBinding(ctx, tx, p.TokenHash, p.Name, p.Labels); err != nil {
+			return err
+		}
 		if !missing && !p.RetrySince.IsZero() {
 			ok, err := s.retryable(ctx, tx, p.Name, p.TokenHash, p.KeyHash, p.RetrySince)
 			if err != nil {

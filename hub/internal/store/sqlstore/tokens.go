@@ -3,7 +3,12 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"kollect.dev/hub/internal/store"
@@ -11,10 +16,15 @@ import (
 
 // CreateBootstrapToken implements store.Store.
 func (s *Store) CreateBootstrapToken(ctx context.Context, t store.BootstrapToken) error {
-	_, err := s.db.ExecContext(ctx, s.q(`INSERT INTO bootstrap_tokens
-		(id, hash, description, expires_at, max_uses, uses, revoked, allow_replace, created_by, created_at)
-		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?)`),
-		t.ID, t.Hash, t.Description, ms(t.ExpiresAt), t.MaxUses, b2i(t.AllowReplace), t.CreatedBy, ms(t.CreatedAt))
+	labels, err := encodeBinding(t.Labels)
+	if err != nil {
+		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, err)
+	}
+	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO bootstrap_tokens
+		(id, hash, description, expires_at, max_uses, uses, revoked, allow_replace, created_by, created_at, cluster_name, labels)
+		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)`),
+		t.ID, t.Hash, t.Description, ms(t.ExpiresAt), t.MaxUses, b2i(t.AllowReplace), t.CreatedBy, ms(t.CreatedAt),
+		t.ClusterName, labels)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, store.ErrConflict)
 	}
@@ -27,7 +37,7 @@ func (s *Store) CreateBootstrapToken(ctx context.Context, t store.BootstrapToken
 // ListBootstrapTokens implements store.Store.
 func (s *Store) ListBootstrapTokens(ctx context.Context) ([]store.BootstrapToken, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, hash, description, expires_at, max_uses, uses, revoked,
-		allow_replace, created_by, created_at FROM bootstrap_tokens ORDER BY created_at DESC, id`)
+		allow_replace, created_by, created_at, cluster_name, labels FROM bootstrap_tokens ORDER BY created_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("listing bootstrap tokens: %w", err)
 	}
@@ -37,10 +47,14 @@ func (s *Store) ListBootstrapTokens(ctx context.Context) ([]store.BootstrapToken
 		var (
 			t                          store.BootstrapToken
 			exp, created, rev, replace int64
+			labels                     string
 		)
 		if err := rows.Scan(&t.ID, &t.Hash, &t.Description, &exp, &t.MaxUses, &t.Uses, &rev, &replace,
-			&t.CreatedBy, &created); err != nil {
+			&t.CreatedBy, &created, &t.ClusterName, &labels); err != nil {
 			return nil, fmt.Errorf("reading bootstrap token: %w", err)
+		}
+		if t.Labels, err = decodeBinding(labels); err != nil {
+			return nil, fmt.Errorf("reading bootstrap token %s: %w", t.ID, err)
 		}
 		t.ExpiresAt, t.CreatedAt, t.Revoked, t.AllowReplace = fromMS(exp), fromMS(created), rev != 0, replace != 0
 		out = append(out, t)
@@ -160,4 +174,66 @@ func (s *Store) consumeBootstrapToken(ctx context.Context, tx *sql.Tx, hash stri
 		return false, fmt.Errorf("reading bootstrap token: %w", err)
 	}
 	return replace != 0, nil
+}
+
+// encodeBinding stores a token's bound labels: empty for none, else a JSON object.
+func encodeBinding(labels map[string]string) (string, error) {
+	if len(labels) == 0 {
+		return "", nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return "", fmt.Errorf("encoding bound labels: %w", err)
+	}
+	return string(b), nil
+}
+
+func decodeBinding(raw string) (map[string]string, error) {
+	if raw == "" {
+		return nil, nil
+	}
+	var labels map[string]string
+	if err := json.Unmarshal([]byte(raw), &labels); err != nil {
+		return nil, fmt.Errorf("decoding bound labels: %w", err)
+	}
+	return labels, nil
+}
+
+// checkBinding refuses a registration of name with labels that the token of this hash is
+// bound against (store.ErrTokenBinding, saying what the token allows); an unknown token
+// passes, for the registration's own checks to refuse.
+func (s *Store) checkBinding(ctx context.Context, q querier, hash, name string, labels map[string]string) error {
+	var boundName, boundLabels string
+	err := q.QueryRowContext(ctx, s.q(`SELECT cluster_name, labels FROM bootstrap_tokens WHERE hash = ?`), hash).Scan(&boundName, &boundLabels)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("reading the bootstrap token's binding: %w", err)
+	}
+	if boundName != "" && boundName != name {
+		return fmt.Errorf("this bootstrap token registers only cluster %s, not %s: %w", boundName, name, store.ErrTokenBinding)
+	}
+	want, err := decodeBinding(boundLabels)
+	if err != nil {
+		return err
+	}
+	if want != nil && !maps.Equal(want, labels) {
+		return fmt.Errorf("this bootstrap token registers only a cluster labelled exactly %s, not %s: %w",
+			labelString(want), labelString(labels), store.ErrTokenBinding)
+	}
+	return nil
+}
+
+// labelString writes labels as k=v,… sorted by key.
+func labelString(labels map[string]string) string {
+	if len(labels) == 0 {
+		return "(no labels)"
+	}
+	keys := slices.Sorted(maps.Keys(labels))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + labels[k]
+	}
+	return strings.Join(parts, ",")
 }

@@ -34,6 +34,7 @@ func matchAll(selectorJSON string, labels map[string]string) (bool, error) {
 func Run(t *testing.T, newStore Factory) {
 	tests := map[string]func(t *testing.T, s store.Store){
 		"Tokens":                  testTokens,
+		"TokenBinding":            testTokenBinding,
 		"RegisterAndTokenRules":   testRegister,
 		"ReplaceAndRevoke":        testReplaceAndRevoke,
 		"RegistrationRetry":       testRegistrationRetry,

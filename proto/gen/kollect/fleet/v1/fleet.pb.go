@@ -1323,7 +1323,13 @@ type CreateBootstrapTokenRequest struct {
 	// CodeInvalidArgument.
 	MaxUses int64 `protobuf:"varint,3,opt,name=max_uses,json=maxUses,proto3" json:"max_uses,omitempty"`
 	// allow_replace lets registrations take over existing cluster names.
-	AllowReplace  bool `protobuf:"varint,4,opt,name=allow_replace,json=allowReplace,proto3" json:"allow_replace,omitempty"`
+	AllowReplace bool `protobuf:"varint,4,opt,name=allow_replace,json=allowReplace,proto3" json:"allow_replace,omitempty"`
+	// cluster_name, when set, is the only cluster name the token registers (a DNS-1123 label).
+	ClusterName string `protobuf:"bytes,5,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// labels, when set, are the labels a cluster registered with the token must ask for,
+	// exactly: a holder of the token cannot give its cluster other labels (say env=prod) and
+	// receive the bundles that select them.
+	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1384,6 +1390,20 @@ func (x *CreateBootstrapTokenRequest) GetAllowReplace() bool {
 		return x.AllowReplace
 	}
 	return false
+}
+
+func (x *CreateBootstrapTokenRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *CreateBootstrapTokenRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 // CreateBootstrapTokenResponse carries the secret, shown once.
@@ -2565,12 +2585,17 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x10selector_changed\x18\x04 \x01(\bR\x0fselectorChanged\")\n" +
 	"\x13DeleteBundleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14DeleteBundleResponse\"\xac\x01\n" +
+	"\x14DeleteBundleResponse\"\xdd\x02\n" +
 	"\x1bCreateBootstrapTokenRequest\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x19\n" +
 	"\bmax_uses\x18\x03 \x01(\x03R\amaxUses\x12#\n" +
-	"\rallow_replace\x18\x04 \x01(\bR\fallowReplace\"n\n" +
+	"\rallow_replace\x18\x04 \x01(\bR\fallowReplace\x12!\n" +
+	"\fcluster_name\x18\x05 \x01(\tR\vclusterName\x12Q\n" +
+	"\x06labels\x18\x06 \x03(\v29.kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
 	"\x1cCreateBootstrapTokenResponse\x126\n" +
 	"\x05token\x18\x01 \x01(\v2 .kollect.fleet.v1.BootstrapTokenR\x05token\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x1c\n" +
@@ -2682,7 +2707,7 @@ func file_kollect_fleet_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_fleet_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),          // 0: kollect.fleet.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),         // 1: kollect.fleet.v1.ListClustersResponse
@@ -2732,140 +2757,142 @@ var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListAuditEventsRequest)(nil),       // 45: kollect.fleet.v1.ListAuditEventsRequest
 	(*ListAuditEventsResponse)(nil),      // 46: kollect.fleet.v1.ListAuditEventsResponse
 	nil,                                  // 47: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	(*Cluster)(nil),                      // 48: kollect.fleet.v1.Cluster
-	(*AgentStatus)(nil),                  // 49: kollect.fleet.v1.AgentStatus
-	(*HeartbeatRecord)(nil),              // 50: kollect.fleet.v1.HeartbeatRecord
-	(*LabelSelector)(nil),                // 51: kollect.fleet.v1.LabelSelector
-	(*BundleRevision)(nil),               // 52: kollect.fleet.v1.BundleRevision
-	(*Bundle)(nil),                       // 53: kollect.fleet.v1.Bundle
-	(*durationpb.Duration)(nil),          // 54: google.protobuf.Duration
-	(*BootstrapToken)(nil),               // 55: kollect.fleet.v1.BootstrapToken
-	(Role)(0),                            // 56: kollect.fleet.v1.Role
-	(*APIToken)(nil),                     // 57: kollect.fleet.v1.APIToken
-	(*SinkFreshness)(nil),                // 58: kollect.fleet.v1.SinkFreshness
-	(*timestamppb.Timestamp)(nil),        // 59: google.protobuf.Timestamp
-	(*Rollout)(nil),                      // 60: kollect.fleet.v1.Rollout
-	(*AuditEvent)(nil),                   // 61: kollect.fleet.v1.AuditEvent
-	(*PreviewBundleRequest)(nil),         // 62: kollect.fleet.v1.PreviewBundleRequest
-	(*GetPreviewRequest)(nil),            // 63: kollect.fleet.v1.GetPreviewRequest
-	(*StartRolloutRequest)(nil),          // 64: kollect.fleet.v1.StartRolloutRequest
-	(*GetRolloutRequest)(nil),            // 65: kollect.fleet.v1.GetRolloutRequest
-	(*ListRolloutsRequest)(nil),          // 66: kollect.fleet.v1.ListRolloutsRequest
-	(*PauseRolloutRequest)(nil),          // 67: kollect.fleet.v1.PauseRolloutRequest
-	(*ResumeRolloutRequest)(nil),         // 68: kollect.fleet.v1.ResumeRolloutRequest
-	(*AbortRolloutRequest)(nil),          // 69: kollect.fleet.v1.AbortRolloutRequest
-	(*RollbackRolloutRequest)(nil),       // 70: kollect.fleet.v1.RollbackRolloutRequest
-	(*PreviewBundleResponse)(nil),        // 71: kollect.fleet.v1.PreviewBundleResponse
-	(*GetPreviewResponse)(nil),           // 72: kollect.fleet.v1.GetPreviewResponse
-	(*StartRolloutResponse)(nil),         // 73: kollect.fleet.v1.StartRolloutResponse
-	(*GetRolloutResponse)(nil),           // 74: kollect.fleet.v1.GetRolloutResponse
-	(*ListRolloutsResponse)(nil),         // 75: kollect.fleet.v1.ListRolloutsResponse
-	(*PauseRolloutResponse)(nil),         // 76: kollect.fleet.v1.PauseRolloutResponse
-	(*ResumeRolloutResponse)(nil),        // 77: kollect.fleet.v1.ResumeRolloutResponse
-	(*AbortRolloutResponse)(nil),         // 78: kollect.fleet.v1.AbortRolloutResponse
-	(*RollbackRolloutResponse)(nil),      // 79: kollect.fleet.v1.RollbackRolloutResponse
+	nil,                                  // 48: kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
+	(*Cluster)(nil),                      // 49: kollect.fleet.v1.Cluster
+	(*AgentStatus)(nil),                  // 50: kollect.fleet.v1.AgentStatus
+	(*HeartbeatRecord)(nil),              // 51: kollect.fleet.v1.HeartbeatRecord
+	(*LabelSelector)(nil),                // 52: kollect.fleet.v1.LabelSelector
+	(*BundleRevision)(nil),               // 53: kollect.fleet.v1.BundleRevision
+	(*Bundle)(nil),                       // 54: kollect.fleet.v1.Bundle
+	(*durationpb.Duration)(nil),          // 55: google.protobuf.Duration
+	(*BootstrapToken)(nil),               // 56: kollect.fleet.v1.BootstrapToken
+	(Role)(0),                            // 57: kollect.fleet.v1.Role
+	(*APIToken)(nil),                     // 58: kollect.fleet.v1.APIToken
+	(*SinkFreshness)(nil),                // 59: kollect.fleet.v1.SinkFreshness
+	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
+	(*Rollout)(nil),                      // 61: kollect.fleet.v1.Rollout
+	(*AuditEvent)(nil),                   // 62: kollect.fleet.v1.AuditEvent
+	(*PreviewBundleRequest)(nil),         // 63: kollect.fleet.v1.PreviewBundleRequest
+	(*GetPreviewRequest)(nil),            // 64: kollect.fleet.v1.GetPreviewRequest
+	(*StartRolloutRequest)(nil),          // 65: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 66: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 67: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 68: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 69: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 70: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 71: kollect.fleet.v1.RollbackRolloutRequest
+	(*PreviewBundleResponse)(nil),        // 72: kollect.fleet.v1.PreviewBundleResponse
+	(*GetPreviewResponse)(nil),           // 73: kollect.fleet.v1.GetPreviewResponse
+	(*StartRolloutResponse)(nil),         // 74: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 75: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 76: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 77: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 78: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 79: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 80: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
-	48, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
-	48, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	49, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
-	50, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
+	49, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
+	49, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	50, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
+	51, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
 	47, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	48, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	51, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	52, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	53, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
-	53, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	52, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	52, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
-	54, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
-	55, // 13: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
-	55, // 14: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
-	56, // 15: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	54, // 16: kollect.fleet.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
-	57, // 17: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	57, // 18: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	56, // 19: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
-	41, // 20: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	41, // 21: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	58, // 22: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	54, // 23: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	54, // 24: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	59, // 25: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	48, // 26: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	53, // 27: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	60, // 28: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
-	59, // 29: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	61, // 30: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 31: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 32: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 33: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
-	6,  // 34: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
-	8,  // 35: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
-	10, // 36: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	12, // 37: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
-	14, // 38: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	16, // 39: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	18, // 40: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	20, // 41: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	22, // 42: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	24, // 43: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	62, // 44: kollect.fleet.v1.FleetService.PreviewBundle:input_type -> kollect.fleet.v1.PreviewBundleRequest
-	63, // 45: kollect.fleet.v1.FleetService.GetPreview:input_type -> kollect.fleet.v1.GetPreviewRequest
-	26, // 46: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	28, // 47: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	30, // 48: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	32, // 49: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	34, // 50: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	36, // 51: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	38, // 52: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
-	40, // 53: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	43, // 54: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	45, // 55: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	64, // 56: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	65, // 57: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	66, // 58: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	67, // 59: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	68, // 60: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	69, // 61: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	70, // 62: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 63: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 64: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 65: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
-	7,  // 66: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	9,  // 67: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	11, // 68: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	13, // 69: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
-	15, // 70: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	17, // 71: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	19, // 72: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	21, // 73: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	23, // 74: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	25, // 75: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	71, // 76: kollect.fleet.v1.FleetService.PreviewBundle:output_type -> kollect.fleet.v1.PreviewBundleResponse
-	72, // 77: kollect.fleet.v1.FleetService.GetPreview:output_type -> kollect.fleet.v1.GetPreviewResponse
-	27, // 78: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	29, // 79: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	31, // 80: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	33, // 81: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	35, // 82: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	37, // 83: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	39, // 84: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
-	42, // 85: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	44, // 86: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	46, // 87: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	73, // 88: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	74, // 89: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	75, // 90: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	76, // 91: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	77, // 92: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	78, // 93: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	79, // 94: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	63, // [63:95] is the sub-list for method output_type
-	31, // [31:63] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	49, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	52, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	53, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	54, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
+	54, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	53, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	53, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
+	55, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
+	48, // 13: kollect.fleet.v1.CreateBootstrapTokenRequest.labels:type_name -> kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
+	56, // 14: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
+	56, // 15: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
+	57, // 16: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
+	55, // 17: kollect.fleet.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
+	58, // 18: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	58, // 19: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	57, // 20: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
+	41, // 21: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	41, // 22: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	59, // 23: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	55, // 24: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	55, // 25: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	60, // 26: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	49, // 27: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	54, // 28: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	61, // 29: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	60, // 30: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	62, // 31: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 32: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 33: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 34: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
+	6,  // 35: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	8,  // 36: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	10, // 37: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	12, // 38: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
+	14, // 39: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	16, // 40: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	18, // 41: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	20, // 42: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	22, // 43: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	24, // 44: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	63, // 45: kollect.fleet.v1.FleetService.PreviewBundle:input_type -> kollect.fleet.v1.PreviewBundleRequest
+	64, // 46: kollect.fleet.v1.FleetService.GetPreview:input_type -> kollect.fleet.v1.GetPreviewRequest
+	26, // 47: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	28, // 48: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	30, // 49: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	32, // 50: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	34, // 51: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	36, // 52: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	38, // 53: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	40, // 54: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	43, // 55: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	45, // 56: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	65, // 57: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	66, // 58: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	67, // 59: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	68, // 60: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	69, // 61: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	70, // 62: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	71, // 63: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 64: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 65: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 66: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 67: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 68: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 69: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 70: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
+	15, // 71: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	17, // 72: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	19, // 73: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	21, // 74: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	23, // 75: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	25, // 76: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	72, // 77: kollect.fleet.v1.FleetService.PreviewBundle:output_type -> kollect.fleet.v1.PreviewBundleResponse
+	73, // 78: kollect.fleet.v1.FleetService.GetPreview:output_type -> kollect.fleet.v1.GetPreviewResponse
+	27, // 79: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	29, // 80: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	31, // 81: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	33, // 82: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	35, // 83: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	37, // 84: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	39, // 85: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	42, // 86: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	44, // 87: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	46, // 88: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	74, // 89: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	75, // 90: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	76, // 91: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	77, // 92: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	78, // 93: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	79, // 94: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	80, // 95: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	64, // [64:96] is the sub-list for method output_type
+	32, // [32:64] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }
@@ -2889,7 +2916,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_fleet_proto_rawDesc), len(file_kollect_fleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1769,9 +1769,13 @@ type BootstrapToken struct {
 	Uses    int64 `protobuf:"varint,5,opt,name=uses,proto3" json:"uses,omitempty"`
 	Revoked bool  `protobuf:"varint,6,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	// allow_replace lets a registration with this token take over an existing cluster name.
-	AllowReplace  bool                   `protobuf:"varint,7,opt,name=allow_replace,json=allowReplace,proto3" json:"allow_replace,omitempty"`
-	CreatedBy     string                 `protobuf:"bytes,8,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	AllowReplace bool                   `protobuf:"varint,7,opt,name=allow_replace,json=allowReplace,proto3" json:"allow_replace,omitempty"`
+	CreatedBy    string                 `protobuf:"bytes,8,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	CreatedAt    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// cluster_name, when set, is the only cluster name the token registers.
+	ClusterName string `protobuf:"bytes,10,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	// labels, when set, are exactly the labels a cluster registered with the token has.
+	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1865,6 +1869,20 @@ func (x *BootstrapToken) GetCreatedBy() string {
 func (x *BootstrapToken) GetCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *BootstrapToken) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+func (x *BootstrapToken) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
 	}
 	return nil
 }
@@ -2200,7 +2218,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x12F\n" +
 	"\x11last_confirm_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xc5\x02\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xe9\x03\n" +
 	"\x0eBootstrapToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -2213,7 +2231,13 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"created_by\x18\b \x01(\tR\tcreatedBy\x129\n" +
 	"\n" +
-	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x89\x02\n" +
+	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
+	"\fcluster_name\x18\n" +
+	" \x01(\tR\vclusterName\x12D\n" +
+	"\x06labels\x18\v \x03(\v2,.kollect.fleet.v1.BootstrapToken.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x02\n" +
 	"\bAPIToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12*\n" +
@@ -2272,7 +2296,7 @@ func file_kollect_fleet_v1_types_proto_rawDescGZIP() []byte {
 }
 
 var file_kollect_fleet_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(ClusterState)(0),                // 0: kollect.fleet.v1.ClusterState
 	(ApplyResult)(0),                 // 1: kollect.fleet.v1.ApplyResult
@@ -2299,56 +2323,58 @@ var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(*AuditEvent)(nil),               // 22: kollect.fleet.v1.AuditEvent
 	nil,                              // 23: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
 	nil,                              // 24: kollect.fleet.v1.Cluster.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 25: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 26: google.protobuf.Duration
+	nil,                              // 25: kollect.fleet.v1.BootstrapToken.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
 }
 var file_kollect_fleet_v1_types_proto_depIdxs = []int32{
 	23, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
 	5,  // 1: kollect.fleet.v1.LabelSelector.match_expressions:type_name -> kollect.fleet.v1.LabelSelectorRequirement
 	4,  // 2: kollect.fleet.v1.Bundle.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	25, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
-	25, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
+	26, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
+	26, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
 	4,  // 5: kollect.fleet.v1.BundleRevision.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
 	6,  // 6: kollect.fleet.v1.BundleRevision.objects:type_name -> kollect.fleet.v1.ObjectRef
-	25, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
+	26, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
 	6,  // 8: kollect.fleet.v1.ObjectResult.object:type_name -> kollect.fleet.v1.ObjectRef
 	1,  // 9: kollect.fleet.v1.ObjectResult.result:type_name -> kollect.fleet.v1.ApplyResult
 	9,  // 10: kollect.fleet.v1.AppliedBundle.objects:type_name -> kollect.fleet.v1.ObjectResult
-	25, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	26, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
 	11, // 12: kollect.fleet.v1.InventoryStatus.conditions:type_name -> kollect.fleet.v1.Condition
 	13, // 13: kollect.fleet.v1.InventoryStatus.coverage:type_name -> kollect.fleet.v1.TargetCoverage
-	25, // 14: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
-	25, // 15: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
+	26, // 14: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
+	26, // 15: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
 	2,  // 16: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	25, // 17: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
+	26, // 17: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
 	10, // 18: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
 	12, // 19: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
 	14, // 20: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
-	25, // 21: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
+	26, // 21: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
 	24, // 22: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
 	0,  // 23: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
-	25, // 24: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	25, // 25: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	26, // 24: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	26, // 25: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
 	16, // 26: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
-	25, // 27: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
-	25, // 28: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
-	25, // 29: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
+	26, // 27: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
+	26, // 28: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
+	26, // 29: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
 	0,  // 30: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
-	25, // 31: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
-	26, // 32: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
+	26, // 31: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
+	27, // 32: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
 	2,  // 33: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	25, // 34: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
-	25, // 35: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 36: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
-	3,  // 37: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
-	25, // 38: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
-	25, // 39: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
-	25, // 40: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	26, // 34: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
+	26, // 35: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 36: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
+	25, // 37: kollect.fleet.v1.BootstrapToken.labels:type_name -> kollect.fleet.v1.BootstrapToken.LabelsEntry
+	3,  // 38: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
+	26, // 39: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
+	26, // 40: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
+	26, // 41: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	42, // [42:42] is the sub-list for method output_type
+	42, // [42:42] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_types_proto_init() }
@@ -2362,7 +2388,7 @@ func file_kollect_fleet_v1_types_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_types_proto_rawDesc), len(file_kollect_fleet_v1_types_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
