@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +25,23 @@ const (
 	AuditRateLimited = "RateLimited"
 )
 
+// auditWindow is how often one kind of refusal (one actor, action and target) is audited: the
+// first in a window is written at once, those after it are counted and written as one event
+// when the window ends, so an attacker's loop costs the audit log one row a minute per kind,
+// not one per call. maxAuditKinds bounds the kinds tracked at once; past it, refusals of a new
+// kind are dropped (and counted as unaudited) until windows end.
+const (
+	auditWindow   = time.Minute
+	maxAuditKinds = 10000
+)
+
+// auditKind is one kind of refusal within its window.
+type auditKind struct {
+	first      store.AuditEvent
+	since      time.Time
+	suppressed int64
+}
+
 // auditQueue is how many failure audit events may wait for the store. A refused call never
 // waits for the store's write lock: its event is queued and written by Guard.Run, and when
 // the queue is full (a flood from many addresses) the event is dropped and counted.
@@ -39,6 +57,9 @@ type Guard struct {
 	queue              chan store.AuditEvent
 	now                func() time.Time
 
+	kindsMu sync.Mutex
+	kinds   map[string]*auditKind
+
 	failed, limited, dropped atomic.Int64
 }
 
@@ -51,7 +72,7 @@ func NewGuard(st store.Store, log *slog.Logger, register, failures ratelimit.Lim
 		now = time.Now
 	}
 	return &Guard{log: log, st: st, register: ratelimit.New(register, now), failures: ratelimit.New(failures, now),
-		queue: make(chan store.AuditEvent, auditQueue), now: now}
+		queue: make(chan store.AuditEvent, auditQueue), now: now, kinds: map[string]*auditKind{}}
 }
 
 // Now is the clock expiries are checked against.
@@ -63,7 +84,8 @@ func (g *Guard) Failures() int64 { return g.failed.Load() }
 // Limited is how many calls a rate limit refused (this replica).
 func (g *Guard) Limited() int64 { return g.limited.Load() }
 
-// Unaudited is how many refusals were not audited because the queue was full.
+// Unaudited is how many refusals were not audited: the queue was full, or maxAuditKinds kinds
+// were being counted.
 func (g *Guard) Unaudited() int64 { return g.dropped.Load() }
 
 // Run writes queued audit events until ctx ends, then writes what is still queued.
@@ -75,11 +97,20 @@ func (g *Guard) Run(ctx context.Context) {
 			g.log.ErrorContext(ctx, "writing the audit event of a refused call", "action", e.Action, "actor", e.Actor, "error", err)
 		}
 	}
+	tick := time.NewTicker(auditWindow / 4)
+	defer tick.Stop()
 	for {
 		select {
 		case e := <-g.queue:
 			write(e)
+		case <-tick.C:
+			for _, e := range g.endWindows(g.now(), false) {
+				write(e)
+			}
 		case <-ctx.Done():
+			for _, e := range g.endWindows(g.now(), true) {
+				write(e)
+			}
 			for {
 				select {
 				case e := <-g.queue:
@@ -92,14 +123,75 @@ func (g *Guard) Run(ctx context.Context) {
 	}
 }
 
+// audit queues a refusal's event: the first of its kind in a window, or the summary of the
+// window before it that counted more of that kind (see auditWindow).
 func (g *Guard) audit(e store.AuditEvent) {
-	e.Time = g.now().UTC()
+	now := g.now()
+	e.Time = now.UTC()
+	key := e.Actor + "\x00" + e.Action + "\x00" + e.Target
+	g.kindsMu.Lock()
+	k := g.kinds[key]
+	switch {
+	case k != nil && now.Sub(k.since) < auditWindow:
+		k.suppressed++
+		g.kindsMu.Unlock()
+		return
+	case k == nil && len(g.kinds) >= maxAuditKinds:
+		g.kindsMu.Unlock()
+		g.drop()
+		return
+	}
+	var summary *store.AuditEvent
+	if k != nil && k.suppressed > 0 {
+		s := k.summary()
+		summary = &s
+	}
+	g.kinds[key] = &auditKind{first: e, since: now}
+	g.kindsMu.Unlock()
+	if summary != nil {
+		g.enqueue(*summary)
+	}
+	g.enqueue(e)
+}
+
+// summary is the event that stands for the refusals a window counted after its first.
+func (k *auditKind) summary() store.AuditEvent {
+	e := k.first
+	e.Detail = fmt.Sprintf("%d more since %s, audited together: %s", k.suppressed, k.since.UTC().Format(time.RFC3339), k.first.Detail)
+	return e
+}
+
+// endWindows forgets the kinds whose window ended by now (every kind with all) and returns the
+// summaries of those that counted refusals after their first.
+func (g *Guard) endWindows(now time.Time, all bool) []store.AuditEvent {
+	g.kindsMu.Lock()
+	defer g.kindsMu.Unlock()
+	var out []store.AuditEvent
+	for key, k := range g.kinds {
+		if !all && now.Sub(k.since) < auditWindow {
+			continue
+		}
+		if k.suppressed > 0 {
+			s := k.summary()
+			s.Time = now.UTC()
+			out = append(out, s)
+		}
+		delete(g.kinds, key)
+	}
+	return out
+}
+
+func (g *Guard) enqueue(e store.AuditEvent) {
 	select {
 	case g.queue <- e:
 	default:
-		if n := g.dropped.Add(1); n == 1 || n%1000 == 0 {
-			g.log.Warn("audit queue full: refused calls are logged but not audited", "unaudited", n)
-		}
+		g.drop()
+	}
+}
+
+func (g *Guard) drop() {
+	if n := g.dropped.Add(1); n == 1 || n%1000 == 0 {
+		g.log.Warn("audit queue full, or too many kinds of refusal at once: refused calls are logged but not audited", "unaudited", n)
 	}
 }
 

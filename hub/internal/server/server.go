@@ -387,7 +387,7 @@ func (s *Server) routes() http.Handler {
 			Help: "Calls refused with ResourceExhausted by a per-address limit (registrations, failed authentications)."},
 			func() float64 { return float64(s.guard.Limited()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_refused_calls_unaudited_total",
-			Help: "Refused calls whose audit event was dropped because the audit queue was full."},
+			Help: "Refused calls whose audit event was dropped: the audit queue was full, or too many kinds of refusal were being counted within their minute."},
 			func() float64 { return float64(s.guard.Unaudited()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kollect_hub_credential_lookups_total",
 			Help: "Agent credential checks (every agent call and stream recheck) on this replica."},
