@@ -86,6 +86,35 @@ func TestInsecureTLSPostgresSSLMode(t *testing.T) {
 	}
 }
 
+// TestInsecureTLSKafkaPlain: SASL PLAIN sends the password itself, so without TLS it needs the
+// grant; SCRAM, or PLAIN over TLS, does not.
+func TestInsecureTLSKafkaPlain(t *testing.T) {
+	on := map[string]any{"enabled": true}
+	for _, c := range []struct {
+		mech string
+		tls  map[string]any
+		want []string
+	}{
+		{"", nil, []string{}},
+		{"SCRAM-SHA-512", nil, []string{}},
+		{"PLAIN", on, []string{}},
+		{"PLAIN", map[string]any{"caSecretRef": map[string]any{"name": "ca"}}, []string{}},
+		{"PLAIN", nil, []string{"spec.kafka.saslMechanism PLAIN without TLS: the sink would send its SASL password in plaintext, to a broker it does not verify"}},
+		{"PLAIN", map[string]any{"serverName": "k"}, []string{"spec.kafka.saslMechanism PLAIN without TLS: the sink would send its SASL password in plaintext, to a broker it does not verify"}},
+	} {
+		k := map[string]any{"brokers": []any{"k:9092"}, "topic": "t"}
+		if c.mech != "" {
+			k["saslMechanism"] = c.mech
+		}
+		if c.tls != nil {
+			k["tls"] = c.tls
+		}
+		if got := rendered(InsecureTLS(field.NewPath("spec"), map[string]any{"type": "kafka", "kafka": k})); !slices.Equal(got, c.want) {
+			t.Errorf("sasl %q tls %v: InsecureTLS = %v, want %v", c.mech, c.tls, got, c.want)
+		}
+	}
+}
+
 // TestInsecureTLSMongoURI: the connection string options that turn verification off need the
 // grant as tls.insecureSkipVerify does, in any case and whichever separator the driver reads.
 func TestInsecureTLSMongoURI(t *testing.T) {

@@ -31,12 +31,13 @@ const (
 	effectUnverified = "the sink would not verify its server's certificate"
 	effectPlaintext  = "the sink would send its credentials and rows in plaintext, to a server it does not verify"
 	effectAnyPublic  = "the sink would accept any server with a certificate from a public authority, whatever its name"
+	effectPassword   = "the sink would send its SASL password in plaintext, to a broker it does not verify"
 )
 
 // InsecureTLS returns the settings of a sink spec, in its unstructured form, under which the
 // sink would not verify its server: insecureSkipVerify set to true anywhere, a postgres
-// sslMode that is plaintext or checks no certificate, and a mongodb uri option that turns
-// verification off. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
+// sslMode that is plaintext or checks no certificate, a mongodb uri option that turns
+// verification off, and Kafka's SASL PLAIN without TLS. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
 // connection that does not verify its server sends rows and credentials to whoever answers.
 func InsecureTLS(path *field.Path, spec any) []Unverified {
 	var found []Unverified
@@ -44,6 +45,7 @@ func InsecureTLS(path *field.Path, spec any) []Unverified {
 	if m, ok := spec.(map[string]any); ok {
 		found = append(found, postgresSSLMode(path.Child("postgres"), m["postgres"])...)
 		found = append(found, mongoURIOptions(path.Child("mongodb"), m["mongodb"])...)
+		found = append(found, kafkaPlain(path.Child("kafka"), m["kafka"])...)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].Field.String() < found[j].Field.String() })
 	return found
@@ -130,4 +132,21 @@ func mongoURIOptions(path *field.Path, v any) []Unverified {
 	}
 	sort.Strings(names)
 	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(names, ", "), Effect: effectUnverified}}
+}
+
+// kafkaPlain reports SASL PLAIN without TLS: PLAIN sends the password itself, so without TLS
+// whoever sits between the agent and the broker reads it. (SCRAM proves the password without
+// sending it.)
+func kafkaPlain(path *field.Path, v any) []Unverified {
+	cfg, _ := v.(map[string]any)
+	if mech, _ := cfg["saslMechanism"].(string); mech != "PLAIN" {
+		return nil
+	}
+	// The sink runs TLS when tls enables it or names what only TLS uses (sinktls.Config).
+	tlsCfg, _ := cfg["tls"].(map[string]any)
+	on, _ := tlsCfg["enabled"].(bool)
+	if on || tlsCfg["caSecretRef"] != nil || tlsCfg["clientCertSecretRef"] != nil || tlsCfg["insecureSkipVerify"] == true {
+		return nil
+	}
+	return []Unverified{{Field: path.Child("saslMechanism"), Setting: "PLAIN without TLS", Effect: effectPassword}}
 }

@@ -2,6 +2,7 @@ package sink
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"kollect.dev/api/v1alpha1"
@@ -73,5 +74,25 @@ func TestInspectUnverifiedPostgres(t *testing.T) {
 		if got := append([]string{}, Strings(c.Insecure)...); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestInspectKafkaPlainWithoutTLS: an event sink's SASL PLAIN over a plaintext connection is
+// reported as the grant's business, as the typed object reaches the inspection.
+func TestInspectKafkaPlainWithoutTLS(t *testing.T) {
+	kafka := func(tlsCfg *v1alpha1.TLSConfig) Object {
+		return &v1alpha1.KollectEventSink{Spec: v1alpha1.KollectEventSinkSpec{Type: v1alpha1.EventSinkKafka,
+			Kafka: &v1alpha1.KafkaSinkConfig{Brokers: []string{"k:9092"}, Topic: "t", SASLMechanism: "PLAIN",
+				SecretRef: &v1alpha1.SecretReference{Name: "kafka"}, TLS: tlsCfg}}}
+	}
+	c, err := Inspect(kafka(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Strings(c.Insecure); len(got) != 1 || !strings.Contains(got[0], "spec.kafka.saslMechanism PLAIN without TLS") {
+		t.Fatalf("PLAIN without TLS: %v", got)
+	}
+	if c, err = Inspect(kafka(&v1alpha1.TLSConfig{Enabled: true})); err != nil || len(c.Insecure) != 0 {
+		t.Fatalf("PLAIN over TLS: %v %v", Strings(c.Insecure), err)
 	}
 }
