@@ -115,6 +115,35 @@ func TestInsecureTLSKafkaPlain(t *testing.T) {
 	}
 }
 
+// TestInsecureTLSHTTPCredentials: a credential sent to an http:// URL of another machine needs
+// the grant; https, a loopback host, no secretRef, or S3 (which signs and never sends its key)
+// do not.
+func TestInsecureTLSHTTPCredentials(t *testing.T) {
+	const effect = ": the sink would send its credentials in plaintext HTTP, to a server it does not verify"
+	ref := map[string]any{"name": "creds"}
+	for _, c := range []struct {
+		typ  string
+		cfg  map[string]any
+		want []string
+	}{
+		{"git", map[string]any{"url": "http://git.example/r.git", "secretRef": ref}, []string{"spec.git.url http:// with secretRef" + effect}},
+		{"git", map[string]any{"url": "https://git.example/r.git", "secretRef": ref}, []string{}},
+		{"git", map[string]any{"url": "http://git.example/r.git"}, []string{}},
+		{"git", map[string]any{"url": "http://127.0.0.1:8080/r.git", "secretRef": ref}, []string{}},
+		{"git", map[string]any{"url": "http://localhost/r.git", "secretRef": ref}, []string{}},
+		{"gitlab", map[string]any{"url": "https://gl.example/g/p.git", "baseURL": "http://gl.example", "secretRef": ref},
+			[]string{"spec.gitlab.baseURL http:// with secretRef" + effect}},
+		{"gcs", map[string]any{"bucket": "b", "endpoint": "http://10.0.0.5:4443", "secretRef": ref}, []string{"spec.gcs.endpoint http:// with secretRef" + effect}},
+		{"bigquery", map[string]any{"endpoint": "http://[::1]:9050", "secretRef": ref}, []string{}},
+		{"azureBlob", map[string]any{"endpoint": "HTTP://blob.example/acct", "secretRef": ref}, []string{"spec.azureBlob.endpoint http:// with secretRef" + effect}},
+		{"s3", map[string]any{"endpoint": "http://minio.example:9000", "secretRef": ref}, []string{}},
+	} {
+		if got := rendered(InsecureTLS(field.NewPath("spec"), map[string]any{"type": c.typ, c.typ: c.cfg})); !slices.Equal(got, c.want) {
+			t.Errorf("%s %v: InsecureTLS = %v, want %v", c.typ, c.cfg, got, c.want)
+		}
+	}
+}
+
 // TestInsecureTLSMongoURI: the connection string options that turn verification off need the
 // grant as tls.insecureSkipVerify does, in any case and whichever separator the driver reads.
 func TestInsecureTLSMongoURI(t *testing.T) {

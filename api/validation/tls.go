@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"net/netip"
 	"net/url"
 	"slices"
 	"sort"
@@ -32,12 +33,14 @@ const (
 	effectPlaintext  = "the sink would send its credentials and rows in plaintext, to a server it does not verify"
 	effectAnyPublic  = "the sink would accept any server with a certificate from a public authority, whatever its name"
 	effectPassword   = "the sink would send its SASL password in plaintext, to a broker it does not verify"
+	effectHTTP       = "the sink would send its credentials in plaintext HTTP, to a server it does not verify"
 )
 
 // InsecureTLS returns the settings of a sink spec, in its unstructured form, under which the
 // sink would not verify its server: insecureSkipVerify set to true anywhere, a postgres
 // sslMode that is plaintext or checks no certificate, a mongodb uri option that turns
-// verification off, and Kafka's SASL PLAIN without TLS. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
+// verification off, Kafka's SASL PLAIN without TLS, and http:// endpoints that would carry a
+// credential to another machine. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
 // connection that does not verify its server sends rows and credentials to whoever answers.
 func InsecureTLS(path *field.Path, spec any) []Unverified {
 	var found []Unverified
@@ -46,6 +49,7 @@ func InsecureTLS(path *field.Path, spec any) []Unverified {
 		found = append(found, postgresSSLMode(path.Child("postgres"), m["postgres"])...)
 		found = append(found, mongoURIOptions(path.Child("mongodb"), m["mongodb"])...)
 		found = append(found, kafkaPlain(path.Child("kafka"), m["kafka"])...)
+		found = append(found, httpCredentials(path, m)...)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].Field.String() < found[j].Field.String() })
 	return found
@@ -150,3 +154,51 @@ func kafkaPlain(path *field.Path, v any) []Unverified {
 	}
 	return []Unverified{{Field: path.Child("saslMechanism"), Setting: "PLAIN without TLS", Effect: effectPassword}}
 }
+
+// credentialURLs are, per sink type, the fields holding URLs a credential from secretRef is
+// sent to: git's basic auth or token, GitLab's token (to the repository and the API), the
+// OAuth token GCS and BigQuery present, and an Azure shared access signature. (S3 signs its
+// requests: its secret key never crosses the connection.)
+var credentialURLs = map[string][]string{
+	"git":       {"url"},
+	"gitlab":    {"url", "baseURL"},
+	"gcs":       {"endpoint"},
+	"bigquery":  {"endpoint"},
+	"azureBlob": {"endpoint"},
+}
+
+// httpCredentials reports an http:// URL of a sink with a secretRef whose credential would be
+// sent to it in plaintext. Loopback hosts are left out: the connection stays in the agent's
+// pod (and reaching them needs the agent's --allow-local-sinks anyway).
+func httpCredentials(path *field.Path, spec map[string]any) []Unverified {
+	var found []Unverified
+	for typ, fields := range credentialURLs {
+		cfg, ok := spec[typ].(map[string]any)
+		if !ok || cfg["secretRef"] == nil {
+			continue
+		}
+		for _, f := range fields {
+			if raw, _ := cfg[f].(string); plaintextRemote(raw) {
+				found = append(found, Unverified{Field: path.Child(typ, f), Setting: "http:// with secretRef", Effect: effectHTTP})
+			}
+		}
+	}
+	return found
+}
+
+// plaintextRemote says whether raw is an http:// URL of a host other than loopback.
+func plaintextRemote(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || !strings.EqualFold(u.Scheme, "http") {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return false
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
+		return false
+	}
+	return true
+}
+

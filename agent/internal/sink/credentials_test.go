@@ -96,3 +96,22 @@ func TestInspectKafkaPlainWithoutTLS(t *testing.T) {
 		t.Fatalf("PLAIN over TLS: %v %v", Strings(c.Insecure), err)
 	}
 }
+
+// TestInspectHTTPCredentials: a typed sink whose credential would travel over plaintext HTTP
+// to another machine is reported; the same sink on loopback (tests, demos) is not.
+func TestInspectHTTPCredentials(t *testing.T) {
+	gcs := func(endpoint string) Object {
+		return &v1alpha1.KollectSnapshotSink{Spec: v1alpha1.KollectSnapshotSinkSpec{Type: v1alpha1.SnapshotSinkGCS,
+			GCS: &v1alpha1.GCSSinkConfig{Bucket: "inv", Endpoint: endpoint, SecretRef: &v1alpha1.SecretReference{Name: "gcs-key"}}}}
+	}
+	c, err := Inspect(gcs("http://storage.internal:4443"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Strings(c.Insecure); len(got) != 1 || !strings.Contains(got[0], "spec.gcs.endpoint http:// with secretRef") {
+		t.Fatalf("GCS over plaintext HTTP: %v", got)
+	}
+	if c, err = Inspect(gcs("http://127.0.0.1:4443")); err != nil || len(c.Insecure) != 0 {
+		t.Fatalf("GCS on loopback: %v %v", Strings(c.Insecure), err)
+	}
+}
