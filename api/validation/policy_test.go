@@ -144,6 +144,27 @@ func TestInsecureTLSHTTPCredentials(t *testing.T) {
 	}
 }
 
+// TestInsecureTLSNATS: NATS credentials over a plaintext connection to another machine need
+// the grant; TLS (tls:// or a tls block), loopback, or no credentials do not.
+func TestInsecureTLSNATS(t *testing.T) {
+	ref := map[string]any{"name": "nats"}
+	const want = "spec.nats.servers[1] nats:// with secretRef and without TLS: the sink would log in over plaintext (a token or password in the clear), to a server it does not verify"
+	for _, c := range []struct {
+		cfg  map[string]any
+		want []string
+	}{
+		{map[string]any{"servers": []any{"nats://127.0.0.1:4222", "nats://nats.example:4222"}, "secretRef": ref}, []string{want}},
+		{map[string]any{"servers": []any{"tls://nats.example:4222"}, "secretRef": ref}, []string{}},
+		{map[string]any{"servers": []any{"nats://nats.example:4222"}, "secretRef": ref, "tls": map[string]any{"enabled": true}}, []string{}},
+		{map[string]any{"servers": []any{"nats://localhost:4222"}, "secretRef": ref}, []string{}},
+		{map[string]any{"servers": []any{"nats://nats.example:4222"}}, []string{}},
+	} {
+		if got := rendered(InsecureTLS(field.NewPath("spec"), map[string]any{"type": "nats", "nats": c.cfg})); !slices.Equal(got, c.want) {
+			t.Errorf("%v: InsecureTLS = %v, want %v", c.cfg, got, c.want)
+		}
+	}
+}
+
 // TestInsecureTLSMongoURI: the connection string options that turn verification off need the
 // grant as tls.insecureSkipVerify does, in any case and whichever separator the driver reads.
 func TestInsecureTLSMongoURI(t *testing.T) {

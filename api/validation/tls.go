@@ -34,12 +34,13 @@ const (
 	effectAnyPublic  = "the sink would accept any server with a certificate from a public authority, whatever its name"
 	effectPassword   = "the sink would send its SASL password in plaintext, to a broker it does not verify"
 	effectHTTP       = "the sink would send its credentials in plaintext HTTP, to a server it does not verify"
+	effectNATS       = "the sink would log in over plaintext (a token or password in the clear), to a server it does not verify"
 )
 
 // InsecureTLS returns the settings of a sink spec, in its unstructured form, under which the
 // sink would not verify its server: insecureSkipVerify set to true anywhere, a postgres
 // sslMode that is plaintext or checks no certificate, a mongodb uri option that turns
-// verification off, Kafka's SASL PLAIN without TLS, and http:// endpoints that would carry a
+// verification off, Kafka's SASL PLAIN and NATS credentials without TLS, and http:// endpoints that would carry a
 // credential to another machine. Only a KollectClusterScope may allow them (allowInsecureSkipVerify): a
 // connection that does not verify its server sends rows and credentials to whoever answers.
 func InsecureTLS(path *field.Path, spec any) []Unverified {
@@ -49,6 +50,7 @@ func InsecureTLS(path *field.Path, spec any) []Unverified {
 		found = append(found, postgresSSLMode(path.Child("postgres"), m["postgres"])...)
 		found = append(found, mongoURIOptions(path.Child("mongodb"), m["mongodb"])...)
 		found = append(found, kafkaPlain(path.Child("kafka"), m["kafka"])...)
+		found = append(found, natsPlain(path.Child("nats"), m["nats"])...)
 		found = append(found, httpCredentials(path, m)...)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].Field.String() < found[j].Field.String() })
@@ -138,6 +140,34 @@ func mongoURIOptions(path *field.Path, v any) []Unverified {
 	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(names, ", "), Effect: effectUnverified}}
 }
 
+// tlsOn says whether a sink's tls block turns TLS on, as sinktls.Config does: enabled, or
+// anything only TLS uses.
+func tlsOn(v any) bool {
+	t, _ := v.(map[string]any)
+	on, _ := t["enabled"].(bool)
+	return on || t["caSecretRef"] != nil || t["clientCertSecretRef"] != nil || t["insecureSkipVerify"] == true
+}
+
+// natsPlain reports a NATS sink with a secretRef, without TLS, and a nats:// server on another
+// machine: the client logs in with what the Secret holds, a token or a password in the clear
+// among them (the spec cannot tell which), unless the server asks for TLS — which an impostor
+// does not.
+func natsPlain(path *field.Path, v any) []Unverified {
+	cfg, _ := v.(map[string]any)
+	if cfg["secretRef"] == nil || tlsOn(cfg["tls"]) {
+		return nil
+	}
+	servers, _ := cfg["servers"].([]any)
+	for i, s := range servers {
+		raw, _ := s.(string)
+		u, err := url.Parse(raw)
+		if err == nil && strings.EqualFold(u.Scheme, "nats") && !loopback(u.Hostname()) {
+			return []Unverified{{Field: path.Child("servers").Index(i), Setting: "nats:// with secretRef and without TLS", Effect: effectNATS}}
+		}
+	}
+	return nil
+}
+
 // kafkaPlain reports SASL PLAIN without TLS: PLAIN sends the password itself, so without TLS
 // whoever sits between the agent and the broker reads it. (SCRAM proves the password without
 // sending it.)
@@ -146,10 +176,7 @@ func kafkaPlain(path *field.Path, v any) []Unverified {
 	if mech, _ := cfg["saslMechanism"].(string); mech != "PLAIN" {
 		return nil
 	}
-	// The sink runs TLS when tls enables it or names what only TLS uses (sinktls.Config).
-	tlsCfg, _ := cfg["tls"].(map[string]any)
-	on, _ := tlsCfg["enabled"].(bool)
-	if on || tlsCfg["caSecretRef"] != nil || tlsCfg["clientCertSecretRef"] != nil || tlsCfg["insecureSkipVerify"] == true {
+	if tlsOn(cfg["tls"]) {
 		return nil
 	}
 	return []Unverified{{Field: path.Child("saslMechanism"), Setting: "PLAIN without TLS", Effect: effectPassword}}
@@ -189,16 +216,15 @@ func httpCredentials(path *field.Path, spec map[string]any) []Unverified {
 // plaintextRemote says whether raw is an http:// URL of a host other than loopback.
 func plaintextRemote(raw string) bool {
 	u, err := url.Parse(raw)
-	if err != nil || !strings.EqualFold(u.Scheme, "http") {
-		return false
-	}
-	host := strings.ToLower(u.Hostname())
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return false
-	}
-	if ip, err := netip.ParseAddr(host); err == nil && ip.Unmap().IsLoopback() {
-		return false
-	}
-	return true
+	return err == nil && strings.EqualFold(u.Scheme, "http") && !loopback(u.Hostname())
 }
 
+// loopback says whether host names this machine: localhost or a loopback address.
+func loopback(host string) bool {
+	host = strings.ToLower(host)
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.Unmap().IsLoopback()
+}
