@@ -165,6 +165,35 @@ func TestInsecureTLSNATS(t *testing.T) {
 	}
 }
 
+// TestInsecureTLSMongoPlain: authMechanism=PLAIN sends the password itself, so without TLS to
+// another machine it needs the grant.
+func TestInsecureTLSMongoPlain(t *testing.T) {
+	const want = "spec.mongodb.uri authMechanism=PLAIN without TLS: the sink would send its password in plaintext (authMechanism PLAIN), to a server it does not verify"
+	for _, c := range []struct {
+		uri  string
+		tls  map[string]any
+		want []string
+	}{
+		{"mongodb://db:27017/?authMechanism=PLAIN", nil, []string{want}},
+		{"mongodb://127.0.0.1:27017,db2:27017/?authMechanism=PLAIN", nil, []string{want}},
+		{"mongodb://127.0.0.1:27017/?authMechanism=PLAIN", nil, []string{}},
+		{"mongodb://db:27017/?authMechanism=PLAIN&tls=true", nil, []string{}},
+		{"mongodb+srv://cluster.example/?authMechanism=PLAIN", nil, []string{}},
+		{"mongodb+srv://cluster.example/?authMechanism=PLAIN&tls=false", nil, []string{want}},
+		{"mongodb://db:27017/?authMechanism=PLAIN", map[string]any{"enabled": true}, []string{}},
+		{"mongodb://db:27017/?authMechanism=SCRAM-SHA-256", nil, []string{}},
+		{"mongodb://db:27017/", nil, []string{}},
+	} {
+		m := map[string]any{"uri": c.uri, "database": "inv"}
+		if c.tls != nil {
+			m["tls"] = c.tls
+		}
+		if got := rendered(InsecureTLS(field.NewPath("spec"), map[string]any{"type": "mongodb", "mongodb": m})); !slices.Equal(got, c.want) {
+			t.Errorf("%s tls %v: InsecureTLS = %v, want %v", c.uri, c.tls, got, c.want)
+		}
+	}
+}
+
 // TestInsecureTLSMongoURI: the connection string options that turn verification off need the
 // grant as tls.insecureSkipVerify does, in any case and whichever separator the driver reads.
 func TestInsecureTLSMongoURI(t *testing.T) {

@@ -35,6 +35,7 @@ const (
 	effectPassword   = "the sink would send its SASL password in plaintext, to a broker it does not verify"
 	effectHTTP       = "the sink would send its credentials in plaintext HTTP, to a server it does not verify"
 	effectNATS       = "the sink would log in over plaintext (a token or password in the clear), to a server it does not verify"
+	effectMongoPlain = "the sink would send its password in plaintext (authMechanism PLAIN), to a server it does not verify"
 )
 
 // InsecureTLS returns the settings of a sink spec, in its unstructured form, under which the
@@ -49,6 +50,7 @@ func InsecureTLS(path *field.Path, spec any) []Unverified {
 	if m, ok := spec.(map[string]any); ok {
 		found = append(found, postgresSSLMode(path.Child("postgres"), m["postgres"])...)
 		found = append(found, mongoURIOptions(path.Child("mongodb"), m["mongodb"])...)
+		found = append(found, mongoPlain(path.Child("mongodb"), m["mongodb"])...)
 		found = append(found, kafkaPlain(path.Child("kafka"), m["kafka"])...)
 		found = append(found, natsPlain(path.Child("nats"), m["nats"])...)
 		found = append(found, httpCredentials(path, m)...)
@@ -138,6 +140,37 @@ func mongoURIOptions(path *field.Path, v any) []Unverified {
 	}
 	sort.Strings(names)
 	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(names, ", "), Effect: effectUnverified}}
+}
+
+// mongoPlain reports authMechanism=PLAIN (LDAP) over a plaintext connection to another
+// machine: PLAIN sends the password itself. (SCRAM, the default, proves it without sending it.)
+// TLS is on with a tls block, tls=true or ssl=true in the URI, or mongodb+srv:// unless the
+// URI turns it off.
+func mongoPlain(path *field.Path, v any) []Unverified {
+	cfg, _ := v.(map[string]any)
+	uri, _ := cfg["uri"].(string)
+	scheme, rest, _ := strings.Cut(uri, "://")
+	hosts, query, _ := strings.Cut(rest, "?")
+	hosts, _, _ = strings.Cut(hosts, "/")
+	plain, secure := false, strings.EqualFold(scheme, "mongodb+srv")
+	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+		k, v, _ := strings.Cut(pair, "=")
+		switch strings.ToLower(k) {
+		case "authmechanism":
+			plain = strings.EqualFold(v, "PLAIN")
+		case "tls", "ssl":
+			secure = strings.EqualFold(v, "true")
+		}
+	}
+	if !plain || secure || tlsOn(cfg["tls"]) {
+		return nil
+	}
+	for _, h := range strings.Split(hosts, ",") {
+		if u, err := url.Parse("mongodb://" + h); err != nil || !loopback(u.Hostname()) {
+			return []Unverified{{Field: path.Child("uri"), Setting: "authMechanism=PLAIN without TLS", Effect: effectMongoPlain}}
+		}
+	}
+	return nil
 }
 
 // tlsOn says whether a sink's tls block turns TLS on, as sinktls.Config does: enabled, or
