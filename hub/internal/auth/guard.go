@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -223,28 +224,48 @@ func RetryAfter(err error) time.Duration {
 	return 0
 }
 
-// Reject is what a call whose authentication failed gets. From an address whose failed
-// authentications used up their budget it is ResourceExhausted (with when to retry), counted
-// but not audited again; otherwise the failure is logged, audited and taken from the budget
-// (Refused) and err is returned. Credentials are verified first: a valid one is never refused
-// for its address, so one attacker behind a shared address (a NAT, a passthrough Ingress)
-// cannot lock the fleet out.
-func (g *Guard) Reject(ctx context.Context, procedure, peer string, err error) error {
+// Reject is what a call whose authentication failed gets. From an address, or with a
+// credential, whose failed authentications used up their budget it is ResourceExhausted (with
+// when to retry), counted but not audited again; otherwise the failure is logged, audited and
+// taken from both budgets (Refused) and err is returned. h holds the credential presented, if
+// any. Credentials are verified first: a valid one is never refused for its address, so one
+// attacker behind a shared address (a NAT, a passthrough Ingress) cannot lock the fleet out;
+// and the credential's own budget stops a stolen or revoked one tried from many addresses.
+func (g *Guard) Reject(ctx context.Context, procedure, peer string, h http.Header, err error) error {
+	cred := failureKey(h)
 	if connect.CodeOf(err) == connect.CodeUnauthenticated {
-		if blocked := g.Blocked(peer); blocked != nil {
+		if blocked := g.Blocked(peer, cred); blocked != nil {
 			return blocked
 		}
 	}
-	g.Refused(ctx, procedure, peer, err)
+	g.Refused(ctx, procedure, peer, cred, err)
 	return err
 }
 
-// Blocked refuses a call from an address whose failed authentications used up its budget.
-func (g *Guard) Blocked(peer string) error {
+// failureKey names the budget of the credential in h ("" without one): a prefix of its
+// SHA-256, which says nothing of the secret and is the same on every hub replica.
+func failureKey(h http.Header) string {
+	secret, ok := bearer(h)
+	if !ok {
+		return ""
+	}
+	return "credential:" + Hash(secret)[:16]
+}
+
+// Blocked refuses a call from an address, or with a credential (its failureKey; "" for
+// none), whose failed authentications used up its budget.
+func (g *Guard) Blocked(peer, cred string) error {
 	key := ratelimit.Key(peer)
 	if blocked, wait := g.failures.Blocked(key); blocked {
 		g.limited.Add(1)
 		return exhausted("too many failed authentications from "+key, wait)
+	}
+	if cred == "" {
+		return nil
+	}
+	if blocked, wait := g.failures.Blocked(cred); blocked {
+		g.limited.Add(1)
+		return exhausted("too many failed authentications with this credential", wait)
 	}
 	return nil
 }
@@ -261,9 +282,10 @@ func (g *Guard) AllowRegister(peer string) error {
 
 // Refused logs and audits a refused call: the caller's address, the procedure and why, never
 // the secret presented. An unauthenticated call also takes one failure from the address's
-// budget; the one that empties it is audited as RateLimited. Other errors (an unavailable
-// store) are not the caller's fault and pass unrecorded.
-func (g *Guard) Refused(ctx context.Context, procedure, peer string, err error) {
+// budget and from the presented credential's (cred, its failureKey; "" for none); the one
+// that empties a budget is audited as RateLimited. Other errors (an unavailable store) are not
+// the caller's fault and pass unrecorded.
+func (g *Guard) Refused(ctx context.Context, procedure, peer, cred string, err error) {
 	code := connect.CodeOf(err)
 	if code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
 		return
@@ -278,10 +300,19 @@ func (g *Guard) Refused(ctx context.Context, procedure, peer string, err error) 
 	g.log.WarnContext(ctx, "call refused", "procedure", name, "peer", peer, "code", code.String(), "reason", reason)
 	g.audit(store.AuditEvent{Actor: "peer:" + key, Action: AuditFailed, Target: "procedure/" + name,
 		Detail: code.String() + ": " + reason})
-	if code == connect.CodeUnauthenticated && g.failures.Take(key) {
+	if code != connect.CodeUnauthenticated {
+		return
+	}
+	if g.failures.Take(key) {
 		g.log.WarnContext(ctx, "failed authentications from this address reached the limit: its calls are refused for a while",
 			"peer", key)
 		g.audit(store.AuditEvent{Actor: "peer:" + key, Action: AuditRateLimited, Target: "peer/" + key,
 			Detail: "failed authentications reached the limit; calls from this address are refused until the budget refills"})
+	}
+	if cred != "" && g.failures.Take(cred) {
+		g.log.WarnContext(ctx, "failed authentications with one credential reached the limit: it is refused for a while, from every address",
+			"credential", cred, "peer", key)
+		g.audit(store.AuditEvent{Actor: "peer:" + key, Action: AuditRateLimited, Target: cred,
+			Detail: "failed authentications with this credential reached the limit; it is refused from every address until the budget refills"})
 	}
 }

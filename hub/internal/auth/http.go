@@ -21,7 +21,7 @@ func RequireToken(st store.Store, g *Guard, min store.Role, h http.Handler) http
 			if code == http.StatusForbidden {
 				cc = connect.CodePermissionDenied
 			}
-			err := g.Reject(r.Context(), r.URL.Path, r.RemoteAddr, connect.NewError(cc, errors.New(reason)))
+			err := g.Reject(r.Context(), r.URL.Path, r.RemoteAddr, r.Header, connect.NewError(cc, errors.New(reason)))
 			if connect.CodeOf(err) == connect.CodeResourceExhausted {
 				var ce *connect.Error
 				if errors.As(err, &ce) {

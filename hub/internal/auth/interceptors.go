@@ -187,7 +187,7 @@ func (a *AgentAuth) Authenticate(ctx context.Context, procedure, peer string, h 
 	}
 	ctx, err := a.authenticate(ctx, h)
 	if err != nil {
-		return ctx, a.Guard.Reject(ctx, procedure, peer, err)
+		return ctx, a.Guard.Reject(ctx, procedure, peer, h, err)
 	}
 	return front(ctx), nil
 }
@@ -210,13 +210,13 @@ func (a *AgentAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		case procedure == fleetv1connect.AgentServiceRegisterProcedure:
 			// Authenticated by the bootstrap token in its body: the handler's refusal is
 			// the failed authentication.
-			return resp, a.Guard.Reject(ctx, procedure, peer, err)
+			return resp, a.Guard.Reject(ctx, procedure, peer, req.Header(), err)
 		case StoreCheck(ctx) != nil && errors.Is(err, store.ErrCredentialChanged):
 			// Authenticated from the cache, and the store found the credential changed:
 			// decide again on a fresh read, as any other call is.
 			ctx, err := a.authenticate(ctx, req.Header())
 			if err != nil {
-				return nil, a.Guard.Reject(ctx, procedure, peer, err)
+				return nil, a.Guard.Reject(ctx, procedure, peer, req.Header(), err)
 			}
 			return next(ctx, req)
 		}
@@ -237,7 +237,7 @@ func (a *AgentAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 		}
 		ctx, err := a.authenticate(ctx, conn.RequestHeader())
 		if err != nil {
-			return a.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
+			return a.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, conn.RequestHeader(), err)
 		}
 		return next(ctx, conn)
 	}
@@ -315,7 +315,7 @@ var rules = map[string]rule{
 func (f *FleetAuth) Authorize(ctx context.Context, procedure, peer string, h http.Header) (context.Context, error) {
 	ctx, _, err := f.authorize(ctx, procedure, h, nil)
 	if err != nil {
-		return ctx, f.Guard.Reject(ctx, procedure, peer, err)
+		return ctx, f.Guard.Reject(ctx, procedure, peer, h, err)
 	}
 	return front(ctx), nil
 }
@@ -382,7 +382,7 @@ func (f *FleetAuth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		procedure := req.Spec().Procedure
 		ctx, r, err := f.authorize(ctx, procedure, req.Header(), req.Any())
 		if err != nil {
-			return nil, f.Guard.Reject(ctx, procedure, req.Peer().Addr, err)
+			return nil, f.Guard.Reject(ctx, procedure, req.Peer().Addr, req.Header(), err)
 		}
 		if !r.mutation {
 			return next(ctx, req)
@@ -416,7 +416,7 @@ func (f *FleetAuth) WrapStreamingHandler(next connect.StreamingHandlerFunc) conn
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		ctx, r, err := f.authorize(ctx, conn.Spec().Procedure, conn.RequestHeader(), nil)
 		if err != nil {
-			return f.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, err)
+			return f.Guard.Reject(ctx, conn.Spec().Procedure, conn.Peer().Addr, conn.RequestHeader(), err)
 		}
 		if r.mutation {
 			return connect.NewError(connect.CodeInternal, errors.New("streaming mutations are not supported"))

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"kollect.dev/hub/internal/ratelimit"
 	"kollect.dev/hub/internal/server"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
+	"kollect.dev/proto/gen/kollect/fleet/v1/fleetv1connect"
 )
 
 // wantExhausted fails unless err is ResourceExhausted with a retry hint: a RetryInfo detail
@@ -154,4 +156,56 @@ func getMetrics(t *testing.T, h *testHub, token string) int {
 		t.Errorf("429 without Retry-After: 60 (%q)", resp.Header.Get("Retry-After"))
 	}
 	return resp.StatusCode
+}
+
+// from is a FleetService client whose calls come from local address ip (any of 127.0.0.0/8
+// reaches the hub on loopback), presenting token.
+func (h *testHub) from(t *testing.T, ip, token string) fleetv1connect.FleetServiceClient {
+	t.Helper()
+	dialer := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: h.tls.Clone(), ForceAttemptHTTP2: true, DialContext: dialer.DialContext}}
+	t.Cleanup(hc.CloseIdleConnections)
+	return fleetv1connect.NewFleetServiceClient(hc, h.url, connect.WithInterceptors(bearer(token)))
+}
+
+// TestFailedAuthenticationsAreLimitedPerCredential: one bad credential tried from many
+// addresses (a stolen or revoked token on a botnet) uses up its own budget, though no address
+// used up its: then it is refused as exhausted from every address, while another bad
+// credential and the admin's good token from a fresh address are still decided as usual.
+func TestFailedAuthenticationsAreLimitedPerCredential(t *testing.T) {
+	h := startHub(t, "", func(c *server.Config) {
+		c.AuthFailureLimit = ratelimit.Limit{Burst: 4, Interval: time.Minute}
+	})
+	ctx := context.Background()
+	const stolen, other = "kat_planted_stolen", "kat_planted_other"
+	list := func(c fleetv1connect.FleetServiceClient) error {
+		_, err := c.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{}))
+		return err
+	}
+	for i := 2; i <= 5; i++ {
+		ip := fmt.Sprintf("127.0.0.%d", i)
+		wantCode(t, list(h.from(t, ip, stolen)), connect.CodeUnauthenticated, "the stolen token from "+ip)
+	}
+	wantExhausted(t, list(h.from(t, "127.0.0.6", stolen)), time.Minute, "the stolen token from a fresh address")
+	wantCode(t, list(h.from(t, "127.0.0.6", other)), connect.CodeUnauthenticated, "another bad token from that address")
+	if err := list(h.from(t, "127.0.0.7", h.srv.AdminToken)); err != nil {
+		t.Fatalf("the admin's good token: %v", err)
+	}
+	eventually(t, func() error {
+		resp, err := h.admin.ListAuditEvents(ctx, connect.NewRequest(&fleetv1.ListAuditEventsRequest{}))
+		if err != nil {
+			return err
+		}
+		for _, e := range resp.Msg.GetEvents() {
+			if e.GetAction() == auth.AuditRateLimited && strings.HasPrefix(e.GetTarget(), "credential:") {
+				if strings.Contains(e.String(), stolen) {
+					t.Errorf("audit event %v shows the presented secret", e)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no RateLimited event for the credential in %v", resp.Msg.GetEvents())
+	})
+	h.clock.Advance(time.Minute)
+	wantCode(t, list(h.from(t, "127.0.0.6", stolen)), connect.CodeUnauthenticated, "the stolen token once its budget refilled")
 }
