@@ -73,6 +73,7 @@ hub:
   caFingerprint: ` + fingerprint + `
   bootstrapToken: {token: kbt_0123456789}
   namespaces: [team-a, team-b]
+  createNamespaces: false # the teams' namespaces exist
   previewSamples: true
 rbac:
   sinkNamespaces: [team-a, team-b]
@@ -100,6 +101,9 @@ profileBudget: {rate: 2000000, burst: 50000000}
 		if n := len(roles); n != 2 {
 			t.Errorf("want hub-apply Roles in team-a and team-b, got %d", n)
 		}
+		if n := len(find(objs, "Namespace", "")); n != 0 {
+			t.Errorf("hub.createNamespaces false, yet %d Namespaces rendered", n)
+		}
 		for _, r := range append(roles, find(objs, "ClusterRole", "")...) {
 			for _, res := range []string{"kollectscopes", "kollectclusterscopes"} {
 				if grants(r, res, "create") {
@@ -116,9 +120,25 @@ hub:
   allowScopes: true
 `, check: func(t *testing.T, objs []*unstructured.Unstructured) {
 		hasArg(t, objs, "--hub-allow-scopes")
+		// The default allowlist is one dedicated namespace, created and kept by the chart, where
+		// the agent may write Kollect kinds and read (labelled) sink Secrets.
+		hasArg(t, objs, "--hub-namespaces=kollect-fleet")
+		if ns := one(t, objs, "Namespace"); ns.GetName() != "kollect-fleet" || ns.GetAnnotations()["helm.sh/resource-policy"] != "keep" {
+			t.Errorf("want Namespace kollect-fleet kept on uninstall, got %s %v", ns.GetName(), ns.GetAnnotations())
+		}
+		for _, name := range []string{"kollect-agent-hub-apply", "kollect-agent-sink-secrets"} {
+			found := false
+			for _, r := range find(objs, "Role", name) {
+				found = found || r.GetNamespace() == "kollect-fleet"
+			}
+			if !found {
+				t.Errorf("no Role %s in kollect-fleet", name)
+			}
+		}
 		for _, r := range []string{"kollectscopes", "kollectclusterscopes"} {
 			granted := false
-			for _, role := range find(objs, "ClusterRole", "") {
+			// KollectClusterScopes cluster-wide; KollectScopes where bundles land.
+			for _, role := range append(find(objs, "ClusterRole", ""), find(objs, "Role", "kollect-agent-hub-apply")...) {
 				granted = granted || grants(role, r, "create")
 			}
 			if !granted {
@@ -345,6 +365,8 @@ var failures = []struct {
 	{"agent", "clusterName: a\nhub: {url: http://h, caFingerprint: " + fingerprint + ", bootstrapToken: {token: x}}\n", "must start with https://"},
 	{"agent", "clusterName: a\nhub: {url: https://h, caFingerprint: abc, bootstrapToken: {token: x}}\n", "sha256:<64"},
 	{"agent", "clusterName: a\nnetworkPolicy: {enabled: true}\n", "networkPolicy.apiServer.cidrs"},
+	{"agent", "clusterName: a\nhub: {url: https://h, caFingerprint: " + fingerprint + ", bootstrapToken: {token: x}, namespaces: [team-a, kollect-system]}\n",
+		"hub.namespaces lists kollect-system, the release namespace"},
 	{"hub", "replicas: 2\n", "needs store.type postgres"},
 	{"hub", "replicas: 2\nstore: {type: sqlite}\n", "replicas > 1 needs store.type postgres: the SQLite store belongs to one hub"},
 	{"agent", "clusterName: a\nhub: {url: [https://h, http://h2], caFingerprint: " + fingerprint + ", bootstrapToken: {token: x}}\n", "every URL of a list too"},

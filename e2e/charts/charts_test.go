@@ -82,8 +82,9 @@ func TestRenderValidateApply(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
 	ctx := context.Background()
-	// Namespaces the charts put objects in (the release's, sink and watch namespaces).
-	for _, ns := range []string{namespace, "team-a", "team-b"} {
+	// Namespaces the charts put objects in (the release's, sink and watch namespaces, and
+	// hub.namespaces' default, which the chart creates but a dry run does not).
+	for _, ns := range []string{namespace, "team-a", "team-b", "kollect-fleet"} {
 		if err := cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}

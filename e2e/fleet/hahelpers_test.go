@@ -66,7 +66,7 @@ func (f *haFleetT) waitRealApplied(t *testing.T, rev int) {
 			u := &unstructured.Unstructured{}
 			u.SetAPIVersion("kollect.dev/v1alpha1")
 			u.SetKind("KollectProfile")
-			if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: "kollect-system", Name: "ha-colors"}, u); err != nil {
+			if err := cp.Client.Get(context.Background(), client.ObjectKey{Namespace: "kollect-fleet", Name: "ha-colors"}, u); err != nil {
 				return false, err.Error()
 			}
 			attrs, _, _ := unstructured.NestedSlice(u.Object, "spec", "attributes")

@@ -250,7 +250,10 @@ func startAgentBinary(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub
 func startAgentURLs(t *testing.T, bin string, cp *testenv.ControlPlane, h *hub, urls, token string, labels string, args ...string) *agent {
 	t.Helper()
 	ctx := context.Background()
+	// The agent's own namespace holds its hub Secrets; bundles land in kollect-fleet, as with
+	// the chart's default hub.namespaces.
 	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-system"}})
+	_ = cp.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kollect-fleet"}})
 	_ = cp.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"},
 		StringData: map[string]string{"token": token}})
 	a := &agent{t: t, cp: cp, h: h, labels: labels, urls: urls, bin: bin, args: args, cacheDir: t.TempDir(), log: filepath.Join(t.TempDir(), "agent.log")}
@@ -287,7 +290,8 @@ func (a *agent) start() {
 	}
 	a.cmd = exec.Command(a.bin, "--cluster-name", a.cp.Name, "--cluster-labels", a.labels,
 		"--hub-url", urls, "--hub-ca-fingerprint", a.h.fingerprint, "--pod-namespace", "kollect-system",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", a.cacheDir, "--allow-local-sinks")
+		"--hub-namespaces", "kollect-fleet", "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+		"--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
 	a.cmd.Env = append(os.Environ(), "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile

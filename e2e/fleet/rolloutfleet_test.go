@@ -44,7 +44,7 @@ apiVersion: kollect.dev/v1alpha1
 kind: KollectClusterTarget
 metadata: {name: colors}
 spec:
-  profileRef: {name: colors, namespace: kollect-system}
+  profileRef: {name: colors, namespace: kollect-fleet}
   labelSelector: {matchLabels: %s}
 ---
 apiVersion: kollect.dev/v1alpha1
@@ -61,7 +61,7 @@ metadata: {name: fleet}
 spec:
   targets: [%s]
   sinks:
-    snapshot: [{name: fleet-repo, namespace: kollect-system}]
+    snapshot: [{name: fleet-repo, namespace: kollect-fleet}]
   debounce: %s
   maxDelay: 10s
 `
@@ -81,7 +81,7 @@ apiVersion: kollect.dev/v1alpha1
 kind: KollectClusterTarget
 metadata: {name: widgets}
 spec:
-  profileRef: {name: widgets, namespace: kollect-system}
+  profileRef: {name: widgets, namespace: kollect-fleet}
 `
 
 // revision is one version of the bundle's content.

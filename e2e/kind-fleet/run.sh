@@ -114,15 +114,17 @@ log "bootstrap token and agents"
 token=$(fleet CreateBootstrapToken '{"description":"kind-fleet","ttl":"3600s","maxUses":"3"}' | jq -er .secret)
 for c in "${clusters[@]}"; do
   kc "$c" create namespace kollect-system >/dev/null
-  # Sink credentials stay in each cluster; the bundle only references them.
-  kc "$c" -n kollect-system create secret generic pg-credentials \
-    --from-literal=username=kollect --from-literal=password=kollect >/dev/null
-  # A sink the hub delivers reads only Secrets the cluster admin labelled for it.
-  kc "$c" -n kollect-system label secret pg-credentials kollect.dev/hub-sinks=allow >/dev/null
+  # Bundles land in kollect-fleet (the chart's hub.namespaces, created by the chart), never in
+  # the agent's own namespace.
   helm --kube-context "kind-$c" install kollect-agent "$root/charts/agent" -n kollect-system \
     --values "$here/agent-values.yaml" --set image.tag="$tag" --set clusterName="$c" \
     --set hub.url="$hub" --set hub.caFingerprint="$fingerprint" --set hub.bootstrapToken.token="$token" \
     --wait --timeout 3m >/dev/null
+  # Sink credentials stay in each cluster; the bundle only references them.
+  kc "$c" -n kollect-fleet create secret generic pg-credentials \
+    --from-literal=username=kollect --from-literal=password=kollect >/dev/null
+  # A sink the hub delivers reads only Secrets the cluster admin labelled for it.
+  kc "$c" -n kollect-fleet label secret pg-credentials kollect.dev/hub-sinks=allow >/dev/null
   # The bundle's PostgreSQL sink is plaintext (sslMode disable): only the cluster may allow it.
   kc "$c" apply -f "$here/grant.yaml" >/dev/null
   for color in red blue; do

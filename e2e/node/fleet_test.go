@@ -265,10 +265,6 @@ func (f *fleet) installHub(ctx context.Context, t *testing.T) {
 func (f *fleet) installAgent(ctx context.Context, t *testing.T, m *env, token string, extra ...string) {
 	name := m.cluster.Name
 	m.kubectlRun(t, "create", "namespace", "kollect-system")
-	m.kubectlRun(t, "create", "secret", "generic", "pg-credentials", "-n", "kollect-system",
-		"--from-literal=username=kollect", "--from-literal=password=kollect")
-	// The bundle's sink is hub-delivered: it reads only a Secret the cluster admin labelled.
-	m.kubectlRun(t, "label", "secret", "pg-credentials", "-n", "kollect-system", "kollect.dev/hub-sinks=allow")
 	// The repository's path on this host replaces the script's /fleet.git bind mount.
 	repo := filepath.Join(t.TempDir(), "repo-values.yaml")
 	if err := os.WriteFile(repo, []byte(fmt.Sprintf(`extraVolumes:
@@ -292,6 +288,12 @@ func (f *fleet) installAgent(ctx context.Context, t *testing.T, m *env, token st
 	pods := m.readyPods(ctx, t, "kollect-system", "app.kubernetes.io/instance=kollect-agent", 1)
 	t.Logf("%s: helm install of the agent to Ready in %v", name, time.Since(began).Round(100*time.Millisecond))
 	checkPodValues(t, pods[0], extra)
+	// Bundles land in kollect-fleet, which the chart created (hub.namespaces' default), never
+	// in the agent's own namespace. The bundle's sink is hub-delivered: it reads only a Secret
+	// the cluster admin labelled.
+	m.kubectlRun(t, "create", "secret", "generic", "pg-credentials", "-n", "kollect-fleet",
+		"--from-literal=username=kollect", "--from-literal=password=kollect")
+	m.kubectlRun(t, "label", "secret", "pg-credentials", "-n", "kollect-fleet", "kollect.dev/hub-sinks=allow")
 	// The bundle's PostgreSQL sink is plaintext (sslMode disable): only the cluster may allow it.
 	m.kubectlRun(t, "apply", "-f", kindFleetFile(t, "grant.yaml"))
 	for _, color := range []string{"red", "blue"} {

@@ -149,7 +149,7 @@ spec:
 		"--cluster-name", clusterName, "--metrics-bind-address", metricsAddr, "--health-probe-bind-address", healthAddr,
 		"--cache-dir", cacheDir, "--allow-local-sinks", "--zap-log-level=10",
 		fmt.Sprintf("--webhook-port=%d", ws.Port), "--webhook-cert-dir", ws.CertDir, "--manage-webhook-certs=false",
-		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system", "--cluster-labels", "leak=test")
+		"--hub-url", "https://"+h.addr, "--hub-ca-fingerprint", h.pin, "--pod-namespace", "kollect-system", "--hub-namespaces", ns, "--cluster-labels", "leak=test")
 
 	// The Kollect configuration: a ConfigMap profile that extracts the planted row value.
 	must(t, applyYAML(ctx, c, fmt.Sprintf(`

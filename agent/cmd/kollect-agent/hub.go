@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"kollect.dev/agent/internal/hubclient"
+	"kollect.dev/agent/internal/hubclient/manifests"
 	"kollect.dev/agent/internal/hubdial"
 	"kollect.dev/api/version"
 )
@@ -28,8 +29,8 @@ func (h *hubFlags) bind(fs *flag.FlagSet) {
 	fs.StringVar(&h.caFingerprint, "hub-ca-fingerprint", "", "Pin the hub's CA: sha256:<hex> as the hub prints it.")
 	fs.StringVar(&h.caFile, "hub-ca-file", "", "PEM file of the CA that signed the hub's certificate (instead of a pin).")
 	fs.StringVar(&h.labels, "cluster-labels", "", "Labels of this cluster for bundle selection: k=v,k2=v2.")
-	fs.StringVar(&h.namespaces, "hub-namespaces", "", "Namespaces hub bundles may write to (comma-separated); empty allows all.")
-	fs.StringVar(&h.defaultNamespace, "hub-default-namespace", "", "Namespace for bundle objects that name none (default: the agent's).")
+	fs.StringVar(&h.namespaces, "hub-namespaces", "", "Namespaces hub bundles may write to (comma-separated; * for every namespace but the agent's own). Empty admits no namespaced bundle object; the agent's own namespace is never admitted.")
+	fs.StringVar(&h.defaultNamespace, "hub-default-namespace", "", "Namespace for bundle objects that name none; one of --hub-namespaces (default: the first listed).")
 	fs.StringVar(&h.own, "pod-namespace", os.Getenv("POD_NAMESPACE"), "The agent's own namespace, where the hub bootstrap and credential Secrets live (default $POD_NAMESPACE).")
 	fs.StringVar(&h.bootstrapSecret, "hub-bootstrap-secret", "kollect-hub-bootstrap", "Secret (in the agent's namespace) holding the bootstrap token under key token.")
 	fs.StringVar(&h.credentialSecret, "hub-credential-secret", "kollect-hub-credential", "Secret (in the agent's namespace) where the agent keeps its hub credential.")
@@ -53,17 +54,42 @@ func (h *hubFlags) options() (*hubclient.Options, error) {
 		}
 		labels[k] = v
 	}
-	def := h.defaultNamespace
-	if def == "" {
-		def = h.own
+	namespaces := splitList(h.namespaces)
+	def, err := defaultNamespace(namespaces, h.defaultNamespace, h.own)
+	if err != nil {
+		return nil, err
 	}
 	return &hubclient.Options{
 		URLs: h.urls, CAFingerprint: h.caFingerprint, CAFile: h.caFile, Labels: labels,
 		BootstrapSecret:  types.NamespacedName{Namespace: h.own, Name: h.bootstrapSecret},
 		CredentialSecret: types.NamespacedName{Namespace: h.own, Name: h.credentialSecret},
 		ReplaceExisting:  h.replace, PreviewSamples: h.previewSamples, AllowScopes: h.allowScopes,
-		AllowedNamespaces: splitList(h.namespaces), DefaultNamespace: def, AgentVersion: version.String(),
+		AllowedNamespaces: namespaces, DefaultNamespace: def, AgentVersion: version.String(),
 	}, nil
+}
+
+// defaultNamespace checks --hub-namespaces against the agent's own namespace (never a bundle's)
+// and picks where objects that name no namespace go: --hub-default-namespace, which must be
+// admitted, or the first namespace listed by name.
+func defaultNamespace(namespaces []string, def, own string) (string, error) {
+	if slices.Contains(namespaces, own) {
+		return "", fmt.Errorf("--hub-namespaces lists %s, the agent's own namespace: it holds the agent's hub credentials and is never open to bundles", own)
+	}
+	if def == "" {
+		for _, ns := range namespaces {
+			if ns != manifests.AllNamespaces {
+				return ns, nil
+			}
+		}
+		return "", nil
+	}
+	if def == own {
+		return "", fmt.Errorf("--hub-default-namespace %s is the agent's own namespace, which bundles never reach", def)
+	}
+	if !slices.Contains(namespaces, def) && !slices.Contains(namespaces, manifests.AllNamespaces) {
+		return "", fmt.Errorf("--hub-default-namespace %s is not one of --hub-namespaces (%s)", def, strings.Join(namespaces, ","))
+	}
+	return def, nil
 }
 
 func splitList(s string) []string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
@@ -54,7 +55,7 @@ func TestRefuseFollowsTheKindList(t *testing.T) {
 // Guardrails (the scopes) are the cluster admin's: without --hub-allow-scopes a bundle's
 // scope is refused, and the refusal says how the agent's owner would allow it.
 func TestScopesFromTheHubNeedTheOwnersConsent(t *testing.T) {
-	a := NewApplier(nil, Options{DefaultNamespace: "team-a"})
+	a := NewApplier(nil, Options{AllowedNamespaces: []string{"team-a"}, DefaultNamespace: "team-a"})
 	for _, k := range kollectv1.Kinds {
 		ns := ""
 		if k.Namespaced {
@@ -68,6 +69,47 @@ func TestScopesFromTheHubNeedTheOwnersConsent(t *testing.T) {
 	for _, kind := range []string{"KollectScope", "KollectClusterScope"} {
 		if info, _ := kollectv1.LookupKind(kind); !info.Guardrail {
 			t.Errorf("%s is not marked a guardrail", kind)
+		}
+	}
+}
+
+// Bundles reach only the namespaces the cluster admin listed, and never the agent's own, where
+// its hub credentials live: a sink placed there could name them.
+func TestBundlesReachOnlyListedNamespaces(t *testing.T) {
+	own := types.NamespacedName{Namespace: "kollect-system", Name: "kollect-hub-bootstrap"}
+	profile := func(ns string) *unstructured.Unstructured {
+		return object("kollect.dev/v1alpha1", "KollectProfile", ns, "x")
+	}
+	clusterTarget := object("kollect.dev/v1alpha1", "KollectClusterTarget", "", "x")
+	for _, tc := range []struct {
+		name       string
+		namespaces []string
+		admit      map[string]bool
+		refusal    string
+	}{
+		{"none listed", nil, map[string]bool{"team-a": false, "kollect-system": false},
+			"this agent accepts no namespaced objects from the hub: its owner lists the namespaces bundles may use with --hub-namespaces"},
+		{"listed", []string{"team-a"}, map[string]bool{"team-a": true, "team-b": false, "kollect-system": false},
+			"namespace team-b is not in the agent's allowlist (team-a)"},
+		{"all", []string{"*"}, map[string]bool{"team-a": true, "team-b": true, "kollect-system": false}, ""},
+		{"own listed anyway", []string{"kollect-system", "team-a"}, map[string]bool{"team-a": true, "kollect-system": false}, ""},
+	} {
+		a := NewApplier(nil, Options{AllowedNamespaces: tc.namespaces, BootstrapSecret: own, CredentialSecret: own})
+		for ns, want := range tc.admit {
+			r := a.allow.Refuse(profile(ns))
+			if (r == "") != want {
+				t.Errorf("%s: %s admitted = %v (refusal %q), want %v", tc.name, ns, r == "", r, want)
+			}
+			switch {
+			case ns == "kollect-system" && !strings.Contains(r, "namespace kollect-system is the agent's own") && len(tc.namespaces) > 0:
+				t.Errorf("%s: refusal in the agent's namespace = %q", tc.name, r)
+			case !want && ns != "kollect-system" && tc.refusal != "" && r != tc.refusal:
+				t.Errorf("%s: refusal for %s = %q, want %q", tc.name, ns, r, tc.refusal)
+			}
+		}
+		// Cluster-scoped kinds name no namespace and are not limited by the list.
+		if r := a.allow.Refuse(clusterTarget.DeepCopy()); r != "" {
+			t.Errorf("%s: KollectClusterTarget refused: %s", tc.name, r)
 		}
 	}
 }

@@ -42,7 +42,8 @@ type Options struct {
 	CredentialSecret types.NamespacedName
 	// ReplaceExisting takes over the cluster name from a previous agent (token must allow it).
 	ReplaceExisting bool
-	// AllowedNamespaces limits where namespaced hub objects may be applied; empty allows all.
+	// AllowedNamespaces are where namespaced hub objects may be applied ("*": all but the
+	// agent's own); empty admits none.
 	AllowedNamespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
@@ -59,5 +60,6 @@ type Options struct {
 
 // Allowlist is where bundles may place objects, for the applier and for previews.
 func (o Options) Allowlist() manifests.Allowlist {
-	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace, Guardrails: o.AllowScopes}
+	return manifests.Allowlist{Namespaces: o.AllowedNamespaces, DefaultNamespace: o.DefaultNamespace,
+		Own: o.BootstrapSecret.Namespace, Guardrails: o.AllowScopes}
 }

@@ -86,7 +86,7 @@ func TestApplierNeverTakesOverWhatItDidNotCreate(t *testing.T) {
 	}
 	before := liveSpecs(t, cp.Client, objs)
 
-	o := Options{Cluster: "east", DefaultNamespace: "kollect", Log: logr.Discard()}
+	o := Options{Cluster: "east", AllowedNamespaces: []string{"kollect"}, DefaultNamespace: "kollect", Log: logr.Discard()}
 	a := NewApplier(cp.Client, o)
 	cfg := func(rev int64, manifests string) *fleetv1.WatchConfigResponse {
 		return &fleetv1.WatchConfigResponse{ConfigDigest: "d", Bundles: []*fleetv1.BundleAssignment{

@@ -54,6 +54,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- define "kollect-agent.secretNamespaces" -}}
 {{- $ns := list .Release.Namespace -}}
 {{- range .Values.rbac.sinkNamespaces }}{{ $ns = append $ns . }}{{ end -}}
+{{- /* Hub-delivered sinks read Secrets where bundles land (only those labelled kollect.dev/hub-sinks=allow). */ -}}
+{{- if .Values.hub.url }}{{ range .Values.hub.namespaces }}{{ if ne . "*" }}{{ $ns = append $ns . }}{{ end }}{{ end }}{{ end -}}
 {{- $ns | uniq | toJson -}}
 {{- end -}}
 
@@ -91,6 +93,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 {{- if and (not .Values.hub.bootstrapToken.existingSecret) (not .Values.hub.bootstrapToken.token) -}}
 {{- fail "hub.url needs hub.bootstrapToken.existingSecret or hub.bootstrapToken.token to register" -}}
+{{- end -}}
+{{- if has .Release.Namespace .Values.hub.namespaces -}}
+{{- fail (printf "hub.namespaces lists %s, the release namespace: it holds the agent's hub credentials and is never open to bundles" .Release.Namespace) -}}
 {{- end -}}
 {{- end -}}
 {{- if and .Values.networkPolicy.enabled (not .Values.networkPolicy.apiServer.cidrs) -}}

@@ -201,6 +201,6 @@ func startAgent(ctx context.Context, bin string, cp *testenv.ControlPlane, hub *
 	}
 	return startProcess(bin, []string{"--cluster-name", cp.Name, "--cluster-labels", "env=demo,region=" + cp.Name,
 		"--hub-url", "https://" + hub.addr, "--hub-ca-fingerprint", hub.fingerprint, "--pod-namespace", "kollect-system",
-		"--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", filepath.Join(work, "cache-"+cp.Name), "--allow-local-sinks"},
+		"--hub-namespaces", "kollect-demo", "--metrics-bind-address", "0", "--health-probe-bind-address", "0", "--cache-dir", filepath.Join(work, "cache-"+cp.Name), "--allow-local-sinks"},
 		[]string{"KUBECONFIG=" + cp.Kubeconfig}, filepath.Join(work, "agent-"+cp.Name+".log"))
 }

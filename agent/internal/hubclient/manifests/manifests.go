@@ -31,12 +31,21 @@ func Decode(manifests string) ([]*unstructured.Unstructured, error) {
 	}
 }
 
+// AllNamespaces in Allowlist.Namespaces admits every namespace but the agent's own.
+const AllNamespaces = "*"
+
 // Allowlist is where the hub may place objects on this agent's cluster.
 type Allowlist struct {
-	// Namespaces limits namespaced objects; empty allows all.
+	// Namespaces are where namespaced objects may land, as the cluster admin listed them
+	// (--hub-namespaces); "*" admits every namespace but Own. Empty admits none: a bundle
+	// reaches only namespaces its cluster's admin handed to the fleet.
 	Namespaces []string
 	// DefaultNamespace receives namespaced objects that name none.
 	DefaultNamespace string
+	// Own is the agent's namespace, where its hub bootstrap and credential Secrets live. No
+	// bundle object lands there, whatever Namespaces says: a sink placed beside those Secrets
+	// could name them.
+	Own string
 	// Guardrails admits the guardrail kinds (KollectScope, KollectClusterScope): the agent's
 	// owner lets the hub set what teams and sinks may do on this cluster (--hub-allow-scopes).
 	Guardrails bool
@@ -70,7 +79,13 @@ func (a Allowlist) Refuse(u *unstructured.Unstructured) string {
 	if ns == "" {
 		return "namespaced object without a namespace, and the agent has no default namespace"
 	}
-	if len(a.Namespaces) > 0 && !slices.Contains(a.Namespaces, ns) {
+	if ns == a.Own {
+		return fmt.Sprintf("namespace %s is the agent's own: it holds the agent's hub credentials, and no bundle object may land there", ns)
+	}
+	if len(a.Namespaces) == 0 {
+		return "this agent accepts no namespaced objects from the hub: its owner lists the namespaces bundles may use with --hub-namespaces"
+	}
+	if !slices.Contains(a.Namespaces, AllNamespaces) && !slices.Contains(a.Namespaces, ns) {
 		return fmt.Sprintf("namespace %s is not in the agent's allowlist (%s)", ns, strings.Join(a.Namespaces, ", "))
 	}
 	u.SetNamespace(ns)
