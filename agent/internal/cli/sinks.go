@@ -23,7 +23,7 @@ func newSinksCmd(env *Env) *cobra.Command {
 		Short: "Maintain the shared database sinks directly",
 		Args:  cobra.NoArgs,
 	}
-	c.AddCommand(newPurgeCmd(env))
+	c.AddCommand(newPurgeCmd(env), newPostgresRLSCmd(env))
 	return c
 }
 

@@ -31,4 +31,10 @@
 // recorded in <schema>.schema_migrations and applied under a transaction-scoped advisory lock,
 // so agents starting together migrate once. Views answer the common fleet questions; see
 // docs/sinks/postgres.md.
+//
+// On a shared database, PostgreSQL itself can hold each cluster to its own rows: RowSecuritySQL
+// (rls.go, printed by kollect sinks postgres-rls) maps one role per cluster and enables
+// row-level security on every table with a cluster column. No statement of the agent reads
+// another cluster's rows, so the agent needs nothing more than its policies allow; its first
+// load stages rather than COPY into the table, which PostgreSQL refuses under row-level security.
 package postgres

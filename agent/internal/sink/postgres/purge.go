@@ -42,7 +42,7 @@ func OpenURL(ctx context.Context, url, schema, table string) (*Sink, error) {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	dest := fmt.Sprintf("postgres://%s:%d/%s %s.%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, schema, table)
-	return &Sink{names: n, dest: dest, pool: pool, release: pool.Close}, nil
+	return &Sink{names: n, dest: dest, user: cfg.ConnConfig.User, pool: pool, release: pool.Close}, nil
 }
 
 // holdingsSelect reads what four sources hold, one result row per (source, inventory) for

@@ -22,7 +22,9 @@ type Sink struct {
 	env   sink.Env
 	names names
 	dest  string
-	pool  *pgxpool.Pool
+	// user is the role the sink logs in as, for the message of a row-level security refusal.
+	user string
+	pool *pgxpool.Pool
 	// release gives the pool back (Close).
 	release func()
 
@@ -91,7 +93,8 @@ func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, 
 	if err != nil {
 		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	return &Sink{env: env, names: n, dest: s.destination, pool: pool, release: release, history: spec.History, seeded: map[string]bool{}}, nil
+	return &Sink{env: env, names: n, dest: s.destination, user: s.poolConfig.ConnConfig.User, pool: pool, release: release,
+		history: spec.History, seeded: map[string]bool{}}, nil
 }
 
 // Close releases the pool (shared with the sink object's other consumers, see pools.go).
@@ -183,7 +186,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			forgetSchema(s.dest)
 			return sink.TransientError(fmt.Errorf("postgres sink %s: exporting %s/%s: %w", s.dest, env.Cluster, env.Inventory, err))
 		}
-		return s.stepError(fmt.Sprintf("exporting %s/%s", env.Cluster, env.Inventory), err)
+		return s.stepError(fmt.Sprintf("exporting %s/%s", env.Cluster, env.Inventory), s.refusedCluster(env.Cluster, err))
 	}
 	if w.outcome != nil {
 		// Committed: the refused export's contender mark, or the contended export's rows.
@@ -247,7 +250,7 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return fmt.Errorf("postgres sink %s: the state of %s/%s does not hold checksum %s: %w", s.dest, c.Cluster, c.Inventory,
 			export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
 	case err != nil:
-		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), err)
+		return s.stepError(fmt.Sprintf("confirming %s/%s", c.Cluster, c.Inventory), s.refusedCluster(c.Cluster, err))
 	case w.outcome != nil:
 		return fmt.Errorf("postgres sink %s: %w", s.dest, w.outcome)
 	}

@@ -113,11 +113,11 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 			return err
 		}
 	case modeFull:
-		empty, err := w.inventoryEmpty(ctx)
+		empty, direct, err := w.inventoryEmpty(ctx)
 		if err != nil {
 			return err
 		}
-		if empty {
+		if empty && direct {
 			// First load: nothing to merge with or delete, so COPY straight into the table
 			// and skip the staging round trip (about twice as fast for big inventories).
 			if err := w.load(ctx, b.Envelope.Rows); err != nil {
@@ -213,16 +213,17 @@ ON CONFLICT (cluster, inventory, target, uid) DO UPDATE
 	return nil
 }
 
-// inventoryEmpty reports whether the table holds no row of this cluster and inventory. The
-// advisory lock keeps it so until the transaction ends.
-func (w *writer) inventoryEmpty(ctx context.Context) (bool, error) {
-	var exists bool
-	err := w.tx.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM "+w.n.Rows()+" WHERE cluster = $1 AND inventory = $2)",
-		w.cluster, w.inventory).Scan(&exists)
+// inventoryEmpty reports whether the table holds no row of this cluster and inventory (the
+// advisory lock keeps it so until the transaction ends), and whether a first load may COPY
+// straight into the table: not under row-level security (kollect sinks postgres-rls), which
+// PostgreSQL refuses COPY FROM for, so such a load stages and inserts like any reconcile.
+func (w *writer) inventoryEmpty(ctx context.Context) (empty, direct bool, err error) {
+	err = w.tx.QueryRow(ctx, "SELECT NOT EXISTS (SELECT 1 FROM "+w.n.Rows()+" WHERE cluster = $1 AND inventory = $2), NOT row_security_active($3::text::regclass)",
+		w.cluster, w.inventory, w.n.Rows()).Scan(&empty, &direct)
 	if err != nil {
-		return false, fmt.Errorf("looking for existing rows: %w", err)
+		return false, false, fmt.Errorf("looking for existing rows: %w", err)
 	}
-	return !exists, nil
+	return empty, direct, nil
 }
 
 // load copies rows directly into the rows table.
