@@ -217,6 +217,12 @@ var _ sink.Confirmer = (*Sink)(nil)
 // writers.go). Without {kind} in the subject template there is no state subject, and
 // Confirm is the connection test.
 func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
+	ctx, stop := s.denied.watch(ctx)
+	defer stop()
+	return s.explain(ctx, s.confirm(ctx, c))
+}
+
+func (s *Sink) confirm(ctx context.Context, c sink.Confirmation) error {
 	subject := s.stateSubject(c.Cluster, c.Inventory)
 	if subject == "" {
 		return s.Probe(ctx)

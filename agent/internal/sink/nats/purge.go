@@ -250,6 +250,13 @@ func list(held map[string]*streamHeld) []sink.Holding {
 // Holdings reports what the stream (and its key-value bucket) holds of the cluster: it reads
 // the cluster's messages' headers (see readCluster) and writes nothing.
 func (s *Sink) Holdings(ctx context.Context, cluster, inventory string) ([]sink.Holding, error) {
+	ctx, stop := s.denied.watch(ctx)
+	defer stop()
+	held, err := s.holdings(ctx, cluster, inventory)
+	return held, s.explain(ctx, err)
+}
+
+func (s *Sink) holdings(ctx context.Context, cluster, inventory string) ([]sink.Holding, error) {
 	if cluster == "" {
 		return nil, sink.Terminalf("nats sink stream %s: holdings of no cluster", s.stream)
 	}
@@ -261,11 +268,20 @@ func (s *Sink) Holdings(ctx context.Context, cluster, inventory string) ([]sink.
 }
 
 // Purge removes the cluster's messages from the stream by subject, per inventory, and its
-// keys from the key-value bucket (a purge marker per key, which a watcher of the bucket sees
-// as the key's removal): the bucket first, then the stream, whose purge of an inventory's
-// subjects (its state's included) is one request, bounded by the last sequence read, so a
-// message published after the read stays. The cutoff is checked on the state messages read.
+// keys from the key-value bucket (a purge marker per key, or a delete marker where the
+// bucket allows no roll-ups, see kvRemover; a watcher sees either as the key's removal): the
+// bucket first, then the stream, whose purge of an inventory's subjects (its state's
+// included) is one request, bounded by the last sequence read, so a message published after
+// the read stays. The cutoff is checked on the state messages read. A per-cluster user may
+// not purge a shared stream (docs/sinks/nats.md): the stream's purge then fails, terminal.
 func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time.Time) ([]sink.Holding, error) {
+	ctx, stop := s.denied.watch(ctx)
+	defer stop()
+	removed, err := s.purge(ctx, cluster, inventory, cutoff)
+	return removed, s.explain(ctx, err)
+}
+
+func (s *Sink) purge(ctx context.Context, cluster, inventory string, cutoff time.Time) ([]sink.Holding, error) {
 	if err := sink.OwnCluster("nats", "stream "+s.stream, s.cluster, cluster); err != nil {
 		return nil, err
 	}
@@ -282,6 +298,7 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 		return nil, classify(fmt.Errorf("nats sink: looking up stream %s: %w", s.stream, s.disconnected(err)))
 	}
 	var kv jetstream.KeyValue
+	var remove func(context.Context, string, ...jetstream.KVDeleteOpt) error
 	removed := sink.HoldingSet{}
 	for _, h := range all {
 		sh := held[h.Inventory]
@@ -289,9 +306,12 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 			if kv, err = s.js.KeyValue(ctx, s.bucket); err != nil {
 				return removed.List(), classify(fmt.Errorf("nats sink: opening key-value bucket %s: %w", s.bucket, err))
 			}
+			if remove, err = s.kvRemover(ctx, kv); err != nil {
+				return removed.List(), err
+			}
 		}
 		for _, key := range sh.kvKeys {
-			if err := kv.Purge(ctx, key); err != nil {
+			if err := remove(ctx, key); err != nil {
 				return removed.List(), classify(fmt.Errorf("nats sink: purging %s from bucket %s: %w", key, s.bucket, err))
 			}
 		}
@@ -316,12 +336,29 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 	return removed.List(), nil
 }
 
+// kvRemover is how Purge removes a key from the bucket: a purge marker (a roll-up of the
+// key's subject), or a delete marker when the bucket's stream does not allow roll-ups. A
+// bucket shared by per-cluster users must not: a roll-up of "all" on any key the user may
+// put removes every key of every cluster (docs/sinks/nats.md, "One writer per cluster").
+// With one revision per key, as the sink creates buckets, both leave the marker alone.
+func (s *Sink) kvRemover(ctx context.Context, kv jetstream.KeyValue) (func(context.Context, string, ...jetstream.KVDeleteOpt) error, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return nil, classify(fmt.Errorf("nats sink: reading the status of key-value bucket %s: %w", s.bucket, err))
+	}
+	if b, ok := st.(*jetstream.KeyValueBucketStatus); ok && !b.StreamInfo().Config.AllowRollup {
+		return kv.Delete, nil
+	}
+	return kv.Purge, nil
+}
+
 // OpenServers opens a handle onto stream (and bucket, if not "") for an operator's command
 // (kollect sinks purge): the operator's network and options (credentials, TLS), no Secret,
 // no egress guard. template is the sinks' subject template ("" for the default). It connects
 // at once so that an unreachable server is the command's first error.
 func OpenServers(ctx context.Context, servers, stream, bucket, template string, opts ...nats.Option) (*Sink, error) {
-	nc, err := nats.Connect(servers, append([]nats.Option{nats.Name("kollect sinks purge")}, opts...)...)
+	denied := newDenials()
+	nc, err := nats.Connect(servers, append([]nats.Option{nats.Name("kollect sinks purge"), nats.ErrorHandler(denied.handler)}, opts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", servers, err)
 	}
@@ -338,6 +375,6 @@ func OpenServers(ctx context.Context, servers, stream, bucket, template string, 
 		template = DefaultSubjectTemplate
 	}
 	return &Sink{servers: servers, stream: stream, template: template, bucket: bucket, timeout: time.Minute, nc: nc, js: js,
-		dial: &lastError{}, buf: eventbuf.New(0), sent: map[string]string{}, reconciled: map[string]string{},
+		dial: &lastError{}, denied: denied, buf: eventbuf.New(0), sent: map[string]string{}, reconciled: map[string]string{},
 		states: map[string]heldState{}}, nil
 }

@@ -44,6 +44,8 @@ type Sink struct {
 	log      logr.Logger
 	// dial is the latest failed connection attempt, which nc.LastError does not keep.
 	dial *lastError
+	// denied ends operations the server refused a subject of (see denied.go).
+	denied *denials
 
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
@@ -87,8 +89,8 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	if err != nil {
 		return nil, fmt.Errorf("nats sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	dial := &lastError{}
-	opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dial.set(err) }))
+	dial, denied := &lastError{}, newDenials()
+	opts = append(opts, nats.ReconnectErrHandler(func(_ *nats.Conn, err error) { dial.set(err) }), nats.ErrorHandler(denied.handler))
 	servers := strings.Join(cfg.Servers, ",")
 	nc, err := nats.Connect(servers, opts...)
 	if err != nil {
@@ -102,7 +104,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	}
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket, cluster: env.Cluster,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
-		nc: nc, js: js, dial: dial, buf: eventbuf.New(int(spec.BufferSize)), log: env.Log, sent: map[string]string{},
+		nc: nc, js: js, dial: dial, denied: denied, buf: eventbuf.New(int(spec.BufferSize)), log: env.Log, sent: map[string]string{},
 		reconciled: map[string]string{}, states: map[string]heldState{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
@@ -192,6 +194,13 @@ func connectOptions(ctx context.Context, cfg *v1alpha1.NATSSinkConfig, env sink.
 // another live instance's state refuses the batch with a *sink.WriterConflictError, and a
 // success on a state another instance tried to write returns a *sink.ContendedError.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
+	ctx, stop := s.denied.watch(ctx)
+	defer stop()
+	return s.explain(ctx, s.exportChecked(ctx, b))
+}
+
+// exportChecked is Export: the writer check, then the export.
+func (s *Sink) exportChecked(ctx context.Context, b *sink.Batch) error {
 	if err := s.ensureStream(ctx); err != nil {
 		return err
 	}
@@ -293,6 +302,12 @@ func (s *Sink) disconnected(err error) error {
 // Probe checks that the server answers with these credentials, JetStream is enabled and the
 // stream (and bucket) exist or may be created. It writes nothing.
 func (s *Sink) Probe(ctx context.Context) error {
+	ctx, stop := s.denied.watch(ctx)
+	defer stop()
+	return s.explain(ctx, s.probe(ctx))
+}
+
+func (s *Sink) probe(ctx context.Context) error {
 	for !s.nc.IsConnected() {
 		if err := s.connectError(); err != nil && (isAuth(err) || sinktls.IsVerificationError(err) || egress.IsRefused(err)) {
 			// Retrying in the background cannot fix credentials, certificates or egress rules.
@@ -368,9 +383,10 @@ func isAuth(err error) bool {
 		strings.Contains(strings.ToLower(err.Error()), "authorization violation")
 }
 
-// classify marks errors that retrying cannot fix (credentials, certificates) as terminal.
+// classify marks errors that retrying cannot fix (credentials, their permissions,
+// certificates) as terminal.
 func classify(err error) error {
-	if isAuth(err) || sinktls.IsVerificationError(err) {
+	if isAuth(err) || errors.Is(err, nats.ErrPermissionViolation) || sinktls.IsVerificationError(err) {
 		return sink.TerminalError(err)
 	}
 	return sink.TransientError(err)
