@@ -37,5 +37,8 @@ func AmbientCredentials(path *field.Path, spec map[string]any) []*field.Path {
 		}
 		found = append(found, path.Child(c.key, "secretRef"))
 	}
+	if cfg, ok := spec["mongodb"].(map[string]any); ok && mongoAmbient(cfg) {
+		found = append(found, path.Child("mongodb", "secretRef"))
+	}
 	return found
 }

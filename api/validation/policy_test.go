@@ -223,3 +223,35 @@ func rendered(us []Unverified) []string {
 	}
 	return out
 }
+
+// TestMongoDBPodFilesAndAmbient: options that read the pod's files or identity are PodFiles
+// (always refused); MONGODB-AWS without a secretRef is ambient (a KollectClusterScope decides).
+func TestMongoDBPodFilesAndAmbient(t *testing.T) {
+	for _, c := range []struct {
+		uri           string
+		secretRef     bool
+		files, remote []string
+	}{
+		{"mongodb://db/?tlsCAFile=/ca.pem", false, []string{"spec.mongodb.uri"}, []string{}},
+		{"mongodb://db/?TLSCERTIFICATEKEYFILE=%2Fk.pem", true, []string{"spec.mongodb.uri"}, []string{}},
+		{"mongodb://db/?ssl=true;sslCertificateAuthorityFile=/ca.pem", true, []string{"spec.mongodb.uri"}, []string{}},
+		{"mongodb://db/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:azure", true, []string{"spec.mongodb.uri"}, []string{}},
+		{"mongodb://db/?authMechanism=GSSAPI", false, []string{"spec.mongodb.uri"}, []string{}},
+		{"mongodb://db/?authMechanism=MONGODB-AWS", false, []string{}, []string{"spec.mongodb.secretRef"}},
+		{"mongodb://db/?authMechanism=MONGODB-AWS", true, []string{}, []string{}},
+		{"mongodb://db/?tls=true&authMechanism=SCRAM-SHA-256", true, []string{}, []string{}},
+		{"mongodb://db/?appName=tlsCAFile", false, []string{}, []string{}},
+	} {
+		cfg := map[string]any{"uri": c.uri}
+		if c.secretRef {
+			cfg["secretRef"] = map[string]any{"name": "m"}
+		}
+		spec := map[string]any{"mongodb": cfg}
+		if got := paths(PodFiles(field.NewPath("spec"), spec)); !slices.Equal(got, c.files) {
+			t.Errorf("%s: PodFiles = %v, want %v", c.uri, got, c.files)
+		}
+		if got := paths(AmbientCredentials(field.NewPath("spec"), spec)); !slices.Equal(got, c.remote) {
+			t.Errorf("%s (secretRef %v): AmbientCredentials = %v, want %v", c.uri, c.secretRef, got, c.remote)
+		}
+	}
+}

@@ -21,7 +21,8 @@ type sinkPolicy struct {
 	key string
 }
 
-// policy refuses, before any client is made, a sink whose URLs carry credentials, and one
+// policy refuses, before any client is made, a sink whose URLs carry credentials or whose
+// client would read the agent pod's own files or identity, and one
 // that would authenticate as the agent itself or skip certificate verification where no
 // KollectClusterScope allows it; it returns the guard the sink's connections go through.
 func (b *SinkBuilder) policy(ctx context.Context, obj client.Object) (sinkPolicy, error) {
@@ -31,6 +32,9 @@ func (b *SinkBuilder) policy(ctx context.Context, obj client.Object) (sinkPolicy
 	}
 	if len(creds.Inline) > 0 {
 		return sinkPolicy{}, sink.Terminalf("%s: %s", strings.Join(sink.Strings(creds.Inline), ", "), sink.InlineCredentialsMessage)
+	}
+	if len(creds.PodFiles) > 0 {
+		return sinkPolicy{}, sink.Terminalf("%s: %s", strings.Join(sink.Strings(creds.PodFiles), ", "), sink.PodFilesMessage)
 	}
 	rules, err := b.scopes.Rules(ctx, obj.GetNamespace())
 	if err != nil {

@@ -12,6 +12,9 @@ import (
 // InlineCredentialsMessage is what a refusal of InlineCredentials says.
 const InlineCredentialsMessage = validation.InlineCredentialsMessage
 
+// PodFilesMessage is what a refusal of Credentials.PodFiles says.
+const PodFilesMessage = validation.PodFilesMessage
+
 // InlineCredentials returns the spec fields (such as spec.git.url) of a sink object whose
 // URLs carry credentials; see validation.InlineCredentials, which the hub runs on the sinks of
 // a bundle.
@@ -24,6 +27,9 @@ func InlineCredentials(obj Object) ([]*field.Path, error) {
 type Credentials struct {
 	// Inline are URL fields that carry credentials: always refused.
 	Inline []*field.Path
+	// PodFiles are settings under which the client would read the agent pod's own files or
+	// identity (a MongoDB tlsCAFile, MONGODB-OIDC): always refused.
+	PodFiles []*field.Path
 	// Ambient are unset secretRef fields that make the client authenticate as the agent.
 	Ambient []*field.Path
 	// Insecure are settings under which the sink would not verify its server:
@@ -41,6 +47,7 @@ func Inspect(obj Object) (Credentials, error) {
 	path := field.NewPath("spec")
 	return Credentials{
 		Inline:   validation.InlineCredentials(path, spec),
+		PodFiles: validation.PodFiles(path, spec),
 		Ambient:  validation.AmbientCredentials(path, spec),
 		Insecure: validation.InsecureTLS(path, spec),
 	}, nil

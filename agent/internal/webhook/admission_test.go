@@ -298,3 +298,30 @@ func TestFailsClosedForKollectKindsOnly(t *testing.T) {
 		t.Fatalf("status write refused while the webhook is down: %v", err)
 	}
 }
+
+// A MongoDB URI whose options read the agent pod's own files (a CA, a client key) or
+// identity (MONGODB-OIDC: the pod's service account token; GSSAPI) is refused at admission,
+// naming the field: the sink's author would otherwise present the agent's key material, or
+// authenticate as the agent, to a server of their choosing. MONGODB-AWS without a secretRef
+// is ambient (a KollectClusterScope decides, TestAmbientCredentials), not refused here.
+func TestPodFilesRefusedAtAdmission(t *testing.T) {
+	ns := namespace(t, "podfiles")
+	mongo := func(name, uri string) *kollectv1.KollectDatabaseSink {
+		return &kollectv1.KollectDatabaseSink{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: kollectv1.KollectDatabaseSinkSpec{
+			Type: kollectv1.DatabaseSinkMongoDB, MongoDB: &kollectv1.MongoDBSinkConfig{URI: uri, Database: "kollect"}}}
+	}
+	for name, uri := range map[string]string{
+		"ca-file":    "mongodb://db.example:27017/?tls=true&tlsCAFile=/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+		"key-file":   "mongodb://db.example:27017/?tls=true&tlsCertificateKeyFile=%2Ftmp%2Fk8s-webhook-server%2Fserving-certs%2Ftls.key",
+		"legacy-ssl": "mongodb://db.example:27017/?ssl=true;sslClientCertificateKeyFile=/etc/key.pem",
+		"oidc":       "mongodb://db.example:27017/?authMechanism=MONGODB-OIDC&authMechanismProperties=ENVIRONMENT:k8s",
+		"gssapi":     "mongodb://db.example:27017/?authMechanism=gssapi",
+	} {
+		err := cp.Client.Create(context.Background(), mongo(name, uri))
+		if err == nil || !strings.Contains(err.Error(), "spec.mongodb.uri") || !strings.Contains(err.Error(), "read the agent pod's own files or identity") {
+			t.Errorf("%s: %v, want a refusal naming spec.mongodb.uri", name, err)
+		}
+	}
+	mustCreate(t, mongo("plain-tls", "mongodb://db.example:27017/?tls=true&replicaSet=rs0"))
+	mustCreate(t, mongo("aws-ambient", "mongodb://db.example:27017/?authMechanism=MONGODB-AWS"))
+}

@@ -270,16 +270,20 @@ func validateScopeSpec(p *field.Path, s *kollectv1.KollectScopeSpec) field.Error
 	return errs
 }
 
-// validateNoInlineCredentials refuses URLs that carry credentials. The field's value is not
-// echoed: the message would show the credential to whoever reads the refusal.
+// validateNoInlineCredentials refuses URLs that carry credentials, and settings that would
+// read the agent pod's own files or identity. The field's value is not echoed: the message
+// would show the credential to whoever reads the refusal.
 func validateNoInlineCredentials(obj sink.Object) (field.ErrorList, error) {
-	paths, err := sink.InlineCredentials(obj)
+	creds, err := sink.Inspect(obj)
 	if err != nil {
 		return nil, err
 	}
 	var errs field.ErrorList
-	for _, p := range paths {
+	for _, p := range creds.Inline {
 		errs = append(errs, field.Forbidden(p, sink.InlineCredentialsMessage))
+	}
+	for _, p := range creds.PodFiles {
+		errs = append(errs, field.Forbidden(p, sink.PodFilesMessage))
 	}
 	return errs, nil
 }

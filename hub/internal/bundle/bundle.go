@@ -141,6 +141,10 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 		for _, p := range kvalidation.InlineCredentials(field.NewPath("spec"), obj["spec"]) {
 			problems = append(problems, p.String()+": "+kvalidation.InlineCredentialsMessage)
 		}
+		spec, _ := obj["spec"].(map[string]any)
+		for _, p := range kvalidation.PodFiles(field.NewPath("spec"), spec) {
+			problems = append(problems, p.String()+": "+kvalidation.PodFilesMessage)
+		}
 	}
 	return ref, problems
 }
