@@ -10,10 +10,6 @@ MODULES := api proto expr earlyinit agent hub e2e testenv
 # Packages of every workspace module, for go test/vet from the root.
 PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 GOTEST_FLAGS ?= -count=1 -timeout 30m
-# Packages whose tests hold the product to wall-clock goals (hub failover within 10 s, a change
-# pushed across hub replicas within 1 s): `make test` runs them after the others, one package
-# at a time, so that they do not share the machine's two cores with another test binary.
-ALONE   := kollect.dev/e2e/fleet
 # The version every binary is stamped with (kollect-agent --version, kollect version, the hub's
 # version-skew view); see hack/version.sh.
 VERSION ?= $(shell hack/version.sh)
@@ -45,8 +41,7 @@ test: verify-build-scripts deps verify-generated lint web images ## Run every te
 	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; node="$$(hack/ensure-node.sh)"; \
 	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_NODE="$$node" KOLLECT_IMAGES="$(IMAGES)"; \
 	KOLLECT_BUILD_CACHE="$$(mktemp -d "$${TMPDIR:-/tmp}/kollect-build.XXXXXX")"; export KOLLECT_BUILD_CACHE; trap 'rm -rf "$$KOLLECT_BUILD_CACHE"' EXIT; \
-		{ rc=0; go test -json $(GOTEST_FLAGS) $$(go list $(PKGS) | grep -vxF '$(ALONE)') || rc=$$?; \
-		  go test -json -p 1 $(GOTEST_FLAGS) $(ALONE) || rc=$$?; exit $$rc; } | $(BIN)/testreport
+		go test -json $(GOTEST_FLAGS) $(PKGS) | $(BIN)/testreport
 
 ##@ Development
 
