@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,10 @@ type S3Options struct {
 	// AccessKey and SecretKey are the one credential the gateway accepts, for tests that
 	// plant their own secret key.
 	AccessKey, SecretKey string
+	// Users are accounts of role "user" beside the root credential (access key ID to secret
+	// key), kept by versitygw's internal IAM service: they may touch a bucket only as far as
+	// its bucket policy allows, for tests of per-user policies.
+	Users map[string]string
 }
 
 // StartS3 starts versitygw with the posix backend in a new temporary directory. The posix
@@ -61,12 +66,46 @@ func StartS3With(opts S3Options) (*S3, error) {
 		secret = opts.SecretKey
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	args := []string{"--access", access, "--secret", secret, "--region", "us-east-1", "--port", addr, "posix", data}
+	args := []string{"--access", access, "--secret", secret, "--region", "us-east-1", "--port", addr}
+	if len(opts.Users) > 0 {
+		iam := filepath.Join(dir, "iam")
+		if err := writeS3Users(iam, opts.Users); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, err
+		}
+		args = append(args, "--iam-dir", iam)
+	}
+	args = append(args, "posix", data)
 	p, err := StartProcess("versitygw", dir, bin, args, nil, tcpReady(addr))
 	if err != nil {
 		return nil, err
 	}
 	return &S3{Process: p, Endpoint: "http://" + addr, AccessKey: access, SecretKey: secret, Region: "us-east-1"}, nil
+}
+
+// writeS3Users writes the accounts file of versitygw's internal IAM service (users.json in
+// dir) before the gateway starts, so no admin request has to race its start.
+func writeS3Users(dir string, users map[string]string) error {
+	type account struct {
+		Access string `json:"access"`
+		Secret string `json:"secret"`
+		Role   string `json:"role"`
+	}
+	accounts := map[string]account{}
+	for access, secret := range users {
+		accounts[access] = account{Access: access, Secret: secret, Role: "user"}
+	}
+	raw, err := json.Marshal(map[string]any{"accessAccounts": accounts})
+	if err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.json"), raw, 0o600); err != nil {
+		return fmt.Errorf("writing versitygw's IAM accounts: %w", err)
+	}
+	return nil
 }
 
 // checkUserXattrs fails clearly when dir's file system cannot store user extended attributes,

@@ -68,7 +68,7 @@ func (o objects) DeleteAll(ctx context.Context, paths []string) error {
 
 func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest, string, error) {
 	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &key})
-	if isNotFound(err) && !isBucketMissing(err) {
+	if isNotFound(err) && !isBucketMissing(err) || isAccessDenied(err) && s.absent(ctx, key) {
 		return nil, "", nil
 	}
 	if err != nil {
@@ -86,6 +86,22 @@ func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest
 		return nil, aws.ToString(out.ETag), nil
 	}
 	return m, aws.ToString(out.ETag), nil
+}
+
+// absent reports whether a listing shows that key does not exist. AWS answers a read of a
+// missing key with 403 AccessDenied, not 404, to a caller without s3:ListBucket, and may do so
+// when that permission carries an s3:prefix condition (the "One writer per cluster" policy of
+// docs/sinks/s3.md): the first export of such a credential would otherwise stop at the
+// manifest that does not exist yet. A refused listing, or a key that exists, leaves the
+// refusal standing.
+func (s *Sink) absent(ctx context.Context, key string) bool {
+	out, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: &key, MaxKeys: aws.Int32(1)})
+	return err == nil && (len(out.Contents) == 0 || aws.ToString(out.Contents[0].Key) != key)
+}
+
+func isAccessDenied(err error) bool {
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDenied"
 }
 
 func isBucketMissing(err error) bool {
@@ -186,8 +202,13 @@ func (s *Sink) deleteAll(ctx context.Context, paths []string) error {
 		}
 		if len(out.Errors) > 0 {
 			e := out.Errors[0]
-			return sink.TransientError(fmt.Errorf("deleting %s: %s: %s (and %d more)", aws.ToString(e.Key),
-				aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1))
+			err := fmt.Errorf("deleting %s: %s: %s (and %d more)", aws.ToString(e.Key),
+				aws.ToString(e.Code), aws.ToString(e.Message), len(out.Errors)-1)
+			if terminalCodes[aws.ToString(e.Code)] {
+				// A key the credentials may not delete (AccessDenied) stays refused on retry.
+				return sink.TerminalError(err)
+			}
+			return sink.TransientError(err)
 		}
 	}
 	return nil

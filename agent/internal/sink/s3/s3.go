@@ -170,6 +170,11 @@ var terminalCodes = map[string]bool{
 func classify(op string, err error) error {
 	wrapped := fmt.Errorf("%s: %w", op, err)
 	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) && apiErr.ErrorCode() == "AccessDenied" {
+		// The usual cause with credentials scoped to one cluster's prefix: the sink's
+		// cluster name is not the one its credentials were issued for.
+		return sink.TerminalError(fmt.Errorf("%w (the credentials' policy refuses it: are they this cluster's?)", wrapped))
+	}
 	if errors.As(err, &apiErr) && terminalCodes[apiErr.ErrorCode()] {
 		return sink.TerminalError(wrapped)
 	}
@@ -207,27 +212,49 @@ func statusOf(err error) int {
 	return 0
 }
 
-// Probe checks that the bucket exists and that the credentials may list the sink's prefix.
+// Probe checks that the bucket exists and that the credentials may list the sink's prefix:
+// the directory of the sink's cluster under it (see clusterDir), which is all a credential
+// scoped to one cluster may list.
 func (s *Sink) Probe(ctx context.Context) error {
+	listed := s.prefix + s.clusterDir()
 	list := func() error {
-		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix), MaxKeys: aws.Int32(1)})
+		_, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.cfg.Bucket, Prefix: aws.String(listed), MaxKeys: aws.Int32(1)})
 		return err
 	}
 	if _, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.cfg.Bucket}); err != nil {
 		// The answer to a HEAD has no body, so a refusal says only "403 Forbidden" or "404
 		// NotFound": the listing's answer names the cause (SignatureDoesNotMatch,
 		// InvalidAccessKeyId, AccessDenied, NoSuchBucket).
-		if st := statusOf(err); st == http.StatusForbidden || st == http.StatusNotFound {
-			if lerr := list(); lerr != nil {
-				return classify("bucket "+s.cfg.Bucket, lerr)
-			}
+		st := statusOf(err)
+		if st != http.StatusForbidden && st != http.StatusNotFound {
+			return classify("bucket "+s.cfg.Bucket, err)
 		}
-		return classify("bucket "+s.cfg.Bucket, err)
+		if lerr := list(); lerr != nil {
+			return classify("bucket "+s.cfg.Bucket+": listing s3://"+s.cfg.Bucket+"/"+listed, lerr)
+		}
+		if st == http.StatusNotFound {
+			return classify("bucket "+s.cfg.Bucket, err)
+		}
+		// HeadBucket needs s3:ListBucket without a prefix condition, which a credential
+		// scoped to its cluster's prefix does not have; the listing it may do succeeded.
+		return nil
 	}
 	if err := list(); err != nil {
-		return classify("listing s3://"+s.cfg.Bucket+"/"+s.prefix, err)
+		return classify("listing s3://"+s.cfg.Bucket+"/"+listed, err)
 	}
 	return nil
+}
+
+// clusterDir is the directory of the sink's cluster under the prefix ("east/"), where its
+// manifests and, with the default path templates, all its documents are: the one place a
+// credential of that cluster needs (docs/sinks/s3.md, "One writer per cluster"). It is ""
+// for a handle of no cluster (an operator's purge), which probes the whole prefix.
+func (s *Sink) clusterDir() string {
+	if s.env.Cluster == "" {
+		return ""
+	}
+	manifest := snapshot.ManifestPath(s.env.Cluster, "_")
+	return manifest[:strings.LastIndexByte(manifest, '/')+1]
 }
 
 // Preview shows the bucket, a sample object key and the manifest key, without requests.
