@@ -63,6 +63,7 @@ func TestExamplesAreAccepted(t *testing.T) {
 	createNamespace(t, "examples")
 	createNamespace(t, "kollect-system")
 	createNamespace(t, "kollect-demo")
+	createNamespace(t, "kollect-fleet") // where hub bundles land (preview-bundle.yaml)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			for _, obj := range readObjects(t, file) {
