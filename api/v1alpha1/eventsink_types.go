@@ -36,8 +36,15 @@ type KafkaSinkConfig struct {
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	Brokers []string `json:"brokers"`
-	// Topic to produce to.
-	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]{1,249}$`
+	// Topic to produce to. "{cluster}" in it is replaced with the agent's cluster name
+	// (`kollect.{cluster}.rows` is `kollect.east.rows` for the agent of cluster east), so
+	// each cluster writes a topic of its own and the broker's ACLs can allow each cluster's
+	// credentials to write its own topic only; without it every cluster writes this one
+	// topic. The name with the cluster in place must be a valid Kafka topic name (at most
+	// 249 of A-Z, a-z, 0-9, '.', '_', '-'); the agent's admission webhook checks it with
+	// its cluster name.
+	// +kubebuilder:validation:MaxLength=249
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9._-]|\{cluster\})+$`
 	Topic string `json:"topic"`
 	// Compression codec of produced batches.
 	// +optional

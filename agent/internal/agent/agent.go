@@ -153,7 +153,7 @@ func New(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	if o.WebhookPort > 0 {
 		kollectwebhook.Register(mgr.GetWebhookServer(), mgr.GetScheme(),
-			&kollectwebhook.ClientLookup{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), TenantMode: o.TenantMode})
+			&kollectwebhook.ClientLookup{Reader: mgr.GetAPIReader(), Mapper: mgr.GetRESTMapper(), TenantMode: o.TenantMode, Cluster: o.Cluster})
 		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
 			return nil, err
 		}

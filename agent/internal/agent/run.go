@@ -257,7 +257,7 @@ func newShell(cfg *rest.Config, o Options) (manager.Manager, error) {
 	}
 	srv := webhook.NewServer(webhook.Options{Host: o.WebhookHost, Port: o.WebhookPort, CertDir: o.CertDir})
 	kollectwebhook.Register(srv, shell.GetScheme(),
-		&kollectwebhook.ClientLookup{Reader: shell.GetAPIReader(), Mapper: shell.GetRESTMapper(), TenantMode: o.TenantMode})
+		&kollectwebhook.ClientLookup{Reader: shell.GetAPIReader(), Mapper: shell.GetRESTMapper(), TenantMode: o.TenantMode, Cluster: o.Cluster})
 	if err := shell.AddReadyzCheck("webhook", srv.StartedChecker()); err != nil {
 		return nil, err
 	}

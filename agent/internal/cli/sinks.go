@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/kafka"
 )
 
 // newSinksCmd groups the commands that work on a shared database sink directly.
@@ -107,6 +108,15 @@ func (f *purgeFlags) check() error {
 		return errors.New("--retired-after must be positive (--force skips the check)")
 	case f.output != "table" && f.output != "json":
 		return fmt.Errorf("unknown output format %q (want one of %s)", f.output, strings.Join(purgeFormats, ", "))
+	}
+	if f.store.kafkaBrokers != "" {
+		// The sink's own topic template (kollect.{cluster}.rows) works as given: a
+		// per-cluster topic holds the cluster --cluster names, and only that one is read.
+		topic, err := kafka.Topic(f.store.topic, f.cluster)
+		if err != nil {
+			return fmt.Errorf("--topic: %w", err)
+		}
+		f.store.topic = topic
 	}
 	return nil
 }

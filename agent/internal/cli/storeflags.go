@@ -48,7 +48,7 @@ func (s *storeFlags) register(fl *pflag.FlagSet, endpoint *string) {
 	fl.StringVar(&s.azureBlob, "azureblob", "", "Azure Blob sink as ACCOUNT/CONTAINER[/PREFIX] (credential from "+
 		azureblob.EnvSASToken+" or "+azureblob.EnvAccountKey+"; --endpoint for another cloud or the emulator).")
 	fl.StringVar(&s.kafkaBrokers, "kafka", "", "Kafka brokers of the sink, comma-separated (with --topic).")
-	fl.StringVar(&s.topic, "topic", "", "Kafka topic of the sink.")
+	fl.StringVar(&s.topic, "topic", "", "Kafka topic of the sink; "+kafka.ClusterPlaceholder+" is replaced with --cluster, as the agent replaces it with its cluster name.")
 	fl.StringVar(&s.saslMechanism, "sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from "+EnvSASLPassword+").")
 	fl.StringVar(&s.saslUser, "sasl-user", "", "Kafka SASL user.")
 	fl.StringVar(&s.natsServers, "nats", "", "NATS server URLs of the sink, comma-separated (with --stream).")

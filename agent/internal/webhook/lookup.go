@@ -22,7 +22,12 @@ type ClientLookup struct {
 	Reader     client.Reader
 	Mapper     apimeta.RESTMapper
 	TenantMode bool
+	// Cluster is the agent's cluster name, which a Kafka topic's {cluster} stands for.
+	Cluster string
 }
+
+// AgentCluster implements ClusterNamer.
+func (c *ClientLookup) AgentCluster() string { return c.Cluster }
 
 // Profile implements Lookup.
 func (c *ClientLookup) Profile(ctx context.Context, ns, name string) (*kollectv1.KollectProfile, error) {

@@ -74,6 +74,9 @@ func Validate(ctx context.Context, obj runtime.Object, l Lookup) (Result, error)
 			inline, err = validateNoInlineCredentials(obj.(sink.Object))
 			r.Errors = append(r.Errors, inline...)
 		}
+		if es, ok := obj.(*kollectv1.KollectEventSink); ok {
+			r.Errors = append(r.Errors, validateKafkaTopic(&es.Spec, l)...)
+		}
 	}
 	return r, err
 }

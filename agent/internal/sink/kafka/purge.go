@@ -219,8 +219,12 @@ type Auth struct {
 
 // OpenBrokers opens a handle onto topic for an operator's command (kollect sinks purge): the
 // operator's network and login, no Secret, no egress guard; it pings the brokers so that an
-// unreachable cluster is the command's first error. tlsCfg nil is plaintext.
+// unreachable cluster is the command's first error. tlsCfg nil is plaintext. topic is a
+// name, not a template: the caller expands {cluster} (Topic) with the cluster it purges.
 func OpenBrokers(ctx context.Context, brokers []string, topic string, auth Auth, tlsCfg *tls.Config) (*Sink, error) {
+	if _, err := Topic(topic, ""); err != nil {
+		return nil, err
+	}
 	opts := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.ClientID("kollect-sinks-purge"),
 		kgo.RequiredAcks(kgo.AllISRAcks())}
 	if tlsCfg != nil {

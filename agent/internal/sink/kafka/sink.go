@@ -26,7 +26,7 @@ import (
 
 // Sink produces change events (or snapshot chunks) to one Kafka topic.
 type Sink struct {
-	topic      string
+	topic      string // spec.kafka.topic with the cluster name in place of {cluster}
 	partitions int32
 	create     bool
 	snapshot   bool
@@ -80,7 +80,11 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		return nil, sink.Terminalf("kafka sink %s/%s: spec.kafka is not set", env.Namespace, env.Name)
 	}
 	cfg := spec.Kafka
-	opts, err := clientOptions(ctx, spec, env)
+	topic, err := Topic(cfg.Topic, env.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
+	}
+	opts, err := clientOptions(ctx, spec, topic, env)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
@@ -93,7 +97,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		partitions = 3
 	}
 	return &Sink{
-		topic: cfg.Topic, partitions: partitions, create: cfg.CreateTopic,
+		topic: topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers, cluster: env.Cluster,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
 		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, states: map[string]*heldState{}, flights: map[string]*flight{},
@@ -102,8 +106,9 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 }
 
 // clientOptions maps the spec onto franz-go: idempotent producer with acks from all in-sync
-// replicas (franz-go's default, stated for clarity), compression, SASL and TLS.
-func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env) ([]kgo.Opt, error) {
+// replicas (franz-go's default, stated for clarity), compression, SASL and TLS. topic is
+// spec.kafka.topic expanded (see Topic).
+func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, topic string, env sink.Env) ([]kgo.Opt, error) {
 	cfg := spec.Kafka
 	codec, err := compression(cfg.Compression)
 	if err != nil {
@@ -115,7 +120,7 @@ func clientOptions(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.DefaultProduceTopic(cfg.Topic),
+		kgo.DefaultProduceTopic(topic),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(codec),
 		kgo.ClientID("kollect-agent"),
@@ -252,13 +257,13 @@ func (s *Sink) ensureTopic(ctx context.Context) error {
 	}
 	details, err := s.admin.ListTopics(ctx, s.topic)
 	if err != nil {
-		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
+		return classify(fmt.Errorf("listing topic %s: %w%s", s.topic, err, aclHint(err)))
 	}
 	if d, ok := details[s.topic]; ok && d.Err == nil {
 		s.ready = true
 		return nil
 	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
+		return classify(fmt.Errorf("topic %s: %w%s", s.topic, d.Err, aclHint(d.Err)))
 	}
 	if !s.create {
 		return sink.Terminalf("topic %s does not exist and createTopic is false", s.topic)
@@ -281,12 +286,12 @@ func (s *Sink) Probe(ctx context.Context) error {
 	}
 	details, err := s.admin.ListTopics(ctx, s.topic)
 	if err != nil {
-		return classify(fmt.Errorf("listing topic %s: %w", s.topic, err))
+		return classify(fmt.Errorf("listing topic %s: %w%s", s.topic, err, aclHint(err)))
 	}
 	if d, ok := details[s.topic]; ok && d.Err == nil {
 		return s.checkWrite(ctx)
 	} else if ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
-		return classify(fmt.Errorf("topic %s: %w", s.topic, d.Err))
+		return classify(fmt.Errorf("topic %s: %w%s", s.topic, d.Err, aclHint(d.Err)))
 	}
 	if !s.create {
 		return sink.Terminalf("topic %s does not exist and createTopic is false", s.topic)
