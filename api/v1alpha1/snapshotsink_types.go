@@ -216,10 +216,16 @@ type AzureBlobSinkConfig struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]+$`
 	Account string `json:"account"`
 	// Container is the blob container, which must exist: 3 to 63 lowercase letters, digits
-	// and single hyphens, starting and ending with a letter or digit.
+	// and single hyphens, starting and ending with a letter or digit. "{cluster}" in it is
+	// replaced with the agent's cluster name (`kollect-{cluster}` is `kollect-east` for the
+	// agent of cluster east), so each cluster writes a container of its own and a container
+	// shared access signature per cluster lets each cluster's credential write its own
+	// container only; without it every cluster writes this one container. The name with the
+	// cluster in place must be a valid container name; the agent's admission webhook checks
+	// it with its cluster name.
 	// +kubebuilder:validation:MinLength=3
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]|\{cluster\})(([a-z0-9-]|\{cluster\})*([a-z0-9]|\{cluster\}))?$`
 	// +kubebuilder:validation:XValidation:rule="!self.contains('--')",message="container names have no consecutive hyphens"
 	Container string `json:"container"`
 	// Prefix of every blob name.

@@ -14,6 +14,7 @@ import (
 
 	"kollect.dev/agent/internal/export"
 	"kollect.dev/agent/internal/sink"
+	"kollect.dev/agent/internal/sink/azureblob"
 	"kollect.dev/agent/internal/sink/kafka"
 )
 
@@ -117,6 +118,15 @@ func (f *purgeFlags) check() error {
 			return fmt.Errorf("--topic: %w", err)
 		}
 		f.store.topic = topic
+	}
+	if f.store.azureBlob != "" {
+		// Likewise the sink's container template (kollect-{cluster}): only the container of
+		// the cluster --cluster names is read.
+		ref, err := azureblob.ExpandRef(f.store.azureBlob, f.cluster)
+		if err != nil {
+			return fmt.Errorf("--azureblob: %w", err)
+		}
+		f.store.azureBlob = ref
 	}
 	return nil
 }

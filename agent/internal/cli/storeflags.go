@@ -46,7 +46,8 @@ func (s *storeFlags) register(fl *pflag.FlagSet, endpoint *string) {
 	fl.BoolVar(&s.pathStyle, "path-style", false, "Path-style S3 requests (most S3-compatible stores).")
 	fl.StringVar(&s.gcsURL, "gcs", "", "GCS sink as gs://BUCKET[/PREFIX] (Application Default Credentials; none with --endpoint).")
 	fl.StringVar(&s.azureBlob, "azureblob", "", "Azure Blob sink as ACCOUNT/CONTAINER[/PREFIX] (credential from "+
-		azureblob.EnvSASToken+" or "+azureblob.EnvAccountKey+"; --endpoint for another cloud or the emulator).")
+		azureblob.EnvSASToken+" or "+azureblob.EnvAccountKey+"; --endpoint for another cloud or the emulator); "+
+		azureblob.ClusterPlaceholder+" in CONTAINER is replaced with --cluster, as the agent replaces it with its cluster name.")
 	fl.StringVar(&s.kafkaBrokers, "kafka", "", "Kafka brokers of the sink, comma-separated (with --topic).")
 	fl.StringVar(&s.topic, "topic", "", "Kafka topic of the sink; "+kafka.ClusterPlaceholder+" is replaced with --cluster, as the agent replaces it with its cluster name.")
 	fl.StringVar(&s.saslMechanism, "sasl-mechanism", "", "Kafka SASL mechanism: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (password from "+EnvSASLPassword+").")

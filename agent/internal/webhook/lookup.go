@@ -22,7 +22,8 @@ type ClientLookup struct {
 	Reader     client.Reader
 	Mapper     apimeta.RESTMapper
 	TenantMode bool
-	// Cluster is the agent's cluster name, which a Kafka topic's {cluster} stands for.
+	// Cluster is the agent's cluster name, which {cluster} in a Kafka topic or an Azure Blob
+	// container stands for.
 	Cluster string
 }
 

@@ -77,6 +77,9 @@ func Validate(ctx context.Context, obj runtime.Object, l Lookup) (Result, error)
 		if es, ok := obj.(*kollectv1.KollectEventSink); ok {
 			r.Errors = append(r.Errors, validateKafkaTopic(&es.Spec, l)...)
 		}
+		if ss, ok := obj.(*kollectv1.KollectSnapshotSink); ok {
+			r.Errors = append(r.Errors, validateAzureContainer(&ss.Spec, l)...)
+		}
 	}
 	return r, err
 }

@@ -74,6 +74,11 @@ func open(ctx context.Context, spec *v1alpha1.KollectSnapshotSinkSpec, env sink.
 	if cfg.Account == "" || cfg.Container == "" {
 		return nil, sink.Terminalf("spec.azureBlob needs account and container")
 	}
+	name, err := ContainerName(cfg.Container, env.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Container = name
 	if cfg.SecretRef.Name == "" {
 		return nil, sink.Terminalf("spec.azureBlob.secretRef is required: a Secret with %s or %s", KeySASToken, KeyAccountKey)
 	}
@@ -187,6 +192,10 @@ func (s *Sink) key(path string) string { return s.prefix + path }
 // dest names the container and prefix for messages: a URL without credentials.
 func (s *Sink) dest() string { return s.url + "/" + s.prefix }
 
+// blobURL names the blob key (a full name) for messages: a URL without credentials, so a
+// refusal names the container too, which with a container per cluster says whose it is.
+func (s *Sink) blobURL(key string) string { return s.url + "/" + key }
+
 // scrub drops the query string, a shared access signature, from the URL a failed request's
 // error prints (net/http prints it whole).
 func scrub(err error) error {
@@ -223,6 +232,17 @@ var hints = map[bloberror.Code]string{
 	bloberror.AccountIsDisabled:          "the storage account is disabled",
 }
 
+// clusterHinted are the refusals of a signature made for another container: Azure answers
+// AuthenticationFailed (the container is part of what a service signature signs), the
+// emulator AuthorizationFailure. Neither names the container the signature was made for.
+var clusterHinted = map[bloberror.Code]bool{bloberror.AuthenticationFailed: true, bloberror.AuthorizationFailure: true}
+
+// clusterHint says what such a refusal usually means with a container per cluster (see
+// ClusterPlaceholder): an agent given another cluster's Secret, or a cluster name its
+// signature was not made for.
+const clusterHint = " (where each cluster has a container of its own, check that the Secret is this cluster's " +
+	"and the agent's --cluster-name the one its signature was made for)"
+
 // classify wraps err with op: refused credentials, missing containers and invalid requests
 // are terminal; network failures, throttling, server errors and lost races are transient.
 func classify(op string, err error) error {
@@ -232,6 +252,9 @@ func classify(op string, err error) error {
 		msg := fmt.Sprintf("%s: %s (HTTP %d)", op, re.ErrorCode, re.StatusCode)
 		if h := hints[bloberror.Code(re.ErrorCode)]; h != "" {
 			msg += ": " + h
+		}
+		if clusterHinted[bloberror.Code(re.ErrorCode)] {
+			msg += clusterHint
 		}
 		wrapped := &serviceError{msg: msg, err: re}
 		switch re.StatusCode {

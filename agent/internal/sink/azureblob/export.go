@@ -79,7 +79,7 @@ func (s *Sink) readManifest(ctx context.Context, key string) (*snapshot.Manifest
 		return nil, "", nil
 	}
 	if err != nil {
-		return nil, "", classify("reading manifest "+key, err)
+		return nil, "", classify("reading manifest "+s.blobURL(key), err)
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(resp.Body)
@@ -161,7 +161,7 @@ func (s *Sink) upload(ctx context.Context, key string, data []byte, contentType 
 func (s *Sink) put(ctx context.Context, f *snapshot.File) error {
 	sum := f.SHA256
 	if err := s.upload(ctx, s.key(f.Path), f.Data, s.opts.ContentType(), map[string]*string{metadataSHA256: &sum}, nil); err != nil {
-		return classify("writing "+s.key(f.Path), err)
+		return classify("writing "+s.blobURL(s.key(f.Path)), err)
 	}
 	return nil
 }
@@ -184,7 +184,7 @@ func (s *Sink) putManifest(ctx context.Context, key string, data []byte, etag az
 		// 412 ConditionNotMet for If-Match, 409 BlobAlreadyExists for If-None-Match.
 		return sink.TransientError(fmt.Errorf("writing manifest %s: %w (%s)", key, errConflict, codeOf(err)))
 	}
-	return classify("writing manifest "+key, err)
+	return classify("writing manifest "+s.blobURL(key), err)
 }
 
 // deleteAll removes pruned documents, a few at a time; one already gone is fine.
@@ -192,7 +192,7 @@ func (s *Sink) deleteAll(ctx context.Context, paths []string) error {
 	return snapshot.Parallel(ctx, paths, snapshot.Uploads, func(ctx context.Context, p *string) error {
 		_, err := s.container.NewBlobClient(s.key(*p)).Delete(ctx, nil)
 		if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
-			return classify("deleting "+s.key(*p), err)
+			return classify("deleting "+s.blobURL(s.key(*p)), err)
 		}
 		return nil
 	})

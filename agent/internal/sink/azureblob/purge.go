@@ -73,7 +73,7 @@ func (s *Sink) deleteManifest(ctx context.Context, key string, etag azcore.ETag)
 	case statusOf(err) == http.StatusPreconditionFailed:
 		return sink.TransientError(fmt.Errorf("deleting manifest %s: %w", key, snapshot.ErrManifestChanged))
 	}
-	return classify("deleting manifest "+key, err)
+	return classify("deleting manifest "+s.blobURL(key), err)
 }
 
 // Environment variables an operator's command (kollect sinks purge) reads the credential
@@ -82,6 +82,26 @@ const (
 	EnvSASToken   = "AZURE_STORAGE_SAS_TOKEN"
 	EnvAccountKey = "AZURE_STORAGE_KEY"
 )
+
+// ExpandRef puts cluster in place of ClusterPlaceholder in the container of ref
+// (ACCOUNT/CONTAINER[/PREFIX]), as the agent of that cluster does, so that kollect sinks purge
+// takes the sink's own container template and reaches the container --cluster names only.
+func ExpandRef(ref, cluster string) (string, error) {
+	account, rest, _ := strings.Cut(ref, "/")
+	cont, prefix, hasPrefix := strings.Cut(rest, "/")
+	if !strings.Contains(cont, ClusterPlaceholder) {
+		return ref, nil
+	}
+	name, err := ContainerName(cont, cluster)
+	if err != nil {
+		return "", err
+	}
+	out := account + "/" + name
+	if hasPrefix {
+		out += "/" + prefix
+	}
+	return out, nil
+}
 
 // OpenURL opens a handle onto the container and prefix of ref (ACCOUNT/CONTAINER[/PREFIX])
 // for an operator's command (kollect sinks purge): the credential from AZURE_STORAGE_SAS_TOKEN
@@ -93,6 +113,9 @@ func OpenURL(ctx context.Context, ref, endpoint string) (*Sink, error) {
 	cont, prefix, _ := strings.Cut(rest, "/")
 	if account == "" || cont == "" || strings.Contains(ref, "://") {
 		return nil, fmt.Errorf("--azureblob %q: want ACCOUNT/CONTAINER[/PREFIX] (the endpoint goes in --endpoint)", ref)
+	}
+	if _, err := ContainerName(cont, ""); err != nil {
+		return nil, fmt.Errorf("--azureblob %q: %w", ref, err)
 	}
 	cred, err := parseCredential("the environment", account, [2]string{EnvSASToken, EnvAccountKey},
 		os.Getenv(EnvSASToken), os.Getenv(EnvAccountKey))
