@@ -18,6 +18,7 @@ import (
 // entry says kindNotServed with the reason, in the table, in the <table>_covered view and in
 // the agent's kollect_inventory_target_coverage metric.
 func TestUnknownTargetIsMarkedNotDeleted(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, pgURL, pgs := postgresCluster(t, ctx, "coverage")

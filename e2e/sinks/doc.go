@@ -47,4 +47,8 @@
 // (franz-go) for Kafka, and a fake GitLab REST API in this package (fakeGitLabAPI) in front of
 // a real git smart-HTTP server. PostgreSQL, nats-server and git are the real servers. A
 // missing server or client fails the suite; nothing is skipped.
+//
+// Every test starts its own control plane, servers and agent (cluster names and ports of its
+// own), so the tests run in parallel (t.Parallel): most of their time is waiting on debounce,
+// resync and outage windows, which then overlap.
 package sinks

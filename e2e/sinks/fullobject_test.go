@@ -25,6 +25,7 @@ import (
 // and the target reports it; and a change only to pruned fields rewrites no row, shown by the
 // rows' xmin and the table's update counter around a real change exported after it.
 func TestFullObjectExport(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, pgURL, _ := postgresCluster(t, ctx, "fullobject")

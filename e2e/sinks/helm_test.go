@@ -33,6 +33,7 @@ const helmPassword = "hunter2-never-exported"
 // KOLLECT_HELM_FIXTURE=path writes the upgraded release's Secret there, as helm wrote it: the
 // decoder's unit test fixture (agent/internal/helmrelease/testdata) is made that way.
 func TestHelmReleasesThroughTheShippedAgent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	helm, err := testenv.Tool("helm")

@@ -25,6 +25,7 @@ import (
 // changed, and the documented function and the shipped `kollect query --as-of` return the old
 // image at the first version's time and the new one after.
 func TestPostgresHistoryThroughTheShippedAgent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var (

@@ -45,6 +45,7 @@ const (
 // the same promise, and the KV bucket), rows the churn did not touch were not rewritten, and a
 // quiet window holding a resync writes nothing.
 func TestSinkOutageThroughTheShippedAgent(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

@@ -26,6 +26,7 @@ import (
 // keeps its ETag), and kcat reads a tombstone as the last record of every key of east, its
 // state record's included. No report shows a credential.
 func TestKollectSinksPurgeThroughTheShippedBinary(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var (

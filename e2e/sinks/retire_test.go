@@ -19,6 +19,7 @@ import (
 // (xmin unchanged); deleting the other (Retain, the default) leaves every row as it was and
 // marks its coverage retired. Each deleted object goes once its sink took the last export.
 func TestDeletedInventoriesApplyTheirDeletionPolicy(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, pgURL, _ := postgresCluster(t, ctx, "retire")

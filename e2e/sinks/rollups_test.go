@@ -26,6 +26,7 @@ const rollupExample = "../../docs/examples/rollups.yaml"
 // replicas rewrite exactly that team's row: the other rollup rows keep their xmin and the
 // table's n_tup_upd grows by one.
 func TestRollupsOfTheDocsExampleThroughTheShippedAgent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, pgURL, _ := postgresCluster(t, ctx, "rollups")

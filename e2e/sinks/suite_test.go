@@ -64,6 +64,7 @@ type sinkUnderTest struct {
 }
 
 func TestEverySinkTypeThroughTheShippedAgent(t *testing.T) {
+	t.Parallel()
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

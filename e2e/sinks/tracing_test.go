@@ -127,6 +127,7 @@ func envWithoutOTel() []string {
 // write's, with the inventory, sink and row counts; a watch change shows as the build's event.
 // Without the environment, an export the psql read-back proves sends the receiver nothing.
 func TestAgentTracesTheExportPipeline(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, pgURL, _ := postgresCluster(t, ctx, "tracing")

@@ -24,6 +24,7 @@ import (
 // psql shows exactly the first cluster's rows, none rewritten (xmin), and the state naming
 // the first agent with the second as its contender.
 func TestTwoAgentsOneClusterName(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var (
