@@ -103,7 +103,10 @@ bench: k8s-bins servers ## Run the benchmarks.
 # FUZZ_TARGETS are "package FuzzName" pairs; `make test` runs their seed corpora as tests.
 FUZZ_TARGETS := ./agent/internal/profile/:FuzzCompileAndExtract ./agent/internal/inventory/rollup/:FuzzFields ./agent/internal/webhook/:FuzzAdmissionDecoding \
 	./agent/internal/sink/eventbuf/:FuzzEncodeMatchesEncodingJSON ./agent/internal/sink/snapshot/:FuzzRenderEveryFormat \
-	./agent/internal/sink/gitrepo/:FuzzRemoteCheckedAsDialled ./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies
+	./agent/internal/sink/gitrepo/:FuzzRemoteCheckedAsDialled ./hub/internal/bundle/:FuzzValidate ./hub/internal/server/:FuzzConnectRequestBodies \
+	./hub/internal/server/:FuzzConnectAuth ./agent/internal/sink/egress/:FuzzGuardJudgesDialledHost \
+	./agent/internal/sink/:FuzzCredentialChecksAsClientsRead ./agent/internal/sink/:FuzzURIChecksAsDriverReads \
+	./agent/internal/helmrelease/:FuzzDecode ./agent/internal/hubclient/manifests/:FuzzAdmittedObjects
 FUZZTIME ?= 30s
 
 .PHONY: fuzz

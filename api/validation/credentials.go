@@ -2,6 +2,7 @@ package validation
 
 import (
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 
@@ -20,8 +21,30 @@ const InlineCredentialsMessage = "credentials in URLs are refused: put them in t
 func InlineCredentials(path *field.Path, spec any) []*field.Path {
 	var found []*field.Path
 	walkURLs(path, spec, &found)
+	found = append(found, natsTokens(path, spec, found)...)
 	sort.Slice(found, func(i, j int) bool { return found[i].String() < found[j].String() })
 	return found
+}
+
+// natsTokens returns the NATS servers without a scheme that carry a user name: nats.go makes
+// them nats:// URLs and sends a user name without a password as a token ("tok@host:4222").
+// The walk takes them for scp-like git remotes, whose user name is no secret.
+func natsTokens(path *field.Path, spec any, found []*field.Path) []*field.Path {
+	m, _ := spec.(map[string]any)
+	cfg, _ := m["nats"].(map[string]any)
+	servers, _ := cfg["servers"].([]any)
+	var out []*field.Path
+	for i, s := range servers {
+		raw, _ := s.(string)
+		p := path.Child("nats", "servers").Index(i)
+		if strings.Contains(raw, "://") || !carriesCredentials("nats://"+raw) {
+			continue
+		}
+		if !slices.ContainsFunc(found, func(f *field.Path) bool { return f.String() == p.String() }) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func walkURLs(path *field.Path, v any, found *[]*field.Path) {

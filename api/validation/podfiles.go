@@ -9,15 +9,17 @@ import (
 )
 
 // PodFilesMessage is what a refusal of PodFiles says.
-const PodFilesMessage = "options that read the agent pod's own files or identity (tlsCAFile, tlsCertificateKeyFile, " +
+const PodFilesMessage = "options that read the agent pod's own files or identity (tlsCAFile, tlsCertificateKeyFile, tlsCertificateFile, tlsPrivateKeyFile, " +
 	"authMechanism MONGODB-OIDC or GSSAPI) are refused: give certificates in tls.caSecretRef and tls.clientCertSecretRef, credentials in secretRef"
 
 // mongoFileOptions are the MongoDB connection string options (lower case, as the driver
-// matches them) that name a file the driver reads: the CA, or a client certificate and key.
+// matches them) that name a file the driver reads: the CA, or a client certificate and key
+// (in one file, or in two: tlsCertificateFile and tlsPrivateKeyFile).
 // The file would be the agent pod's, not the sink author's, so a sink could present the
 // agent's own key material (its webhook serving key, a mounted client certificate) to a
 // server of its author's choosing.
-var mongoFileOptions = []string{"tlscafile", "tlscertificatekeyfile", "sslcertificateauthorityfile", "sslclientcertificatekeyfile"}
+var mongoFileOptions = []string{"tlscafile", "tlscertificatekeyfile", "sslcertificateauthorityfile", "sslclientcertificatekeyfile",
+	"tlscertificatefile", "tlsprivatekeyfile"}
 
 // PodFiles returns the fields (under path, such as spec.mongodb.uri) of a sink spec, in its
 // unstructured form, whose settings make the client read a file of the agent's pod, or
@@ -66,14 +68,10 @@ func mongoOptions(uri string, names []string) []string {
 }
 
 // mongoValues returns the values of option name (lower case) in a MongoDB URI's query, split
-// as the driver splits it (on & and ;): a URI with several hosts is no URL net/url parses.
+// as the driver splits it (see mongoPairs): a URI with several hosts is no URL net/url parses.
 func mongoValues(uri, name string) []string {
-	_, query, ok := strings.Cut(uri, "?")
-	if !ok {
-		return nil
-	}
 	var out []string
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+	for _, pair := range mongoPairs(uri) {
 		k, v, _ := strings.Cut(pair, "=")
 		if key, err := url.QueryUnescape(k); err == nil && strings.ToLower(key) == name {
 			if value, err := url.QueryUnescape(v); err == nil {

@@ -119,12 +119,8 @@ var mongoInsecureOptions = []string{"tlsinsecure", "sslinsecure", "tlsallowinval
 func mongoURIOptions(path *field.Path, v any) []Unverified {
 	cfg, _ := v.(map[string]any)
 	uri, _ := cfg["uri"].(string)
-	_, query, ok := strings.Cut(uri, "?")
-	if !ok {
-		return nil
-	}
 	var names []string
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+	for _, pair := range mongoPairs(uri) {
 		k, v, _ := strings.Cut(pair, "=")
 		name, errK := url.QueryUnescape(k)
 		value, errV := url.QueryUnescape(v)
@@ -139,7 +135,40 @@ func mongoURIOptions(path *field.Path, v any) []Unverified {
 		return nil
 	}
 	sort.Strings(names)
-	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(names, ", "), Effect: effectUnverified}}
+	return []Unverified{{Field: path.Child("uri"), Setting: strings.Join(slices.Compact(names), ", "), Effect: effectUnverified}}
+}
+
+// mongoParts splits a MongoDB URI as the driver does: the user information ends at the first
+// '@', wherever it is (so a '?' before it is no query: "mongodb://u?x@host/?tlsInsecure=true"
+// is user u?x); the hosts follow, up to a '/' or '?'; the query follows the first '?' after
+// the user information.
+func mongoParts(uri string) (hosts, query string) {
+	_, rest, _ := strings.Cut(uri, "://")
+	if i := strings.Index(rest, "@"); i >= 0 {
+		rest = rest[i+1:]
+	}
+	hosts = rest
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hosts = rest[:i]
+	}
+	_, query, _ = strings.Cut(rest, "?")
+	return hosts, query
+}
+
+// mongoPairs returns the option pairs of a MongoDB URI's query, split as the driver splits
+// them (on & and ;), and also those after the URI's first '?' where that differs: an option
+// is looked for wherever a reader of the URI could find it.
+func mongoPairs(uri string) []string {
+	_, query := mongoParts(uri)
+	pairs := splitOptions(query)
+	if _, naive, ok := strings.Cut(uri, "?"); ok && naive != query {
+		pairs = append(pairs, splitOptions(naive)...)
+	}
+	return pairs
+}
+
+func splitOptions(query string) []string {
+	return strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' })
 }
 
 // mongoPlain reports authMechanism=PLAIN (LDAP) over a plaintext connection to another
@@ -149,12 +178,18 @@ func mongoURIOptions(path *field.Path, v any) []Unverified {
 func mongoPlain(path *field.Path, v any) []Unverified {
 	cfg, _ := v.(map[string]any)
 	uri, _ := cfg["uri"].(string)
-	scheme, rest, _ := strings.Cut(uri, "://")
-	hosts, query, _ := strings.Cut(rest, "?")
-	hosts, _, _ = strings.Cut(hosts, "/")
+	scheme, _, _ := strings.Cut(uri, "://")
+	hosts, query := mongoParts(uri)
 	plain, secure := false, strings.EqualFold(scheme, "mongodb+srv")
-	for _, pair := range strings.FieldsFunc(query, func(r rune) bool { return r == '&' || r == ';' }) {
+	for _, pair := range splitOptions(query) {
 		k, v, _ := strings.Cut(pair, "=")
+		// Unescaped as the driver unescapes them: auth%4Dechanism=PL%41IN is PLAIN.
+		if u, err := url.QueryUnescape(k); err == nil {
+			k = u
+		}
+		if u, err := url.QueryUnescape(v); err == nil {
+			v = u
+		}
 		switch strings.ToLower(k) {
 		case "authmechanism":
 			plain = strings.EqualFold(v, "PLAIN")
@@ -181,8 +216,8 @@ func tlsOn(v any) bool {
 	return on || t["caSecretRef"] != nil || t["clientCertSecretRef"] != nil || t["insecureSkipVerify"] == true
 }
 
-// natsPlain reports a NATS sink with a secretRef, without TLS, and a nats:// server on another
-// machine: the client logs in with what the Secret holds, a token or a password in the clear
+// natsPlain reports a NATS sink with a secretRef, without TLS, and a nats:// (or ws://, or
+// scheme-less) server on another machine: the client logs in with what the Secret holds, a token or a password in the clear
 // among them (the spec cannot tell which), unless the server asks for TLS — which an impostor
 // does not.
 func natsPlain(path *field.Path, v any) []Unverified {
@@ -193,12 +228,22 @@ func natsPlain(path *field.Path, v any) []Unverified {
 	servers, _ := cfg["servers"].([]any)
 	for i, s := range servers {
 		raw, _ := s.(string)
-		u, err := url.Parse(raw)
-		if err == nil && strings.EqualFold(u.Scheme, "nats") && !loopback(u.Hostname()) {
+		u, err := url.Parse(natsURL(raw))
+		plaintext := err == nil && (strings.EqualFold(u.Scheme, "nats") || strings.EqualFold(u.Scheme, "ws"))
+		if plaintext && !loopback(u.Hostname()) {
 			return []Unverified{{Field: path.Child("servers").Index(i), Setting: "nats:// with secretRef and without TLS", Effect: effectNATS}}
 		}
 	}
 	return nil
+}
+
+// natsURL is a NATS server as nats.go reads it: one without a scheme ("nats.example:4222",
+// "10.0.0.5:4222", which net/url would take for a scheme or refuse) is nats://.
+func natsURL(server string) string {
+	if !strings.Contains(server, "://") {
+		return "nats://" + server
+	}
+	return server
 }
 
 // kafkaPlain reports SASL PLAIN without TLS: PLAIN sends the password itself, so without TLS

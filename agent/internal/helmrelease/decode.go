@@ -112,9 +112,13 @@ func Decode(secret map[string]any, opts Options) (map[string]any, Release, error
 	if r.Name == "" || r.Version <= 0 {
 		return nil, Release{}, fail("the release has no name or revision")
 	}
-	ns := r.Namespace
+	// The release is of the namespace its Secret is in, as Helm keeps it: the namespace the
+	// JSON names is anyone's to write who may create a Secret, and would let one namespace
+	// speak for (and, by UID, replace the row of) another namespace's release. Only a Secret
+	// outside any namespace (a file the offline CLI reads) takes the JSON's.
+	ns, _ := meta["namespace"].(string)
 	if ns == "" {
-		ns, _ = meta["namespace"].(string)
+		ns = r.Namespace
 	}
 	id := Release{Namespace: ns, Name: r.Name, Revision: r.Version, UID: ReleaseUID(ns, r.Name)}
 	updated := ""

@@ -9,6 +9,9 @@ import (
 	"net/url"
 	"path"
 	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/net/idna"
 )
 
 // Allowlist is one scope's restriction of where sinks may connect: a destination is allowed
@@ -63,8 +66,27 @@ func (a Allowlist) allowsAddr(ip netip.Addr) bool {
 	return false
 }
 
+// normalHost is host as it is dialled: without brackets or a trailing dot, in lower case, and
+// an internationalised name in the ASCII net/http maps it to before dialling (IDNA's lookup
+// mapping: fullwidth digits and dots, circled letters), so that a host is refused or allowed
+// in the spelling that is connected to, not one that only looks different.
 func normalHost(host string) string {
-	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	h := strings.Trim(host, "[]")
+	if !isASCII(h) {
+		if a, err := idna.Lookup.ToASCII(h); err == nil {
+			h = a
+		}
+	}
+	return strings.TrimSuffix(strings.ToLower(h), ".")
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // Restrict returns a guard with g's policy and allowlists plus lists: the guard of one sink,

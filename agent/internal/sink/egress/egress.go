@@ -99,7 +99,7 @@ func (g *Guard) CheckHost(host string) error {
 
 // checkHost is CheckHost that also returns the allowlists host's addresses must satisfy.
 func (g *Guard) checkHost(host string) ([]Allowlist, error) {
-	h := strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	h := normalHost(host)
 	for _, m := range metadataHosts {
 		if h == m {
 			return nil, &RefusedError{Destination: host, Rule: RuleCloudMetadata}
