@@ -280,7 +280,7 @@ func measure(b *testing.B, name string, s shape) result {
 		a.profile(b, "heap", file("heap"))
 	}
 	if s.restart {
-		rs := restart(b, ctx, a, cp.Kubeconfig, cacheDir, pgURL, s)
+		rs := restart(b, ctx, a, cp.Client, cp.Kubeconfig, cacheDir, pgURL, s)
 		r.Restart = &rs
 	}
 	return r

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -18,10 +22,13 @@ const (
 	// freeze is how long the apiserver stays stopped: longer than every lease setting and
 	// than the 30 s the webhook-certificate wait used to allow.
 	freeze = 60 * time.Second
-	// resumeBudget and failoverBudget are issue #18's goals.
-	resumeBudget   = 10 * time.Second
-	failoverBudget = 10 * time.Second
-	seeded         = 4
+	// resumeGoal and failoverGoal are issue #18's goals: figures, logged, not asserted.
+	resumeGoal   = 10 * time.Second
+	failoverGoal = 10 * time.Second
+	// leaseDuration is the pair's --leader-elect-lease-duration (kollect-agent's default): a
+	// standby may take the Lease no sooner than that after it saw the holder's last renewal.
+	leaseDuration = 6 * time.Second
+	seeded        = 4
 )
 
 // group is one agent (its replicas share a Lease) in a namespace of its own.
@@ -37,7 +44,8 @@ type group struct {
 // then resumed and a ConfigMap created in each namespace; no process exits, each repository
 // then holds every row, and the time from the resume to that export is reported; of the pair,
 // exactly one replica exported. (c): the pair's leader is killed with SIGKILL and a ConfigMap
-// created; the standby exports it, and the time from the kill is reported.
+// created; the standby exports it, having acquired the Lease no sooner than the lease duration
+// after the leader's last renewal; the time from the kill is reported.
 func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -56,7 +64,8 @@ func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 		}
 	}
 	solo.replicas = []*replica{startReplica(t, cp, solo.ns, "solo-0")}
-	pair.replicas = []*replica{startReplica(t, cp, pair.ns, "pair-0"), startReplica(t, cp, pair.ns, "pair-1")}
+	leaseFlag := "--leader-elect-lease-duration=" + leaseDuration.String()
+	pair.replicas = []*replica{startReplica(t, cp, pair.ns, "pair-0", leaseFlag), startReplica(t, cp, pair.ns, "pair-1", leaseFlag)}
 	all := slices.Concat(solo.replicas, pair.replicas)
 	for _, g := range []*group{solo, pair} {
 		waitRows(t, ctx, g.repo, g.rows, 60*time.Second, g.ns+": the first export")
@@ -88,13 +97,8 @@ func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 	for _, g := range []*group{solo, pair} {
 		resumed[g] = waitRows(t, ctx, g.repo, g.rows, 60*time.Second, g.ns+": the export after the outage").Sub(thawed)
 	}
-	t.Logf("figure: apiserver frozen %s; first export after the resume: 1 replica %s, 2 replicas %s (budget %s)",
-		thawed.Sub(frozenAt).Round(time.Second), resumed[solo].Round(100*time.Millisecond), resumed[pair].Round(100*time.Millisecond), resumeBudget)
-	for g, d := range resumed {
-		if d > resumeBudget {
-			t.Errorf("%s: the first export came %s after the apiserver's return, over the %s budget", g.ns, d.Round(100*time.Millisecond), resumeBudget)
-		}
-	}
+	t.Logf("MEASURED: apiserver frozen %s; first export after the resume: 1 replica %s, 2 replicas %s (goal %s)",
+		thawed.Sub(frozenAt).Round(time.Second), resumed[solo].Round(100*time.Millisecond), resumed[pair].Round(100*time.Millisecond), resumeGoal)
 	assertAlive(t, all, "after the outage")
 	// The freeze outlasted the renew deadline, so the leaders must have lost their leases and
 	// stepped down in-process: without that the test would not have exercised the step-down.
@@ -137,19 +141,53 @@ func TestAPIServerOutageWithLeaderElection(t *testing.T) {
 		t.Fatalf("the standby %s exported after the outage too (%v -> %v export calls, %v): two leaders", standby.name, before[standby], n, err)
 	}
 
-	// (c): the leader is killed. The standby's takeover is timed from the kill to the
-	// repository holding the change made right after it.
+	// (c): the leader is killed; the standby exports the change made right after it. It took
+	// over by the Lease's rule: its acquisition followed the dead leader's last renewal by at
+	// least the lease duration. A watch of the Lease from before the kill sees every renewal.
+	var lease coordinationv1.Lease
+	must(t, cp.Client.Get(ctx, client.ObjectKey{Namespace: pair.ns, Name: "kollect-agent"}, &lease))
+	leaderID := *lease.Spec.HolderIdentity
+	cs, err := kubernetes.NewForConfig(cp.Config)
+	must(t, err)
+	w, err := cs.CoordinationV1().Leases(pair.ns).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", "kollect-agent").String(), ResourceVersion: lease.ResourceVersion})
+	must(t, err)
+	defer w.Stop()
 	must(t, leader.cmd.Process.Kill())
 	killed := time.Now()
 	<-leader.exited
 	must(t, cp.Client.Create(ctx, shopConfigMap(pair.ns, "after-kill")))
 	pair.rows = append(pair.rows, "after-kill")
-	failover := waitRows(t, ctx, pair.repo, pair.rows, 30*time.Second, "pair: the export after the leader's SIGKILL").Sub(killed)
-	t.Logf("figure: leader killed with SIGKILL; the standby exported %s after the kill with the default lease flags (6s/4s/1s; budget %s)",
-		failover.Round(100*time.Millisecond), failoverBudget)
-	if failover > failoverBudget {
-		t.Errorf("failover took %s, over the %s budget", failover.Round(100*time.Millisecond), failoverBudget)
+	failover := waitRows(t, ctx, pair.repo, pair.rows, 60*time.Second, "pair: the export after the leader's SIGKILL").Sub(killed)
+	lastRenew, acquired := lease.Spec.RenewTime.Time, time.Time{}
+	for acquired.IsZero() {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of the pair's Lease ended before it showed the takeover")
+			}
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok || l.Spec.HolderIdentity == nil || l.Spec.RenewTime == nil {
+				continue
+			}
+			if *l.Spec.HolderIdentity == leaderID {
+				lastRenew = l.Spec.RenewTime.Time
+				continue
+			}
+			if l.Spec.AcquireTime == nil {
+				t.Fatalf("the Lease passed from %s to %s without an acquire time", leaderID, *l.Spec.HolderIdentity)
+			}
+			acquired = l.Spec.AcquireTime.Time
+		case <-time.After(30 * time.Second):
+			t.Fatal("the pair exported after the kill, but the watch of its Lease shows no other holder")
+		}
 	}
+	if gap := acquired.Sub(lastRenew); gap < leaseDuration {
+		t.Errorf("the standby acquired the Lease %s after the dead leader's last renewal, less than the lease duration %s: two leaders possible",
+			gap.Round(time.Millisecond), leaseDuration)
+	}
+	t.Logf("MEASURED: leader killed with SIGKILL; the standby acquired the Lease %s after the leader's last renewal and exported %s after the kill (lease flags %s/4s/1s; goal %s)",
+		acquired.Sub(lastRenew).Round(100*time.Millisecond), failover.Round(100*time.Millisecond), leaseDuration, failoverGoal)
 	assertAlive(t, []*replica{solo.replicas[0], standby}, "after the failover")
 	t.Logf("done in %s", time.Since(began).Round(time.Second))
 }

@@ -100,10 +100,25 @@ func TestPurgeChecksTheCutoffUnderTheExportLock(t *testing.T) {
 		_, err := s.Purge(ctx, "east", "", time.Now().Add(-time.Hour))
 		done <- err
 	}()
-	select {
-	case err := <-done:
-		t.Fatalf("the purge did not wait for the export's lock: %v", err)
-	case <-time.After(500 * time.Millisecond):
+	// The purge waits on the export's lock: PostgreSQL shows its request for the inventory's
+	// advisory lock not granted, and the purge has not returned.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the purge did not wait for the export's lock: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("after 30 s the purge neither returned nor waits for an advisory lock")
+		}
 	}
 	// The export holding the lock confirms, as a live agent's does, and commits.
 	if _, err := tx.Exec(ctx, "UPDATE kollect.rows_state SET confirmed_at = now() WHERE cluster = 'east' AND inventory = 'apps'"); err != nil {
