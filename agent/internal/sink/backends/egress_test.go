@@ -43,7 +43,7 @@ func egressCase(typ, host, port string) sink.Object {
 			GCS: &kollectv1.GCSSinkConfig{Bucket: "b", Endpoint: "http://" + hp}}}
 	case "snapshot/azureblob":
 		return &kollectv1.KollectSnapshotSink{ObjectMeta: meta, Spec: kollectv1.KollectSnapshotSinkSpec{Type: kollectv1.SnapshotSinkAzureBlob,
-			AzureBlob: &kollectv1.AzureBlobSinkConfig{Account: "a", Container: "c", Endpoint: "http://" + hp + "/a", SecretRef: *secret}}}
+			AzureBlob: &kollectv1.AzureBlobSinkConfig{Account: "a", Container: "ccc", Endpoint: "http://" + hp + "/a", SecretRef: *secret}}}
 	case "database/postgres":
 		return &kollectv1.KollectDatabaseSink{ObjectMeta: meta, Spec: kollectv1.KollectDatabaseSinkSpec{Type: kollectv1.DatabaseSinkPostgres,
 			Postgres: &kollectv1.PostgresSinkConfig{Host: host, Port: portNum, Database: "inventory", SecretRef: *secret}}}
