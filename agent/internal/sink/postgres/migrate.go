@@ -109,19 +109,31 @@ func migrations(n names) ([]migration, error) {
 // schema and the ledger themselves must not race.
 const migrationLockKey = "kollect.dev/postgres-sink/migrate"
 
-// bootstrapSQL creates the schema and the ledger. The ledger is keyed by table so several
-// sinks (different tables) can share one schema.
-func bootstrapSQL(n names) []string {
-	return []string{
-		"CREATE SCHEMA IF NOT EXISTS " + n.Schema(),
-		"CREATE TABLE IF NOT EXISTS " + n.Migrations() + ` (
+// createSchemaSQL creates the schema. It runs only when the schema is missing (see
+// schemaExists): PostgreSQL checks CREATE on the database before it looks whether the schema
+// exists, so even CREATE SCHEMA IF NOT EXISTS fails ("permission denied for database") for a
+// role that owns a schema an administrator created for it, the documented minimal setup.
+func createSchemaSQL(n names) string { return "CREATE SCHEMA IF NOT EXISTS " + n.Schema() }
+
+// ledgerSQL creates the ledger, keyed by table so several sinks (different tables) can share
+// one schema. It needs CREATE on the schema only.
+func ledgerSQL(n names) string {
+	return "CREATE TABLE IF NOT EXISTS " + n.Migrations() + ` (
     table_name text        NOT NULL,
     version    integer     NOT NULL,
     name       text        NOT NULL,
     applied_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (table_name, version)
-)`,
+)`
+}
+
+// schemaExists reads the catalog (not to_regnamespace, for the reason appliedVersions gives).
+func schemaExists(ctx context.Context, q queryer, n names) (bool, error) {
+	var exists bool
+	if err := q.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1)", n.schema).Scan(&exists); err != nil {
+		return false, fmt.Errorf("looking for schema %s: %w", n.schema, err)
 	}
+	return exists, nil
 }
 
 // migrate applies the pending migrations in one transaction under an advisory lock, so two
@@ -151,10 +163,17 @@ func migrate(ctx context.Context, db database, n names) (applied int, err error)
 		if current(done, all) {
 			return nil
 		}
-		for _, stmt := range bootstrapSQL(n) {
-			if _, err := tx.Exec(ctx, stmt); err != nil {
+		exists, err := schemaExists(ctx, tx, n)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			if _, err := tx.Exec(ctx, createSchemaSQL(n)); err != nil {
 				return fmt.Errorf("creating schema %s: %w", n.schema, err)
 			}
+		}
+		if _, err := tx.Exec(ctx, ledgerSQL(n)); err != nil {
+			return fmt.Errorf("creating the migration ledger in schema %s: %w", n.schema, err)
 		}
 		for _, m := range all {
 			if done[m.version] {
@@ -231,15 +250,21 @@ func pending(ctx context.Context, q queryer, n names) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	done := map[int]bool{}
+	done, exists := map[int]bool{}, false
 	if q != nil {
+		if exists, err = schemaExists(ctx, q, n); err != nil {
+			return nil, err
+		}
 		if done, err = appliedVersions(ctx, q, n); err != nil {
 			return nil, err
 		}
 	}
 	var out []string
+	if !exists {
+		out = append(out, createSchemaSQL(n))
+	}
 	if len(done) == 0 {
-		out = append(out, bootstrapSQL(n)...)
+		out = append(out, ledgerSQL(n))
 	}
 	for _, m := range all {
 		if !done[m.version] {

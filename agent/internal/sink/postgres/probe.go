@@ -17,34 +17,40 @@ import (
 	"kollect.dev/agent/internal/sink"
 )
 
-// Probe connects, checks the server answers, and checks the credentials may create the schema
-// (or use it) and read and write the tables. It writes nothing.
+// Probe connects, checks the server answers, and checks, without writing, that the
+// credentials have what the next export needs: with the schema missing, CREATE on the
+// database; with its tables missing or its migrations pending, CREATE on the schema (and
+// ownership of the tables the migrations alter); with the tables current, SELECT on the
+// ledger and SELECT, INSERT, UPDATE and DELETE on each table an export writes; and TEMP on
+// the database, for the staging table. A probe that passes where an export would be refused
+// would tell the delivery worker the sink is fine when it is not (see checkAccess).
 func (s *Sink) Probe(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return s.stepError("connecting", err)
 	}
 	defer conn.Release()
-	var schemaExists, tableExists, canCreateSchema, canUseSchema, canWrite bool
-	err = conn.QueryRow(ctx, `SELECT
-    to_regnamespace($1) IS NOT NULL,
-    to_regclass($2) IS NOT NULL,
-    has_database_privilege(current_database(), 'CREATE'),
-    to_regnamespace($1) IS NOT NULL AND has_schema_privilege($3, 'USAGE,CREATE'),
-    to_regclass($2) IS NOT NULL AND has_table_privilege($2, 'SELECT,INSERT,UPDATE,DELETE')`,
-		s.names.Schema(), s.names.Rows(), s.names.schema).Scan(&schemaExists, &tableExists, &canCreateSchema, &canUseSchema, &canWrite)
+	a, err := readAccess(ctx, conn, s.names)
 	if err != nil {
 		return s.stepError("checking privileges", err)
 	}
-	switch {
-	case !schemaExists && !canCreateSchema:
-		return sink.Terminalf("postgres sink %s: schema %s does not exist and the user may not create it (grant CREATE on the database or create the schema)", s.dest, s.names.schema)
-	case schemaExists && !canUseSchema:
-		return sink.Terminalf("postgres sink %s: the user lacks USAGE and CREATE on schema %s", s.dest, s.names.schema)
-	case tableExists && !canWrite:
-		return sink.Terminalf("postgres sink %s: the user lacks SELECT, INSERT, UPDATE or DELETE on %s", s.dest, s.names.Rows())
+	all, err := migrations(s.names)
+	if err != nil {
+		return sink.TerminalError(fmt.Errorf("postgres sink %s: %w", s.dest, err))
 	}
-	return nil
+	done := map[int]bool{}
+	if t, ok := a.tables["schema_migrations"]; ok && a.usage && t.selectOK {
+		if done, err = appliedVersions(ctx, conn, s.names); err != nil {
+			return s.stepError("checking privileges", err)
+		}
+	}
+	var pending []migration
+	for _, m := range all {
+		if !done[m.version] {
+			pending = append(pending, m)
+		}
+	}
+	return s.checkAccess(a, pending)
 }
 
 // Preview lists the DDL the next export would run (pending migrations) and the statements of

@@ -62,7 +62,7 @@ func TestProbeClassifiesFailures(t *testing.T) {
 	}{
 		{"unknown role is an auth failure", nil, "nobody", sink.Terminal, "nobody"},
 		{"missing database", func(s *v1alpha1.PostgresSinkConfig) { s.Database = "nope" }, "postgres", sink.Terminal, "nope"},
-		{"no privilege to create the schema", nil, "reader", sink.Terminal, "may not create"},
+		{"no privilege to create the schema", nil, "reader", sink.Terminal, "lacks CREATE on database"},
 		{"connection refused", func(s *v1alpha1.PostgresSinkConfig) { s.Port = int32(closedPort) }, "postgres", sink.Transient, "connect"},
 		{"TLS required but not offered", func(s *v1alpha1.PostgresSinkConfig) { s.SSLMode = "require" }, "postgres", sink.Terminal, "TLS"},
 	} {

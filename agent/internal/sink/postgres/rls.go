@@ -117,9 +117,14 @@ func RowSecuritySQL(rs RowSecurity) (string, error) {
 	}
 
 	b.line("\n-- 1. The sink's schema: the agent's migrations not yet applied.")
-	for _, stmt := range bootstrapSQL(n) {
-		b.line("%s;", stmt)
+	// Guarded rather than IF NOT EXISTS, which needs CREATE on the database even when the
+	// schema exists (see createSchemaSQL): an owner of a pre-created schema may lack it.
+	if err := b.do(fmt.Sprintf(`IF NOT EXISTS (SELECT FROM pg_namespace WHERE nspname = %s) THEN
+    %s;
+  END IF;`, lit(rs.Schema), createSchemaSQL(n))); err != nil {
+		return "", err
 	}
+	b.line("%s;", ledgerSQL(n))
 	for _, m := range all {
 		mig, err := dollarQuote("kollect_migration", m.sql)
 		if err != nil {
