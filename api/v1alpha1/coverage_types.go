@@ -24,8 +24,9 @@ const (
 	// from the sinks: the team may not export them.
 	CoverageDeniedByScope CoverageState = "deniedByScope"
 	// CoverageFailed: the target is not collected for another reason (its profile or target
-	// object is missing or invalid, its watch fails, its profile is quarantined); the reason
-	// says which. Earlier rows are kept.
+	// object is missing or invalid, its watch fails, its profile is quarantined), or it left the
+	// inventory's targets while another reference cannot be resolved (a rename to a missing
+	// name is not a removal); the reason says which. Earlier rows are kept.
 	CoverageFailed CoverageState = "failed"
 	// CoverageRetired: the inventory was deleted with deletionPolicy Retain. Its rows stay and
 	// are no longer confirmed.

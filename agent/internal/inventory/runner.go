@@ -276,6 +276,8 @@ func (r *runner) build() {
 	var behind []TargetProblem
 	syncing := false
 	failed := map[collector.TargetKey]int{}
+	// uncollected are the targets the collector does not collect (see heldDeparted).
+	uncollected := map[string]bool{}
 	coverage := make([]export.Coverage, 0, len(cfg.Targets)+len(cfg.Denied))
 	for _, tk := range cfg.Targets {
 		st, err := r.m.col.Collect(tk)
@@ -283,6 +285,7 @@ func (r *runner) build() {
 		switch {
 		case err != nil:
 			p = TargetProblem{Target: tk, Reason: err.Error()}
+			uncollected[tk.String()] = true
 		case st.Forbidden:
 			p = TargetProblem{Target: tk, Forbidden: true, Reason: st.Err.Error()}
 		case st.Quarantined:
@@ -333,11 +336,19 @@ func (r *runner) build() {
 		rows = append(rows, carried...)
 		kept[tk.String()] = int64(len(carried))
 	}
+	var unresolved []string
 	for i := range coverage {
 		if n, ok := kept[coverage[i].Target]; ok {
 			coverage[i].Rows = n
 		}
+		if uncollected[coverage[i].Target] && unresolvedTarget(coverage[i]) {
+			unresolved = append(unresolved, coverage[i].Target)
+		}
 	}
+	// A target that left the inventory while it names one it cannot resolve keeps its rows: a
+	// rename to a missing name is not a removal (departed.go).
+	heldRows, heldCoverage, heldProblems := heldDeparted(cfg, from, unresolved)
+	rows, coverage, incomplete = append(rows, heldRows...), append(coverage, heldCoverage...), append(incomplete, heldProblems...)
 	rows, coverage, rollupProblems := withRollups(cfg, rows, coverage, from)
 	incomplete = append(incomplete, rollupProblems...)
 	if cfg.Retire != "" {
