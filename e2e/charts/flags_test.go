@@ -27,7 +27,7 @@ func binary(t *testing.T, name string) string {
 		if binaries.dir, binaries.err = os.MkdirTemp("", "kollect-charts-bin-"); binaries.err != nil {
 			return
 		}
-		_, binaries.err = testenv.BuildCommands(binaries.dir, "", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub")
+		_, binaries.err = testenv.BuildCommands(binaries.dir, "", "./agent/cmd/kollect-agent", "./hub/cmd/kollect-hub", "./agent/cmd/kollect")
 	})
 	if binaries.err != nil {
 		t.Fatalf("building the commands: %v", binaries.err)

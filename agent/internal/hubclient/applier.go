@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -49,13 +51,23 @@ type Applier struct {
 	// written holds the resourceVersion of the applier's own last write of each object, so
 	// that the watch events of those writes are never mistaken for local edits.
 	written map[objectKey]string
+	// failed holds the objects of the configuration in force whose apply failed: they are
+	// retried (see retry.go) until they apply, are refused, or leave the configuration.
+	failed map[objectKey]*failure
+	// reported is the last reason logged for each object not applied: a reason is logged
+	// when it changes, not at every apply or retry of the same configuration.
+	reported map[objectKey]string
+	// kick wakes the retry loop when an apply leaves new failures.
+	kick  chan struct{}
+	retry retryPolicy
 }
 
 // NewApplier returns an applier for the given client.
 func NewApplier(c client.Client, o Options) *Applier {
 	return &Applier{c: c, allow: o.Allowlist(), log: o.Log,
 		desired: map[objectKey]*unstructured.Unstructured{}, results: map[string]*fleetv1.AppliedBundle{},
-		written: map[objectKey]string{}}
+		written: map[objectKey]string{}, failed: map[objectKey]*failure{}, reported: map[objectKey]string{},
+		kick: make(chan struct{}, 1), retry: defaultRetryPolicy}
 }
 
 // Apply applies a complete desired configuration and prunes what it no longer holds. Per-object
@@ -66,6 +78,8 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 	defer a.opMu.Unlock()
 	desired := map[objectKey]*unstructured.Unstructured{}
 	results := map[string]*fleetv1.AppliedBundle{}
+	failed := map[objectKey]*failure{}
+	notApplied := map[objectKey]bool{}
 	for _, b := range cfg.GetBundles() {
 		ab := &fleetv1.AppliedBundle{Bundle: b.GetBundle(), Revision: b.GetRevision(), Digest: b.GetDigest()}
 		results[b.GetBundle()] = ab
@@ -76,36 +90,50 @@ func (a *Applier) Apply(ctx context.Context, cfg *fleetv1.WatchConfigResponse) e
 			continue
 		}
 		for _, u := range objs {
-			ref := refOf(u)
 			if reason := a.allow.Refuse(u); reason != "" {
-				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED, Message: reason})
+				a.notApplied(b.GetBundle(), u, fleetv1.ApplyResult_APPLY_RESULT_REFUSED, reason, nil)
+				notApplied[keyOf(u)] = true
+				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: refOf(u), Result: fleetv1.ApplyResult_APPLY_RESULT_REFUSED, Message: reason})
 				continue
 			}
 			a.stamp(u, b)
-			ref = refOf(u)
-			if reason, err := a.takeover(ctx, u); err != nil || reason != "" {
-				result, msg := fleetv1.ApplyResult_APPLY_RESULT_REFUSED, reason
-				if err != nil {
-					result, msg = fleetv1.ApplyResult_APPLY_RESULT_FAILED, err.Error()
+			res, applyErr := a.applyOne(ctx, b.GetBundle(), u)
+			ab.Objects = append(ab.Objects, res)
+			switch k := keyOf(u); res.GetResult() {
+			case fleetv1.ApplyResult_APPLY_RESULT_APPLIED:
+				desired[k] = u
+			case fleetv1.ApplyResult_APPLY_RESULT_FAILED:
+				f := &failure{bundle: b.GetBundle(), u: u}
+				if prev := a.failed[k]; prev != nil && prev.message == res.GetMessage() {
+					f.attempts = prev.attempts // the same failure again: its backoff goes on
 				}
-				a.log.Info("hub object not applied", "bundle", b.GetBundle(), "kind", u.GetKind(), "name", nameOf(u), "reason", msg)
-				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: result, Message: msg})
-				continue
+				f.failedNow(res.GetMessage(), applyErr, time.Now(), a.retry)
+				failed[k] = f
+				notApplied[k] = true
+			default:
+				notApplied[k] = true
 			}
-			if err := a.apply(ctx, u); err != nil {
-				ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_FAILED, Message: err.Error()})
-				continue
-			}
-			desired[keyOf(u)] = u
-			ab.Objects = append(ab.Objects, &fleetv1.ObjectResult{Object: ref, Result: fleetv1.ApplyResult_APPLY_RESULT_APPLIED})
 		}
 	}
+	a.forgetReported(notApplied)
 	// The new desired set is in force before pruning starts: the deletions prune makes are
 	// then not taken for local deletions to restore.
 	a.mu.Lock()
 	a.desired = desired
+	a.failed = failed
 	a.mu.Unlock()
-	pruned, err := a.prune(ctx, desired)
+	if len(failed) > 0 {
+		select {
+		case a.kick <- struct{}{}:
+		default:
+		}
+	}
+	// An object whose apply failed is still wanted: pruning keeps what the cluster holds of it.
+	keep := maps.Clone(desired)
+	for k, f := range failed {
+		keep[k] = f.u
+	}
+	pruned, err := a.prune(ctx, keep)
 	for _, p := range pruned {
 		bundle := p.GetLabels()[LabelBundle]
 		ab := results[bundle]

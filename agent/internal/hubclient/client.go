@@ -120,6 +120,8 @@ func (h *Client) Start(ctx context.Context) error {
 		return err
 	}
 	go h.heartbeatLoop(loops)
+	// Failed bundle objects are retried beside the stream: the hub sends a revision once.
+	go h.applier.RunRetries(loops, func() { h.sendHeartbeat(loops) })
 	h.configLoop(loops)
 	return h.refusedErr()
 }

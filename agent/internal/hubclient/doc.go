@@ -1,7 +1,8 @@
 // Package hubclient connects an agent to a Kollect hub, when one is configured. It registers
 // with a bootstrap token and keeps the credential it receives in a Secret, holds the hub's
 // WatchConfig stream (reconnecting with backoff), applies the bundles it receives with
-// server-side apply as field manager kollect-hub, prunes hub-managed objects the bundles no
+// server-side apply as field manager kollect-hub (retrying the objects whose apply failed, see
+// retry.go), prunes hub-managed objects the bundles no
 // longer hold, reverts local edits of hub-managed objects, and sends a heartbeat with the
 // agent's state. Only kollect.dev kinds in allowed namespaces are applied; the hub never sends
 // and the agent never needs sink credentials. When the hub is unreachable the agent keeps its

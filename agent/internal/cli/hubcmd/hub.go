@@ -168,41 +168,6 @@ func withHub(cmd *cobra.Command, fn func(context.Context, fleetv1connect.FleetSe
 	return fn(cmd.Context(), c)
 }
 
-func hubClustersCmd(env *cmdutil.Env) *cobra.Command {
-	var selector string
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "clusters",
-		Short: "List clusters with their state, versions and bundle revisions",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
-				resp, err := c.ListClusters(ctx, connect.NewRequest(&fleetv1.ListClustersRequest{LabelSelector: selector}))
-				if err != nil {
-					return hubErr(err)
-				}
-				if asJSON {
-					return printProto(env, resp.Msg)
-				}
-				w := tabwriter.NewWriter(env.Out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "CLUSTER\tSTATE\tAGENT\tKUBERNETES\tIN SYNC\tSINK ERRORS\tLAST HEARTBEAT")
-				for _, cl := range resp.Msg.GetClusters() {
-					hb := "never"
-					if cl.GetLastHeartbeat() != nil {
-						hb = time.Since(cl.GetLastHeartbeat().AsTime()).Round(time.Second).String() + " ago"
-					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%d\t%s\n", cl.GetName(), strings.TrimPrefix(cl.GetState().String(), "CLUSTER_STATE_"),
-						cl.GetAgentVersion(), cl.GetKubernetesVersion(), cl.GetConfigInSync(), cl.GetSinkErrors(), hb)
-				}
-				return w.Flush()
-			})
-		},
-	}
-	c.Flags().StringVarP(&selector, "selector", "l", "", "Only clusters whose labels match (k=v,k2=v2).")
-	c.Flags().BoolVar(&asJSON, "json", false, "Print JSON.")
-	return c
-}
-
 func hubBundleCmd(env *cmdutil.Env) *cobra.Command {
 	b := &cobra.Command{Use: "bundle", Short: "Apply, preview, diff and list bundle revisions"}
 	var file, selector, message string
