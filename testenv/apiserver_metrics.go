@@ -25,6 +25,17 @@ func (cp *ControlPlane) Writes(ctx context.Context, resources ...string) (int, e
 	return cp.requests(ctx, mutatingVerbs, resources)
 }
 
+// StatusWrites returns how many writes of the status subresource of the given resources the
+// kube-apiserver has served: the controllers' reports, which Writes leaves out. Two readings
+// bracket a window as for Writes.
+func (cp *ControlPlane) StatusWrites(ctx context.Context, resources ...string) (int, error) {
+	families, err := cp.apiserverMetrics(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return sumSubresource(families, mutatingVerbs, resources, "status"), nil
+}
+
 // Lists returns how many lists of the given resources (plural names, any group, any scope)
 // the control plane's kube-apiserver has served, counted where they are served: LIST requests
 // (apiserver_request_total) and watch-lists, the watches that start with every object
@@ -76,6 +87,12 @@ func (cp *ControlPlane) apiserverMetrics(ctx context.Context) (map[string]*dto.M
 
 // sumRequests sums apiserver_request_total over verbs and resources, subresources left out.
 func sumRequests(families map[string]*dto.MetricFamily, verbs, resources []string) int {
+	return sumSubresource(families, verbs, resources, "")
+}
+
+// sumSubresource sums apiserver_request_total over verbs and resources for one subresource
+// ("" for the objects themselves).
+func sumSubresource(families map[string]*dto.MetricFamily, verbs, resources []string, want string) int {
 	total := 0.0
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		var verb, resource, subresource string
@@ -89,7 +106,7 @@ func sumRequests(families map[string]*dto.MetricFamily, verbs, resources []strin
 				subresource = l.GetValue()
 			}
 		}
-		if subresource == "" && slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
+		if subresource == want && slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
 			total += m.GetCounter().GetValue()
 		}
 	}

@@ -80,16 +80,17 @@ func TestQuietClusterIsConfirmed(t *testing.T) {
 	must(t, err)
 	rowsBefore := rowMarks()
 
-	// Provenance: the state names the shipped agent's version and its instance, which ends in
-	// the UID of the cluster's kube-system namespace.
+	// Provenance: the state names the shipped agent's version and its instance: the agent's
+	// namespace (--pod-namespace, as the hub flags give it) at the UID of the cluster's
+	// kube-system namespace.
 	v, err := testenv.Version()
 	must(t, err)
 	kubeSystem := &corev1.Namespace{}
 	must(t, c.Get(ctx, client.ObjectKey{Name: "kube-system"}, kubeSystem))
 	writer, err := db.psql(ctx, `SELECT agent_version || ' ' || agent_instance FROM kollect.rows_state`)
 	must(t, err)
-	if got := strings.TrimSpace(writer); !strings.HasPrefix(got, v+" ") || !strings.HasSuffix(got, "@"+string(kubeSystem.UID)) {
-		t.Fatalf("the state names the writer %q, want version %s and an instance ending in kube-system's UID %s", got, v, kubeSystem.UID)
+	if got, want := strings.TrimSpace(writer), v+" kollect-system@"+string(kubeSystem.UID); got != want {
+		t.Fatalf("the state names the writer %q, want %q: version, the agent's namespace and kube-system's UID", got, want)
 	}
 
 	// Quiet: the agent confirms and exports nothing. The window closes on the positive

@@ -96,6 +96,7 @@ func main() {
 			o.Namespaces = append(o.Namespaces, ns)
 		}
 	}
+	o.PodNamespace = hub.own
 	if o.Hub, err = hub.options(); err != nil {
 		fmt.Fprintln(os.Stderr, "kollect-agent:", err)
 		os.Exit(2)

@@ -64,6 +64,9 @@ type Options struct {
 	ReleaseStartupMemoryAfter time.Duration
 	// PprofAddr serves Go's /debug/pprof/ on the process shell; "" (the default) disables it.
 	PprofAddr string
+	// PodNamespace is the agent's own namespace (--pod-namespace, $POD_NAMESPACE), which
+	// names this installation in the sinks' writer identity (writerIdentity).
+	PodNamespace string
 	// LeaderElection enables leader election with a warm standby.
 	LeaderElection          bool
 	LeaderElectionNamespace string

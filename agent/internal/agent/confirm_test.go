@@ -85,6 +85,40 @@ func TestQuietInventoryIsConfirmedWithoutRowWrites(t *testing.T) {
 		return s.LastConfirmTime != nil && s.LastExportTime != nil && s.LastConfirmTime.Time.After(s.LastExportTime.Add(9*time.Second)),
 			fmt.Sprintf("%+v", s)
 	})
+
+	// Idle, the inventory's status is written once per confirmation and at no other time
+	// (docs/operations.md, "Conditions"): from one confirmation in status to the next, the API
+	// server serves exactly one status write of kollectinventories, the one recording it. Each
+	// end of the window is read between two equal counts, so no write falls between the
+	// reading of the count and of the status.
+	confirmedAt := func() (writes int, at time.Time) {
+		for {
+			before, err := cp.StatusWrites(ctx, "kollectinventories")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(inv), inv); err != nil {
+				t.Fatal(err)
+			}
+			after, err := cp.StatusWrites(ctx, "kollectinventories")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before == after {
+				return after, inv.Status.Sinks[0].LastConfirmTime.Time
+			}
+		}
+	}
+	from, t1 := confirmedAt()
+	var to int
+	eventually(t, 40*time.Second, "the next confirmation in status", func() (bool, string) {
+		var t2 time.Time
+		to, t2 = confirmedAt()
+		return t2.After(t1), t2.String()
+	})
+	if to-from != 1 {
+		t.Fatalf("%d status writes of kollectinventories from one confirmation to the next, want 1 (the confirmation's)", to-from)
+	}
 }
 
 // postgresSink is a KollectDatabaseSink named name writing to schema.rows of the test server

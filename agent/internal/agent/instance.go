@@ -25,7 +25,10 @@ const serviceAccountNamespace = "/var/run/secrets/kubernetes.io/serviceaccount/n
 // differs between clusters (the kube-system namespace's UID is the cluster's identity) and
 // between installations in one cluster (the agent's namespace).
 func writerIdentity(ctx context.Context, cfg *rest.Config, o Options) (export.Writer, error) {
-	ns := o.LeaderElectionNamespace
+	ns := o.PodNamespace
+	if ns == "" {
+		ns = o.LeaderElectionNamespace
+	}
 	if ns == "" {
 		ns = os.Getenv("POD_NAMESPACE")
 	}
