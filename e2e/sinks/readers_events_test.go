@@ -219,8 +219,36 @@ func (n *natsReader) streamState(ctx context.Context, stream string) (first, las
 }
 
 // messages returns the stream's messages, reading only those not read before (a KV stream
-// drops superseded revisions: a sequence that is gone is skipped).
+// drops superseded revisions: a sequence that is gone is skipped). The event stream loses
+// messages only to a purge (kollect sinks purge, or the agent's purge of an inventory deleted
+// with deletionPolicy Delete), which may remove messages already cached: when it holds fewer
+// messages than the cache, it is read again from its first.
 func (n *natsReader) messages(ctx context.Context, stream string) ([]natsMsg, error) {
+	msgs, err := n.readMessages(ctx, stream)
+	if err != nil || stream != natsStream {
+		return msgs, err
+	}
+	out, err := n.nats(ctx, "stream", "info", stream, "--json")
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		State struct {
+			Messages uint64 `json:"messages"`
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &info); err != nil {
+		return nil, fmt.Errorf("stream info %s: %w: %s", stream, err, out)
+	}
+	if uint64(len(msgs)) <= info.State.Messages {
+		return msgs, nil
+	}
+	n.cache[stream] = nil
+	return n.readMessages(ctx, stream)
+}
+
+// readMessages is messages without the check for purged messages.
+func (n *natsReader) readMessages(ctx context.Context, stream string) ([]natsMsg, error) {
 	first, last, created, err := n.streamState(ctx, stream)
 	if err != nil {
 		return nil, err

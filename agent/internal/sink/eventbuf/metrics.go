@@ -77,8 +77,30 @@ func (s *reportingSink) Close() error {
 	return s.Sink.Close()
 }
 
+// The wrapper keeps the optional interfaces of the sink it wraps. The delivery worker finds
+// sink.Confirmer and sink.Purger by type assertion on the sink it was given: a wrapper that
+// hid them turned every confirmation of an event sink into a connection test (no state record
+// written, so a quiet holder looked gone to a second writer after the conflict window) and
+// skipped a deletionPolicy Delete's purge of the state record.
+type (
+	confirmingSink struct {
+		*reportingSink
+		sink.Confirmer
+	}
+	purgingSink struct {
+		*reportingSink
+		sink.Purger
+	}
+	confirmingPurgingSink struct {
+		*reportingSink
+		sink.Confirmer
+		sink.Purger
+	}
+)
+
 // Track wraps s, when it reports buffer statistics, so that its buffer is collected under
-// "namespace/name" of env until the sink is closed; other sinks are returned as they are.
+// "namespace/name" of env until the sink is closed; other sinks are returned as they are. The
+// wrapper is a sink.Confirmer and a sink.Purger exactly when s is.
 func (m *Metrics) Track(s sink.Sink, env sink.Env) sink.Sink {
 	r, ok := s.(Reporter)
 	if !ok || m == nil {
@@ -88,6 +110,16 @@ func (m *Metrics) Track(s sink.Sink, env sink.Env) sink.Sink {
 	m.mu.Lock()
 	m.sinks[rs] = env.Namespace + "/" + env.Name
 	m.mu.Unlock()
+	c, confirms := s.(sink.Confirmer)
+	p, purges := s.(sink.Purger)
+	switch {
+	case confirms && purges:
+		return &confirmingPurgingSink{rs, c, p}
+	case confirms:
+		return &confirmingSink{rs, c}
+	case purges:
+		return &purgingSink{rs, p}
+	}
 	return rs
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -36,6 +37,45 @@ func TestBufferMetricsFollowLiveSinks(t *testing.T) {
 	}
 	_ = a.Close()
 	_ = b.Close()
+	if n := testutil.CollectAndCount(m); n != 0 {
+		t.Fatalf("%d series after every sink closed", n)
+	}
+}
+
+type fakeConfirmPurger struct{ fakeReporter }
+
+func (f *fakeConfirmPurger) Confirm(context.Context, sink.Confirmation) error { return nil }
+func (f *fakeConfirmPurger) Holdings(context.Context, string, string) ([]sink.Holding, error) {
+	return nil, nil
+}
+func (f *fakeConfirmPurger) Purge(context.Context, string, string, time.Time) ([]sink.Holding, error) {
+	return nil, nil
+}
+
+// TestTrackKeepsOptionalInterfaces: the delivery worker finds sink.Confirmer and sink.Purger
+// by type assertion, so the tracked sink is one exactly when the sink it wraps is (kafka and
+// nats are both; the wrapper once hid them, and the agent's confirmations of event sinks were
+// connection tests).
+func TestTrackKeepsOptionalInterfaces(t *testing.T) {
+	m := NewMetrics()
+	full := m.Track(&fakeConfirmPurger{}, sink.Env{Namespace: "ns", Name: "bus"})
+	if _, ok := full.(sink.Confirmer); !ok {
+		t.Errorf("tracking a sink.Confirmer returned %T, not a sink.Confirmer", full)
+	}
+	if _, ok := full.(sink.Purger); !ok {
+		t.Errorf("tracking a sink.Purger returned %T, not a sink.Purger", full)
+	}
+	if _, ok := full.(Reporter); !ok {
+		t.Errorf("tracking returned %T, not a Reporter", full)
+	}
+	plain := m.Track(&fakeReporter{}, sink.Env{Namespace: "ns", Name: "bus"})
+	_, confirms := plain.(sink.Confirmer)
+	_, purges := plain.(sink.Purger)
+	if confirms || purges {
+		t.Errorf("tracking a plain sink returned %T, a Confirmer (%v) or Purger (%v) it does not implement", plain, confirms, purges)
+	}
+	_ = full.Close()
+	_ = plain.Close()
 	if n := testutil.CollectAndCount(m); n != 0 {
 		t.Fatalf("%d series after every sink closed", n)
 	}
