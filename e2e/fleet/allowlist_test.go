@@ -80,6 +80,7 @@ stringData: {token: planted}
 // (which the dashboard's cluster page shows), the hub shows the cluster out of sync, and the
 // kube-apiserver's own request counter shows no write of a Deployment or Secret meanwhile.
 func TestAllowlistRefusals(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h, admin, token := startHubWithToken(t, work, 1)

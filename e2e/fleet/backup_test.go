@@ -26,6 +26,7 @@ import (
 // backup and accepts their agents' credentials; the later cluster is gone and its credential
 // refused, as the page says.
 func TestHubBackupRestore(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	t.Run("postgres", func(t *testing.T) {
 		pg, err := testenv.StartPostgres()
 		if err != nil {

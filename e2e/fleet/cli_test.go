@@ -17,6 +17,7 @@ import (
 // TestHubCLI drives a real hub with the kollect binary: login with a pinned CA, tokens,
 // bundle apply, history and diff, and the refusals that must reach the user as exit code 1.
 func TestHubCLI(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	work := t.TempDir()
 	port, err := testenv.FreePort()
 	if err != nil {

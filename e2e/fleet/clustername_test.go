@@ -22,6 +22,7 @@ import (
 // refuses a credential of one cluster reporting as another: it exits non-zero and its stderr
 // names both names. Started again with its own name, the same credential works.
 func TestAgentWithAnotherClusterName(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h, admin, token := startHubWithToken(t, work, 1)

@@ -62,6 +62,7 @@ spec:
 // the hub down the agents keep exporting; a revoked agent is refused; a viewer cannot change
 // a bundle; a bundle with a broken CEL expression is refused naming the object.
 func TestFleet(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h, admin, token := startHubWithToken(t, work, 3)

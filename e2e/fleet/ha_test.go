@@ -73,6 +73,7 @@ type haFleetT struct {
 // replicas' poll, set to a minute, could carry it (LISTEN/NOTIFY), and a credential revoked through
 // one hub is refused by the other at the agent's next call.
 func TestHubHA(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	f := startHAFleet(t)
 	ctx := context.Background()
 

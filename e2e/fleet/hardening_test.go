@@ -80,6 +80,7 @@ func (h *hub) metrics(t *testing.T, token string) (int, string) {
 // and audited without the secret, and refused with ResourceExhausted and a retry hint once an
 // address used up its budget.
 func TestHardenedHub(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h := startHubArgs(t, work, "--auth-failure-burst", "3", "--auth-failure-interval", "2s", "--request-read-timeout", "1s")

@@ -41,6 +41,7 @@ var previewWritten = []string{"kollectprofiles", "kollectclustertargets", "kolle
 // that no cluster wrote a Kollect object or a Deployment meanwhile, and curl reads the preview
 // back from the hub's Connect endpoint.
 func TestBundlePreview(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h, admin, token := startHubWithToken(t, work, 3)

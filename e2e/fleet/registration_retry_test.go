@@ -23,6 +23,7 @@ import (
 // the hub completes the registration instead of answering "already registered" or "used up",
 // and the agent comes online on its one use.
 func TestAgentThatCouldNotStoreItsCredential(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h, admin, token := startHubWithToken(t, work, 1)

@@ -19,6 +19,7 @@ import (
 // (ro-1 is the canary). The subtests run in order on the same fleet, each starting from every
 // cluster on the bundle's stable revision and leaving it so.
 func TestRollouts(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	f := startRolloutFleet(t)
 	canary := &fleetv1.LabelSelector{MatchLabels: map[string]string{"ring": "canary"}}
 	waveOf := func(n int32) *fleetv1.WaveSize { return &fleetv1.WaveSize{Size: &fleetv1.WaveSize_Count{Count: n}} }

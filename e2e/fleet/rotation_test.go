@@ -19,6 +19,7 @@ import (
 // changes), the replaced credential stops working after the grace period, and the agent
 // keeps heartbeating past the first credential's life, rotating again.
 func TestAgentCredentialRotates(t *testing.T) {
+	t.Parallel() // its own control planes, hub and ports: it waits alongside the others
 	ctx := context.Background()
 	work := t.TempDir()
 	h := startHubArgs(t, work, "--agent-credential-ttl", "20s", "--agent-credential-grace", "5s")

@@ -184,6 +184,13 @@ func TestListNotifiesOnce(t *testing.T) {
 	if calls.Load() == before {
 		t.Fatal("an object created after the sync did not notify subscribers")
 	}
+	// The closing control: the informer hands events to its handler in order and the handler
+	// notifies synchronously, so any notification the list's events caused came before the
+	// late object's. Once the late one is seen, the total is the watch's start (notified from
+	// its own goroutine, so possibly after the check above) and the late object: two at most.
+	if n := calls.Load(); n > 2 {
+		t.Fatalf("a list of %d objects and one late object notified subscribers %d times, want at most 2 (the watch's start and the late object)", objects, n)
+	}
 }
 
 func (c *Collector) watchOf(gvk schema.GroupVersionKind) *gvkWatch {
