@@ -6,6 +6,7 @@ import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { after, before, test } from "node:test";
 import { launch } from "./browser.mjs";
+import { codeEditor, codeText, editorTests } from "./editor.mjs";
 
 const hub = need("KOLLECT_HUB_URL");
 const adminToken = need("KOLLECT_ADMIN_TOKEN");
@@ -61,15 +62,11 @@ async function go(path) {
   }, path);
 }
 
-async function yamlOf(title) {
-  return page.getByLabel(`YAML of ${title}`);
-}
-
 async function replaceIn(title, from, to) {
-  const area = await yamlOf(title);
-  const text = await area.inputValue();
+  const editor = codeEditor(page, title);
+  const text = await codeText(editor);
   assert.ok(text.includes(from), `${title} does not contain ${from}:\n${text}`);
-  await area.fill(text.replace(from, to));
+  await editor.fill(text.replace(from, to));
 }
 
 /** Uploads a held revision of a bundle through the editor: edit, dry run, store. */
@@ -322,7 +319,7 @@ test("a pasted text with --- is named from its YAML and validated on the first c
   await page.locator("#bname").fill("pasted");
   await page.locator("#bsel").fill("env=nowhere");
   // Flow-style metadata, two objects in one paste.
-  await page.getByLabel("YAML of document 1").fill(`apiVersion: kollect.dev/v1alpha1
+  await codeEditor(page, "document 1").fill(`apiVersion: kollect.dev/v1alpha1
 kind: KollectProfile
 metadata: {name: pasted-profile, namespace: team-a}
 spec:
@@ -340,14 +337,16 @@ spec:
   await page.getByRole("button", { name: "Validate (dry run)" }).click();
   await page.getByRole("status").filter({ hasText: "Valid." }).waitFor({ timeout: 10000 });
   // Then the text is two objects, each named from its inline metadata, and still validated.
-  await page.getByLabel("YAML of KollectProfile team-a/pasted-profile").waitFor();
-  await page.getByLabel("YAML of KollectTarget team-a/pasted-target").waitFor();
+  await codeEditor(page, "KollectProfile team-a/pasted-profile").waitFor();
+  await codeEditor(page, "KollectTarget team-a/pasted-target").waitFor();
   assert.deepEqual(await page.locator(".doc-head > span").allInnerTexts(), ["KollectProfile team-a/pasted-profile", "KollectTarget team-a/pasted-target"]);
   assert.equal(await page.getByRole("button", { name: "Apply to clusters" }).isEnabled(), true);
   await go("/bundles"); // nothing stored
   await row("Bundles", "workloads").waitFor();
   assert.equal(await row("Bundles", "pasted").count(), 0);
 });
+
+editorTests({ page: () => page, go });
 
 test("a bundle is previewed on clusters from the editor, applying nothing", async () => {
   await go("/bundles/workloads/edit");

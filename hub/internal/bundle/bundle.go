@@ -69,24 +69,26 @@ func NewValidator() (*Validator, error) {
 }
 
 // Validate parses multi-document YAML and checks every object. It returns the objects in
-// document order, or an *InvalidError naming each offending object.
+// document order, or an *InvalidError naming each offending object. A document that is not
+// valid YAML does not hide the problems of the others: every document is checked.
 func (v *Validator) Validate(ctx context.Context, manifests string) ([]ObjectRef, error) {
-	docs, err := splitDocuments(manifests)
-	if err != nil {
-		return nil, &InvalidError{Problems: []string{err.Error()}}
-	}
-	if len(docs) == 0 {
-		return nil, &InvalidError{Problems: []string{"the bundle holds no objects"}}
-	}
+	docs, readErr := splitDocuments(manifests)
 	var (
 		refs     []ObjectRef
 		problems []string
 		seen     = map[ObjectRef]bool{}
 	)
-	for i, doc := range docs {
-		ref, objProblems := v.checkObject(ctx, doc)
+	for _, d := range docs {
+		if d.err != nil {
+			problems = append(problems, d.err.Error())
+			continue
+		}
+		if d.obj == nil {
+			continue // a document of only comments
+		}
+		ref, objProblems := v.checkObject(ctx, d.obj)
 		if ref.Kind == "" {
-			ref.Kind = fmt.Sprintf("document %d", i+1)
+			ref.Kind = fmt.Sprintf("document %d", d.n)
 		}
 		if ref.Name != "" && seen[ref] {
 			objProblems = append(objProblems, "appears more than once in the bundle")
@@ -98,8 +100,14 @@ func (v *Validator) Validate(ctx context.Context, manifests string) ([]ObjectRef
 		}
 		refs = append(refs, ref)
 	}
+	if readErr != nil {
+		problems = append(problems, readErr.Error())
+	}
 	if len(problems) > 0 {
 		return nil, &InvalidError{Problems: problems}
+	}
+	if len(refs) == 0 {
+		return nil, &InvalidError{Problems: []string{"the bundle holds no objects"}}
 	}
 	return refs, nil
 }
@@ -149,33 +157,45 @@ func (v *Validator) checkObject(ctx context.Context, obj map[string]any) (Object
 	return ref, problems
 }
 
+// document is one non-blank document of a bundle: its number, counted from 1 over the
+// non-blank documents as the dashboard's editor counts them, and the object it decodes to (nil
+// for a document of only comments) or why it does not decode.
+type document struct {
+	n   int
+	obj map[string]any
+	err error
+}
+
 // splitDocuments decodes multi-document YAML (or JSON) into objects, skipping empty documents.
-func splitDocuments(manifests string) ([]map[string]any, error) {
+// A document that does not decode keeps its error and the next ones are still read; only a
+// malformed separator, past which the reader cannot go on, ends the list early, with an error.
+func splitDocuments(manifests string) ([]document, error) {
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(manifests)))
-	var out []map[string]any
-	for n := 1; ; n++ {
+	var out []document
+	for {
 		raw, err := reader.Read()
 		if errors.Is(err, io.EOF) {
 			return out, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", n, err)
+			return out, fmt.Errorf("document %d: %w", len(out)+1, err)
 		}
 		if len(bytes.TrimSpace(raw)) == 0 {
 			continue
 		}
+		d := document{n: len(out) + 1}
 		js, err := yaml.YAMLToJSON(raw)
-		if err != nil {
-			return nil, fmt.Errorf("document %d: %w", n, err)
+		switch {
+		case err != nil:
+			d.err = fmt.Errorf("document %d: %w", d.n, err)
+		case bytes.Equal(bytes.TrimSpace(js), []byte("null")):
+			// a document of only comments: no object
+		default:
+			if err := utiljson.Unmarshal(js, &d.obj); err != nil {
+				d.err = fmt.Errorf("document %d is not an object: %w", d.n, err)
+			}
 		}
-		if bytes.Equal(bytes.TrimSpace(js), []byte("null")) {
-			continue // a document of only comments
-		}
-		var obj map[string]any
-		if err := utiljson.Unmarshal(js, &obj); err != nil {
-			return nil, fmt.Errorf("document %d is not an object: %w", n, err)
-		}
-		out = append(out, obj)
+		out = append(out, d)
 	}
 }
 

@@ -191,3 +191,49 @@ spec:
 		t.Fatalf("problems: %q", got)
 	}
 }
+
+// A document that is not valid YAML does not hide the others: every document's problems are
+// reported, numbered over the non-blank documents as the dashboard's editor counts them.
+func TestEveryDocumentsProblems(t *testing.T) {
+	got := problems(t, newValidator(t), `# only a comment
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: settings, namespace: team-a}
+data: {a: b}
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata:
+  name: broken
+spec:
+  target: {version: v1, kind: Pod
+---
+
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata: {name: t, namespace: team-a}
+spec: {}
+---
+- a list
+---
+apiVersion: kollect.dev/v1alpha1
+metadata: {name: kindless}
+`)
+	want := []string{
+		`ConfigMap team-a/settings: apiVersion "v1": only kollect.dev kinds may be distributed`,
+		"document 3: yaml: line 6: did not find expected ',' or '}'",
+		"KollectTarget team-a/t: spec.profileRef: Required value",
+		"document 5 is not an object: ",
+		"document 6 kindless: unknown kind",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d problems, want %d:\n%s", len(got), len(want), strings.Join(got, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d = %q, want prefix %q", i, got[i], want[i])
+		}
+	}
+}

@@ -1,19 +1,26 @@
-// The bundle editor: one text area per YAML document, stacked like one file, so that the hub's
-// validation problems can be shown right under the object they name. Typing or pasting a
-// "---" line splits a document when the area loses focus; when focus leaves because a button
-// is being pressed, the split waits until the press is over, so that the new layout does not
-// move the button from under the pointer and swallow the click.
-import { useEffect, useRef, type ChangeEvent } from "react";
+// The bundle editor: one code editor per YAML document, stacked like one file, so that the
+// hub's validation problems can be shown at their lines and listed right under the object
+// they name. Typing or pasting a "---" line splits a document when its editor loses focus; when
+// focus leaves because a button is being pressed, the split waits until the press is over, so
+// that the new layout does not move the button from under the pointer and swallow the click.
+import { lazy, Suspense, useEffect, useRef, type ChangeEvent } from "react";
 import { describeDoc, docTitle, splitDocs, type Problem } from "../lib/manifests";
+
+// CodeMirror is loaded when an editor is first shown, not with the dashboard: it would take more
+// than a third of the first paint's JavaScript budget (about 117 of 300 KB gzipped). Until it is
+// there, a plain text area edits the same text.
+const ManifestEditorCode = lazy(() => import("./ManifestEditorCode"));
 
 export interface ManifestEditorProps {
   docs: string[];
   onChange: (docs: string[]) => void;
   problems: Problem[];
+  /** Called after a document was removed, so that problems of the later ones can follow them. */
+  onRemove?: (index: number) => void;
   readOnly?: boolean;
 }
 
-export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestEditorProps) {
+export function ManifestEditor({ docs, onChange, problems, onRemove, readOnly }: ManifestEditorProps) {
   const root = useRef<HTMLDivElement>(null);
   // Bring the first problem into view: the button that asked for validation is below the editor.
   useEffect(() => {
@@ -25,21 +32,24 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
   latest.current = { docs, onChange };
   const pressing = usePointerPressed();
   const set = (i: number, text: string) => onChange(docs.map((d, j) => (j === i ? text : d)));
-  const resplit = (i: number, text: string) => {
+  const split = (i: number, parts: string[]) => {
     const now = latest.current.docs;
-    if (now[i] !== text) return; // edited or moved since: that edit's own blur splits it
-    const parts = splitDocs(text);
-    if (parts.length > 1) latest.current.onChange([...now.slice(0, i), ...parts, ...now.slice(i + 1)]);
+    latest.current.onChange([...now.slice(0, i), ...parts, ...now.slice(i + 1)]);
   };
-  const onBlur = (i: number) => {
-    const text = docs[i];
-    if (!splitDocs(text).slice(1).length) return;
-    if (!pressing.current) return resplit(i, text);
-    // The click that moved focus fires on pointerup; split after it.
-    const after = () => setTimeout(() => resplit(i, text), 0);
+  // The code editor passes its own text: its last change may not have been rendered yet.
+  const onBlur = (i: number, text = docs[i]) => {
+    const parts = splitDocs(text);
+    if (parts.length < 2) return;
+    if (!pressing.current) return split(i, parts);
+    // The click that moved focus fires on pointerup; split after it, unless the document was
+    // edited or moved since: that edit's own blur splits it.
+    const after = () => setTimeout(() => latest.current.docs[i] === text && split(i, parts), 0);
     window.addEventListener("pointerup", after, { once: true, capture: true });
   };
-  const remove = (i: number) => onChange(docs.length > 1 ? docs.filter((_, j) => j !== i) : [""]);
+  const remove = (i: number) => {
+    onChange(docs.length > 1 ? docs.filter((_, j) => j !== i) : [""]);
+    onRemove?.(i);
+  };
   return (
     <div className="editor" role="group" aria-label="Manifests" ref={root}>
       {docs.map((text, i) => {
@@ -56,19 +66,37 @@ export function ManifestEditor({ docs, onChange, problems, readOnly }: ManifestE
                 </button>
               ) : null}
             </div>
-            <textarea
-              className="code"
-              aria-label={`YAML of ${title}`}
-              spellCheck={false}
-              readOnly={readOnly}
-              rows={Math.max(4, text.split("\n").length + 1)}
-              value={text}
-              onChange={(e: ChangeEvent<HTMLTextAreaElement>) => set(i, e.target.value)}
-              onBlur={() => onBlur(i)}
-            />
+            <Suspense
+              fallback={
+                <textarea
+                  className="code"
+                  aria-label={`YAML of ${title}`}
+                  spellCheck={false}
+                  readOnly={readOnly}
+                  rows={Math.max(4, text.split("\n").length + 1)}
+                  value={text}
+                  onChange={(e: ChangeEvent<HTMLTextAreaElement>) => set(i, e.target.value)}
+                  onBlur={() => onBlur(i)}
+                />
+              }
+            >
+              <ManifestEditorCode
+                value={text}
+                label={`YAML of ${title}`}
+                readOnly={readOnly}
+                problems={mine}
+                onChange={(t) => set(i, t)}
+                onBlur={(t) => onBlur(i, t)}
+              />
+            </Suspense>
             {mine.map((p, k) => (
               <p key={k} className="problem" role="alert">
-                <strong>{p.subject || title}</strong>
+                {/* "document N" is all the hub can say of a document it could not read; the editor
+                    names it from its text, and says where it is beside. */}
+                <strong>{!p.subject || /^document \d+$/.test(p.subject) ? title : p.subject}</strong>
+                <span className="problem-where">
+                  document {i + 1}, line {p.line}
+                </span>
                 <span className={p.message.includes("\n") ? "problem-msg multiline" : "problem-msg"}>{p.message}</span>
               </p>
             ))}

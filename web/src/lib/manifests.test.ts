@@ -66,8 +66,10 @@ describe("attachProblems", () => {
       docs,
     );
     expect(problems).toEqual([
-      { subject: "KollectProfile team-a/web", message: "spec.attributes[1] (images).cel: CEL compile error: undeclared reference", doc: 0 },
-      { subject: "KollectClusterTarget nodes", message: "spec.profileRef: Required value", doc: 1 },
+      // attributes[1] is not there: the problem is shown at "attributes:"; the target has no
+      // spec at all: at its first line.
+      { subject: "KollectProfile team-a/web", message: "spec.attributes[1] (images).cel: CEL compile error: undeclared reference", doc: 0, line: 10 },
+      { subject: "KollectClusterTarget nodes", message: "spec.profileRef: Required value", doc: 1, line: 1 },
     ]);
   });
 
@@ -88,7 +90,70 @@ describe("attachProblems", () => {
 
   it("maps document numbers and keeps what it cannot place", () => {
     const problems = attachProblems("invalid bundle:\ndocument 3: metadata.name is required\nthe bundle holds no objects", docs);
-    expect(problems[0]).toMatchObject({ doc: 2, message: "metadata.name is required" });
-    expect(problems[1]).toMatchObject({ doc: -1, subject: "", message: "the bundle holds no objects" });
+    expect(problems[0]).toMatchObject({ doc: 2, message: "metadata.name is required", line: 2 });
+    expect(problems[1]).toMatchObject({ doc: -1, subject: "", message: "the bundle holds no objects", line: 0 });
+  });
+});
+
+describe("attachProblems on a bundle with a problem in every document", () => {
+  const pasted = `apiVersion: kollect.dev/v1alpha1
+kind: KollectProfile
+metadata: {name: multi-profile, namespace: team-a}
+spec:
+  target: {group: apps, version: v1, kind: Deployment}
+  colour: blue
+  attributes:
+    - name: replicas
+      jsonPath: "{.spec.replicas}"
+      type: int
+    - name: images
+      cel: "object.spec.template.spec.containers.map(c, c.image"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  namespace: team-a
+data:
+  colour: blue
+---
+apiVersion: kollect.dev/v1alpha1
+kind: KollectTarget
+metadata:
+  name: multi-target
+  namespace: team-a
+spec:
+  profileRef: {name: multi-profile
+  match: "true"
+---
+# a Secret may not be distributed either
+apiVersion: v1
+kind: Secret
+metadata: {name: token, namespace: team-a}
+stringData: {token: x}
+`;
+  // What the hub answers for it, word for word.
+  const refusal = [
+    "invalid bundle:",
+    "KollectProfile team-a/multi-profile: spec.colour: unknown field; spec.attributes[1] (images).cel: CEL compile error: ERROR: <input>:1:52: Syntax error: missing ')' at '<EOF>'",
+    " | object.spec.template.spec.containers.map(c, c.image",
+    " | ...................................................^",
+    'ConfigMap team-a/settings: apiVersion "v1": only kollect.dev kinds may be distributed',
+    "document 3: yaml: line 7: did not find expected ',' or '}'",
+    'Secret team-a/token: apiVersion "v1": only kollect.dev kinds may be distributed',
+  ].join("\n");
+
+  it("reports every problem of every document, each with its document and line", () => {
+    const problems = attachProblems(refusal, splitDocs(pasted).map(describeDoc));
+    expect(problems.map(({ subject, doc, line }) => ({ subject, doc, line }))).toEqual([
+      { subject: "KollectProfile team-a/multi-profile", doc: 0, line: 6 },
+      { subject: "KollectProfile team-a/multi-profile", doc: 0, line: 12 },
+      { subject: "ConfigMap team-a/settings", doc: 1, line: 1 },
+      { subject: "document 3", doc: 2, line: 7 },
+      { subject: "Secret team-a/token", doc: 3, line: 2 },
+    ]);
+    expect(problems[0].message).toBe("spec.colour: unknown field");
+    expect(problems[1].message).toMatch(/^spec\.attributes\[1\] \(images\)\.cel: CEL compile error: .*\n \| object\.spec.*\n \| \.+\^$/);
+    expect(problems[3].message).toBe("yaml: line 7: did not find expected ',' or '}'");
   });
 });

@@ -1,8 +1,9 @@
 // Multi-document YAML as the bundle editor sees it: documents with the kind, namespace and name
 // of the object each holds, and the hub's validation problems attached to the document they
-// name. Each document is parsed as YAML (block or flow style alike) only to read its kind and
-// metadata; the hub does the validation.
+// name, at the line they are about. Each document is parsed as YAML (block or flow style alike)
+// only to read its kind and metadata and to find lines; the hub does the validation.
 import { parse } from "yaml";
+import { problemLine, splitProblems } from "./problemLines";
 
 export interface Doc {
   text: string;
@@ -100,12 +101,15 @@ export interface Problem {
   message: string;
   /** Index of the document the problem belongs to, or -1 when none could be identified. */
   doc: number;
+  /** The 1-based line of that document the problem is about, or 0 when it has no document. */
+  line: number;
 }
 
 /**
  * attachProblems reads the hub's InvalidArgument message ("invalid bundle:" then one line per
  * offending object: "Kind namespace/name: ...", "Kind name: ..." or "document N: ...") and
- * finds the document each line is about.
+ * finds the document each line is about. An object's line holds all its problems, joined
+ * with "; "; each becomes a problem of its own, at the line of the document it is about.
  */
 export function attachProblems(message: string, docs: Doc[]): Problem[] {
   // A problem can span lines: a CEL compile error ends with the expression and a caret under
@@ -123,17 +127,28 @@ export function attachProblems(message: string, docs: Doc[]): Problem[] {
     const rest = lines[0].slice("invalid bundle:".length).trim();
     lines.splice(0, 1, ...(rest ? [rest] : []));
   }
-  return lines.map((line) => {
-    const docNum = line.match(/^document (\d+)(?: is not an object)?:\s*([\s\S]*)$/);
-    if (docNum) {
-      const i = Number(docNum[1]) - 1;
-      return { subject: `document ${docNum[1]}`, message: docNum[2] || line, doc: i < docs.length ? i : -1 };
-    }
-    const obj = line.match(/^(\S+) (?:([^\s/:]+)\/)?([^\s/:]+): ([\s\S]*)$/);
-    if (!obj) return { subject: "", message: line, doc: -1 };
-    const [, kind, ns = "", name, msg] = obj;
-    let doc = docs.findIndex((d) => d.kind === kind && d.name === name && d.namespace === ns);
-    if (doc < 0) doc = docs.findIndex((d) => d.kind === kind && d.name === name);
-    return { subject: `${kind} ${ns ? ns + "/" : ""}${name}`, message: msg, doc };
+  return lines.flatMap((line) => {
+    const { subject, message, doc } = placeLine(line, docs);
+    if (doc < 0) return [{ subject, message, doc, line: 0 }];
+    return splitProblems(message).map((m) => ({ subject, message: m, doc, line: problemLine(docs[doc].text, m) }));
   });
+}
+
+/** The object one line of the hub's message names, and the document that holds it. */
+function placeLine(line: string, docs: Doc[]): { subject: string; message: string; doc: number } {
+  // "document N" names a document without a kind: one that is not YAML or not an object
+  // ("document N is not an object: …"), or an object without a kind ("document N name: …").
+  const notObject = line.match(/^(document (\d+)) is not an object:\s*([\s\S]*)$/);
+  const docNum = notObject ?? line.match(/^(document (\d+)(?: [^\s:]+)?):\s*([\s\S]*)$/);
+  if (docNum) {
+    const i = Number(docNum[2]) - 1;
+    const message = (notObject ? "not an object: " : "") + docNum[3];
+    return { subject: docNum[1], message, doc: i < docs.length ? i : -1 };
+  }
+  const obj = line.match(/^(\S+) (?:([^\s/:]+)\/)?([^\s/:]+): ([\s\S]*)$/);
+  if (!obj) return { subject: "", message: line, doc: -1 };
+  const [, kind, ns = "", name, msg] = obj;
+  let doc = docs.findIndex((d) => d.kind === kind && d.name === name && d.namespace === ns);
+  if (doc < 0) doc = docs.findIndex((d) => d.kind === kind && d.name === name);
+  return { subject: `${kind} ${ns ? ns + "/" : ""}${name}`, message: msg, doc };
 }

@@ -1,6 +1,6 @@
 // Upload a bundle revision: always a dry run first (the hub validates and says where it would
-// go), then the real apply of exactly what was validated. The hub's problems appear under the
-// objects they name.
+// go), then the real apply of exactly what was validated. The hub's problems appear at their
+// lines, under the objects they name.
 import { useEffect, useMemo, useState } from "react";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { useCan, useFleetSnapshot, useSession } from "../api/context";
@@ -111,6 +111,9 @@ export function BundleEditor({ name: existing }: { name?: string }) {
   };
 
   const unplaced = useMemo(() => problems.filter((p) => p.doc < 0), [problems]);
+  // A removed document takes its problems along; those of the documents after it move up.
+  const dropProblemsOf = (i: number) =>
+    setProblems((ps) => ps.filter((p) => p.doc !== i).map((p) => (p.doc > i ? { ...p, doc: p.doc - 1 } : p)));
 
   if (!canWrite) {
     return (
@@ -196,12 +199,12 @@ export function BundleEditor({ name: existing }: { name?: string }) {
       {problems.length && !unplaced.length ? (
         <div className="error" role="status">
           <strong>
-            The hub refused the bundle: {problems.length} problem{problems.length === 1 ? "" : "s"}, shown under the object{problems.length === 1 ? "" : "s"}.
+            The hub refused the bundle: {problems.length} problem{problems.length === 1 ? "" : "s"}, shown at {problems.length === 1 ? "its line" : "their lines"} under the object{problems.length === 1 ? "" : "s"}.
           </strong>
         </div>
       ) : null}
       {error ? <ErrorBox error={error} /> : null}
-      <ManifestEditor docs={docs} onChange={setDocs} problems={problems} />
+      <ManifestEditor docs={docs} onChange={setDocs} problems={problems} onRemove={dropProblemsOf} />
       <div className="actions" style={{ marginTop: ".75rem" }}>
         <button type="button" onClick={validate} disabled={busy || !name.trim()}>
           Validate (dry run)
