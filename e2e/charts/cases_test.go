@@ -347,6 +347,11 @@ networkPolicy:
 			t.Errorf("egress: %s, want DNS and the store", toJSON(egress))
 		}
 	}},
+	// The Grafana dashboards (grafana_test.go checks their ConfigMaps and runs their queries).
+	{name: "agent-grafana", chart: "agent", values: "clusterName: prod-eu-1\ngrafana: {dashboards: {enabled: true, annotations: {grafana_folder: Kollect}}}\n",
+		check: checkDashboardConfigMap("agent", namespace, map[string]string{"grafana_dashboard": "1"}, map[string]string{"grafana_folder": "Kollect"})},
+	{name: "hub-grafana", chart: "hub", values: "grafana: {dashboards: {enabled: true, labels: {grafana_dashboard: kollect}}}\n",
+		check: checkDashboardConfigMap("hub", namespace, map[string]string{"grafana_dashboard": "kollect"}, nil)},
 	{name: "hub-postgres-single", chart: "hub", values: "store: {type: postgres, postgres: {existingSecret: hub-store}}\n",
 		check: func(t *testing.T, objs []*unstructured.Unstructured) {
 			// One replica keeps its generated CA on the claim so the pinned fingerprint survives restarts.
@@ -373,6 +378,7 @@ var failures = []struct {
 	{"hub", "store: {type: postgres}\n", "store.postgres.existingSecret"},
 	{"hub", "replicas: 3\nstore: {type: postgres, postgres: {existingSecret: s}}\n", "tls.existingSecret"},
 	{"hub", "store: {type: mysql}\n", "sqlite or postgres"},
+	{"hub", "grafana: {dashboards: {enabled: true, labels: null}}\n", "grafana.dashboards.labels is empty"},
 }
 
 // checkHubHA: several hub replicas get a PodDisruptionBudget keeping one running, prefer
