@@ -9,9 +9,14 @@ const (
 	// ConditionReady is True when the object is fully in effect: compiled, watching, exporting.
 	ConditionReady = "Ready"
 	// ConditionDegraded is True when the object works only in part (a scope rule, a forbidden
-	// kind, a failing sink) and the message says which part.
+	// kind, a failing sink) and the message says which part: something needs a person. What
+	// clears by itself or was asked for (a watch listing, an export on its way, suspend,
+	// deletion) is not a degradation.
 	ConditionDegraded = "Degraded"
-	// ConditionSynced is True when the last export of every sink matches the current data.
+	// ConditionSynced is True when every sink the inventory names holds its current snapshot,
+	// and that snapshot is complete (Ready=True) and current (no watch behind). An inventory's
+	// three conditions never contradict each other: docs/operations.md ("Conditions") gives
+	// their values for each state.
 	ConditionSynced = "Synced"
 )
 
@@ -52,16 +57,17 @@ const (
 	ReasonForbidden = "Forbidden"
 	// ReasonWatchFailed (Ready=False): the watch failed for another reason.
 	ReasonWatchFailed = "WatchFailed"
-	// ReasonExtractionFailed (Degraded=True): some objects lack a required attribute or have a
-	// value of the wrong type.
+	// ReasonExtractionFailed (Degraded=True, on the target and its inventories): some objects
+	// lack a required attribute or have a value of the wrong type.
 	ReasonExtractionFailed = "ExtractionFailed"
-	// ReasonMatchFailed (Degraded=True): the match expression fails on some objects (a field
-	// they lack, a result that is not a boolean); they are not collected, and the message
-	// names some with the error.
+	// ReasonMatchFailed (Degraded=True, on the target and its inventories): the match
+	// expression fails on some objects (a field they lack, a result that is not a boolean);
+	// they are not collected, and the message names some with the error.
 	ReasonMatchFailed = "MatchFailed"
-	// ReasonObjectsTruncated (Degraded=True): some objects a fullObject profile exports are
-	// larger than its maxBytes and were exported cut; the message names some with the paths
-	// removed, and each such row lists them in <attribute>Truncated.
+	// ReasonObjectsTruncated (Degraded=True, on the target and its inventories): some objects
+	// a fullObject profile exports are larger than its maxBytes and were exported cut; the
+	// message names some with the paths removed, and each such row lists them in
+	// <attribute>Truncated.
 	ReasonObjectsTruncated = "ObjectsTruncated"
 	// ReasonBudgetExceeded (Ready=False on a profile and its targets, Degraded=True on their
 	// inventories): the profile spent more CEL cost than its budget allows and is quarantined
@@ -81,15 +87,18 @@ const (
 	// ReasonSnapshotPending (Ready=False): the first snapshot has not been built yet; clears
 	// by itself.
 	ReasonSnapshotPending = "SnapshotPending"
-	// ReasonTargetsSyncing (Ready=False): a target's watch has not synced yet, and nothing is
-	// wrong with any target; clears by itself.
+	// ReasonTargetsSyncing (Ready=False, Synced=False): a target's watch has not synced yet,
+	// or the agent has not taken the target up yet, and nothing is wrong with any target;
+	// clears by itself.
 	ReasonTargetsSyncing = "TargetsSyncing"
-	// ReasonTargetsIncomplete (Ready=False, Synced=False): a target cannot be collected (an
-	// error, a kind forbidden or not served, a target not found); its previous rows are kept,
-	// and the messages name it. Synced=False carries it for a missing target too, whose Ready
-	// reason is TargetNotFound.
+	// ReasonTargetsIncomplete (Ready=False, Synced=False, Degraded=True): a target cannot be
+	// collected (an error, a kind forbidden or not served, a target not found); its previous
+	// rows are kept, and the messages name it. Synced=False carries it for a missing target
+	// too, whose Ready reason is TargetNotFound, and for a forbidden or quarantined one, whose
+	// Degraded reason is Forbidden or BudgetExceeded; Degraded=True carries it for any other
+	// target that cannot be collected (a kind not served, a profile missing).
 	ReasonTargetsIncomplete = "TargetsIncomplete"
-	// ReasonTargetNotFound (Ready=False): a named target does not exist.
+	// ReasonTargetNotFound (Ready=False, Degraded=True): a named target does not exist.
 	ReasonTargetNotFound = "TargetNotFound"
 	// ReasonWatchBehind (Synced=False): a target's watch is behind: the agent projects its
 	// events more slowly than they arrive, so the sinks hold what was projected so far, and
@@ -98,9 +107,11 @@ const (
 	ReasonWatchBehind = "WatchBehind"
 	// ReasonNoProblems (Degraded=False): nothing is degraded.
 	ReasonNoProblems = "AsExpected"
-	// ReasonSinkNotFound: a referenced sink does not exist.
+	// ReasonSinkNotFound: a referenced sink does not exist. Not set by the agent, which says
+	// SinkInvalid.
 	ReasonSinkNotFound = "SinkNotFound"
-	// ReasonSinkInvalid (Degraded=True): a sink is missing or cannot be configured.
+	// ReasonSinkInvalid (Degraded=True, Synced=False): a sink is missing or cannot be
+	// configured, so it cannot hold the current snapshot.
 	ReasonSinkInvalid = "SinkInvalid"
 	// ReasonExported (Synced=True): every sink holds the current snapshot.
 	ReasonExported = "Exported"
@@ -116,9 +127,10 @@ const (
 	// ReasonRetireTimedOut (a Warning event): the deletionTimeout passed before every sink took
 	// the inventory's last write; the event names the sinks whose data stayed as it was.
 	ReasonRetireTimedOut = "RetireTimedOut"
-	// ReasonWriterConflict (Degraded=True): another agent writes the same cluster and
-	// inventory to a shared sink: two agents run with the same --cluster-name. The agent that
-	// held the sink first keeps writing; the other's exports are refused and write no row.
+	// ReasonWriterConflict (Degraded=True; Synced=False on the refused agent): another agent
+	// writes the same cluster and inventory to a shared sink: two agents run with the same
+	// --cluster-name. The agent that held the sink first keeps writing (its sink holds its
+	// snapshot, so its Synced stays True); the other's exports are refused and write no row.
 	// Both report it, and the message names the sink and the other agent's instance and
 	// version. It clears once the other has not written for the conflict window (two confirm
 	// intervals, 10 minutes without confirmations).
@@ -136,8 +148,9 @@ const (
 )
 
 // Reasons of scope decisions: the Degraded (or Ready) reason of an object a KollectScope or
-// KollectClusterScope refuses, and the Ready reason of a scope itself. Every reason of a
-// scope decision starts with ReasonScopePrefix.
+// KollectClusterScope refuses, the Synced=False reason of an inventory one of whose sinks is
+// refused (it holds no current snapshot), and the Ready reason of a scope itself. Every
+// reason of a scope decision starts with ReasonScopePrefix.
 const (
 	// ReasonScopePrefix begins every reason that comes from a scope decision.
 	ReasonScopePrefix = "Scope"
@@ -168,7 +181,8 @@ const (
 // TransientReasons are the Ready=False and Synced=False reasons that clear by themselves: an
 // object still starting (a watch listing, a first snapshot, an export on its way). A reader
 // that waits for health, such as the hub's rollout gates, waits through these and treats any
-// other False reason as a failure.
+// other False reason as a failure. An inventory whose Ready or Synced is False for one of
+// them alone is not Degraded.
 var TransientReasons = []string{ReasonSyncing, ReasonSnapshotPending, ReasonTargetsSyncing, ReasonExportPending}
 
 // Values of the errorClass of an inventory's sink export status.

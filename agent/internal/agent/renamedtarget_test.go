@@ -148,12 +148,17 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	if c := cov[ns+"/other"]; c.State != kollectv1.CoverageComplete || c.Rows != 2 {
 		t.Fatalf("coverage of %s/other: %+v", ns, c)
 	}
-	// The status says what the repository shows: cm's rows are unknown and kept.
+	// The status says what the repository shows: cm's rows are unknown and kept. It names the
+	// missing reference at once, and cm once the build that holds its rows has reported.
 	got := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
-	synced := condition(t, got, func() []metav1.Condition { return got.Status.Conditions }, kollectv1.ConditionSynced)
-	if unknown, _, _ := strings.Cut(strings.TrimPrefix(synced.Message, "rows of "), " are unknown"); !slices.Contains(strings.Split(unknown, ", "), ns+"/cm") {
-		t.Fatalf("Synced does not name %s/cm among the unknown targets whose rows the sinks keep: %s", ns, synced.Message)
-	}
+	eventually(t, 20*time.Second, "Synced naming "+ns+"/cm among the unknown targets whose rows the sinks keep", func() (bool, string) {
+		synced := condition(t, got, func() []metav1.Condition { return got.Status.Conditions }, kollectv1.ConditionSynced)
+		if synced == nil {
+			return false, "no Synced condition"
+		}
+		unknown, _, _ := strings.Cut(strings.TrimPrefix(synced.Message, "rows of "), " are unknown")
+		return slices.Contains(strings.Split(unknown, ", "), ns+"/cm"), synced.Message
+	})
 
 	// The name is fixed: cm is complete again, and no row is rewritten (only the coverage
 	// file changes).

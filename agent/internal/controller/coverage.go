@@ -20,8 +20,13 @@ func (o *inventoryObject) note(k collector.TargetKey, state kollectv1.CoverageSt
 }
 
 // noteTarget notes a target whose Ready condition is False with the state its reason means.
-// A target that is ready, or not reconciled yet, needs no note: the collector knows it.
+// A target that is ready, or not reconciled yet, needs no note: the collector knows it. A
+// target's own Degraded (a match or an extraction failing on some objects, objects cut) is
+// the inventory's too: its rows lack those objects. Scope reasons come from applyScopes.
 func (o *inventoryObject) noteTarget(k collector.TargetKey, conds []metav1.Condition) {
+	if d := apimeta.FindStatusCondition(conds, kollectv1.ConditionDegraded); d != nil && d.Status == metav1.ConditionTrue && !isScopeReason(d.Reason) {
+		o.degradedTargets = append(o.degradedTargets, targetIssue{target: k.String(), reason: d.Reason, message: d.Message})
+	}
 	c := apimeta.FindStatusCondition(conds, kollectv1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse {
 		return

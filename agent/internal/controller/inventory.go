@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -76,10 +75,11 @@ type inventoryObject struct {
 	// configuration so their last rows are kept: a missing target is unknown, not empty.
 	missingKeys []collector.TargetKey
 	// notes explain targets the collector may not collect (coverage); deniedTargets are
-	// those scopes leave out.
-	notes         map[collector.TargetKey]inventory.TargetNote
-	deniedTargets map[collector.TargetKey]inventory.TargetNote
-	sinks         []inventory.SinkRef
+	// those scopes leave out; degradedTargets are targets whose own Degraded is True.
+	notes           map[collector.TargetKey]inventory.TargetNote
+	deniedTargets   map[collector.TargetKey]inventory.TargetNote
+	degradedTargets []targetIssue
+	sinks           []inventory.SinkRef
 	// denied are scope problems: targets left out, sinks not bound, cadence raised.
 	denied   []scopeProblem
 	status   *kollectv1.KollectInventoryStatus
@@ -266,9 +266,13 @@ func (r *InventoryReconciler) Reconcile(ctx context.Context, key inventory.Key) 
 		return result, nil
 	}
 	st, _ := r.Manager.Status(key)
-	fillInventoryStatus(o, st, sinkProblems, destinations(bindings))
+	var retire retireView
 	if o.retire != "" {
-		res, err := r.retireFinish(ctx, o, st)
+		retire = retireViewOf(o, st, time.Now())
+	}
+	fillInventoryStatus(o, st, sinkProblems, destinations(bindings), retire.message())
+	if o.retire != "" {
+		res, err := r.retireFinish(ctx, o, retire)
 		if err != nil || o.obj.GetDeletionTimestamp() != nil && len(o.obj.GetFinalizers()) == 0 {
 			return res, err // let go: the object is gone, or about to be, with its status
 		}
@@ -285,164 +289,6 @@ func errMessage(err error) string {
 		return "not found"
 	}
 	return err.Error()
-}
-
-// fillInventoryStatus maps the manager's view onto the API status. Times are truncated to
-// seconds, as the API stores them, so an unchanged status compares equal and is not written.
-func fillInventoryStatus(o *inventoryObject, st inventory.Status, sinkProblems []string, dests map[inventory.SinkRef]string) {
-	gen := o.obj.GetGeneration()
-	s := o.status
-	s.ObservedGeneration = gen
-	s.Targets = int32(len(o.targets))
-	if st.Built {
-		s.ItemCount, s.Checksum = int64(st.ItemCount), st.Checksum
-	}
-	if st.Coverage != nil {
-		s.Coverage = st.Coverage
-	}
-	prior := map[string]kollectv1.SinkExportStatus{}
-	for _, p := range s.Sinks {
-		prior[string(p.Family)+"/"+p.Namespace+"/"+p.Name] = p
-	}
-	s.Sinks = nil
-	var failing, pending, conflicts, refused []string
-	for _, ws := range st.Sinks {
-		ns := ws.Ref.Namespace
-		if o.obj.GetNamespace() != "" {
-			ns = "" // implied for namespaced inventories
-		}
-		es := kollectv1.SinkExportStatus{Family: ws.Ref.Family, Name: ws.Ref.Name, Namespace: ns,
-			Checksum: ws.Checksum, Coverage: ws.Coverage, Destination: dests[ws.Ref], Rows: int64(ws.Rows), LastError: ws.LastError}
-		switch {
-		case ws.Conflict != nil:
-			// Both agents report it: the refused one's LastError is the refusal, the holder's
-			// export succeeded but its sink's lastError says who contends it.
-			conflicts = append(conflicts, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.Conflict.Message))
-			es.LastError = ws.Conflict.Message
-			if ws.Conflict.Refused {
-				es.ErrorClass = string(ws.Class)
-				refused = append(refused, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.Conflict.Message))
-			}
-		case ws.LastError != "":
-			es.ErrorClass = string(ws.Class)
-			failing = append(failing, fmt.Sprintf("%s/%s: %s", ws.Ref.Family, ws.Ref.Name, ws.LastError))
-		}
-		if !ws.LastExport.IsZero() {
-			t := metav1.NewTime(ws.LastExport.Truncate(time.Second))
-			es.LastExportTime = &t
-		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
-			es.LastExportTime = p.LastExportTime
-		}
-		if !ws.LastConfirm.IsZero() {
-			t := metav1.NewTime(ws.LastConfirm.Truncate(time.Second))
-			es.LastConfirmTime = &t
-		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
-			es.LastConfirmTime = p.LastConfirmTime
-		}
-		if !ws.LastAttempt.IsZero() {
-			t := metav1.NewTime(ws.LastAttempt.Truncate(time.Second))
-			es.LastAttemptTime = &t
-		} else if p, ok := prior[string(es.Family)+"/"+es.Namespace+"/"+es.Name]; ok {
-			es.LastAttemptTime = p.LastAttemptTime
-		}
-		if st.Built && ws.Checksum != st.Checksum {
-			pending = append(pending, string(ws.Ref.Family)+"/"+ws.Ref.Name)
-		}
-		s.Sinks = append(s.Sinks, es)
-	}
-
-	// Ready: a complete snapshot exists. A forbidden target makes it incomplete too (its
-	// rows are the last known ones); Degraded=Forbidden says why.
-	var incomplete, forbidden, quarantined, unknown []string
-	onlySyncing := true // every incomplete target is merely starting
-	for _, p := range st.Incomplete {
-		if p.Forbidden {
-			forbidden = append(forbidden, p.String())
-		}
-		if p.Quarantined {
-			quarantined = append(quarantined, p.String())
-		}
-		incomplete = append(incomplete, p.String())
-		onlySyncing = onlySyncing && p.Syncing
-		if !p.Syncing {
-			unknown = append(unknown, p.Target.String())
-		}
-	}
-	held := ""
-	if st.Held {
-		held = "; the export waits: no earlier rows of them are known to this agent (its --cache-dir keeps none)"
-	}
-	switch {
-	case len(o.missing) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetNotFound, "not found: "+strings.Join(o.missing, ", ")+held)
-	case len(incomplete) > 0 && onlySyncing:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsSyncing, strings.Join(incomplete, "; "))
-	case len(incomplete) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonTargetsIncomplete, strings.Join(incomplete, "; ")+held)
-	case !st.Built:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonSnapshotPending, "no snapshot built yet")
-	default:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionReady, true, kollectv1.ReasonSnapshotReady,
-			fmt.Sprintf("%d items from %d targets", st.ItemCount, len(o.targets)))
-	}
-	// Degraded: something is wrong but the rest works.
-	// Scope problems come first and give the reason: they are the operator's decision, the
-	// others are faults.
-	var problems []string
-	reason := kollectv1.ReasonNoProblems
-	for _, p := range o.denied {
-		problems = append(problems, p.message)
-	}
-	for _, c := range []struct {
-		reason string
-		msgs   []string
-	}{{kollectv1.ReasonBudgetExceeded, quarantined}, {kollectv1.ReasonForbidden, forbidden}, {kollectv1.ReasonSinkInvalid, sinkProblems},
-		{kollectv1.ReasonExportFailed, failing}, {kollectv1.ReasonWriterConflict, conflicts}} {
-		if len(c.msgs) > 0 {
-			problems, reason = append(problems, c.msgs...), c.reason
-		}
-	}
-	if len(o.denied) > 0 {
-		reason = o.denied[0].reason
-	}
-	setCondition(&s.Conditions, gen, kollectv1.ConditionDegraded, len(problems) > 0, reason, strings.Join(problems, "; "))
-	// Synced: every sink holds the current snapshot.
-	// A target whose rows are unknown (not found, forbidden, failing) is not synced however
-	// the sinks stand: they hold its last known rows at best.
-	switch {
-	case o.suspend:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonSuspended, "exports are suspended")
-	case len(unknown) > 0:
-		msg := "rows of " + strings.Join(unknown, ", ") + " are unknown"
-		switch {
-		case st.Held:
-			msg += held
-		case !st.CarriedFrom.IsZero():
-			msg += "; the sinks get their last rows, from the snapshot built " + st.CarriedFrom.UTC().Truncate(time.Second).Format(time.RFC3339)
-		default:
-			msg += "; the sinks keep their last rows"
-		}
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonTargetsIncomplete, msg)
-	case len(st.Behind) > 0:
-		// The sinks may well hold the snapshot, but the snapshot is behind the cluster.
-		var msgs []string
-		for _, p := range st.Behind {
-			msgs = append(msgs, p.String())
-		}
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonWatchBehind, strings.Join(msgs, "; "))
-	case !st.Built:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "no snapshot built yet")
-	case len(failing) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportFailed, strings.Join(failing, "; "))
-	case len(refused) > 0:
-		// Not ExportPending: a refused sink does not catch up by itself.
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonWriterConflict, strings.Join(refused, "; "))
-	case len(pending) > 0:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonExportPending, "exporting to "+strings.Join(pending, ", "))
-	default:
-		setCondition(&s.Conditions, gen, kollectv1.ConditionSynced, true, kollectv1.ReasonExported,
-			fmt.Sprintf("%d sinks hold the current snapshot", len(st.Sinks)))
-	}
 }
 
 // SetupWithManager registers one controller for both inventory kinds, on every replica.

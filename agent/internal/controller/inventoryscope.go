@@ -13,9 +13,11 @@ import (
 	kollectv1 "kollect.dev/api/v1alpha1"
 )
 
-// scopeProblem is one scope rule an inventory runs into, with the condition reason.
+// scopeProblem is one scope rule an inventory runs into, with the condition reason. sink marks
+// a sink not bound: it holds no current snapshot, so the inventory is not Synced.
 type scopeProblem struct {
 	reason, message string
+	sink            bool
 }
 
 // applyScopes enforces scopes on an inventory that is already admitted:
@@ -60,7 +62,7 @@ func (r *InventoryReconciler) applyScopes(ctx context.Context, key inventory.Key
 			sr.Namespace = ref.Namespace
 		}
 		if d := rules.Sink(sr); !d.Allowed {
-			o.denied = append(o.denied, scopeProblem{reason: d.Reason, message: d.Message + ": nothing is exported to it"})
+			o.denied = append(o.denied, scopeProblem{reason: d.Reason, message: d.Message + ": nothing is exported to it", sink: true})
 			continue
 		}
 		allowed = append(allowed, ref)

@@ -50,23 +50,41 @@ func (r *InventoryReconciler) retirePrepare(ctx context.Context, o *inventoryObj
 	return retireRun, nil
 }
 
-// retireFinish reports a retiring inventory's progress in its conditions and lets it go when
-// every sink took the last export or the timeout passed. It returns when to look again.
-func (r *InventoryReconciler) retireFinish(ctx context.Context, o *inventoryObject, st inventory.Status) (ctrl.Result, error) {
+// retireView is how a retiring inventory stands: still waiting for its sinks, or done with
+// (every sink took the last export, or the deadline passed).
+type retireView struct {
+	progress *inventory.RetireProgress
+	deadline time.Time
+	waiting  bool
+}
+
+func retireViewOf(o *inventoryObject, st inventory.Status, now time.Time) retireView {
 	p := st.Retire
 	if p == nil {
 		p = &inventory.RetireProgress{Policy: o.deletion.Policy(), Pending: []string{"the last snapshot is not built yet"}}
 	}
 	deadline := o.obj.GetDeletionTimestamp().Add(o.deletion.Timeout())
-	log := logf.FromContext(ctx)
-	if !p.Done && time.Now().Before(deadline) {
-		msg := fmt.Sprintf("deleted, applying deletionPolicy %s in every sink until %s; waiting for: %s",
-			p.Policy, deadline.UTC().Format(time.RFC3339), strings.Join(p.Pending, "; "))
-		gen := o.obj.GetGeneration()
-		setCondition(&o.status.Conditions, gen, kollectv1.ConditionReady, false, kollectv1.ReasonRetiring, msg)
-		setCondition(&o.status.Conditions, gen, kollectv1.ConditionSynced, false, kollectv1.ReasonRetiring, msg)
-		return ctrl.Result{RequeueAfter: time.Until(deadline) + time.Second}, nil
+	return retireView{progress: p, deadline: deadline, waiting: !p.Done && now.Before(deadline)}
+}
+
+// message is what Ready and Synced say while the inventory waits; "" once it is done with.
+func (v retireView) message() string {
+	if !v.waiting {
+		return ""
 	}
+	return fmt.Sprintf("deleted, applying deletionPolicy %s in every sink until %s; waiting for: %s",
+		v.progress.Policy, v.deadline.UTC().Format(time.RFC3339), strings.Join(v.progress.Pending, "; "))
+}
+
+// retireFinish lets a retiring inventory go when every sink took the last export or the
+// timeout passed; its conditions say Retiring meanwhile (fillInventoryStatus). It returns
+// when to look again.
+func (r *InventoryReconciler) retireFinish(ctx context.Context, o *inventoryObject, v retireView) (ctrl.Result, error) {
+	if v.waiting {
+		return ctrl.Result{RequeueAfter: time.Until(v.deadline) + time.Second}, nil
+	}
+	p := v.progress
+	log := logf.FromContext(ctx)
 	if !p.Done {
 		msg := fmt.Sprintf("deletionTimeout %s passed before every sink took the last export of deletionPolicy %s; "+
 			"their data stays as it was: %s", o.deletion.Timeout(), p.Policy, strings.Join(p.Pending, "; "))

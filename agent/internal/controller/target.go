@@ -117,6 +117,12 @@ func (r *TargetReconciler) Reconcile(ctx context.Context, key collector.TargetKe
 	case isScopeReason(reason):
 		// Counts stay as last reported: the objects still exist, they are just not permitted.
 		setCondition(&t.status.Conditions, gen, kollectv1.ConditionDegraded, true, reason, msg)
+	case reason == kollectv1.ReasonKindNotFound:
+		// A kind the API server does not serve has no objects (deleting a CRD deletes them):
+		// the counts are zero, not the last ones seen. Other failures keep them, as the
+		// inventories keep the rows they count.
+		t.status.ObjectCount, t.status.ErrorCount, t.status.TruncatedCount = 0, 0, 0
+		apimeta.RemoveStatusCondition(&t.status.Conditions, kollectv1.ConditionDegraded)
 	default:
 		apimeta.RemoveStatusCondition(&t.status.Conditions, kollectv1.ConditionDegraded)
 	}

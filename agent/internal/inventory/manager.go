@@ -304,7 +304,10 @@ type TargetProblem struct {
 	// Syncing: the target's watch has not synced yet and reported no error; this clears by
 	// itself (kollectv1.ReasonTargetsSyncing), unlike the other problems.
 	Syncing bool
-	Reason  string
+	// NotServed: the target's kind is no longer served (its CRD was deleted after the watch
+	// synced); its rows are unknown until the kind is served again or the target removed.
+	NotServed bool
+	Reason    string
 }
 
 // SinkStatus is one sink's export state.

@@ -9,6 +9,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"kollect.dev/agent/internal/collector"
 	"kollect.dev/agent/internal/export"
@@ -297,6 +298,11 @@ func (r *runner) build() {
 				p.Syncing, p.Reason = false, st.Err.Error()
 			}
 			syncing = syncing || p.Syncing
+		case st.Err != nil && apierrors.IsNotFound(st.Err):
+			// A synced watch whose list now fails NotFound: the kind is no longer served. What
+			// the watch holds is its last view, not the cluster's, as its target reports
+			// (KindNotFound).
+			p = TargetProblem{Target: tk, NotServed: true, Reason: "the API server no longer serves the kind: " + st.Err.Error()}
 		default:
 			if rows == nil {
 				rows = st.Rows // Collect's slice is the build's own: no copy of the first target's rows
@@ -513,6 +519,8 @@ func unknownCoverage(p TargetProblem, notes map[collector.TargetKey]TargetNote) 
 		c.State = kollectv1.CoverageForbidden
 	case p.Syncing:
 		c.State = kollectv1.CoverageSyncing
+	case p.NotServed:
+		c.State = kollectv1.CoverageKindNotServed
 	case p.Quarantined:
 	default:
 		if n, ok := notes[p.Target]; ok {
