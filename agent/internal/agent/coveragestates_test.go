@@ -30,6 +30,7 @@ func coverageOf(b *sink.Batch) string {
 // sinks are told by a batch that changes only the coverage (same checksum, empty diff); a
 // scope denial removes the rows and says so. The inventory's status says the same.
 func TestCoverageTellsUnknownFromDeleted(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "covstates")
 	ctx := context.Background()
 	installCRD(t, "cov.kollect.test", "Gizmo", "gizmos")

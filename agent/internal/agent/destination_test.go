@@ -22,6 +22,7 @@ import (
 // the data did not change. A sink whose only edit is its timeout is the same destination and
 // gets nothing.
 func TestDestinationChangedWhileAgentDownGetsFullExport(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "destination")
 	ctx := context.Background()
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))

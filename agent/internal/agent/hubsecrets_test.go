@@ -22,6 +22,7 @@ import (
 // credentials (the positive control over the same window). A sink the admin created
 // (unlabelled) may use the unlabelled Secret: the gate is about who wrote the sink.
 func TestHubDeliveredSinkReadsOnlyLabelledSecrets(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string][]string{} // repository path → the basic-auth users that reached it
 	listener := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

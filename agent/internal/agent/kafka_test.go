@@ -61,6 +61,7 @@ func latest(recs []*kgo.Record) map[string]string {
 // delete give upsert, upsert, delete and a tombstone for the key, in order; a broker frozen
 // during churn loses nothing, and the compacted state equals the cluster's.
 func TestKafkaThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	broker, err := testenv.StartKafka(testenv.KafkaOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 // exports; when it stops, the standby (whose watches and snapshot are already warm) takes
 // over, does not re-export unchanged data, and exports the next change.
 func TestWarmStandbyTakesOverWithoutReexporting(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "standby")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
@@ -130,6 +131,7 @@ func holder(t *testing.T, ns string) (string, *coordinationv1.Lease) {
 // again, and after the foreign lease lapses a replica leads and exports the next change.
 // With two replicas exactly one of them exports it.
 func TestLostLeaseStepsDownInProcess(t *testing.T) {
+	t.Parallel()
 	for _, replicas := range []int{1, 2} {
 		t.Run(fmt.Sprintf("%d replicas", replicas), func(t *testing.T) {
 			ns := namespace(t, fmt.Sprintf("stepdown-%d", replicas))

@@ -17,6 +17,7 @@ import (
 // example object and the error, instead of looking like a match that selects nothing. Fixing
 // the expression clears it.
 func TestMatchThatFailsIsAConditionNotAnEmptySelection(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "matchfailed")
 	ctx := context.Background()
 	objs := configMapInventory(ns, 200*time.Millisecond, time.Second)

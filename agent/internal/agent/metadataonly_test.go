@@ -16,6 +16,7 @@ import (
 // the watch must carry the whole object (issue 18 point 1: the text heuristic took it for a
 // metadata-only profile, the watch sent no spec and the required attribute failed).
 func TestSpecReadThroughStringIndexIsExported(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "metaonly")
 	labels := map[string]string{"app": "web"}
 	replicas := int32(3)

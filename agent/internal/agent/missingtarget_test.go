@@ -20,6 +20,7 @@ import (
 // the inventory says Ready=False TargetNotFound; the other targets keep exporting; the rows
 // go only when the user removes the reference.
 func TestMissingTargetKeepsItsRows(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "missing")
 	ctx := context.Background()
 	objs := configMapInventory(ns, 200*time.Millisecond, time.Second)

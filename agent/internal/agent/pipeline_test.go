@@ -56,6 +56,7 @@ func rowNames(rows []export.Row) string {
 }
 
 func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "rows")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}), configMap(ns, "b", map[string]string{"color": "blue", "x": "1"}),
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "unlabelled"}})
@@ -133,6 +134,7 @@ func TestRowsExportedAndOnlyChangedRowsDiffer(t *testing.T) {
 }
 
 func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "debounce")
 	create(t, configMapInventory(ns, time.Second, 3*time.Second)...)
 	recs := &recorders{}
@@ -205,6 +207,7 @@ func TestDebounceCoalescesBurstAndMaxDelayBoundsChurn(t *testing.T) {
 }
 
 func TestRestartWithUnchangedDataExportsNothing(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "restart")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 200*time.Millisecond, time.Second)...)
@@ -245,6 +248,7 @@ func TestRestartWithUnchangedDataExportsNothing(t *testing.T) {
 }
 
 func TestBadCELSetsProfileConditionWithCompilerMessage(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "badcel")
 	create(t, &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "bad"}, Spec: kollectv1.KollectProfileSpec{
 		Target:     kollectv1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
@@ -275,6 +279,7 @@ func decodeAttrs(t *testing.T, r export.Row) map[string]any {
 // TestFirstSnapshotDoesNotWaitForTheDebounce: the debounce spaces exports; the first one is
 // built when the watch syncs, even with a debounce of ten minutes.
 func TestFirstSnapshotDoesNotWaitForTheDebounce(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "firstsync")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 10*time.Minute, 10*time.Minute)...)

@@ -38,6 +38,7 @@ func allowUnverifiedSinks(t *testing.T, c client.Client, ns string) {
 // rule, and writes nothing until a KollectClusterScope selecting its namespace allows
 // unverified connections.
 func TestPlaintextPostgresNeedsAClusterScope(t *testing.T) {
+	t.Parallel()
 	pg, err := testenv.StartPostgres()
 	if err != nil {
 		t.Fatal(err)

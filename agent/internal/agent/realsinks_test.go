@@ -33,6 +33,7 @@ func colorInventory(ns string, sinkRefs kollectv1.SinkReferences) []client.Objec
 // sink: creating, changing and deleting an object yields upsert, upsert, delete for its key,
 // in order, and the KV bucket ends without the key.
 func TestNATSReceivesUpsertUpsertDeleteThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	srv, err := testenv.StartNATS(testenv.NATSOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +115,7 @@ func TestNATSReceivesUpsertUpsertDeleteThroughTheAgent(t *testing.T) {
 // to the same PostgreSQL table: both clusters' rows are there, and a delete in one cluster
 // removes exactly its row and leaves the other cluster's rows alone.
 func TestPostgresSharedByTwoClusters(t *testing.T) {
+	t.Parallel()
 	pg, err := testenv.StartPostgres()
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 // names the missing reference; fixing the name back rewrites none of the rows; removing the
 // reference deletes them.
 func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "renamed-ref")
 	ctx := context.Background()
 	repo, err := testenv.InitBareRepo(filepath.Join(t.TempDir(), "inv.git"))

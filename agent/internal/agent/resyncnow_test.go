@@ -16,6 +16,7 @@ import (
 // annotating it kollect.dev/resync-now sends its sink one resync at once and records the value
 // in status.resyncRequest, and the same value again (any other update) asks nothing more.
 func TestResyncNowAnnotation(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "resync-now")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	recs := &recorders{}

@@ -57,6 +57,7 @@ func gone(t *testing.T, inv client.Object, within time.Duration) {
 // deleted inventory's last export keeps every row (same checksum, empty diff) and says each
 // target is retired; then the finalizer goes and nothing confirms the rows any more.
 func TestDeletedInventoryRetainsItsRowsAsRetired(t *testing.T) {
+	t.Parallel()
 	recs := &recorders{}
 	inv, rec := retireFixture(t, "retain", kollectv1.InventoryDeletion{}, recs)
 	first := rec.Last()
@@ -86,6 +87,7 @@ func TestDeletedInventoryRetainsItsRowsAsRetired(t *testing.T) {
 // the worker purges the inventory, which removes the state record the empty export left;
 // only then does the finalizer go.
 func TestDeletedInventoryDeletesItsRows(t *testing.T) {
+	t.Parallel()
 	recs := &recorders{}
 	inv, rec := retireFixture(t, "retiredelete", kollectv1.InventoryDeletion{DeletionPolicy: kollectv1.DeletionDelete}, recs)
 	if err := cp.Client.Delete(context.Background(), inv); err != nil {
@@ -109,6 +111,7 @@ func TestDeletedInventoryDeletesItsRows(t *testing.T) {
 // stays (Ready=False Retiring, naming the sink and its error); once deletionTimeout passes it
 // goes, with a Warning event naming what is left.
 func TestRetiringHoldsUntilTheTimeout(t *testing.T) {
+	t.Parallel()
 	recs := &recorders{}
 	inv, rec := retireFixture(t, "retiretimeout", kollectv1.InventoryDeletion{DeletionPolicy: kollectv1.DeletionDelete,
 		DeletionTimeout: &metav1.Duration{Duration: 8 * time.Second}}, recs)

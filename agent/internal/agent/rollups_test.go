@@ -23,6 +23,7 @@ import (
 // xmin stays) and, in "instead", writes no row at all: the table's update counter
 // (pg_stat_user_tables.n_tup_upd) grows by the one raw row of "beside" only.
 func TestRollupsBesideAndInsteadOfRawRowsInPostgres(t *testing.T) {
+	t.Parallel()
 	pg, err := testenv.StartPostgres()
 	if err != nil {
 		t.Fatal(err)

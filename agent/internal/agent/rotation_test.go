@@ -19,6 +19,7 @@ import (
 // once the Secret is fixed, without touching the sink or the inventory, the agent rebuilds
 // the sink's client and the export succeeds.
 func TestRotatedSecretIsPickedUp(t *testing.T) {
+	t.Parallel()
 	srv, err := testenv.StartNATS(testenv.NATSOptions{User: "kollect", Password: "right-password"})
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 // the scope's floor is 3s. Raising only the debounce left maxDelay at 1s, so churn exported
 // every second; with maxDelay raised to the floor as well, no two exports are closer than it.
 func TestScopeMinimumDebounceAlsoBoundsMaxDelay(t *testing.T) {
+	t.Parallel()
 	const floor = 3 * time.Second
 	ns := namespace(t, "floor")
 	setScope(t, ns, allowConfigMaps(ns))

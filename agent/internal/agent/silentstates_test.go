@@ -19,6 +19,7 @@ import (
 // another target already watches, reports Ready=True Watching once that watch is synced; it
 // does not stay Syncing for want of an event.
 func TestUnreferencedTargetOnAWatchedKindBecomesReady(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "unreferenced")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	create(t, configMapInventory(ns, 100*time.Millisecond, time.Second)...)
@@ -48,6 +49,7 @@ func TestUnreferencedTargetOnAWatchedKindBecomesReady(t *testing.T) {
 // no longer says Ready=True Watching but KindNotFound. (Deleting a CRD deletes its objects, so
 // their rows leaving the inventory is the truth.)
 func TestDeletedCRDTurnsItsTargetNotReady(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "crdgone")
 	gvk := kollectv1.GroupVersionKind{Group: "gone.kollect.test", Version: "v1", Kind: "Gadget"}
 	crd := installCRD(t, gvk.Group, gvk.Kind, "gadgets")

@@ -20,6 +20,7 @@ import (
 // status.sinks[].lastError with its class (circuitOpen once the breaker has opened), and the
 // first export after the sink recovers clears all of it.
 func TestSinkFailureDegradesThenRecovers(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "sinkfail")
 	create(t, configMap(ns, "a", map[string]string{"color": "red"}))
 	recs := &recorders{}

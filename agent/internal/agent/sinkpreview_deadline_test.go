@@ -27,6 +27,7 @@ func (stuckPreview) Preview(ctx context.Context, _, _ string) (sink.Preview, err
 // Ready condition (without a deadline its reconcile never ended, and it held one of the
 // family's few probe workers for ever), and the next sink of its family gets its own.
 func TestSinkPreviewHasADeadline(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "preview-deadline")
 	factories := sink.Factories{"database/postgres": func(_ context.Context, obj client.Object, _ sink.Env) (sink.Sink, error) {
 		if obj.GetName() == "a-stuck" {

@@ -22,6 +22,7 @@ import (
 //   - status.preview describes the inventory that uses the sink, by its real name, and after
 //     the first export says what the table holds for it (not a placeholder's full load).
 func TestSinkProbeNowAndPreviewOfItsInventory(t *testing.T) {
+	t.Parallel()
 	pg, err := testenv.StartPostgres()
 	if err != nil {
 		t.Fatal(err)

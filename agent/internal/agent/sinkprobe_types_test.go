@@ -39,6 +39,7 @@ type probeCase struct {
 // without the expected key are Ready=False ProbeFailed, with a message that names the cause;
 // and no password, token or secret key shows in any status or in the agent's log.
 func TestSinkProbeOfEveryType(t *testing.T) {
+	t.Parallel()
 	srv := startProbeServers(t)
 	port, err := testenv.FreePort()
 	if err != nil {

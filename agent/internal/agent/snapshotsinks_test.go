@@ -35,6 +35,7 @@ func gitOut(t *testing.T, repo string, args ...string) string {
 // object; a change is one commit touching only that object's file; static data commits
 // nothing; a deleted object's file is pruned.
 func TestGitSinkThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "git-e2e")
 	repo, err := testenv.InitBareRepo(filepath.Join(t.TempDir(), "inv.git"))
 	if err != nil {
@@ -88,6 +89,7 @@ func TestGitSinkThroughTheAgent(t *testing.T) {
 // TestS3SinkThroughTheAgent: the real agent writes one object per row and a manifest to an
 // S3-compatible server, and prunes the object of a deleted row.
 func TestS3SinkThroughTheAgent(t *testing.T) {
+	t.Parallel()
 	srv, err := testenv.StartS3()
 	if err != nil {
 		t.Fatal(err)

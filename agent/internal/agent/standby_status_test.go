@@ -18,6 +18,7 @@ import (
 // standby, which writes no status. Once it takes the Lease it must write their status: nothing
 // else will make it look at them again.
 func TestObjectsSeenAsStandbyGetStatusOnceElected(t *testing.T) {
+	t.Parallel()
 	ns := namespace(t, "standby-status")
 	now := metav1.NewMicroTime(time.Now())
 	create(t, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kollect-agent"},

@@ -25,6 +25,7 @@ import (
 // target is one of ServiceAccounts, a kind the restricted agent may not list (a profile on
 // Secrets would also depend on namespaces opted in to Secret extraction).
 func TestRestartWithUnknownTargetExportsTheKnownOnes(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		unknown func(t *testing.T, ns string) (restricted bool)
