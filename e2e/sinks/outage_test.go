@@ -20,15 +20,18 @@ import (
 )
 
 // Outage timing. The servers stay down for outageLength, longer than the delivery worker's
-// first five backoff rounds (full jitter up to 1+2+4+8 s) and one breaker cooldown (1 min), so
-// that the breaker opens and the catch-up cannot ride on a short backoff. The cluster churns
-// every churnEvery until churnQuiet before the servers return, so that the snapshot they are
-// caught up with is the last one (debounce 1 s) and each key owes at most one event.
+// first five backoff rounds (full jitter up to 1+2+4+8 s) and one breaker cooldown
+// (breakerCooldown, the agent's --sink-breaker-cooldown: the default minute only stretches the
+// wait, the catch-up is driven by the 5-second connection test either way), so that the breaker
+// opens and the catch-up cannot ride on a short backoff. The cluster churns every churnEvery
+// until churnQuiet before the servers return, so that the snapshot they are caught up with is
+// the last one (debounce 1 s) and each key owes at most one event.
 const (
-	outageLength = 95 * time.Second
-	churnEvery   = 5 * time.Second
-	churnQuiet   = 12 * time.Second
-	catchUpGoal  = 30 * time.Second
+	breakerCooldown = 15 * time.Second
+	outageLength    = 15*time.Second + breakerCooldown + 15*time.Second
+	churnEvery      = 5 * time.Second
+	churnQuiet      = 12 * time.Second
+	catchUpGoal     = 30 * time.Second
 	// catchUpWait is how long the test waits after the return to measure a slow catch-up
 	// instead of only failing it.
 	catchUpWait = 120 * time.Second
@@ -97,6 +100,7 @@ func TestSinkOutageThroughTheShippedAgent(t *testing.T) {
 	a := newAgent(t, cp)
 	a.args, err = hub.agentFlags(ctx, c)
 	must(t, err)
+	a.args = append(a.args, "--sink-breaker-cooldown="+breakerCooldown.String())
 	a.start()
 
 	want, err := expectedRows(ctx, c)

@@ -16,6 +16,7 @@ import (
 
 	"kollect.dev/agent/internal/agent"
 	"kollect.dev/agent/internal/collector"
+	"kollect.dev/agent/internal/inventory/delivery"
 	"kollect.dev/agent/internal/memory"
 	"kollect.dev/agent/internal/tracing"
 	"kollect.dev/api/version"
@@ -65,6 +66,8 @@ func main() {
 		"CEL cost units per second each profile may spend on average (its attributes and its targets' match expressions); a profile over its budget is quarantined; 0 disables budgets.")
 	flag.Uint64Var(&costBurst, "profile-cost-burst", uint64(collector.DefaultBudget.Burst),
 		"CEL cost units a profile may spend at once (an initial list, a mass update) before --profile-cost-rate holds it back.")
+	breakerCooldown := flag.Duration("sink-breaker-cooldown", delivery.DefaultBackoff.BreakerCooldown,
+		"How long a sink's exports wait once five consecutive failures opened its circuit breaker; the sink's connection test still runs every 5 s meanwhile, and a passing test retries at once.")
 	var hub hubFlags
 	hub.bind(flag.CommandLine)
 	// Export failures are logged at error level, every attempt: a stack trace of the
@@ -75,6 +78,12 @@ func main() {
 	printVersion := flag.Bool("version", false, "Print the agent's version and exit.")
 	flag.Parse()
 	o.ProfileBudget = &collector.BudgetOptions{Rate: float64(costRate), Burst: float64(costBurst)}
+	if *breakerCooldown <= 0 {
+		fmt.Fprintln(os.Stderr, "kollect-agent: --sink-breaker-cooldown must be positive")
+		os.Exit(2)
+	}
+	o.Backoff = delivery.DefaultBackoff
+	o.Backoff.BreakerCooldown = *breakerCooldown
 	if *printVersion {
 		fmt.Println("kollect-agent", version.String())
 		return
