@@ -61,6 +61,7 @@ func TestRefusedValues(t *testing.T) {
 // schemas generated from the test apiserver, applies it with server-side dry-run, and runs the
 // case's own checks.
 func TestRenderValidateApply(t *testing.T) {
+	t.Parallel() // its own control plane, servers and ports
 	start := time.Now()
 	manifests := map[string]string{}
 	kinds := map[string]bool{}

@@ -234,6 +234,7 @@ spec:
 // when it names a metric the scraped binary does not serve; and every metric a dashboard names
 // must be documented in the Metrics section of docs/operations.md or in docs/hub.md.
 func TestGrafanaDashboardQueries(t *testing.T) {
+	t.Parallel() // its own control plane, servers and ports
 	ctx := context.Background()
 	agentCase := caseNamed(t, "agent-hub") // registers with a hub and allows local sinks
 	agentCase.values += "grafana: {dashboards: {enabled: true}}\n"

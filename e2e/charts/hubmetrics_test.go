@@ -21,6 +21,7 @@ import (
 // only to an API token (401 without one). A ServiceMonitor cannot be rendered without the
 // Secret of the token it sends.
 func TestHubMetricsNeedAToken(t *testing.T) {
+	t.Parallel() // its own control plane, servers and ports
 	out, err := render(t, caseNamed(t, "hub-default"))
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // dials it as an in-cluster agent would: by the Service's DNS name, verifying the certificate
 // against the CA the hub generated. The chart's --hosts must make that name valid.
 func TestHubRuns(t *testing.T) {
+	t.Parallel() // its own control plane, servers and ports
 	out, err := render(t, caseNamed(t, "hub-default"))
 	if err != nil {
 		t.Fatal(err)

@@ -74,6 +74,7 @@ func TestAgentRBACExampleIsTheCharts(t *testing.T) {
 // server's reason for that cluster. Then the documented RBAC is applied again: the same agent
 // process applies the profile, with no new revision, and the cluster is in sync.
 func TestJoinWithoutHelm(t *testing.T) {
+	t.Parallel() // its own control plane, servers and ports
 	ctx := context.Background()
 	assets, err := testenv.AssetsDir()
 	if err != nil {
