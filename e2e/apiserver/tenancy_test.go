@@ -22,6 +22,7 @@ import (
 // setting), a KollectTarget that reaches beyond its own namespace without a scope granting it
 // is refused all the same.
 func TestTenantsConfinedByDefault(t *testing.T) {
+	t.Parallel() // its own control plane
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cp, err := testenv.Start("tenancy", testenv.Options{})
