@@ -192,6 +192,12 @@ func (h *Client) ensureCredential(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	h.o.Log.Info("registered with the hub", "cluster", h.o.Cluster)
+	if resp.Msg.GetPendingApproval() {
+		// Said once, where whoever installs the agent looks: otherwise a cluster that receives
+		// no bundle looks broken.
+		h.o.Log.Info("the hub holds this registration for an admin to approve: until then the cluster reports its status "+
+			"but receives no bundle (kollect hub clusters approve "+h.o.Cluster+")", "cluster", h.o.Cluster)
+	}
 	return nil
 }
 

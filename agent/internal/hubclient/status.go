@@ -26,10 +26,12 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 	}
 	sinks := map[string]*fleetv1.SinkStatus{}
 	unconfirmed := map[string]bool{} // an inventory of the sink has no confirmation yet
+	missing := newMissingSinks(c)
 	var out []*fleetv1.InventoryStatus
-	add := func(ns, name string, st kollectv1.KollectInventoryStatus) {
+	add := func(ns, name string, st kollectv1.KollectInventoryStatus, named []sinkRef) {
 		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions),
 			Coverage: coverage(st.Coverage)})
+		reported := map[string]bool{}
 		for _, s := range st.Sinks {
 			sns := s.Namespace
 			if sns == "" {
@@ -37,6 +39,7 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 			}
 			kind := sinkKind(s.Family)
 			key := kind + "/" + sns + "/" + s.Name
+			reported[key] = true
 			cur := sinks[key]
 			if cur == nil {
 				cur = &fleetv1.SinkStatus{Kind: kind, Namespace: sns, Name: s.Name, Type: sinkType(ctx, c, s.Family, sns, s.Name)}
@@ -60,13 +63,19 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 				cur.ErrorClass = errorClass(s.ErrorClass)
 			}
 		}
+		id := name
+		if ns != "" {
+			id = ns + "/" + name
+		}
+		missing.check(ctx, id, named, reported)
 	}
 	for _, i := range invs.Items {
-		add(i.Namespace, i.Name, i.Status)
+		add(i.Namespace, i.Name, i.Status, namedSinks(i.Namespace, i.Spec.Sinks))
 	}
 	for _, i := range cinvs.Items {
-		add("", i.Name, i.Status)
+		add("", i.Name, i.Status, clusterNamedSinks(i.Spec.Sinks))
 	}
+	missing.add(sinks)
 	sinkList := make([]*fleetv1.SinkStatus, 0, len(sinks))
 	for key, s := range sinks {
 		if unconfirmed[key] {
@@ -106,23 +115,17 @@ func sinkKind(f kollectv1.SinkFamily) string {
 }
 
 func sinkType(ctx context.Context, c client.Reader, f kollectv1.SinkFamily, ns, name string) string {
-	key := client.ObjectKey{Namespace: ns, Name: name}
-	switch f {
-	case kollectv1.SinkFamilySnapshot:
-		s := &kollectv1.KollectSnapshotSink{}
-		if c.Get(ctx, key, s) == nil {
-			return string(s.Spec.Type)
-		}
-	case kollectv1.SinkFamilyDatabase:
-		s := &kollectv1.KollectDatabaseSink{}
-		if c.Get(ctx, key, s) == nil {
-			return string(s.Spec.Type)
-		}
-	default:
-		s := &kollectv1.KollectEventSink{}
-		if c.Get(ctx, key, s) == nil {
-			return string(s.Spec.Type)
-		}
+	obj, err := sinkObject(ctx, c, f, ns, name)
+	if err != nil {
+		return ""
+	}
+	switch s := obj.(type) {
+	case *kollectv1.KollectSnapshotSink:
+		return string(s.Spec.Type)
+	case *kollectv1.KollectDatabaseSink:
+		return string(s.Spec.Type)
+	case *kollectv1.KollectEventSink:
+		return string(s.Spec.Type)
 	}
 	return ""
 }

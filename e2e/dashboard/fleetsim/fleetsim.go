@@ -57,6 +57,9 @@ type Sink struct {
 	// Error is the last export error ("" for none) and Class its class.
 	Error string
 	Class fleetv1.SinkErrorClass
+	// NotFound reports the sink as named by an inventory but missing from the cluster, as the
+	// agent does (give it an Error and a negative Age, as the agent sends no export time).
+	NotFound bool
 }
 
 // exportEvery is how often a simulated sink exports: its last success moves in steps, as a real
@@ -462,7 +465,10 @@ func (a *agent) report(ctx context.Context) error {
 	}
 	for _, s := range a.spec.Sinks {
 		ss := &fleetv1.SinkStatus{Kind: s.Kind, Namespace: s.Namespace, Name: s.Name, Type: s.Type,
-			LastAttemptTime: timestamppb.New(now), LastError: s.Error, ErrorClass: s.Class}
+			LastAttemptTime: timestamppb.New(now), LastError: s.Error, ErrorClass: s.Class, NotFound: s.NotFound}
+		if s.NotFound {
+			ss.LastAttemptTime = nil // nothing is called that does not exist
+		}
 		if s.Age >= 0 {
 			ss.LastSuccessTime = timestamppb.New(now.Add(-s.Age).Truncate(exportEvery))
 		}

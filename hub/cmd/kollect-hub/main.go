@@ -58,6 +58,7 @@ func run() error {
 		failEvery  = flag.Duration("auth-failure-interval", server.DefaultAuthFailureLimit.Interval, "one more failed authentication per client address (and per credential) per interval once the burst is spent")
 		bootTTL    = flag.Duration("bootstrap-token-max-ttl", server.DefaultBootstrapMaxTTL, "longest time to live a bootstrap token may be created with (tokens live 24h unless they ask otherwise)")
 		bootUses   = flag.Int64("bootstrap-token-max-uses", server.DefaultBootstrapMaxUses, "most registrations a bootstrap token may be created for (tokens allow one unless they ask otherwise; 0: no ceiling)")
+		approval   = flag.Bool("require-approval", false, "every registration waits for an admin's approval (kollect hub clusters approve NAME), whatever its bootstrap token says: the cluster is visible but receives no bundle until approved. The secure choice when bootstrap tokens are handed to many people; tokens can also require it one by one (kollect hub token create --require-approval)")
 		retryWin   = flag.Duration("register-retry-window", server.DefaultRegisterRetryWindow, "how long a registration retried with the same bootstrap token completes the first one (while its credential was never used) instead of being refused")
 		maxStreams = flag.Int("max-streams-per-agent", server.DefaultMaxStreamsPerAgent, "configuration streams one cluster's agent may hold open on this replica (0: no cap)")
 		idle       = flag.Duration("idle-timeout", 2*time.Minute, "close a connection that has had no request and no open stream for this long")
@@ -107,7 +108,7 @@ func run() error {
 		HeartbeatInterval: *heartbeat, PollInterval: *poll, RolloutInterval: *rollouts, Log: log,
 		RegisterLimit:    limit(*regBurst, *regEvery),
 		AuthFailureLimit: limit(*failBurst, *failEvery),
-		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin,
+		BootstrapMaxTTL:  *bootTTL, BootstrapMaxUses: *bootUses, RegisterRetryWindow: *retryWin, RequireApproval: *approval,
 		MaxStreamsPerAgent: *maxStreams, IdleTimeout: *idle, RequestReadTimeout: *bodyRead, PprofAddr: *pprofAddr,
 		AgentCredentialTTL: *credTTL, AgentCredentialGrace: *credGrace,
 	}

@@ -276,6 +276,8 @@ var rules = map[string]rule{
 	fleetv1connect.FleetServiceListHeartbeatsProcedure:      {store.RoleViewer, false, nil},
 	fleetv1connect.FleetServiceRevokeAgentProcedure:         {store.RoleAdmin, true, nil},
 	fleetv1connect.FleetServiceReleaseClusterProcedure:      {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceApproveClusterProcedure:      {store.RoleAdmin, true, nil},
+	fleetv1connect.FleetServiceRejectClusterProcedure:       {store.RoleAdmin, true, nil},
 	fleetv1connect.FleetServiceSetClusterLabelsProcedure:    {store.RoleOperator, true, nil},
 	fleetv1connect.FleetServiceDeleteClusterProcedure:       {store.RoleAdmin, true, nil},
 	fleetv1connect.FleetServiceApplyBundleProcedure:         {store.RoleOperator, true, nil},

@@ -210,6 +210,26 @@ func (d *Dispatcher) Connected() int {
 	return n
 }
 
+// Hide makes the current snapshot forget cluster until the next one is built: a cluster
+// registered again by an agent that must not receive its predecessor's configuration (one
+// pending approval) gets nothing from a snapshot built before the registration. Hide copies
+// the snapshot's membership, so it is for that rare case, not for every registration.
+func (d *Dispatcher) Hide(cluster string) {
+	s := d.snap.Load()
+	if s == nil || !s.live[cluster] {
+		return
+	}
+	hidden := *s
+	hidden.live = make(map[string]bool, len(s.live))
+	for name := range s.live {
+		if name != cluster {
+			hidden.live[name] = true
+		}
+	}
+	// Lost to a newer snapshot: the caller kicks another, read from the store after its change.
+	d.snap.CompareAndSwap(s, &hidden)
+}
+
 // Disconnect ends every stream of cluster on this replica with err.
 func (d *Dispatcher) Disconnect(cluster string, err error) {
 	d.mu.Lock()

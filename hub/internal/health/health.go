@@ -64,6 +64,7 @@ func Build(inputs []Input, now time.Time, th Thresholds) *Fleet {
 			KubernetesVersion: c.KubernetesVersion, RegisteredAt: timestamppb.New(c.RegisteredAt),
 			DesiredConfigDigest: in.DesiredDigest, AppliedConfigDigest: c.AppliedDigest,
 			VersionSkew: common != "" && c.AgentVersion != "" && c.AgentVersion != common,
+			Approval:    approvalToProto(c.Approval), Registration: RegistrationToProto(c),
 		}
 		if !c.LastHeartbeat.IsZero() {
 			pc.LastHeartbeat = timestamppb.New(c.LastHeartbeat)
@@ -111,7 +112,8 @@ func Build(inputs []Input, now time.Time, th Thresholds) *Fleet {
 func commonVersion(inputs []Input) string {
 	counts := map[string]int{}
 	for _, in := range inputs {
-		if !in.Cluster.Revoked && in.Cluster.AgentVersion != "" {
+		// A flood of registrations with a leaked token must not decide what the fleet runs.
+		if !in.Cluster.Revoked && in.Cluster.Approval != store.ApprovalPending && in.Cluster.AgentVersion != "" {
 			counts[in.Cluster.AgentVersion]++
 		}
 	}
@@ -129,13 +131,14 @@ func (f *Fleet) Freshness() []*fleetv1.SinkFreshness {
 	var out []*fleetv1.SinkFreshness
 	for _, c := range f.Clusters {
 		st := f.Statuses[c.GetName()]
-		if st == nil || c.GetState() == fleetv1.ClusterState_CLUSTER_STATE_REVOKED {
+		if st == nil || c.GetState() == fleetv1.ClusterState_CLUSTER_STATE_REVOKED || PendingApproval(c) {
 			continue
 		}
 		for _, s := range st.GetSinks() {
 			cell := &fleetv1.SinkFreshness{Cluster: c.GetName(), SinkKind: s.GetKind(), SinkNamespace: s.GetNamespace(),
 				SinkName: s.GetName(), SinkType: s.GetType(), LastSuccessTime: s.GetLastSuccessTime(),
-				ErrorClass: s.GetErrorClass(), LastError: s.GetLastError(), LastConfirmTime: s.GetLastConfirmTime()}
+				ErrorClass: s.GetErrorClass(), LastError: s.GetLastError(), LastConfirmTime: s.GetLastConfirmTime(),
+				SinkNotFound: s.GetNotFound()}
 			// Freshness is the confirmation's age: a quiet cluster whose agent keeps confirming
 			// stays fresh; the change's age is last_success_time.
 			if t := Confirmed(s); !t.IsZero() {
@@ -180,6 +183,11 @@ func (f *Fleet) Summary() *fleetv1.GetFleetHealthResponse {
 			r.ClustersPending++
 		case fleetv1.ClusterState_CLUSTER_STATE_REVOKED:
 			r.ClustersRevoked++
+			continue
+		}
+		// Visible, but not part of the fleet yet: nothing was sent to it to be in sync with.
+		if PendingApproval(c) {
+			r.ClustersPendingApproval++
 			continue
 		}
 		if !c.GetConfigInSync() {

@@ -30,6 +30,8 @@ var (
 		"1 when the cluster's agent version differs from the fleet's most common one.", []string{"cluster", "agent_version"}, nil)
 	descAgents = prometheus.NewDesc("kollect_hub_agent_versions", "Live clusters per agent version.",
 		[]string{"version"}, nil)
+	descPendingApproval = prometheus.NewDesc("kollect_hub_clusters_pending_approval",
+		"Clusters whose registration waits for an admin's approval (they receive nothing meanwhile).", nil, nil)
 	descConnected = prometheus.NewDesc("kollect_hub_connected_agents",
 		"Agents holding a WatchConfig stream on this hub replica.", nil, nil)
 	sinkLabels     = []string{"cluster", "sink_kind", "sink_namespace", "sink", "sink_type"}
@@ -45,7 +47,7 @@ var (
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descClusters, descHeartbeat, descInSync, descSkew, descAgents,
-		descConnected, descSinkSucces, descSinkLag, descSinkError} {
+		descConnected, descSinkSucces, descSinkLag, descSinkError, descPendingApproval} {
 		ch <- d
 	}
 }
@@ -66,6 +68,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			byState[stateName(fleetv1.ClusterState(s))] = 0
 		}
 	}
+	pending := 0.0
 	for _, cl := range f.Clusters {
 		byState[stateName(cl.GetState())]++
 		if cl.GetState() == fleetv1.ClusterState_CLUSTER_STATE_REVOKED {
@@ -74,9 +77,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if hb := cl.GetLastHeartbeat(); hb != nil {
 			ch <- prometheus.MustNewConstMetric(descHeartbeat, prometheus.GaugeValue, float64(hb.AsTime().UnixMilli())/1000, cl.GetName())
 		}
+		// Its sync and skew series would fire the fleet's alerts for a cluster nothing was
+		// sent to; the pending count is the series to alert on instead.
+		if PendingApproval(cl) {
+			pending++
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(cl.GetConfigInSync()), cl.GetName())
 		ch <- prometheus.MustNewConstMetric(descSkew, prometheus.GaugeValue, b2f(cl.GetVersionSkew()), cl.GetName(), cl.GetAgentVersion())
 	}
+	ch <- prometheus.MustNewConstMetric(descPendingApproval, prometheus.GaugeValue, pending)
 	for state, n := range byState {
 		ch <- prometheus.MustNewConstMetric(descClusters, prometheus.GaugeValue, n, state)
 	}

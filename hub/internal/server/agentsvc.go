@@ -69,6 +69,9 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	// A revoked name is refused by a read too: retrying agents of a revoked cluster cost no
 	// write transaction.
 	if c, err := a.s.store.GetCluster(ctx, m.GetClusterName()); err == nil && c.Revoked && !c.Released {
+		if c.Approval == store.ApprovalRejected && c.BootstrapHash == auth.Hash(m.GetBootstrapToken()) {
+			return nil, rejectedRegistration(m.GetClusterName())
+		}
 		return nil, revokedName(m.GetClusterName())
 	}
 	secret, hash, err := auth.NewSecret(auth.PrefixAgent)
@@ -79,7 +82,8 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		TokenHash: auth.Hash(m.GetBootstrapToken()), Name: m.GetClusterName(), Labels: m.GetLabels(),
 		CredentialHash: hash, Replace: m.GetReplaceExisting(), AgentVersion: m.GetAgentVersion(),
 		KubernetesVersion: m.GetKubernetesVersion(), Now: now, RetrySince: retrySince, KeyHash: keyHash,
-		CredentialExpiresAt: now.Add(a.s.cfg.AgentCredentialTTL),
+		CredentialExpiresAt: now.Add(a.s.cfg.AgentCredentialTTL), Peer: peerHost(req.Peer().Addr),
+		RequireApproval: a.s.cfg.RequireApproval,
 	}, labelsel.Match)
 	switch {
 	case errors.Is(err, store.ErrTokenInvalid):
@@ -89,6 +93,8 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 		return nil, connect.NewError(connect.CodePermissionDenied, err)
 	case errors.Is(err, store.ErrClusterRevoked):
 		return nil, revokedName(m.GetClusterName())
+	case errors.Is(err, store.ErrRegistrationRejected):
+		return nil, rejectedRegistration(m.GetClusterName())
 	case errors.Is(err, store.ErrClusterExists):
 		return nil, connect.NewError(connect.CodeAlreadyExists, fmt.Errorf("cluster %s is registered to another agent: "+
 			"revoke it first, or register with a bootstrap token created with allow_replace and set replace_existing",
@@ -99,18 +105,28 @@ func (a *agentService) Register(ctx context.Context, req *connect.Request[fleetv
 	// A replaced agent's streams end now; its credential no longer exists.
 	a.s.dispatcher.Disconnect(m.GetClusterName(), connect.NewError(connect.CodeUnauthenticated,
 		errors.New("this cluster was registered again by another agent")))
+	reg := registered.Registration
 	if err := a.s.store.AppendAudit(ctx, store.AuditEvent{Actor: "cluster:" + m.GetClusterName(), Action: "Register",
-		Target: "cluster/" + m.GetClusterName(), Detail: fmt.Sprintf("labels=%v replace=%v retry=%v agent=%s",
-			m.GetLabels(), m.GetReplaceExisting(), registered.Retried, m.GetAgentVersion())}); err != nil {
+		Target: "cluster/" + m.GetClusterName(), Detail: fmt.Sprintf("labels=%v replace=%v retry=%v agent=%s bootstrap_token=%s peer=%s approval=%s",
+			m.GetLabels(), m.GetReplaceExisting(), registered.Retried, m.GetAgentVersion(), reg.TokenID, reg.Peer,
+			registered.Approval)}); err != nil {
 		return nil, connect.NewError(connect.CodeInternal, err)
 	}
-	a.s.dispatcher.Kick() // its desired bundles are new
-	a.s.rollouts.Wake()   // it may join a rollout
+	pending := registered.Approval == store.ApprovalPending
+	if pending {
+		// A registration that replaced a cluster must not be served that cluster's
+		// configuration from the snapshot built before it.
+		a.s.dispatcher.Hide(m.GetClusterName())
+	}
+	a.s.dispatcher.Kick() // its desired bundles are new (none while pending)
+	a.s.rollouts.Wake()   // it may join a rollout, or leave one as it waits for approval
 	a.s.log.InfoContext(ctx, "agent registered", "cluster", m.GetClusterName(), "labels", m.GetLabels(),
-		"agentVersion", m.GetAgentVersion(), "retry", registered.Retried)
+		"agentVersion", m.GetAgentVersion(), "retry", registered.Retried, "bootstrapToken", reg.TokenID, "peer", reg.Peer,
+		"pendingApproval", pending)
 	a.s.watcher.Poke()
 	return connect.NewResponse(&fleetv1.RegisterResponse{ClusterName: m.GetClusterName(), Credential: secret,
-		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval), CredentialExpiresAt: timestamppb.New(registered.CredentialExpiresAt)}), nil
+		HeartbeatInterval: durationpb.New(a.s.cfg.HeartbeatInterval), CredentialExpiresAt: timestamppb.New(registered.CredentialExpiresAt),
+		PendingApproval: pending}), nil
 }
 
 // minRegistrationKey is the shortest registration key accepted: 16 bytes of randomness in hex

@@ -109,7 +109,7 @@ func (f *fleetService) dryRun(ctx context.Context, rev store.Revision, hold bool
 		if err != nil {
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
-		if ok && !c.Revoked {
+		if ok && !c.Revoked && c.Approval != store.ApprovalPending {
 			selected = append(selected, c.Name)
 		}
 	}

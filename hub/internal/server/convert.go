@@ -55,7 +55,7 @@ func revisionToProto(r store.Revision) (*fleetv1.BundleRevision, error) {
 func bootstrapTokenToProto(t store.BootstrapToken) *fleetv1.BootstrapToken {
 	return &fleetv1.BootstrapToken{Id: t.ID, Description: t.Description, ExpiresAt: timestamppb.New(t.ExpiresAt),
 		MaxUses: t.MaxUses, Uses: t.Uses, Revoked: t.Revoked, AllowReplace: t.AllowReplace, CreatedBy: t.CreatedBy,
-		CreatedAt: timestamppb.New(t.CreatedAt), ClusterName: t.ClusterName, Labels: t.Labels}
+		CreatedAt: timestamppb.New(t.CreatedAt), ClusterName: t.ClusterName, Labels: t.Labels, RequireApproval: t.RequireApproval}
 }
 
 func apiTokenToProto(t store.APIToken) *fleetv1.APIToken {

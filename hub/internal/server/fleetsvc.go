@@ -101,8 +101,7 @@ func (f *fleetService) RevokeAgent(ctx context.Context, req *connect.Request[fle
 	if err := f.s.store.RevokeCluster(ctx, name); err != nil {
 		return nil, storeError(err)
 	}
-	f.s.dispatcher.Disconnect(name, connect.NewError(connect.CodeUnauthenticated, fmt.Errorf("agent of cluster %s was revoked", name)))
-	f.s.watcher.Poke()
+	f.s.dropAgent(name, fmt.Errorf("agent of cluster %s was revoked", name))
 	auth.Note(ctx, "cluster/"+name, "agent credential revoked")
 	f.s.log.InfoContext(ctx, "agent revoked", "cluster", name, "by", actor(ctx))
 	return connect.NewResponse(&fleetv1.RevokeAgentResponse{}), nil
@@ -285,12 +284,12 @@ func (f *fleetService) CreateBootstrapToken(ctx context.Context, req *connect.Re
 	now := f.s.cfg.Now()
 	t := store.BootstrapToken{ID: id, Hash: hash, Description: req.Msg.GetDescription(), ExpiresAt: now.Add(ttl),
 		MaxUses: uses, AllowReplace: req.Msg.GetAllowReplace(), CreatedBy: actor(ctx), CreatedAt: now,
-		ClusterName: req.Msg.GetClusterName(), Labels: req.Msg.GetLabels()}
+		ClusterName: req.Msg.GetClusterName(), Labels: req.Msg.GetLabels(), RequireApproval: req.Msg.GetRequireApproval()}
 	if err := f.s.store.CreateBootstrapToken(ctx, t); err != nil {
 		return nil, storeError(err)
 	}
-	auth.Note(ctx, "bootstraptoken/"+id, fmt.Sprintf("ttl=%s max_uses=%d allow_replace=%v cluster_name=%q labels=%v",
-		ttl, t.MaxUses, t.AllowReplace, t.ClusterName, t.Labels))
+	auth.Note(ctx, "bootstraptoken/"+id, fmt.Sprintf("ttl=%s max_uses=%d allow_replace=%v cluster_name=%q labels=%v require_approval=%v",
+		ttl, t.MaxUses, t.AllowReplace, t.ClusterName, t.Labels, t.RequireApproval))
 	return connect.NewResponse(&fleetv1.CreateBootstrapTokenResponse{Token: bootstrapTokenToProto(t), Secret: secret}), nil
 }
 

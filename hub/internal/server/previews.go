@@ -18,6 +18,7 @@ import (
 
 	"kollect.dev/hub/internal/auth"
 	"kollect.dev/hub/internal/bundle"
+	"kollect.dev/hub/internal/health"
 	"kollect.dev/hub/internal/labelsel"
 	"kollect.dev/hub/internal/store"
 	fleetv1 "kollect.dev/proto/gen/kollect/fleet/v1"
@@ -193,7 +194,9 @@ func (s *Server) previewClusters(ctx context.Context, sel labels.Selector) (aske
 		return nil, nil, connect.NewError(connect.CodeInternal, err)
 	}
 	for _, c := range snap.Clusters {
-		if !sel.Matches(labels.Set(c.GetLabels())) {
+		// A preview carries manifests and reads the cluster: not for a cluster whose
+		// registration no admin has approved (nor a revoked one, which is never online).
+		if !sel.Matches(labels.Set(c.GetLabels())) || health.PendingApproval(c) {
 			continue
 		}
 		if c.GetState() == fleetv1.ClusterState_CLUSTER_STATE_ONLINE {

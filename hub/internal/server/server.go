@@ -73,6 +73,10 @@ type Config struct {
 	// BootstrapMaxUses sets no ceiling). A token asks for one use and 24 h unless it says more.
 	BootstrapMaxTTL  time.Duration
 	BootstrapMaxUses int64
+	// RequireApproval makes every registration wait for an admin's approval, whatever its
+	// bootstrap token says: the cluster is visible but receives nothing until approved. Off by
+	// default, as before approvals existed; tokens can ask for it one by one (require_approval).
+	RequireApproval bool
 	// RegisterRetryWindow is how long after a registration a retry with the same bootstrap
 	// token completes it again (new credential, no use taken) while the credential was never
 	// used; DefaultRegisterRetryWindow when zero.

@@ -99,7 +99,11 @@ type Store interface {
 	// RegisterCluster consumes one use of the bootstrap token and creates the cluster, or
 	// replaces an existing one (new credential, new labels) when it was revoked and released,
 	// or when p.Replace is set and the token allows it. A revoked name that was not released
-	// is refused with ErrClusterRevoked, whatever the token. A registration that
+	// is refused with ErrClusterRevoked, whatever the token; a released name whose rejected
+	// registration used the same token, with ErrRegistrationRejected. The cluster is
+	// ApprovalPending when p.RequireApproval is set or the token requires approval, else
+	// ApprovalApproved; p.Peer, the token's identity and p.AgentVersion are kept as its
+	// Registration. A registration that
 	// RegistrationRetryable(p.Name, p.TokenHash, p.KeyHash, p.RetrySince) allows completes the earlier
 	// one instead: new credential and labels, no use consumed, Retried set on the result. It sets the cluster's desired revisions to the stable revision of every bundle whose
 	// stable revision's selector matches (the target revision instead for a cluster an active
@@ -120,15 +124,17 @@ type Store interface {
 	// current one (its agent never stored it; ErrNotFound after).
 	RotateCredential(ctx context.Context, r Rotation) (Cluster, error)
 	GetCluster(ctx context.Context, name string) (Cluster, error)
-	// LiveClusters lists the names of unrevoked clusters, sorted (cheap: no status).
+	// LiveClusters lists the names of the clusters that receive configuration — unrevoked and
+	// approved —, sorted (cheap: no status).
 	LiveClusters(ctx context.Context) ([]string, error)
 	ListClusters(ctx context.Context) ([]Cluster, error)
-	// ObserveFleet lists every cluster (revoked too) with its labels and its desired revision
-	// of bundle, without status: what the rollout engine needs of the whole fleet to find
-	// clusters that joined or left.
+	// ObserveFleet lists every cluster (revoked too, but none pending approval) with its labels
+	// and its desired revision of bundle, without status: what the rollout engine needs of the
+	// whole fleet to find clusters that joined or left.
 	ObserveFleet(ctx context.Context, bundle string) ([]Observed, error)
-	// ObserveClusters is ObserveFleet for the named clusters only (those that exist), without
-	// labels: what the rollout engine reads of the clusters it is judging.
+	// ObserveClusters is ObserveFleet for the named clusters only (those that exist and are not
+	// pending approval), without labels: what the rollout engine reads of the clusters it is
+	// judging.
 	ObserveClusters(ctx context.Context, bundle string, names []string) ([]Observed, error)
 	// ClusterStatuses returns the stored status (AgentStatus as protobuf JSON) of each named
 	// cluster that has one.
@@ -138,6 +144,15 @@ type Store interface {
 	// ReleaseCluster lets a revoked cluster's name be registered again (ErrNotFound for an
 	// unknown cluster, ErrConflict for one that is not revoked).
 	ReleaseCluster(ctx context.Context, name string) error
+	// ApproveCluster approves a cluster pending approval (ErrNotFound for an unknown cluster,
+	// ErrConflict for one that is not pending or is revoked), recording d, and selects its
+	// bundles afresh as a registration does: the revisions chosen while it was pending may
+	// have been overtaken by a rollout it took no part in.
+	ApproveCluster(ctx context.Context, d Decision, match Matcher) (Cluster, error)
+	// RejectCluster marks a cluster's registration rejected, recording d, and revokes it as
+	// RevokeCluster does (ErrNotFound for an unknown cluster, ErrConflict for one already
+	// revoked). It returns the cluster as it was before.
+	RejectCluster(ctx context.Context, d Decision) (Cluster, error)
 	// SetClusterLabels replaces a cluster's labels and re-selects its bundles. Per bundle: a
 	// cluster an active rollout has moved keeps the target revision while its selector
 	// matches; otherwise a cluster keeps the revision it holds while that revision's selector
@@ -174,7 +189,8 @@ type Store interface {
 	// SetDesiredRevision moves the named clusters to a revision of a bundle (the rollout
 	// primitive).
 	SetDesiredRevision(ctx context.Context, bundle string, revision int64, clusters []string) error
-	// Desired lists desired revisions: of one cluster, or of all when cluster is "".
+	// Desired lists desired revisions: of one cluster, or of all when cluster is "". A cluster
+	// pending approval has none.
 	Desired(ctx context.Context, cluster string) ([]Desired, error)
 	// ConfigEpoch increases with every change of desired configuration; hub replicas poll it.
 	ConfigEpoch(ctx context.Context) (int64, error)
@@ -231,6 +247,8 @@ type BootstrapToken struct {
 	// are exactly the labels such a cluster may ask for (RegisterCluster: ErrTokenBinding).
 	ClusterName string
 	Labels      map[string]string
+	// RequireApproval: clusters registered with the token are ApprovalPending.
+	RequireApproval bool
 }
 
 // APIToken authenticates FleetService callers; only its hash is stored.
@@ -272,6 +290,13 @@ type Cluster struct {
 	AppliedDigest     string
 	// Status is the last heartbeat's AgentStatus as protobuf JSON.
 	Status string
+	// Approval is ApprovalApproved, ApprovalPending or ApprovalRejected.
+	Approval     Approval
+	Registration Registration
+	// DecidedBy and DecidedAt record the approval or rejection (empty and zero when the
+	// registration needed none).
+	DecidedBy string
+	DecidedAt time.Time
 }
 
 // Observed is a cluster as the rollout engine sees it on each pass: no status, and the desired
@@ -312,6 +337,11 @@ type RegisterParams struct {
 	AgentVersion      string
 	KubernetesVersion string
 	Now               time.Time
+	// Peer is the address the registration came from.
+	Peer string
+	// RequireApproval makes the cluster ApprovalPending whatever the token says (the hub's
+	// --require-approval).
+	RequireApproval bool
 }
 
 // Heartbeat is one ReportStatus.

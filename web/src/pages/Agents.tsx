@@ -1,5 +1,6 @@
-// Admin: connect new clusters (a bootstrap token and the helm command that uses it), the
-// bootstrap tokens, and every cluster's agent with a revoke button.
+// Admin: connect new clusters (a bootstrap token and the helm command that uses it), the new
+// registrations to approve or reject, the bootstrap tokens, and every cluster's agent with a
+// revoke button.
 import { useEffect, useMemo, useState } from "react";
 import { durationFromMs } from "@bufbuild/protobuf/wkt";
 import { useCan, useFleetSnapshot, useSession } from "../api/context";
@@ -7,11 +8,14 @@ import { StateBadge } from "../components/Badges";
 import { ConfirmButton } from "../components/ConfirmButton";
 import { CopyBlock } from "../components/CopyBlock";
 import { ErrorBox } from "../components/ErrorBox";
+import { ApprovalActions, ApprovalBadge, NewRegistrations } from "../components/Registrations";
 import { Table, type Column } from "../components/Table";
 import { ClusterState, Role, type BootstrapToken, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { absolute, ago, ms } from "../lib/format";
 import { helmCommand, pemFingerprint } from "../lib/helm";
+import { pendingApproval } from "../lib/registrations";
 import { Link } from "../lib/router";
+import { useNow } from "../lib/useNow";
 import { useQuery } from "../lib/useQuery";
 
 function useCAFingerprint(): { fingerprint?: string; error?: unknown } {
@@ -42,6 +46,7 @@ function NewCluster({ onCreated }: { onCreated: () => void }) {
   const [ttlHours, setTtlHours] = useState("24");
   const [maxUses, setMaxUses] = useState("1");
   const [allowReplace, setAllowReplace] = useState(false);
+  const [requireApproval, setRequireApproval] = useState(false);
   const [clusterName, setClusterName] = useState("");
   const [labels, setLabels] = useState("");
   const [hubURL, setHubURL] = useState(window.location.origin);
@@ -61,6 +66,7 @@ function NewCluster({ onCreated }: { onCreated: () => void }) {
         ttl: durationFromMs(hours * 3600_000),
         maxUses: BigInt(Math.floor(uses)),
         allowReplace,
+        requireApproval,
       });
       setSecret(res.secret);
       onCreated();
@@ -135,6 +141,10 @@ function NewCluster({ onCreated }: { onCreated: () => void }) {
             <input type="checkbox" checked={allowReplace} onChange={(e) => setAllowReplace(e.target.checked)} /> Allow replacing an existing
             cluster of the same name (a rebuilt cluster)
           </label>
+          <label>
+            <input type="checkbox" checked={requireApproval} onChange={(e) => setRequireApproval(e.target.checked)} /> Require approval: a
+            cluster registered with this token receives nothing until an admin approves it (for a token handed to many people)
+          </label>
         </div>
       </div>
       <button type="button" className="primary" onClick={create}>
@@ -148,6 +158,7 @@ function NewCluster({ onCreated }: { onCreated: () => void }) {
             <strong>Bootstrap token created.</strong> It is shown only now. Run this against the new cluster (the agent uses the token once,
             then keeps its own credential):
           </p>
+          {requireApproval ? <p>The cluster then appears under New registrations, waiting for an admin to approve it.</p> : null}
           {labelError ? <ErrorBox error={labelError} /> : <CopyBlock label="Install command" text={command} />}
         </div>
       ) : null}
@@ -162,6 +173,7 @@ export function Agents() {
   const tokens = useQuery((signal) => (isAdmin ? fleet.listBootstrapTokens({}, { signal }) : Promise.resolve(undefined)), [isAdmin]);
   const [error, setError] = useState<unknown>(null);
   const clusters = useMemo(() => [...snap.clusters.values()], [snap.clusters]);
+  const now = useNow(30000);
 
   if (!isAdmin) {
     return (
@@ -183,7 +195,17 @@ export function Agents() {
 
   const agentColumns: Column<Cluster>[] = [
     { key: "name", header: "Cluster", sortValue: (c) => c.name, render: (c) => <Link to={`/clusters/${encodeURIComponent(c.name)}`}>{c.name}</Link> },
-    { key: "state", header: "State", sortValue: (c) => c.state, render: (c) => <StateBadge state={c.state} /> },
+    {
+      key: "state",
+      header: "State",
+      sortValue: (c) => c.state,
+      render: (c) => (
+        <span className="labels">
+          <StateBadge state={c.state} />
+          <ApprovalBadge c={c} now={now} />
+        </span>
+      ),
+    },
     { key: "version", header: "Agent", sortValue: (c) => c.agentVersion, render: (c) => c.agentVersion || "–" },
     { key: "registered", header: "Registered", sortValue: (c) => ms(c.registeredAt) ?? 0, render: (c) => <span title={absolute(c.registeredAt)}>{ago(c.registeredAt)}</span> },
     { key: "beat", header: "Heartbeat", sortValue: (c) => ms(c.lastHeartbeat) ?? 0, render: (c) => ago(c.lastHeartbeat) },
@@ -193,6 +215,8 @@ export function Agents() {
       render: (c) =>
         c.state === ClusterState.REVOKED ? (
           <span className="muted">revoked</span>
+        ) : pendingApproval(c) ? (
+          <ApprovalActions c={c} />
         ) : (
           <ConfirmButton confirm={`Revoke ${c.name}?`} onConfirm={() => revokeAgent(c.name)}>
             Revoke agent
@@ -207,6 +231,7 @@ export function Agents() {
     { key: "expires", header: "Expires", sortValue: (t) => ms(t.expiresAt) ?? 0, render: (t) => absolute(t.expiresAt) },
     { key: "uses", header: "Uses", render: (t) => `${t.uses}${t.maxUses ? ` of ${t.maxUses}` : " (unlimited)"}` },
     { key: "replace", header: "Replace", render: (t) => (t.allowReplace ? "allowed" : "no") },
+    { key: "approval", header: "Approval", render: (t) => (t.requireApproval ? "required" : "no") },
     { key: "by", header: "By", render: (t) => t.createdBy },
     {
       key: "state",
@@ -243,6 +268,7 @@ export function Agents() {
       <h1>Agents and bootstrap tokens</h1>
       <NewCluster onCreated={tokens.reload} />
       {error ? <ErrorBox error={error} /> : null}
+      <NewRegistrations clusters={clusters} now={now} more="every agent is in the table below" />
       <h2>Agents</h2>
       <Table label="Agents" rows={clusters} columns={agentColumns} rowKey={(c) => c.name} initialSort={{ key: "name" }} empty="No agent has registered yet." />
       <h2>Bootstrap tokens</h2>

@@ -1,5 +1,6 @@
 // One cluster: what its agent last reported (inventories, sinks, applied objects, drift) and
-// what the hub wants it to run, with the admin's revoke and delete and the operator's labels.
+// what the hub wants it to run, how it registered, with the admin's approval, revoke and
+// delete and the operator's labels.
 import { useEffect, useRef, useState } from "react";
 import { useCan, useFleetSnapshot, useSession } from "../api/context";
 import { ErrorClassBadge, Labels, StateBadge } from "../components/Badges";
@@ -7,10 +8,20 @@ import { ConfirmButton } from "../components/ConfirmButton";
 import { ErrorBox } from "../components/ErrorBox";
 import { HeartbeatHistory } from "../components/HeartbeatHistory";
 import { ObjectProblems } from "../components/ObjectProblems";
-import { ClusterState, Role, SinkErrorClass, type AgentStatus, type Cluster, type TargetCoverage } from "../gen/kollect/fleet/v1/types_pb";
+import { ApprovalActions, ApprovalBadge } from "../components/Registrations";
+import {
+  ClusterApproval,
+  ClusterState,
+  Role,
+  SinkErrorClass,
+  type AgentStatus,
+  type Cluster,
+  type TargetCoverage,
+} from "../gen/kollect/fleet/v1/types_pb";
 import { conditionHealth } from "../lib/conditions";
 import { coverageHealth } from "../lib/coverage";
 import { absolute, ago, applyResultName, count, humanDuration, labelsText, ms } from "../lib/format";
+import { pendingApproval, tokenLabel } from "../lib/registrations";
 import { Link, navigate } from "../lib/router";
 import { useQuery } from "../lib/useQuery";
 import { useNow } from "../lib/useNow";
@@ -89,6 +100,52 @@ function Coverage({ entries }: { entries: TargetCoverage[] }) {
         </div>
       ))}
     </>
+  );
+}
+
+/** How the cluster registered: when, with which bootstrap token, from where; and its approval. */
+function RegistrationPanel({ c, now, onDone }: { c: Cluster; now: number; onDone: () => void }) {
+  const r = c.registration;
+  const decision =
+    c.approval === ClusterApproval.PENDING
+      ? "pending: waiting for an admin"
+      : c.approval === ClusterApproval.REJECTED
+        ? `rejected by ${r?.decidedBy || "an admin"} ${ago(r?.decidedAt, now)}`
+        : r?.decidedBy
+          ? `approved by ${r.decidedBy} ${ago(r.decidedAt, now)}`
+          : "approved at registration (its token did not require approval)";
+  return (
+    <section className="panel" aria-labelledby="registration">
+      <h2 id="registration">
+        Registration <ApprovalBadge c={c} now={now} />
+      </h2>
+      {pendingApproval(c) ? (
+        <div className="notice" data-testid="pending-approval">
+          <p>
+            This registration waits for an admin&apos;s approval. Until then the cluster reports its status but receives no bundle and no
+            preview, takes part in no rollout, and counts in no fleet total. Approve it only if you know who registered it, with this token,
+            from this address.
+          </p>
+          <ApprovalActions c={c} onDone={onDone} />
+        </div>
+      ) : null}
+      <dl className="kv">
+        <dt>Registered</dt>
+        <dd title={absolute(c.registeredAt)}>
+          {absolute(c.registeredAt)} ({ago(c.registeredAt, now)})
+        </dd>
+        <dt>Bootstrap token</dt>
+        <dd className="mono">{tokenLabel(r)}</dd>
+        <dt>Token created by</dt>
+        <dd>{r?.bootstrapTokenCreatedBy || "–"}</dd>
+        <dt>From address</dt>
+        <dd className="mono">{r?.peerAddress || "not recorded"}</dd>
+        <dt>Agent at registration</dt>
+        <dd>{r?.agentVersion || "–"}</dd>
+        <dt>Approval</dt>
+        <dd>{decision}</dd>
+      </dl>
+    </section>
   );
 }
 
@@ -258,7 +315,7 @@ export function ClusterDetail({ name }: { name: string }) {
     <>
       <div className="topline">
         <h1>
-          {c.name} <StateBadge state={c.state} />
+          {c.name} <StateBadge state={c.state} /> <ApprovalBadge c={c} now={now} />
         </h1>
         <div className="actions">
           {canOperate ? <LabelEditor cluster={c} onSaved={q.reload} /> : null}
@@ -333,6 +390,7 @@ export function ClusterDetail({ name }: { name: string }) {
           </dl>
         </section>
       </div>
+      <RegistrationPanel c={c} now={now} onDone={q.reload} />
       <section aria-labelledby="heartbeat-history">
         <h2 id="heartbeat-history">Heartbeat history</h2>
         <p className="hint">
@@ -368,6 +426,8 @@ export function ClusterDetail({ name }: { name: string }) {
             </tbody>
           </table>
         </div>
+      ) : pendingApproval(c) ? (
+        <p className="muted">None while its registration waits for approval.</p>
       ) : (
         <p className="muted">No bundle selects this cluster.</p>
       )}

@@ -2,7 +2,9 @@
 // name: two sinks of one name in two namespaces are two columns), each cell coloured by the age
 // of the last successful export and by the class of the last error. The cells of an offline
 // cluster are greyed out and give the age as of its last heartbeat: nothing newer is known. A
-// cell opens the cause: the full error, when the sink last worked, and a link to the cluster.
+// sink an inventory names that the cluster does not have is an error cell saying "sink not
+// found". A cell opens the cause: the full error, when the sink last worked, and a link to the
+// cluster.
 import { useMemo, useState } from "react";
 import { useFleetSnapshot, useSession } from "../api/context";
 import { ErrorClassBadge, StateBadge } from "../components/Badges";
@@ -107,7 +109,9 @@ function Cause({ f, cluster, onClose }: { f: SinkFreshness; cluster: Cluster | u
         ) : null}
         <dt>What to do</dt>
         <dd>
-          {f.errorClass === SinkErrorClass.TERMINAL
+          {f.sinkNotFound
+            ? "An inventory names this sink and the cluster has no such sink object, so nothing is exported to it: create the sink, or fix the inventory's reference (its Degraded condition says SinkInvalid)."
+            : f.errorClass === SinkErrorClass.TERMINAL
             ? "A terminal error does not heal by retrying: fix the sink's configuration or its credentials Secret in the cluster."
             : f.errorClass === SinkErrorClass.CIRCUIT_OPEN
               ? "The circuit breaker paused exports after repeated failures; the agent probes the sink again when it closes."
@@ -140,7 +144,9 @@ export function Freshness() {
       let r = byCluster.get(f.cluster);
       if (!r) byCluster.set(f.cluster, (r = { cluster: f.cluster, cells: new Map() }));
       r.cells.set(sinkKey(f), f);
-      if (!sinks.has(sinkKey(f))) sinks.set(sinkKey(f), f);
+      // The column is named after a cell that knows the sink's type: a missing sink has none.
+      const seen = sinks.get(sinkKey(f));
+      if (!seen || (!seen.sinkType && f.sinkType)) sinks.set(sinkKey(f), f);
     }
     const sortedSinks = [...sinks.values()].sort((a, b) => sinkKey(a).localeCompare(sinkKey(b)));
     return { rows: [...byCluster.values()], sinks: sortedSinks };
@@ -175,7 +181,7 @@ export function Freshness() {
             {sinkLabel(s)}
             <br />
             <span className="muted">
-              {sinkFamily(s.sinkKind)} · {s.sinkType}
+              {sinkFamily(s.sinkKind)} · {s.sinkType || "?"}
             </span>
           </span>
         ),
@@ -191,6 +197,21 @@ export function Freshness() {
           const err = f.errorClass ? `, ${errorClassName[f.errorClass]} error` : "";
           const off = offlineAge(f, snap.clusters.get(r.cluster));
           const pressed = selected !== null && sinkKey(selected) === sinkKey(f) && selected.cluster === f.cluster;
+          if (f.sinkNotFound) {
+            // No export and no age to show: the reference itself is the error.
+            return (
+              <button
+                type="button"
+                className={`cellbtn cell-notfound ${cellClass(f)}`}
+                title={f.lastError}
+                aria-label={`${f.cluster} ${sinkLabel(f)}: sink not found`}
+                aria-pressed={pressed}
+                onClick={() => setSelected(f)}
+              >
+                sink not found
+              </button>
+            );
+          }
           if (off) {
             // Offline: the age the cluster last reported, not one that pretends to be current.
             const age = lag === undefined ? "never exported" : off.ageAtBeat === undefined ? "age unknown" : `${humanDuration(off.ageAtBeat)} old`;
@@ -242,6 +263,7 @@ export function Freshness() {
         <span><i className="cls-transient" /> transient error</span>
         <span><i className="age-never" /> never exported</span>
         <span><i className="cell-offline" /> cluster offline: age as of its last heartbeat</span>
+        <span><i className="cls-terminal" /> sink not found: an inventory names a sink the cluster does not have</span>
       </div>
       {q.error ? <ErrorBox error={q.error} onRetry={q.reload} /> : null}
       {selected ? <Cause f={selected} cluster={snap.clusters.get(selected.cluster)} onClose={() => setSelected(null)} /> : null}

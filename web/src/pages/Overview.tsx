@@ -4,14 +4,16 @@ import type { Fleet } from "../api/client";
 import { useFleetSnapshot, useSession } from "../api/context";
 import { Labels, StateBadge } from "../components/Badges";
 import { ErrorBox } from "../components/ErrorBox";
+import { ApprovalBadge, NewRegistrations } from "../components/Registrations";
 import { Table, type Column } from "../components/Table";
 import { ClusterState, type Cluster } from "../gen/kollect/fleet/v1/types_pb";
 import { agoMs, clusterStateName, count, ms } from "../lib/format";
+import { isNewRegistration, pendingApproval } from "../lib/registrations";
 import { Link } from "../lib/router";
 import { useNow } from "../lib/useNow";
 import { useQuery } from "../lib/useQuery";
 
-type StateFilter = "all" | "problems" | "skew" | "notready" | "noexport" | keyof typeof stateByName;
+type StateFilter = "all" | "problems" | "skew" | "notready" | "noexport" | "approval" | "new" | keyof typeof stateByName;
 const stateByName = {
   online: ClusterState.ONLINE,
   stale: ClusterState.STALE,
@@ -22,6 +24,7 @@ const stateByName = {
 
 export function hasProblem(c: Cluster): boolean {
   return (
+    pendingApproval(c) ||
     c.state !== ClusterState.ONLINE ||
     !c.configInSync ||
     c.versionSkew ||
@@ -50,6 +53,14 @@ export function noRecentExport(c: Cluster, now: number): boolean {
   if (!c.lastHeartbeat || c.state === ClusterState.REVOKED) return false;
   const t = confirmedMs(c);
   return t === undefined || now - t > exportStaleMs;
+}
+
+/**
+ * Counts as config skew: not in sync, and part of the fleet. A revoked cluster is gone, and
+ * nothing was sent to one pending approval.
+ */
+export function configSkew(c: Cluster): boolean {
+  return !c.configInSync && c.state !== ClusterState.REVOKED && !pendingApproval(c);
 }
 
 export function matchesText(c: Cluster, text: string): boolean {
@@ -127,12 +138,14 @@ export function Overview() {
       offline: by(ClusterState.OFFLINE),
       pending: by(ClusterState.PENDING),
       revoked: by(ClusterState.REVOKED),
-      configSkew: clusters.filter((c) => !c.configInSync && c.state !== ClusterState.REVOKED).length,
+      configSkew: clusters.filter(configSkew).length,
+      pendingApproval: clusters.filter(pendingApproval).length,
+      newRegistrations: clusters.filter((c) => isNewRegistration(c, now)).length,
       notReady: clusters.filter((c) => c.inventoriesNotReady > 0n).length,
-      versionSkew: clusters.filter((c) => c.versionSkew).length,
+      versionSkew: clusters.filter((c) => c.versionSkew && !pendingApproval(c)).length,
       sinkErrors: clusters.filter((c) => c.sinkErrors > 0n).length,
     };
-  }, [clusters]);
+  }, [clusters, now]);
 
   const rows = useMemo(
     () =>
@@ -144,7 +157,11 @@ export function Overview() {
           case "problems":
             return hasProblem(c);
           case "skew":
-            return !c.configInSync && c.state !== ClusterState.REVOKED;
+            return configSkew(c);
+          case "approval":
+            return pendingApproval(c);
+          case "new":
+            return isNewRegistration(c, now);
           case "notready":
             return c.inventoriesNotReady > 0n;
           case "noexport":
@@ -159,7 +176,17 @@ export function Overview() {
 
   const columns: Column<Cluster>[] = [
     { key: "name", header: "Cluster", sortValue: (c) => c.name, render: (c) => <Link to={`/clusters/${encodeURIComponent(c.name)}`}>{c.name}</Link> },
-    { key: "state", header: "State", sortValue: (c) => clusterStateName[c.state], render: (c) => <StateBadge state={c.state} /> },
+    {
+      key: "state",
+      header: "State",
+      sortValue: (c) => clusterStateName[c.state],
+      render: (c) => (
+        <span className="labels">
+          <StateBadge state={c.state} />
+          <ApprovalBadge c={c} now={now} />
+        </span>
+      ),
+    },
     { key: "labels", header: "Labels", render: (c) => <Labels labels={c.labels} /> },
     {
       key: "agent",
@@ -257,6 +284,8 @@ export function Overview() {
         {countButton("pending", counts.pending, "pending", "warn")}
         {countButton("revoked", counts.revoked, "revoked", "bad")}
         {countButton("skew", counts.configSkew, "config skew", "warn")}
+        {counts.pendingApproval ? countButton("approval", counts.pendingApproval, "pending approval", "warn") : null}
+        {counts.newRegistrations ? countButton("new", counts.newRegistrations, "new registrations") : null}
         {countButton("notready", counts.notReady, "inventories not ready", "warn")}
         <div className={`count ${counts.versionSkew ? "warn" : ""}`}>
           <span className="n">{count(counts.versionSkew)}</span>
@@ -267,6 +296,7 @@ export function Overview() {
           <span className="t">with sink errors</span>
         </div>
       </section>
+      <NewRegistrations clusters={clusters} now={now} more="choose new registrations above to list them all" />
       {snap.error && !snap.loaded ? <ErrorBox error={snap.error} /> : null}
       {fresh.error && snap.loaded ? <ErrorBox error={fresh.error} compact /> : null}
       <div className="filters" role="search">
@@ -283,6 +313,8 @@ export function Overview() {
             <option value="all">all</option>
             <option value="problems">with problems</option>
             <option value="skew">config skew</option>
+            <option value="approval">pending approval</option>
+            <option value="new">new registrations (24 h)</option>
             <option value="notready">inventories not ready</option>
             <option value="noexport">no export for an hour</option>
             {Object.keys(stateByName).map((s) => (
@@ -305,7 +337,7 @@ export function Overview() {
           columns={columns}
           rowKey={(c) => c.name}
           initialSort={{ key: "name" }}
-          rowClass={(c) => (!c.configInSync && c.state !== ClusterState.REVOKED ? "skew" : undefined)}
+          rowClass={(c) => (configSkew(c) || pendingApproval(c) ? "skew" : undefined)}
           empty={clusters.length ? "No cluster matches the filter." : "No cluster has registered yet. Create a bootstrap token on the Agents page."}
         />
       )}

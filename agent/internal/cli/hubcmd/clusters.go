@@ -38,8 +38,11 @@ func hubClustersCmd(env *cmdutil.Env) *cobra.Command {
 	c := &cobra.Command{
 		Use:   "clusters",
 		Short: "List clusters with their state, versions, bundle revisions and the objects their agents did not apply",
-		Long: "List clusters with their state, versions and bundle revisions. Below the table (under objectsNotApplied " +
-			"with --json), each bundle object an agent refused or failed to apply, with its reason.",
+		Long: "List clusters with their state, versions and bundle revisions. Below the table, the new registrations " +
+			"(pending approval, or registered in the last 24 h) with the bootstrap token and address they came with, and " +
+			"(under objectsNotApplied with --json) each bundle object an agent refused or failed to apply, with its reason. " +
+			"A cluster whose registration waits for an admin is PENDING APPROVAL and receives no bundle: decide with " +
+			"`kollect hub clusters approve NAME` or `kollect hub clusters reject NAME`.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
@@ -60,6 +63,7 @@ func hubClustersCmd(env *cmdutil.Env) *cobra.Command {
 	}
 	c.Flags().StringVarP(&selector, "selector", "l", "", "Only clusters whose labels match (k=v,k2=v2).")
 	c.Flags().BoolVar(&asJSON, "json", false, "Print JSON.")
+	c.AddCommand(approvalCmds(env)...)
 	return c
 }
 
@@ -109,10 +113,18 @@ func writeClusters(out io.Writer, clusters []*fleetv1.Cluster, problems []notApp
 		if cl.GetLastHeartbeat() != nil {
 			hb = now.Sub(cl.GetLastHeartbeat().AsTime()).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%d\t%d\t%s\n", cl.GetName(), strings.TrimPrefix(cl.GetState().String(), "CLUSTER_STATE_"),
-			cl.GetAgentVersion(), cl.GetKubernetesVersion(), cl.GetConfigInSync(), notAppliedCount(cl), cl.GetSinkErrors(), hb)
+		// Nothing was sent to a cluster pending approval: "false" would read as skew.
+		inSync := fmt.Sprint(cl.GetConfigInSync())
+		if pendingApproval(cl) {
+			inSync = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", cl.GetName(), listedState(cl),
+			cl.GetAgentVersion(), cl.GetKubernetesVersion(), inSync, notAppliedCount(cl), cl.GetSinkErrors(), hb)
 	}
 	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := writeRegistrations(out, clusters, now); err != nil {
 		return err
 	}
 	if len(problems) == 0 {

@@ -270,7 +270,7 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	t := &cobra.Command{Use: "token", Short: "Create and revoke bootstrap and API tokens (admin)"}
 	var ttl time.Duration
 	var uses int64
-	var allowReplace bool
+	var allowReplace, requireApproval bool
 	var description, clusterName string
 	var labels map[string]string
 	create := &cobra.Command{
@@ -281,7 +281,7 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 			return withHub(cmd, func(ctx context.Context, c fleetv1connect.FleetServiceClient) error {
 				resp, err := c.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{
 					Description: description, Ttl: durationpb.New(ttl), MaxUses: uses, AllowReplace: allowReplace,
-					ClusterName: clusterName, Labels: labels}))
+					ClusterName: clusterName, Labels: labels, RequireApproval: requireApproval}))
 				if err != nil {
 					return hubErr(err)
 				}
@@ -292,6 +292,9 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 				}
 				if l := tok.GetLabels(); len(l) > 0 {
 					bound += ", labels exactly " + labelString(l)
+				}
+				if tok.GetRequireApproval() {
+					bound += ", registrations wait for approval"
 				}
 				fmt.Fprintf(env.Out, "token %s (expires %s, %d uses%s)\nsecret: %s\n", tok.GetId(),
 					tok.GetExpiresAt().AsTime().Format(time.RFC3339), uses, bound, resp.Msg.GetSecret())
@@ -305,6 +308,7 @@ func hubTokenCmd(env *cmdutil.Env) *cobra.Command {
 	create.Flags().StringVar(&description, "description", "", "What the token is for (audit log).")
 	create.Flags().StringVar(&clusterName, "cluster-name", "", "Bind the token to this cluster name: it registers no other.")
 	create.Flags().StringToStringVar(&labels, "labels", nil, "Bind the token to these cluster labels (k=v,…): a cluster registered with it must ask for exactly these.")
+	create.Flags().BoolVar(&requireApproval, "require-approval", false, "Clusters registered with the token wait for an admin's approval (kollect hub clusters approve NAME) and receive no bundle until then: for a token handed to many people.")
 
 	var role, name string
 	var apiTTL time.Duration

@@ -110,9 +110,11 @@ func (s *Store) CreateRevision(ctx context.Context, rev store.Revision, descript
 }
 
 // matchClusters splits the live clusters (except those in skip) into those the selector
-// matches and the others, both sorted by name.
+// matches and the others, both sorted by name. A cluster pending approval is neither: it is
+// given its bundles when approved (ApproveCluster), and counts among no bundle's clusters
+// meanwhile.
 func (s *Store) matchClusters(ctx context.Context, tx *sql.Tx, selector string, match store.Matcher, skip map[string]bool) (matched, unmatched []string, err error) {
-	rows, err := tx.QueryContext(ctx, `SELECT name, labels FROM clusters WHERE revoked = 0 ORDER BY name`)
+	rows, err := tx.QueryContext(ctx, `SELECT name, labels FROM clusters WHERE revoked = 0 AND approval = 'approved' ORDER BY name`)
 	if err != nil {
 		return nil, nil, fmt.Errorf("listing clusters: %w", err)
 	}
@@ -313,13 +315,17 @@ func (s *Store) ListRevisions(ctx context.Context, bundle string) ([]store.Revis
 
 // Desired implements store.Store.
 func (s *Store) Desired(ctx context.Context, cluster string) ([]store.Desired, error) {
-	query := `SELECT cluster, bundle, desired_revision, applied_revision FROM cluster_bundles`
+	// A cluster pending approval may hold rows (chosen at registration, or by a relabelling):
+	// they stay hidden, so that nothing built from them — its configuration, the fleet view —
+	// reaches it or counts it before an admin approves it.
+	query := `SELECT cb.cluster, cb.bundle, cb.desired_revision, cb.applied_revision FROM cluster_bundles cb
+		JOIN clusters c ON c.name = cb.cluster WHERE c.approval = 'approved'`
 	var args []any
 	if cluster != "" {
-		query += ` WHERE cluster = ?`
+		query += ` AND cb.cluster = ?`
 		args = append(args, cluster)
 	}
-	rows, err := s.db.QueryContext(ctx, s.q(query+` ORDER BY cluster, bundle`), args...)
+	rows, err := s.db.QueryContext(ctx, s.q(query+` ORDER BY cb.cluster, cb.bundle`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("listing desired revisions: %w", err)
 	}

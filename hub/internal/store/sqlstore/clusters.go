@@ -13,7 +13,7 @@ import (
 
 const clusterCols = `name, labels, credential_hash, revoked, released, bootstrap_hash, agent_version,
 	kubernetes_version, registered_at, last_heartbeat, applied_digest, status, credential_expires_at,
-	previous_credential_hash, previous_expires_at`
+	previous_credential_hash, previous_expires_at, approval, registration, approval_by, approval_at`
 
 func scanCluster(sc scanner) (store.Cluster, error) {
 	var (
@@ -21,16 +21,24 @@ func scanCluster(sc scanner) (store.Cluster, error) {
 		labels                   string
 		rev, rel, reg, heartbeat int64
 		credExp, prevExp         int64
+		registration             string
+		decided                  int64
 	)
 	if err := sc.Scan(&c.Name, &labels, &c.CredentialHash, &rev, &rel, &c.BootstrapHash, &c.AgentVersion, &c.KubernetesVersion,
-		&reg, &heartbeat, &c.AppliedDigest, &c.Status, &credExp, &c.PreviousCredentialHash, &prevExp); err != nil {
+		&reg, &heartbeat, &c.AppliedDigest, &c.Status, &credExp, &c.PreviousCredentialHash, &prevExp,
+		&c.Approval, &registration, &c.DecidedBy, &decided); err != nil {
 		return c, err
 	}
 	if err := json.Unmarshal([]byte(labels), &c.Labels); err != nil {
 		return c, fmt.Errorf("cluster %s: decoding labels: %w", c.Name, err)
 	}
+	if registration != "" {
+		if err := json.Unmarshal([]byte(registration), &c.Registration); err != nil {
+			return c, fmt.Errorf("cluster %s: decoding registration: %w", c.Name, err)
+		}
+	}
 	c.Revoked, c.Released, c.RegisteredAt, c.LastHeartbeat = rev != 0, rel != 0, fromMS(reg), fromMS(heartbeat)
-	c.CredentialExpiresAt, c.PreviousExpiresAt = fromMS(credExp), fromMS(prevExp)
+	c.CredentialExpiresAt, c.PreviousExpiresAt, c.DecidedAt = fromMS(credExp), fromMS(prevExp), fromMS(decided)
 	return c, nil
 }
 
@@ -58,6 +66,11 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 		if err := s.checkBinding(ctx, tx, p.TokenHash, p.Name, p.Labels); err != nil {
 			return err
 		}
+		// Nor does a token whose registration of this name an admin rejected: whoever holds it
+		// would otherwise be back as soon as the name is released or deleted.
+		if err := s.checkRejected(ctx, tx, p.Name, p.TokenHash); err != nil {
+			return err
+		}
 		if !missing && !p.RetrySince.IsZero() {
 			ok, err := s.retryable(ctx, tx, p.Name, p.TokenHash, p.KeyHash, p.RetrySince)
 			if err != nil {
@@ -76,17 +89,27 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 				return s.assignBundles(ctx, tx, p.Name, p.Labels, now, match, false)
 			}
 		}
-		allowReplace, err := s.consumeBootstrapToken(ctx, tx, p.TokenHash, now)
+		tok, err := s.consumeBootstrapToken(ctx, tx, p.TokenHash, now)
 		if err != nil {
 			return err
+		}
+		approval := store.ApprovalApproved
+		if p.RequireApproval || tok.RequireApproval {
+			approval = store.ApprovalPending
+		}
+		registration, err := json.Marshal(store.Registration{TokenID: tok.ID, TokenDescription: tok.Description,
+			TokenCreatedBy: tok.CreatedBy, Peer: p.Peer, AgentVersion: p.AgentVersion})
+		if err != nil {
+			return fmt.Errorf("encoding the registration of %s: %w", p.Name, err)
 		}
 		switch {
 		case missing:
 			_, err = tx.ExecContext(ctx, s.q(`INSERT INTO clusters (name, labels, credential_hash, revoked,
-				bootstrap_hash, agent_version, kubernetes_version, registered_at, credential_expires_at, registration_key_hash)
-				VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?)`),
+				bootstrap_hash, agent_version, kubernetes_version, registered_at, credential_expires_at, registration_key_hash,
+				approval, registration)
+				VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)`),
 				p.Name, string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
-				ms(p.CredentialExpiresAt), p.KeyHash)
+				ms(p.CredentialExpiresAt), p.KeyHash, string(approval), string(registration))
 			if err != nil {
 				return fmt.Errorf("inserting cluster %s: %w", p.Name, err)
 			}
@@ -97,15 +120,16 @@ func (s *Store) RegisterCluster(ctx context.Context, p store.RegisterParams, mat
 			if existing.Revoked && !existing.Released {
 				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterRevoked)
 			}
-			if !existing.Revoked && !(p.Replace && allowReplace) {
+			if !existing.Revoked && !(p.Replace && tok.AllowReplace) {
 				return fmt.Errorf("cluster %s: %w", p.Name, store.ErrClusterExists)
 			}
 			_, err = tx.ExecContext(ctx, s.q(`UPDATE clusters SET labels = ?, credential_hash = ?, revoked = 0, released = 0,
 				bootstrap_hash = ?, agent_version = ?, kubernetes_version = ?, registered_at = ?, last_heartbeat = 0,
 				applied_digest = '', status = '', credential_expires_at = ?, previous_credential_hash = '',
-				previous_expires_at = 0, credential_used = 0, registration_key_hash = ? WHERE name = ?`),
+				previous_expires_at = 0, credential_used = 0, registration_key_hash = ?, approval = ?, registration = ?,
+				approval_by = '', approval_at = 0 WHERE name = ?`),
 				string(labels), p.CredentialHash, p.TokenHash, p.AgentVersion, p.KubernetesVersion, now,
-				ms(p.CredentialExpiresAt), p.KeyHash, p.Name)
+				ms(p.CredentialExpiresAt), p.KeyHash, string(approval), string(registration), p.Name)
 			if err != nil {
 				return fmt.Errorf("replacing cluster %s: %w", p.Name, err)
 			}
@@ -322,24 +346,30 @@ func (s *Store) ListClusters(ctx context.Context) ([]store.Cluster, error) {
 
 // LiveClusters implements store.Store.
 func (s *Store) LiveClusters(ctx context.Context) ([]string, error) {
-	return queryAll(ctx, s.db, "live clusters", scanString, `SELECT name FROM clusters WHERE revoked = 0 ORDER BY name`)
+	return queryAll(ctx, s.db, "live clusters", scanString,
+		`SELECT name FROM clusters WHERE revoked = 0 AND approval = 'approved' ORDER BY name`)
 }
 
 // RevokeCluster implements store.Store.
 func (s *Store) RevokeCluster(ctx context.Context, name string) error {
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := s.bumpClusterEpoch(ctx, tx); err != nil {
-			return err
-		}
-		res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1, released = 0 WHERE name = ?`), name)
-		if err != nil {
-			return fmt.Errorf("revoking cluster %s: %w", name, err)
-		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
-		}
-		return nil
+		return s.revokeCluster(ctx, tx, name)
 	})
+}
+
+// revokeCluster revokes a cluster in tx: RevokeCluster, and RejectCluster's revocation.
+func (s *Store) revokeCluster(ctx context.Context, tx *sql.Tx, name string) error {
+	if err := s.bumpClusterEpoch(ctx, tx); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, s.q(`UPDATE clusters SET revoked = 1, released = 0 WHERE name = ?`), name)
+	if err != nil {
+		return fmt.Errorf("revoking cluster %s: %w", name, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("revoking cluster %s: %w", name, store.ErrNotFound)
+	}
+	return nil
 }
 
 // ReleaseCluster implements store.Store.

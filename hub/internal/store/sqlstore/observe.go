@@ -48,7 +48,7 @@ func (s *Store) ObserveClusters(ctx context.Context, bundle string, names []stri
 			return o, err
 		}, s.q(`SELECT c.name, c.revoked, c.last_heartbeat, COALESCE(cb.desired_revision, 0) FROM clusters c
 			LEFT JOIN cluster_bundles cb ON cb.cluster = c.name AND cb.bundle = ?
-			WHERE c.name IN (`+placeholders(len(chunk))+`)`), args...)
+			WHERE c.approval <> 'pending' AND c.name IN (`+placeholders(len(chunk))+`)`), args...)
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,8 @@ const (
 	qClusterByPrevious   = `SELECT ` + clusterCols + ` FROM clusters WHERE previous_credential_hash = ?`
 	qClusterEpoch        = `SELECT value FROM hub_state WHERE key = 'cluster_epoch'`
 	qObserveFleet        = `SELECT c.name, c.labels, c.revoked, c.last_heartbeat, COALESCE(cb.desired_revision, 0)
-		FROM clusters c LEFT JOIN cluster_bundles cb ON cb.cluster = c.name AND cb.bundle = ? ORDER BY c.name`
+		FROM clusters c LEFT JOIN cluster_bundles cb ON cb.cluster = c.name AND cb.bundle = ?
+		WHERE c.approval <> 'pending' ORDER BY c.name`
 )
 
 var hotQueries = []string{qHeartbeatPrevious, qHeartbeatCluster, qAppliedRead, qAppliedWrite,

@@ -21,10 +21,11 @@ func (s *Store) CreateBootstrapToken(ctx context.Context, t store.BootstrapToken
 		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, err)
 	}
 	_, err = s.db.ExecContext(ctx, s.q(`INSERT INTO bootstrap_tokens
-		(id, hash, description, expires_at, max_uses, uses, revoked, allow_replace, created_by, created_at, cluster_name, labels)
-		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?)`),
+		(id, hash, description, expires_at, max_uses, uses, revoked, allow_replace, created_by, created_at, cluster_name, labels,
+		require_approval)
+		VALUES (?, ?, ?, ?, ?, 0, 0, ?, ?, ?, ?, ?, ?)`),
 		t.ID, t.Hash, t.Description, ms(t.ExpiresAt), t.MaxUses, b2i(t.AllowReplace), t.CreatedBy, ms(t.CreatedAt),
-		t.ClusterName, labels)
+		t.ClusterName, labels, b2i(t.RequireApproval))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("creating bootstrap token %s: %w", t.ID, store.ErrConflict)
 	}
@@ -37,7 +38,8 @@ func (s *Store) CreateBootstrapToken(ctx context.Context, t store.BootstrapToken
 // ListBootstrapTokens implements store.Store.
 func (s *Store) ListBootstrapTokens(ctx context.Context) ([]store.BootstrapToken, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, hash, description, expires_at, max_uses, uses, revoked,
-		allow_replace, created_by, created_at, cluster_name, labels FROM bootstrap_tokens ORDER BY created_at DESC, id`)
+		allow_replace, created_by, created_at, cluster_name, labels, require_approval FROM bootstrap_tokens
+		ORDER BY created_at DESC, id`)
 	if err != nil {
 		return nil, fmt.Errorf("listing bootstrap tokens: %w", err)
 	}
@@ -47,16 +49,18 @@ func (s *Store) ListBootstrapTokens(ctx context.Context) ([]store.BootstrapToken
 		var (
 			t                          store.BootstrapToken
 			exp, created, rev, replace int64
+			approval                   int64
 			labels                     string
 		)
 		if err := rows.Scan(&t.ID, &t.Hash, &t.Description, &exp, &t.MaxUses, &t.Uses, &rev, &replace,
-			&t.CreatedBy, &created, &t.ClusterName, &labels); err != nil {
+			&t.CreatedBy, &created, &t.ClusterName, &labels, &approval); err != nil {
 			return nil, fmt.Errorf("reading bootstrap token: %w", err)
 		}
 		if t.Labels, err = decodeBinding(labels); err != nil {
 			return nil, fmt.Errorf("reading bootstrap token %s: %w", t.ID, err)
 		}
 		t.ExpiresAt, t.CreatedAt, t.Revoked, t.AllowReplace = fromMS(exp), fromMS(created), rev != 0, replace != 0
+		t.RequireApproval = approval != 0
 		out = append(out, t)
 	}
 	if err := rows.Err(); err != nil {
@@ -145,7 +149,6 @@ func (s *Store) APITokenByHash(ctx context.Context, hash string) (store.APIToken
 	return t, nil
 }
 
-// consumeBootstrapToken atomically takes one use of a live token and returns it.
 // BootstrapTokenUsable implements store.Store.
 func (s *Store) BootstrapTokenUsable(ctx context.Context, hash string, now time.Time) error {
 	var n int
@@ -160,20 +163,25 @@ func (s *Store) BootstrapTokenUsable(ctx context.Context, hash string, now time.
 	return nil
 }
 
-func (s *Store) consumeBootstrapToken(ctx context.Context, tx *sql.Tx, hash string, nowMS int64) (allowReplace bool, err error) {
+// consumeBootstrapToken atomically takes one use of a live token and returns what a
+// registration needs of it: its identity, and whether it allows replacing and requires approval.
+func (s *Store) consumeBootstrapToken(ctx context.Context, tx *sql.Tx, hash string, nowMS int64) (store.BootstrapToken, error) {
+	var t store.BootstrapToken
 	res, err := tx.ExecContext(ctx, s.q(`UPDATE bootstrap_tokens SET uses = uses + 1
 		WHERE hash = ? AND revoked = 0 AND expires_at > ? AND (max_uses = 0 OR uses < max_uses)`), hash, nowMS)
 	if err != nil {
-		return false, fmt.Errorf("consuming bootstrap token: %w", err)
+		return t, fmt.Errorf("consuming bootstrap token: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return false, store.ErrTokenInvalid
+		return t, store.ErrTokenInvalid
 	}
-	var replace int64
-	if err := tx.QueryRowContext(ctx, s.q(`SELECT allow_replace FROM bootstrap_tokens WHERE hash = ?`), hash).Scan(&replace); err != nil {
-		return false, fmt.Errorf("reading bootstrap token: %w", err)
+	var replace, approval int64
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT id, description, created_by, allow_replace, require_approval
+		FROM bootstrap_tokens WHERE hash = ?`), hash).Scan(&t.ID, &t.Description, &t.CreatedBy, &replace, &approval); err != nil {
+		return t, fmt.Errorf("reading bootstrap token: %w", err)
 	}
-	return replace != 0, nil
+	t.AllowReplace, t.RequireApproval = replace != 0, approval != 0
+	return t, nil
 }
 
 // encodeBinding stores a token's bound labels: empty for none, else a JSON object.

@@ -53,6 +53,8 @@ func Run(t *testing.T, newStore Factory) {
 		"ClusterEpoch":            testClusterEpoch,
 		"Observe":                 testObserve,
 		"Previews":                testPreviews,
+		"Approval":                testApproval,
+		"Rejection":               testRejection,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -239,8 +239,12 @@ type RegisterResponse struct {
 	// credential_expires_at is when the credential stops working unless rotated
 	// (RotateCredential); the hub asks for rotation well before.
 	CredentialExpiresAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=credential_expires_at,json=credentialExpiresAt,proto3" json:"credential_expires_at,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// pending_approval: the hub holds the registration for an admin to approve (the bootstrap
+	// token requires it). The agent heartbeats as usual; WatchConfig sends it nothing until the
+	// registration is approved, and a rejection revokes its credential.
+	PendingApproval bool `protobuf:"varint,5,opt,name=pending_approval,json=pendingApproval,proto3" json:"pending_approval,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RegisterResponse) Reset() {
@@ -299,6 +303,13 @@ func (x *RegisterResponse) GetCredentialExpiresAt() *timestamppb.Timestamp {
 		return x.CredentialExpiresAt
 	}
 	return nil
+}
+
+func (x *RegisterResponse) GetPendingApproval() bool {
+	if x != nil {
+		return x.PendingApproval
+	}
+	return false
 }
 
 // WatchConfigRequest opens the configuration stream. The cluster is the credential's.
@@ -677,14 +688,15 @@ const file_kollect_fleet_v1_agent_proto_rawDesc = "" +
 	"\x10registration_key\x18\a \x01(\tR\x0fregistrationKey\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9a\x02\n" +
 	"\x10RegisterResponse\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\x12\x1e\n" +
 	"\n" +
 	"credential\x18\x02 \x01(\tR\n" +
 	"credential\x12H\n" +
 	"\x12heartbeat_interval\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x11heartbeatInterval\x12N\n" +
-	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\"k\n" +
+	"\x15credential_expires_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x13credentialExpiresAt\x12)\n" +
+	"\x10pending_approval\x18\x05 \x01(\bR\x0fpendingApproval\"k\n" +
 	"\x12WatchConfigRequest\x122\n" +
 	"\x15applied_config_digest\x18\x01 \x01(\tR\x13appliedConfigDigest\x12!\n" +
 	"\fcluster_name\x18\x02 \x01(\tR\vclusterName\"\xb3\x01\n" +

@@ -655,6 +655,178 @@ func (*ReleaseClusterResponse) Descriptor() ([]byte, []int) {
 	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{13}
 }
 
+// ApproveClusterRequest names the cluster whose registration is approved.
+type ApproveClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveClusterRequest) Reset() {
+	*x = ApproveClusterRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveClusterRequest) ProtoMessage() {}
+
+func (x *ApproveClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveClusterRequest.ProtoReflect.Descriptor instead.
+func (*ApproveClusterRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ApproveClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// ApproveClusterResponse is empty.
+type ApproveClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveClusterResponse) Reset() {
+	*x = ApproveClusterResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveClusterResponse) ProtoMessage() {}
+
+func (x *ApproveClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveClusterResponse.ProtoReflect.Descriptor instead.
+func (*ApproveClusterResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+}
+
+// RejectClusterRequest names the cluster whose registration is rejected.
+type RejectClusterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterName   string                 `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectClusterRequest) Reset() {
+	*x = RejectClusterRequest{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectClusterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectClusterRequest) ProtoMessage() {}
+
+func (x *RejectClusterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectClusterRequest.ProtoReflect.Descriptor instead.
+func (*RejectClusterRequest) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RejectClusterRequest) GetClusterName() string {
+	if x != nil {
+		return x.ClusterName
+	}
+	return ""
+}
+
+// RejectClusterResponse says how the rejected cluster registered, for revoking its token.
+type RejectClusterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Registration  *Registration          `protobuf:"bytes,1,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RejectClusterResponse) Reset() {
+	*x = RejectClusterResponse{}
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RejectClusterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RejectClusterResponse) ProtoMessage() {}
+
+func (x *RejectClusterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RejectClusterResponse.ProtoReflect.Descriptor instead.
+func (*RejectClusterResponse) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RejectClusterResponse) GetRegistration() *Registration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
 // ApplyBundleRequest uploads a bundle revision.
 type ApplyBundleRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -676,7 +848,7 @@ type ApplyBundleRequest struct {
 
 func (x *ApplyBundleRequest) Reset() {
 	*x = ApplyBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +860,7 @@ func (x *ApplyBundleRequest) String() string {
 func (*ApplyBundleRequest) ProtoMessage() {}
 
 func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +873,7 @@ func (x *ApplyBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleRequest.ProtoReflect.Descriptor instead.
 func (*ApplyBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ApplyBundleRequest) GetName() string {
@@ -767,7 +939,7 @@ type ApplyBundleResponse struct {
 
 func (x *ApplyBundleResponse) Reset() {
 	*x = ApplyBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +951,7 @@ func (x *ApplyBundleResponse) String() string {
 func (*ApplyBundleResponse) ProtoMessage() {}
 
 func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +964,7 @@ func (x *ApplyBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyBundleResponse.ProtoReflect.Descriptor instead.
 func (*ApplyBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ApplyBundleResponse) GetRevision() *BundleRevision {
@@ -825,7 +997,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +1009,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +1022,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
 }
 
 // ListBundlesResponse holds bundles sorted by name.
@@ -863,7 +1035,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +1047,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +1060,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListBundlesResponse) GetBundles() []*Bundle {
@@ -910,7 +1082,7 @@ type GetBundleRequest struct {
 
 func (x *GetBundleRequest) Reset() {
 	*x = GetBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1094,7 @@ func (x *GetBundleRequest) String() string {
 func (*GetBundleRequest) ProtoMessage() {}
 
 func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1107,7 @@ func (x *GetBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleRequest.ProtoReflect.Descriptor instead.
 func (*GetBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{18}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetBundleRequest) GetName() string {
@@ -963,7 +1135,7 @@ type GetBundleResponse struct {
 
 func (x *GetBundleResponse) Reset() {
 	*x = GetBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1147,7 @@ func (x *GetBundleResponse) String() string {
 func (*GetBundleResponse) ProtoMessage() {}
 
 func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[19]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1160,7 @@ func (x *GetBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetBundleResponse.ProtoReflect.Descriptor instead.
 func (*GetBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{19}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetBundleResponse) GetBundle() *Bundle {
@@ -1015,7 +1187,7 @@ type ListBundleRevisionsRequest struct {
 
 func (x *ListBundleRevisionsRequest) Reset() {
 	*x = ListBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1199,7 @@ func (x *ListBundleRevisionsRequest) String() string {
 func (*ListBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[20]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1212,7 @@ func (x *ListBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{20}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListBundleRevisionsRequest) GetName() string {
@@ -1060,7 +1232,7 @@ type ListBundleRevisionsResponse struct {
 
 func (x *ListBundleRevisionsResponse) Reset() {
 	*x = ListBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1244,7 @@ func (x *ListBundleRevisionsResponse) String() string {
 func (*ListBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[21]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1257,7 @@ func (x *ListBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*ListBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{21}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListBundleRevisionsResponse) GetRevisions() []*BundleRevision {
@@ -1109,7 +1281,7 @@ type DiffBundleRevisionsRequest struct {
 
 func (x *DiffBundleRevisionsRequest) Reset() {
 	*x = DiffBundleRevisionsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1293,7 @@ func (x *DiffBundleRevisionsRequest) String() string {
 func (*DiffBundleRevisionsRequest) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[22]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1306,7 @@ func (x *DiffBundleRevisionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsRequest.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{22}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DiffBundleRevisionsRequest) GetName() string {
@@ -1172,7 +1344,7 @@ type DiffBundleRevisionsResponse struct {
 
 func (x *DiffBundleRevisionsResponse) Reset() {
 	*x = DiffBundleRevisionsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1356,7 @@ func (x *DiffBundleRevisionsResponse) String() string {
 func (*DiffBundleRevisionsResponse) ProtoMessage() {}
 
 func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[23]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1369,7 @@ func (x *DiffBundleRevisionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DiffBundleRevisionsResponse.ProtoReflect.Descriptor instead.
 func (*DiffBundleRevisionsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{23}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DiffBundleRevisionsResponse) GetFromRevision() int64 {
@@ -1238,7 +1410,7 @@ type DeleteBundleRequest struct {
 
 func (x *DeleteBundleRequest) Reset() {
 	*x = DeleteBundleRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1422,7 @@ func (x *DeleteBundleRequest) String() string {
 func (*DeleteBundleRequest) ProtoMessage() {}
 
 func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[24]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1435,7 @@ func (x *DeleteBundleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBundleRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{24}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteBundleRequest) GetName() string {
@@ -1282,7 +1454,7 @@ type DeleteBundleResponse struct {
 
 func (x *DeleteBundleResponse) Reset() {
 	*x = DeleteBundleResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1466,7 @@ func (x *DeleteBundleResponse) String() string {
 func (*DeleteBundleResponse) ProtoMessage() {}
 
 func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[25]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1479,7 @@ func (x *DeleteBundleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBundleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBundleResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{25}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
 }
 
 // CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -1329,14 +1501,18 @@ type CreateBootstrapTokenRequest struct {
 	// labels, when set, are the labels a cluster registered with the token must ask for,
 	// exactly: a holder of the token cannot give its cluster other labels (say env=prod) and
 	// receive the bundles that select them.
-	Labels        map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Labels map[string]string `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// require_approval registers clusters pending approval by an admin: they are visible but
+	// receive nothing until FleetService.ApproveCluster (see ClusterApproval). Meant for a token
+	// handed to many people, where a leaked copy must not be worth the fleet's configuration.
+	RequireApproval bool `protobuf:"varint,7,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateBootstrapTokenRequest) Reset() {
 	*x = CreateBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1524,7 @@ func (x *CreateBootstrapTokenRequest) String() string {
 func (*CreateBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[26]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1537,7 @@ func (x *CreateBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{26}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateBootstrapTokenRequest) GetDescription() string {
@@ -1406,6 +1582,13 @@ func (x *CreateBootstrapTokenRequest) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *CreateBootstrapTokenRequest) GetRequireApproval() bool {
+	if x != nil {
+		return x.RequireApproval
+	}
+	return false
+}
+
 // CreateBootstrapTokenResponse carries the secret, shown once.
 type CreateBootstrapTokenResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1417,7 +1600,7 @@ type CreateBootstrapTokenResponse struct {
 
 func (x *CreateBootstrapTokenResponse) Reset() {
 	*x = CreateBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1429,7 +1612,7 @@ func (x *CreateBootstrapTokenResponse) String() string {
 func (*CreateBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[27]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1442,7 +1625,7 @@ func (x *CreateBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{27}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateBootstrapTokenResponse) GetToken() *BootstrapToken {
@@ -1468,7 +1651,7 @@ type ListBootstrapTokensRequest struct {
 
 func (x *ListBootstrapTokensRequest) Reset() {
 	*x = ListBootstrapTokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1663,7 @@ func (x *ListBootstrapTokensRequest) String() string {
 func (*ListBootstrapTokensRequest) ProtoMessage() {}
 
 func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[28]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1676,7 @@ func (x *ListBootstrapTokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensRequest.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{28}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
 }
 
 // ListBootstrapTokensResponse holds the tokens, newest first.
@@ -1506,7 +1689,7 @@ type ListBootstrapTokensResponse struct {
 
 func (x *ListBootstrapTokensResponse) Reset() {
 	*x = ListBootstrapTokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1701,7 @@ func (x *ListBootstrapTokensResponse) String() string {
 func (*ListBootstrapTokensResponse) ProtoMessage() {}
 
 func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[29]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1714,7 @@ func (x *ListBootstrapTokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBootstrapTokensResponse.ProtoReflect.Descriptor instead.
 func (*ListBootstrapTokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{29}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBootstrapTokensResponse) GetTokens() []*BootstrapToken {
@@ -1551,7 +1734,7 @@ type RevokeBootstrapTokenRequest struct {
 
 func (x *RevokeBootstrapTokenRequest) Reset() {
 	*x = RevokeBootstrapTokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1563,7 +1746,7 @@ func (x *RevokeBootstrapTokenRequest) String() string {
 func (*RevokeBootstrapTokenRequest) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[30]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1576,7 +1759,7 @@ func (x *RevokeBootstrapTokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{30}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeBootstrapTokenRequest) GetId() string {
@@ -1595,7 +1778,7 @@ type RevokeBootstrapTokenResponse struct {
 
 func (x *RevokeBootstrapTokenResponse) Reset() {
 	*x = RevokeBootstrapTokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1790,7 @@ func (x *RevokeBootstrapTokenResponse) String() string {
 func (*RevokeBootstrapTokenResponse) ProtoMessage() {}
 
 func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[31]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1803,7 @@ func (x *RevokeBootstrapTokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeBootstrapTokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeBootstrapTokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{31}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
 }
 
 // CreateAPITokenRequest describes a new API token.
@@ -1637,7 +1820,7 @@ type CreateAPITokenRequest struct {
 
 func (x *CreateAPITokenRequest) Reset() {
 	*x = CreateAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1832,7 @@ func (x *CreateAPITokenRequest) String() string {
 func (*CreateAPITokenRequest) ProtoMessage() {}
 
 func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[32]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1845,7 @@ func (x *CreateAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{32}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CreateAPITokenRequest) GetName() string {
@@ -1697,7 +1880,7 @@ type CreateAPITokenResponse struct {
 
 func (x *CreateAPITokenResponse) Reset() {
 	*x = CreateAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1892,7 @@ func (x *CreateAPITokenResponse) String() string {
 func (*CreateAPITokenResponse) ProtoMessage() {}
 
 func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[33]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1905,7 @@ func (x *CreateAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*CreateAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{33}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CreateAPITokenResponse) GetToken() *APIToken {
@@ -1748,7 +1931,7 @@ type ListAPITokensRequest struct {
 
 func (x *ListAPITokensRequest) Reset() {
 	*x = ListAPITokensRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1760,7 +1943,7 @@ func (x *ListAPITokensRequest) String() string {
 func (*ListAPITokensRequest) ProtoMessage() {}
 
 func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[34]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1773,7 +1956,7 @@ func (x *ListAPITokensRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensRequest.ProtoReflect.Descriptor instead.
 func (*ListAPITokensRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{34}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
 }
 
 // ListAPITokensResponse holds the tokens, newest first.
@@ -1786,7 +1969,7 @@ type ListAPITokensResponse struct {
 
 func (x *ListAPITokensResponse) Reset() {
 	*x = ListAPITokensResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1981,7 @@ func (x *ListAPITokensResponse) String() string {
 func (*ListAPITokensResponse) ProtoMessage() {}
 
 func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[35]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1994,7 @@ func (x *ListAPITokensResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAPITokensResponse.ProtoReflect.Descriptor instead.
 func (*ListAPITokensResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{35}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListAPITokensResponse) GetTokens() []*APIToken {
@@ -1831,7 +2014,7 @@ type RevokeAPITokenRequest struct {
 
 func (x *RevokeAPITokenRequest) Reset() {
 	*x = RevokeAPITokenRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1843,7 +2026,7 @@ func (x *RevokeAPITokenRequest) String() string {
 func (*RevokeAPITokenRequest) ProtoMessage() {}
 
 func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[36]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1856,7 +2039,7 @@ func (x *RevokeAPITokenRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenRequest.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{36}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RevokeAPITokenRequest) GetId() string {
@@ -1875,7 +2058,7 @@ type RevokeAPITokenResponse struct {
 
 func (x *RevokeAPITokenResponse) Reset() {
 	*x = RevokeAPITokenResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2070,7 @@ func (x *RevokeAPITokenResponse) String() string {
 func (*RevokeAPITokenResponse) ProtoMessage() {}
 
 func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[37]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2083,7 @@ func (x *RevokeAPITokenResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeAPITokenResponse.ProtoReflect.Descriptor instead.
 func (*RevokeAPITokenResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{37}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{41}
 }
 
 // WhoAmIRequest is empty.
@@ -1912,7 +2095,7 @@ type WhoAmIRequest struct {
 
 func (x *WhoAmIRequest) Reset() {
 	*x = WhoAmIRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1924,7 +2107,7 @@ func (x *WhoAmIRequest) String() string {
 func (*WhoAmIRequest) ProtoMessage() {}
 
 func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[38]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1937,7 +2120,7 @@ func (x *WhoAmIRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIRequest.ProtoReflect.Descriptor instead.
 func (*WhoAmIRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{38}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{42}
 }
 
 // WhoAmIResponse describes the calling API token.
@@ -1952,7 +2135,7 @@ type WhoAmIResponse struct {
 
 func (x *WhoAmIResponse) Reset() {
 	*x = WhoAmIResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1964,7 +2147,7 @@ func (x *WhoAmIResponse) String() string {
 func (*WhoAmIResponse) ProtoMessage() {}
 
 func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[39]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1977,7 +2160,7 @@ func (x *WhoAmIResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WhoAmIResponse.ProtoReflect.Descriptor instead.
 func (*WhoAmIResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{39}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WhoAmIResponse) GetName() string {
@@ -2003,7 +2186,7 @@ type GetFleetHealthRequest struct {
 
 func (x *GetFleetHealthRequest) Reset() {
 	*x = GetFleetHealthRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2015,7 +2198,7 @@ func (x *GetFleetHealthRequest) String() string {
 func (*GetFleetHealthRequest) ProtoMessage() {}
 
 func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[40]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2028,7 +2211,7 @@ func (x *GetFleetHealthRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthRequest.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{40}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{44}
 }
 
 // VersionCount is how many clusters run one version.
@@ -2042,7 +2225,7 @@ type VersionCount struct {
 
 func (x *VersionCount) Reset() {
 	*x = VersionCount{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2237,7 @@ func (x *VersionCount) String() string {
 func (*VersionCount) ProtoMessage() {}
 
 func (x *VersionCount) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[41]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2250,7 @@ func (x *VersionCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionCount.ProtoReflect.Descriptor instead.
 func (*VersionCount) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{41}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *VersionCount) GetVersion() string {
@@ -2099,16 +2282,20 @@ type GetFleetHealthResponse struct {
 	KubernetesVersions []*VersionCount  `protobuf:"bytes,9,rep,name=kubernetes_versions,json=kubernetesVersions,proto3" json:"kubernetes_versions,omitempty"`
 	ExportFreshness    []*SinkFreshness `protobuf:"bytes,10,rep,name=export_freshness,json=exportFreshness,proto3" json:"export_freshness,omitempty"`
 	// stale_after and offline_after are the thresholds in force.
-	StaleAfter    *durationpb.Duration   `protobuf:"bytes,11,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
-	OfflineAfter  *durationpb.Duration   `protobuf:"bytes,12,opt,name=offline_after,json=offlineAfter,proto3" json:"offline_after,omitempty"`
-	ComputedAt    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=computed_at,json=computedAt,proto3" json:"computed_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	StaleAfter   *durationpb.Duration   `protobuf:"bytes,11,opt,name=stale_after,json=staleAfter,proto3" json:"stale_after,omitempty"`
+	OfflineAfter *durationpb.Duration   `protobuf:"bytes,12,opt,name=offline_after,json=offlineAfter,proto3" json:"offline_after,omitempty"`
+	ComputedAt   *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=computed_at,json=computedAt,proto3" json:"computed_at,omitempty"`
+	// clusters_pending_approval counts clusters whose registration waits for an admin
+	// (ClusterApproval PENDING). They are in clusters_total and their state's count, but not in
+	// clusters_config_skew, the version counts or export_freshness.
+	ClustersPendingApproval int64 `protobuf:"varint,14,opt,name=clusters_pending_approval,json=clustersPendingApproval,proto3" json:"clusters_pending_approval,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *GetFleetHealthResponse) Reset() {
 	*x = GetFleetHealthResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2307,7 @@ func (x *GetFleetHealthResponse) String() string {
 func (*GetFleetHealthResponse) ProtoMessage() {}
 
 func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[42]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2320,7 @@ func (x *GetFleetHealthResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetFleetHealthResponse.ProtoReflect.Descriptor instead.
 func (*GetFleetHealthResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{42}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetFleetHealthResponse) GetClustersTotal() int64 {
@@ -2227,6 +2414,13 @@ func (x *GetFleetHealthResponse) GetComputedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *GetFleetHealthResponse) GetClustersPendingApproval() int64 {
+	if x != nil {
+		return x.ClustersPendingApproval
+	}
+	return 0
+}
+
 // WatchFleetRequest is empty.
 type WatchFleetRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2236,7 +2430,7 @@ type WatchFleetRequest struct {
 
 func (x *WatchFleetRequest) Reset() {
 	*x = WatchFleetRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2248,7 +2442,7 @@ func (x *WatchFleetRequest) String() string {
 func (*WatchFleetRequest) ProtoMessage() {}
 
 func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[43]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2261,7 +2455,7 @@ func (x *WatchFleetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetRequest.ProtoReflect.Descriptor instead.
 func (*WatchFleetRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{43}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{47}
 }
 
 // WatchFleetResponse is one change.
@@ -2282,7 +2476,7 @@ type WatchFleetResponse struct {
 
 func (x *WatchFleetResponse) Reset() {
 	*x = WatchFleetResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2488,7 @@ func (x *WatchFleetResponse) String() string {
 func (*WatchFleetResponse) ProtoMessage() {}
 
 func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[44]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2501,7 @@ func (x *WatchFleetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchFleetResponse.ProtoReflect.Descriptor instead.
 func (*WatchFleetResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{44}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *WatchFleetResponse) GetEvent() isWatchFleetResponse_Event {
@@ -2422,7 +2616,7 @@ type ListAuditEventsRequest struct {
 
 func (x *ListAuditEventsRequest) Reset() {
 	*x = ListAuditEventsRequest{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2628,7 @@ func (x *ListAuditEventsRequest) String() string {
 func (*ListAuditEventsRequest) ProtoMessage() {}
 
 func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[45]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2641,7 @@ func (x *ListAuditEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsRequest) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{45}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListAuditEventsRequest) GetLimit() int32 {
@@ -2474,7 +2668,7 @@ type ListAuditEventsResponse struct {
 
 func (x *ListAuditEventsResponse) Reset() {
 	*x = ListAuditEventsResponse{}
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2680,7 @@ func (x *ListAuditEventsResponse) String() string {
 func (*ListAuditEventsResponse) ProtoMessage() {}
 
 func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[46]
+	mi := &file_kollect_fleet_v1_fleet_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2693,7 @@ func (x *ListAuditEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAuditEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListAuditEventsResponse) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{46}
+	return file_kollect_fleet_v1_fleet_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListAuditEventsResponse) GetEvents() []*AuditEvent {
@@ -2546,7 +2740,14 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x13RevokeAgentResponse\":\n" +
 	"\x15ReleaseClusterRequest\x12!\n" +
 	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x18\n" +
-	"\x16ReleaseClusterResponse\"\xfb\x01\n" +
+	"\x16ReleaseClusterResponse\":\n" +
+	"\x15ApproveClusterRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"\x18\n" +
+	"\x16ApproveClusterResponse\"9\n" +
+	"\x14RejectClusterRequest\x12!\n" +
+	"\fcluster_name\x18\x01 \x01(\tR\vclusterName\"[\n" +
+	"\x15RejectClusterResponse\x12B\n" +
+	"\fregistration\x18\x01 \x01(\v2\x1e.kollect.fleet.v1.RegistrationR\fregistration\"\xfb\x01\n" +
 	"\x12ApplyBundleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
@@ -2585,14 +2786,15 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x10selector_changed\x18\x04 \x01(\bR\x0fselectorChanged\")\n" +
 	"\x13DeleteBundleRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x16\n" +
-	"\x14DeleteBundleResponse\"\xdd\x02\n" +
+	"\x14DeleteBundleResponse\"\x88\x03\n" +
 	"\x1bCreateBootstrapTokenRequest\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12+\n" +
 	"\x03ttl\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x03ttl\x12\x19\n" +
 	"\bmax_uses\x18\x03 \x01(\x03R\amaxUses\x12#\n" +
 	"\rallow_replace\x18\x04 \x01(\bR\fallowReplace\x12!\n" +
 	"\fcluster_name\x18\x05 \x01(\tR\vclusterName\x12Q\n" +
-	"\x06labels\x18\x06 \x03(\v29.kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x06 \x03(\v29.kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntryR\x06labels\x12)\n" +
+	"\x10require_approval\x18\a \x01(\bR\x0frequireApproval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
@@ -2625,7 +2827,7 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x15GetFleetHealthRequest\"D\n" +
 	"\fVersionCount\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
-	"\bclusters\x18\x02 \x01(\x03R\bclusters\"\xdf\x05\n" +
+	"\bclusters\x18\x02 \x01(\x03R\bclusters\"\x9b\x06\n" +
 	"\x16GetFleetHealthResponse\x12%\n" +
 	"\x0eclusters_total\x18\x01 \x01(\x03R\rclustersTotal\x12'\n" +
 	"\x0fclusters_online\x18\x02 \x01(\x03R\x0eclustersOnline\x12%\n" +
@@ -2642,7 +2844,8 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"staleAfter\x12>\n" +
 	"\roffline_after\x18\f \x01(\v2\x19.google.protobuf.DurationR\fofflineAfter\x12;\n" +
 	"\vcomputed_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"computedAt\"\x13\n" +
+	"computedAt\x12:\n" +
+	"\x19clusters_pending_approval\x18\x0e \x01(\x03R\x17clustersPendingApproval\"\x13\n" +
 	"\x11WatchFleetRequest\"\xc3\x02\n" +
 	"\x12WatchFleetResponse\x125\n" +
 	"\acluster\x18\x01 \x01(\v2\x19.kollect.fleet.v1.ClusterH\x00R\acluster\x12)\n" +
@@ -2656,7 +2859,7 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\x12\x1b\n" +
 	"\tbefore_id\x18\x02 \x01(\x03R\bbeforeId\"O\n" +
 	"\x17ListAuditEventsResponse\x124\n" +
-	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xeb\x18\n" +
+	"\x06events\x18\x01 \x03(\v2\x1c.kollect.fleet.v1.AuditEventR\x06events2\xb2\x1a\n" +
 	"\fFleetService\x12]\n" +
 	"\fListClusters\x12%.kollect.fleet.v1.ListClustersRequest\x1a&.kollect.fleet.v1.ListClustersResponse\x12W\n" +
 	"\n" +
@@ -2665,7 +2868,9 @@ const file_kollect_fleet_v1_fleet_proto_rawDesc = "" +
 	"\x10SetClusterLabels\x12).kollect.fleet.v1.SetClusterLabelsRequest\x1a*.kollect.fleet.v1.SetClusterLabelsResponse\x12`\n" +
 	"\rDeleteCluster\x12&.kollect.fleet.v1.DeleteClusterRequest\x1a'.kollect.fleet.v1.DeleteClusterResponse\x12Z\n" +
 	"\vRevokeAgent\x12$.kollect.fleet.v1.RevokeAgentRequest\x1a%.kollect.fleet.v1.RevokeAgentResponse\x12c\n" +
-	"\x0eReleaseCluster\x12'.kollect.fleet.v1.ReleaseClusterRequest\x1a(.kollect.fleet.v1.ReleaseClusterResponse\x12Z\n" +
+	"\x0eReleaseCluster\x12'.kollect.fleet.v1.ReleaseClusterRequest\x1a(.kollect.fleet.v1.ReleaseClusterResponse\x12c\n" +
+	"\x0eApproveCluster\x12'.kollect.fleet.v1.ApproveClusterRequest\x1a(.kollect.fleet.v1.ApproveClusterResponse\x12`\n" +
+	"\rRejectCluster\x12&.kollect.fleet.v1.RejectClusterRequest\x1a'.kollect.fleet.v1.RejectClusterResponse\x12Z\n" +
 	"\vApplyBundle\x12$.kollect.fleet.v1.ApplyBundleRequest\x1a%.kollect.fleet.v1.ApplyBundleResponse\x12Z\n" +
 	"\vListBundles\x12$.kollect.fleet.v1.ListBundlesRequest\x1a%.kollect.fleet.v1.ListBundlesResponse\x12T\n" +
 	"\tGetBundle\x12\".kollect.fleet.v1.GetBundleRequest\x1a#.kollect.fleet.v1.GetBundleResponse\x12r\n" +
@@ -2707,7 +2912,7 @@ func file_kollect_fleet_v1_fleet_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_fleet_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_kollect_fleet_v1_fleet_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*ListClustersRequest)(nil),          // 0: kollect.fleet.v1.ListClustersRequest
 	(*ListClustersResponse)(nil),         // 1: kollect.fleet.v1.ListClustersResponse
@@ -2723,176 +2928,186 @@ var file_kollect_fleet_v1_fleet_proto_goTypes = []any{
 	(*RevokeAgentResponse)(nil),          // 11: kollect.fleet.v1.RevokeAgentResponse
 	(*ReleaseClusterRequest)(nil),        // 12: kollect.fleet.v1.ReleaseClusterRequest
 	(*ReleaseClusterResponse)(nil),       // 13: kollect.fleet.v1.ReleaseClusterResponse
-	(*ApplyBundleRequest)(nil),           // 14: kollect.fleet.v1.ApplyBundleRequest
-	(*ApplyBundleResponse)(nil),          // 15: kollect.fleet.v1.ApplyBundleResponse
-	(*ListBundlesRequest)(nil),           // 16: kollect.fleet.v1.ListBundlesRequest
-	(*ListBundlesResponse)(nil),          // 17: kollect.fleet.v1.ListBundlesResponse
-	(*GetBundleRequest)(nil),             // 18: kollect.fleet.v1.GetBundleRequest
-	(*GetBundleResponse)(nil),            // 19: kollect.fleet.v1.GetBundleResponse
-	(*ListBundleRevisionsRequest)(nil),   // 20: kollect.fleet.v1.ListBundleRevisionsRequest
-	(*ListBundleRevisionsResponse)(nil),  // 21: kollect.fleet.v1.ListBundleRevisionsResponse
-	(*DiffBundleRevisionsRequest)(nil),   // 22: kollect.fleet.v1.DiffBundleRevisionsRequest
-	(*DiffBundleRevisionsResponse)(nil),  // 23: kollect.fleet.v1.DiffBundleRevisionsResponse
-	(*DeleteBundleRequest)(nil),          // 24: kollect.fleet.v1.DeleteBundleRequest
-	(*DeleteBundleResponse)(nil),         // 25: kollect.fleet.v1.DeleteBundleResponse
-	(*CreateBootstrapTokenRequest)(nil),  // 26: kollect.fleet.v1.CreateBootstrapTokenRequest
-	(*CreateBootstrapTokenResponse)(nil), // 27: kollect.fleet.v1.CreateBootstrapTokenResponse
-	(*ListBootstrapTokensRequest)(nil),   // 28: kollect.fleet.v1.ListBootstrapTokensRequest
-	(*ListBootstrapTokensResponse)(nil),  // 29: kollect.fleet.v1.ListBootstrapTokensResponse
-	(*RevokeBootstrapTokenRequest)(nil),  // 30: kollect.fleet.v1.RevokeBootstrapTokenRequest
-	(*RevokeBootstrapTokenResponse)(nil), // 31: kollect.fleet.v1.RevokeBootstrapTokenResponse
-	(*CreateAPITokenRequest)(nil),        // 32: kollect.fleet.v1.CreateAPITokenRequest
-	(*CreateAPITokenResponse)(nil),       // 33: kollect.fleet.v1.CreateAPITokenResponse
-	(*ListAPITokensRequest)(nil),         // 34: kollect.fleet.v1.ListAPITokensRequest
-	(*ListAPITokensResponse)(nil),        // 35: kollect.fleet.v1.ListAPITokensResponse
-	(*RevokeAPITokenRequest)(nil),        // 36: kollect.fleet.v1.RevokeAPITokenRequest
-	(*RevokeAPITokenResponse)(nil),       // 37: kollect.fleet.v1.RevokeAPITokenResponse
-	(*WhoAmIRequest)(nil),                // 38: kollect.fleet.v1.WhoAmIRequest
-	(*WhoAmIResponse)(nil),               // 39: kollect.fleet.v1.WhoAmIResponse
-	(*GetFleetHealthRequest)(nil),        // 40: kollect.fleet.v1.GetFleetHealthRequest
-	(*VersionCount)(nil),                 // 41: kollect.fleet.v1.VersionCount
-	(*GetFleetHealthResponse)(nil),       // 42: kollect.fleet.v1.GetFleetHealthResponse
-	(*WatchFleetRequest)(nil),            // 43: kollect.fleet.v1.WatchFleetRequest
-	(*WatchFleetResponse)(nil),           // 44: kollect.fleet.v1.WatchFleetResponse
-	(*ListAuditEventsRequest)(nil),       // 45: kollect.fleet.v1.ListAuditEventsRequest
-	(*ListAuditEventsResponse)(nil),      // 46: kollect.fleet.v1.ListAuditEventsResponse
-	nil,                                  // 47: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	nil,                                  // 48: kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
-	(*Cluster)(nil),                      // 49: kollect.fleet.v1.Cluster
-	(*AgentStatus)(nil),                  // 50: kollect.fleet.v1.AgentStatus
-	(*HeartbeatRecord)(nil),              // 51: kollect.fleet.v1.HeartbeatRecord
-	(*LabelSelector)(nil),                // 52: kollect.fleet.v1.LabelSelector
-	(*BundleRevision)(nil),               // 53: kollect.fleet.v1.BundleRevision
-	(*Bundle)(nil),                       // 54: kollect.fleet.v1.Bundle
-	(*durationpb.Duration)(nil),          // 55: google.protobuf.Duration
-	(*BootstrapToken)(nil),               // 56: kollect.fleet.v1.BootstrapToken
-	(Role)(0),                            // 57: kollect.fleet.v1.Role
-	(*APIToken)(nil),                     // 58: kollect.fleet.v1.APIToken
-	(*SinkFreshness)(nil),                // 59: kollect.fleet.v1.SinkFreshness
-	(*timestamppb.Timestamp)(nil),        // 60: google.protobuf.Timestamp
-	(*Rollout)(nil),                      // 61: kollect.fleet.v1.Rollout
-	(*AuditEvent)(nil),                   // 62: kollect.fleet.v1.AuditEvent
-	(*PreviewBundleRequest)(nil),         // 63: kollect.fleet.v1.PreviewBundleRequest
-	(*GetPreviewRequest)(nil),            // 64: kollect.fleet.v1.GetPreviewRequest
-	(*StartRolloutRequest)(nil),          // 65: kollect.fleet.v1.StartRolloutRequest
-	(*GetRolloutRequest)(nil),            // 66: kollect.fleet.v1.GetRolloutRequest
-	(*ListRolloutsRequest)(nil),          // 67: kollect.fleet.v1.ListRolloutsRequest
-	(*PauseRolloutRequest)(nil),          // 68: kollect.fleet.v1.PauseRolloutRequest
-	(*ResumeRolloutRequest)(nil),         // 69: kollect.fleet.v1.ResumeRolloutRequest
-	(*AbortRolloutRequest)(nil),          // 70: kollect.fleet.v1.AbortRolloutRequest
-	(*RollbackRolloutRequest)(nil),       // 71: kollect.fleet.v1.RollbackRolloutRequest
-	(*PreviewBundleResponse)(nil),        // 72: kollect.fleet.v1.PreviewBundleResponse
-	(*GetPreviewResponse)(nil),           // 73: kollect.fleet.v1.GetPreviewResponse
-	(*StartRolloutResponse)(nil),         // 74: kollect.fleet.v1.StartRolloutResponse
-	(*GetRolloutResponse)(nil),           // 75: kollect.fleet.v1.GetRolloutResponse
-	(*ListRolloutsResponse)(nil),         // 76: kollect.fleet.v1.ListRolloutsResponse
-	(*PauseRolloutResponse)(nil),         // 77: kollect.fleet.v1.PauseRolloutResponse
-	(*ResumeRolloutResponse)(nil),        // 78: kollect.fleet.v1.ResumeRolloutResponse
-	(*AbortRolloutResponse)(nil),         // 79: kollect.fleet.v1.AbortRolloutResponse
-	(*RollbackRolloutResponse)(nil),      // 80: kollect.fleet.v1.RollbackRolloutResponse
+	(*ApproveClusterRequest)(nil),        // 14: kollect.fleet.v1.ApproveClusterRequest
+	(*ApproveClusterResponse)(nil),       // 15: kollect.fleet.v1.ApproveClusterResponse
+	(*RejectClusterRequest)(nil),         // 16: kollect.fleet.v1.RejectClusterRequest
+	(*RejectClusterResponse)(nil),        // 17: kollect.fleet.v1.RejectClusterResponse
+	(*ApplyBundleRequest)(nil),           // 18: kollect.fleet.v1.ApplyBundleRequest
+	(*ApplyBundleResponse)(nil),          // 19: kollect.fleet.v1.ApplyBundleResponse
+	(*ListBundlesRequest)(nil),           // 20: kollect.fleet.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),          // 21: kollect.fleet.v1.ListBundlesResponse
+	(*GetBundleRequest)(nil),             // 22: kollect.fleet.v1.GetBundleRequest
+	(*GetBundleResponse)(nil),            // 23: kollect.fleet.v1.GetBundleResponse
+	(*ListBundleRevisionsRequest)(nil),   // 24: kollect.fleet.v1.ListBundleRevisionsRequest
+	(*ListBundleRevisionsResponse)(nil),  // 25: kollect.fleet.v1.ListBundleRevisionsResponse
+	(*DiffBundleRevisionsRequest)(nil),   // 26: kollect.fleet.v1.DiffBundleRevisionsRequest
+	(*DiffBundleRevisionsResponse)(nil),  // 27: kollect.fleet.v1.DiffBundleRevisionsResponse
+	(*DeleteBundleRequest)(nil),          // 28: kollect.fleet.v1.DeleteBundleRequest
+	(*DeleteBundleResponse)(nil),         // 29: kollect.fleet.v1.DeleteBundleResponse
+	(*CreateBootstrapTokenRequest)(nil),  // 30: kollect.fleet.v1.CreateBootstrapTokenRequest
+	(*CreateBootstrapTokenResponse)(nil), // 31: kollect.fleet.v1.CreateBootstrapTokenResponse
+	(*ListBootstrapTokensRequest)(nil),   // 32: kollect.fleet.v1.ListBootstrapTokensRequest
+	(*ListBootstrapTokensResponse)(nil),  // 33: kollect.fleet.v1.ListBootstrapTokensResponse
+	(*RevokeBootstrapTokenRequest)(nil),  // 34: kollect.fleet.v1.RevokeBootstrapTokenRequest
+	(*RevokeBootstrapTokenResponse)(nil), // 35: kollect.fleet.v1.RevokeBootstrapTokenResponse
+	(*CreateAPITokenRequest)(nil),        // 36: kollect.fleet.v1.CreateAPITokenRequest
+	(*CreateAPITokenResponse)(nil),       // 37: kollect.fleet.v1.CreateAPITokenResponse
+	(*ListAPITokensRequest)(nil),         // 38: kollect.fleet.v1.ListAPITokensRequest
+	(*ListAPITokensResponse)(nil),        // 39: kollect.fleet.v1.ListAPITokensResponse
+	(*RevokeAPITokenRequest)(nil),        // 40: kollect.fleet.v1.RevokeAPITokenRequest
+	(*RevokeAPITokenResponse)(nil),       // 41: kollect.fleet.v1.RevokeAPITokenResponse
+	(*WhoAmIRequest)(nil),                // 42: kollect.fleet.v1.WhoAmIRequest
+	(*WhoAmIResponse)(nil),               // 43: kollect.fleet.v1.WhoAmIResponse
+	(*GetFleetHealthRequest)(nil),        // 44: kollect.fleet.v1.GetFleetHealthRequest
+	(*VersionCount)(nil),                 // 45: kollect.fleet.v1.VersionCount
+	(*GetFleetHealthResponse)(nil),       // 46: kollect.fleet.v1.GetFleetHealthResponse
+	(*WatchFleetRequest)(nil),            // 47: kollect.fleet.v1.WatchFleetRequest
+	(*WatchFleetResponse)(nil),           // 48: kollect.fleet.v1.WatchFleetResponse
+	(*ListAuditEventsRequest)(nil),       // 49: kollect.fleet.v1.ListAuditEventsRequest
+	(*ListAuditEventsResponse)(nil),      // 50: kollect.fleet.v1.ListAuditEventsResponse
+	nil,                                  // 51: kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	nil,                                  // 52: kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
+	(*Cluster)(nil),                      // 53: kollect.fleet.v1.Cluster
+	(*AgentStatus)(nil),                  // 54: kollect.fleet.v1.AgentStatus
+	(*HeartbeatRecord)(nil),              // 55: kollect.fleet.v1.HeartbeatRecord
+	(*Registration)(nil),                 // 56: kollect.fleet.v1.Registration
+	(*LabelSelector)(nil),                // 57: kollect.fleet.v1.LabelSelector
+	(*BundleRevision)(nil),               // 58: kollect.fleet.v1.BundleRevision
+	(*Bundle)(nil),                       // 59: kollect.fleet.v1.Bundle
+	(*durationpb.Duration)(nil),          // 60: google.protobuf.Duration
+	(*BootstrapToken)(nil),               // 61: kollect.fleet.v1.BootstrapToken
+	(Role)(0),                            // 62: kollect.fleet.v1.Role
+	(*APIToken)(nil),                     // 63: kollect.fleet.v1.APIToken
+	(*SinkFreshness)(nil),                // 64: kollect.fleet.v1.SinkFreshness
+	(*timestamppb.Timestamp)(nil),        // 65: google.protobuf.Timestamp
+	(*Rollout)(nil),                      // 66: kollect.fleet.v1.Rollout
+	(*AuditEvent)(nil),                   // 67: kollect.fleet.v1.AuditEvent
+	(*PreviewBundleRequest)(nil),         // 68: kollect.fleet.v1.PreviewBundleRequest
+	(*GetPreviewRequest)(nil),            // 69: kollect.fleet.v1.GetPreviewRequest
+	(*StartRolloutRequest)(nil),          // 70: kollect.fleet.v1.StartRolloutRequest
+	(*GetRolloutRequest)(nil),            // 71: kollect.fleet.v1.GetRolloutRequest
+	(*ListRolloutsRequest)(nil),          // 72: kollect.fleet.v1.ListRolloutsRequest
+	(*PauseRolloutRequest)(nil),          // 73: kollect.fleet.v1.PauseRolloutRequest
+	(*ResumeRolloutRequest)(nil),         // 74: kollect.fleet.v1.ResumeRolloutRequest
+	(*AbortRolloutRequest)(nil),          // 75: kollect.fleet.v1.AbortRolloutRequest
+	(*RollbackRolloutRequest)(nil),       // 76: kollect.fleet.v1.RollbackRolloutRequest
+	(*PreviewBundleResponse)(nil),        // 77: kollect.fleet.v1.PreviewBundleResponse
+	(*GetPreviewResponse)(nil),           // 78: kollect.fleet.v1.GetPreviewResponse
+	(*StartRolloutResponse)(nil),         // 79: kollect.fleet.v1.StartRolloutResponse
+	(*GetRolloutResponse)(nil),           // 80: kollect.fleet.v1.GetRolloutResponse
+	(*ListRolloutsResponse)(nil),         // 81: kollect.fleet.v1.ListRolloutsResponse
+	(*PauseRolloutResponse)(nil),         // 82: kollect.fleet.v1.PauseRolloutResponse
+	(*ResumeRolloutResponse)(nil),        // 83: kollect.fleet.v1.ResumeRolloutResponse
+	(*AbortRolloutResponse)(nil),         // 84: kollect.fleet.v1.AbortRolloutResponse
+	(*RollbackRolloutResponse)(nil),      // 85: kollect.fleet.v1.RollbackRolloutResponse
 }
 var file_kollect_fleet_v1_fleet_proto_depIdxs = []int32{
-	49, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
-	49, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	50, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
-	51, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
-	47, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
-	49, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	52, // 6: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	53, // 7: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	54, // 8: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
-	54, // 9: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	53, // 10: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
-	53, // 11: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
-	55, // 12: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
-	48, // 13: kollect.fleet.v1.CreateBootstrapTokenRequest.labels:type_name -> kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
-	56, // 14: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
-	56, // 15: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
-	57, // 16: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
-	55, // 17: kollect.fleet.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
-	58, // 18: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
-	58, // 19: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
-	57, // 20: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
-	41, // 21: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
-	41, // 22: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
-	59, // 23: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
-	55, // 24: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
-	55, // 25: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
-	60, // 26: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
-	49, // 27: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
-	54, // 28: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
-	61, // 29: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
-	60, // 30: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
-	62, // 31: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
-	0,  // 32: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
-	2,  // 33: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
-	4,  // 34: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
-	6,  // 35: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
-	8,  // 36: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
-	10, // 37: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
-	12, // 38: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
-	14, // 39: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
-	16, // 40: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
-	18, // 41: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
-	20, // 42: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
-	22, // 43: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
-	24, // 44: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
-	63, // 45: kollect.fleet.v1.FleetService.PreviewBundle:input_type -> kollect.fleet.v1.PreviewBundleRequest
-	64, // 46: kollect.fleet.v1.FleetService.GetPreview:input_type -> kollect.fleet.v1.GetPreviewRequest
-	26, // 47: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
-	28, // 48: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
-	30, // 49: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
-	32, // 50: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
-	34, // 51: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
-	36, // 52: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
-	38, // 53: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
-	40, // 54: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
-	43, // 55: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
-	45, // 56: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
-	65, // 57: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
-	66, // 58: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
-	67, // 59: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
-	68, // 60: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
-	69, // 61: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
-	70, // 62: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
-	71, // 63: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
-	1,  // 64: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
-	3,  // 65: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
-	5,  // 66: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
-	7,  // 67: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
-	9,  // 68: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
-	11, // 69: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
-	13, // 70: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
-	15, // 71: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
-	17, // 72: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
-	19, // 73: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
-	21, // 74: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
-	23, // 75: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
-	25, // 76: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
-	72, // 77: kollect.fleet.v1.FleetService.PreviewBundle:output_type -> kollect.fleet.v1.PreviewBundleResponse
-	73, // 78: kollect.fleet.v1.FleetService.GetPreview:output_type -> kollect.fleet.v1.GetPreviewResponse
-	27, // 79: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
-	29, // 80: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
-	31, // 81: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
-	33, // 82: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
-	35, // 83: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
-	37, // 84: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
-	39, // 85: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
-	42, // 86: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
-	44, // 87: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
-	46, // 88: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
-	74, // 89: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
-	75, // 90: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
-	76, // 91: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
-	77, // 92: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
-	78, // 93: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
-	79, // 94: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
-	80, // 95: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
-	64, // [64:96] is the sub-list for method output_type
-	32, // [32:64] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	53, // 0: kollect.fleet.v1.ListClustersResponse.clusters:type_name -> kollect.fleet.v1.Cluster
+	53, // 1: kollect.fleet.v1.GetClusterResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	54, // 2: kollect.fleet.v1.GetClusterResponse.status:type_name -> kollect.fleet.v1.AgentStatus
+	55, // 3: kollect.fleet.v1.ListHeartbeatsResponse.heartbeats:type_name -> kollect.fleet.v1.HeartbeatRecord
+	51, // 4: kollect.fleet.v1.SetClusterLabelsRequest.labels:type_name -> kollect.fleet.v1.SetClusterLabelsRequest.LabelsEntry
+	53, // 5: kollect.fleet.v1.SetClusterLabelsResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	56, // 6: kollect.fleet.v1.RejectClusterResponse.registration:type_name -> kollect.fleet.v1.Registration
+	57, // 7: kollect.fleet.v1.ApplyBundleRequest.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	58, // 8: kollect.fleet.v1.ApplyBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	59, // 9: kollect.fleet.v1.ListBundlesResponse.bundles:type_name -> kollect.fleet.v1.Bundle
+	59, // 10: kollect.fleet.v1.GetBundleResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	58, // 11: kollect.fleet.v1.GetBundleResponse.revision:type_name -> kollect.fleet.v1.BundleRevision
+	58, // 12: kollect.fleet.v1.ListBundleRevisionsResponse.revisions:type_name -> kollect.fleet.v1.BundleRevision
+	60, // 13: kollect.fleet.v1.CreateBootstrapTokenRequest.ttl:type_name -> google.protobuf.Duration
+	52, // 14: kollect.fleet.v1.CreateBootstrapTokenRequest.labels:type_name -> kollect.fleet.v1.CreateBootstrapTokenRequest.LabelsEntry
+	61, // 15: kollect.fleet.v1.CreateBootstrapTokenResponse.token:type_name -> kollect.fleet.v1.BootstrapToken
+	61, // 16: kollect.fleet.v1.ListBootstrapTokensResponse.tokens:type_name -> kollect.fleet.v1.BootstrapToken
+	62, // 17: kollect.fleet.v1.CreateAPITokenRequest.role:type_name -> kollect.fleet.v1.Role
+	60, // 18: kollect.fleet.v1.CreateAPITokenRequest.ttl:type_name -> google.protobuf.Duration
+	63, // 19: kollect.fleet.v1.CreateAPITokenResponse.token:type_name -> kollect.fleet.v1.APIToken
+	63, // 20: kollect.fleet.v1.ListAPITokensResponse.tokens:type_name -> kollect.fleet.v1.APIToken
+	62, // 21: kollect.fleet.v1.WhoAmIResponse.role:type_name -> kollect.fleet.v1.Role
+	45, // 22: kollect.fleet.v1.GetFleetHealthResponse.agent_versions:type_name -> kollect.fleet.v1.VersionCount
+	45, // 23: kollect.fleet.v1.GetFleetHealthResponse.kubernetes_versions:type_name -> kollect.fleet.v1.VersionCount
+	64, // 24: kollect.fleet.v1.GetFleetHealthResponse.export_freshness:type_name -> kollect.fleet.v1.SinkFreshness
+	60, // 25: kollect.fleet.v1.GetFleetHealthResponse.stale_after:type_name -> google.protobuf.Duration
+	60, // 26: kollect.fleet.v1.GetFleetHealthResponse.offline_after:type_name -> google.protobuf.Duration
+	65, // 27: kollect.fleet.v1.GetFleetHealthResponse.computed_at:type_name -> google.protobuf.Timestamp
+	53, // 28: kollect.fleet.v1.WatchFleetResponse.cluster:type_name -> kollect.fleet.v1.Cluster
+	59, // 29: kollect.fleet.v1.WatchFleetResponse.bundle:type_name -> kollect.fleet.v1.Bundle
+	66, // 30: kollect.fleet.v1.WatchFleetResponse.rollout:type_name -> kollect.fleet.v1.Rollout
+	65, // 31: kollect.fleet.v1.WatchFleetResponse.time:type_name -> google.protobuf.Timestamp
+	67, // 32: kollect.fleet.v1.ListAuditEventsResponse.events:type_name -> kollect.fleet.v1.AuditEvent
+	0,  // 33: kollect.fleet.v1.FleetService.ListClusters:input_type -> kollect.fleet.v1.ListClustersRequest
+	2,  // 34: kollect.fleet.v1.FleetService.GetCluster:input_type -> kollect.fleet.v1.GetClusterRequest
+	4,  // 35: kollect.fleet.v1.FleetService.ListHeartbeats:input_type -> kollect.fleet.v1.ListHeartbeatsRequest
+	6,  // 36: kollect.fleet.v1.FleetService.SetClusterLabels:input_type -> kollect.fleet.v1.SetClusterLabelsRequest
+	8,  // 37: kollect.fleet.v1.FleetService.DeleteCluster:input_type -> kollect.fleet.v1.DeleteClusterRequest
+	10, // 38: kollect.fleet.v1.FleetService.RevokeAgent:input_type -> kollect.fleet.v1.RevokeAgentRequest
+	12, // 39: kollect.fleet.v1.FleetService.ReleaseCluster:input_type -> kollect.fleet.v1.ReleaseClusterRequest
+	14, // 40: kollect.fleet.v1.FleetService.ApproveCluster:input_type -> kollect.fleet.v1.ApproveClusterRequest
+	16, // 41: kollect.fleet.v1.FleetService.RejectCluster:input_type -> kollect.fleet.v1.RejectClusterRequest
+	18, // 42: kollect.fleet.v1.FleetService.ApplyBundle:input_type -> kollect.fleet.v1.ApplyBundleRequest
+	20, // 43: kollect.fleet.v1.FleetService.ListBundles:input_type -> kollect.fleet.v1.ListBundlesRequest
+	22, // 44: kollect.fleet.v1.FleetService.GetBundle:input_type -> kollect.fleet.v1.GetBundleRequest
+	24, // 45: kollect.fleet.v1.FleetService.ListBundleRevisions:input_type -> kollect.fleet.v1.ListBundleRevisionsRequest
+	26, // 46: kollect.fleet.v1.FleetService.DiffBundleRevisions:input_type -> kollect.fleet.v1.DiffBundleRevisionsRequest
+	28, // 47: kollect.fleet.v1.FleetService.DeleteBundle:input_type -> kollect.fleet.v1.DeleteBundleRequest
+	68, // 48: kollect.fleet.v1.FleetService.PreviewBundle:input_type -> kollect.fleet.v1.PreviewBundleRequest
+	69, // 49: kollect.fleet.v1.FleetService.GetPreview:input_type -> kollect.fleet.v1.GetPreviewRequest
+	30, // 50: kollect.fleet.v1.FleetService.CreateBootstrapToken:input_type -> kollect.fleet.v1.CreateBootstrapTokenRequest
+	32, // 51: kollect.fleet.v1.FleetService.ListBootstrapTokens:input_type -> kollect.fleet.v1.ListBootstrapTokensRequest
+	34, // 52: kollect.fleet.v1.FleetService.RevokeBootstrapToken:input_type -> kollect.fleet.v1.RevokeBootstrapTokenRequest
+	36, // 53: kollect.fleet.v1.FleetService.CreateAPIToken:input_type -> kollect.fleet.v1.CreateAPITokenRequest
+	38, // 54: kollect.fleet.v1.FleetService.ListAPITokens:input_type -> kollect.fleet.v1.ListAPITokensRequest
+	40, // 55: kollect.fleet.v1.FleetService.RevokeAPIToken:input_type -> kollect.fleet.v1.RevokeAPITokenRequest
+	42, // 56: kollect.fleet.v1.FleetService.WhoAmI:input_type -> kollect.fleet.v1.WhoAmIRequest
+	44, // 57: kollect.fleet.v1.FleetService.GetFleetHealth:input_type -> kollect.fleet.v1.GetFleetHealthRequest
+	47, // 58: kollect.fleet.v1.FleetService.WatchFleet:input_type -> kollect.fleet.v1.WatchFleetRequest
+	49, // 59: kollect.fleet.v1.FleetService.ListAuditEvents:input_type -> kollect.fleet.v1.ListAuditEventsRequest
+	70, // 60: kollect.fleet.v1.FleetService.StartRollout:input_type -> kollect.fleet.v1.StartRolloutRequest
+	71, // 61: kollect.fleet.v1.FleetService.GetRollout:input_type -> kollect.fleet.v1.GetRolloutRequest
+	72, // 62: kollect.fleet.v1.FleetService.ListRollouts:input_type -> kollect.fleet.v1.ListRolloutsRequest
+	73, // 63: kollect.fleet.v1.FleetService.PauseRollout:input_type -> kollect.fleet.v1.PauseRolloutRequest
+	74, // 64: kollect.fleet.v1.FleetService.ResumeRollout:input_type -> kollect.fleet.v1.ResumeRolloutRequest
+	75, // 65: kollect.fleet.v1.FleetService.AbortRollout:input_type -> kollect.fleet.v1.AbortRolloutRequest
+	76, // 66: kollect.fleet.v1.FleetService.RollbackRollout:input_type -> kollect.fleet.v1.RollbackRolloutRequest
+	1,  // 67: kollect.fleet.v1.FleetService.ListClusters:output_type -> kollect.fleet.v1.ListClustersResponse
+	3,  // 68: kollect.fleet.v1.FleetService.GetCluster:output_type -> kollect.fleet.v1.GetClusterResponse
+	5,  // 69: kollect.fleet.v1.FleetService.ListHeartbeats:output_type -> kollect.fleet.v1.ListHeartbeatsResponse
+	7,  // 70: kollect.fleet.v1.FleetService.SetClusterLabels:output_type -> kollect.fleet.v1.SetClusterLabelsResponse
+	9,  // 71: kollect.fleet.v1.FleetService.DeleteCluster:output_type -> kollect.fleet.v1.DeleteClusterResponse
+	11, // 72: kollect.fleet.v1.FleetService.RevokeAgent:output_type -> kollect.fleet.v1.RevokeAgentResponse
+	13, // 73: kollect.fleet.v1.FleetService.ReleaseCluster:output_type -> kollect.fleet.v1.ReleaseClusterResponse
+	15, // 74: kollect.fleet.v1.FleetService.ApproveCluster:output_type -> kollect.fleet.v1.ApproveClusterResponse
+	17, // 75: kollect.fleet.v1.FleetService.RejectCluster:output_type -> kollect.fleet.v1.RejectClusterResponse
+	19, // 76: kollect.fleet.v1.FleetService.ApplyBundle:output_type -> kollect.fleet.v1.ApplyBundleResponse
+	21, // 77: kollect.fleet.v1.FleetService.ListBundles:output_type -> kollect.fleet.v1.ListBundlesResponse
+	23, // 78: kollect.fleet.v1.FleetService.GetBundle:output_type -> kollect.fleet.v1.GetBundleResponse
+	25, // 79: kollect.fleet.v1.FleetService.ListBundleRevisions:output_type -> kollect.fleet.v1.ListBundleRevisionsResponse
+	27, // 80: kollect.fleet.v1.FleetService.DiffBundleRevisions:output_type -> kollect.fleet.v1.DiffBundleRevisionsResponse
+	29, // 81: kollect.fleet.v1.FleetService.DeleteBundle:output_type -> kollect.fleet.v1.DeleteBundleResponse
+	77, // 82: kollect.fleet.v1.FleetService.PreviewBundle:output_type -> kollect.fleet.v1.PreviewBundleResponse
+	78, // 83: kollect.fleet.v1.FleetService.GetPreview:output_type -> kollect.fleet.v1.GetPreviewResponse
+	31, // 84: kollect.fleet.v1.FleetService.CreateBootstrapToken:output_type -> kollect.fleet.v1.CreateBootstrapTokenResponse
+	33, // 85: kollect.fleet.v1.FleetService.ListBootstrapTokens:output_type -> kollect.fleet.v1.ListBootstrapTokensResponse
+	35, // 86: kollect.fleet.v1.FleetService.RevokeBootstrapToken:output_type -> kollect.fleet.v1.RevokeBootstrapTokenResponse
+	37, // 87: kollect.fleet.v1.FleetService.CreateAPIToken:output_type -> kollect.fleet.v1.CreateAPITokenResponse
+	39, // 88: kollect.fleet.v1.FleetService.ListAPITokens:output_type -> kollect.fleet.v1.ListAPITokensResponse
+	41, // 89: kollect.fleet.v1.FleetService.RevokeAPIToken:output_type -> kollect.fleet.v1.RevokeAPITokenResponse
+	43, // 90: kollect.fleet.v1.FleetService.WhoAmI:output_type -> kollect.fleet.v1.WhoAmIResponse
+	46, // 91: kollect.fleet.v1.FleetService.GetFleetHealth:output_type -> kollect.fleet.v1.GetFleetHealthResponse
+	48, // 92: kollect.fleet.v1.FleetService.WatchFleet:output_type -> kollect.fleet.v1.WatchFleetResponse
+	50, // 93: kollect.fleet.v1.FleetService.ListAuditEvents:output_type -> kollect.fleet.v1.ListAuditEventsResponse
+	79, // 94: kollect.fleet.v1.FleetService.StartRollout:output_type -> kollect.fleet.v1.StartRolloutResponse
+	80, // 95: kollect.fleet.v1.FleetService.GetRollout:output_type -> kollect.fleet.v1.GetRolloutResponse
+	81, // 96: kollect.fleet.v1.FleetService.ListRollouts:output_type -> kollect.fleet.v1.ListRolloutsResponse
+	82, // 97: kollect.fleet.v1.FleetService.PauseRollout:output_type -> kollect.fleet.v1.PauseRolloutResponse
+	83, // 98: kollect.fleet.v1.FleetService.ResumeRollout:output_type -> kollect.fleet.v1.ResumeRolloutResponse
+	84, // 99: kollect.fleet.v1.FleetService.AbortRollout:output_type -> kollect.fleet.v1.AbortRolloutResponse
+	85, // 100: kollect.fleet.v1.FleetService.RollbackRollout:output_type -> kollect.fleet.v1.RollbackRolloutResponse
+	67, // [67:101] is the sub-list for method output_type
+	33, // [33:67] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_fleet_proto_init() }
@@ -2903,7 +3118,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 	file_kollect_fleet_v1_preview_proto_init()
 	file_kollect_fleet_v1_rollout_proto_init()
 	file_kollect_fleet_v1_types_proto_init()
-	file_kollect_fleet_v1_fleet_proto_msgTypes[44].OneofWrappers = []any{
+	file_kollect_fleet_v1_fleet_proto_msgTypes[48].OneofWrappers = []any{
 		(*WatchFleetResponse_Cluster)(nil),
 		(*WatchFleetResponse_ClusterRemoved)(nil),
 		(*WatchFleetResponse_Bundle)(nil),
@@ -2916,7 +3131,7 @@ func file_kollect_fleet_v1_fleet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_fleet_proto_rawDesc), len(file_kollect_fleet_v1_fleet_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   49,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

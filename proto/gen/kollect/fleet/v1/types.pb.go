@@ -212,6 +212,69 @@ func (SinkErrorClass) EnumDescriptor() ([]byte, []int) {
 	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{2}
 }
 
+// ClusterApproval says whether a registered cluster is part of the fleet yet. A bootstrap
+// token created with require_approval (or any token of a hub started with --require-approval)
+// registers clusters PENDING; every other registration is APPROVED at once.
+type ClusterApproval int32
+
+const (
+	ClusterApproval_CLUSTER_APPROVAL_UNSPECIFIED ClusterApproval = 0
+	// CLUSTER_APPROVAL_APPROVED: the cluster receives the bundles that select it.
+	ClusterApproval_CLUSTER_APPROVAL_APPROVED ClusterApproval = 1
+	// CLUSTER_APPROVAL_PENDING: registered and heartbeating, so it is visible, but it receives
+	// no bundle and no preview, takes part in no rollout, and counts in no fleet total except
+	// clusters_total, its state's count and clusters_pending_approval, until an admin approves
+	// it (FleetService.ApproveCluster) or rejects it (FleetService.RejectCluster).
+	ClusterApproval_CLUSTER_APPROVAL_PENDING ClusterApproval = 2
+	// CLUSTER_APPROVAL_REJECTED: an admin rejected the registration: the agent's credential is
+	// revoked, and once the name is released it can be registered again, but not with the
+	// bootstrap token the rejected registration used.
+	ClusterApproval_CLUSTER_APPROVAL_REJECTED ClusterApproval = 3
+)
+
+// Enum value maps for ClusterApproval.
+var (
+	ClusterApproval_name = map[int32]string{
+		0: "CLUSTER_APPROVAL_UNSPECIFIED",
+		1: "CLUSTER_APPROVAL_APPROVED",
+		2: "CLUSTER_APPROVAL_PENDING",
+		3: "CLUSTER_APPROVAL_REJECTED",
+	}
+	ClusterApproval_value = map[string]int32{
+		"CLUSTER_APPROVAL_UNSPECIFIED": 0,
+		"CLUSTER_APPROVAL_APPROVED":    1,
+		"CLUSTER_APPROVAL_PENDING":     2,
+		"CLUSTER_APPROVAL_REJECTED":    3,
+	}
+)
+
+func (x ClusterApproval) Enum() *ClusterApproval {
+	p := new(ClusterApproval)
+	*p = x
+	return p
+}
+
+func (x ClusterApproval) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ClusterApproval) Descriptor() protoreflect.EnumDescriptor {
+	return file_kollect_fleet_v1_types_proto_enumTypes[3].Descriptor()
+}
+
+func (ClusterApproval) Type() protoreflect.EnumType {
+	return &file_kollect_fleet_v1_types_proto_enumTypes[3]
+}
+
+func (x ClusterApproval) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ClusterApproval.Descriptor instead.
+func (ClusterApproval) EnumDescriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{3}
+}
+
 // Role orders what an API token may do: viewer < operator < admin.
 type Role int32
 
@@ -252,11 +315,11 @@ func (x Role) String() string {
 }
 
 func (Role) Descriptor() protoreflect.EnumDescriptor {
-	return file_kollect_fleet_v1_types_proto_enumTypes[3].Descriptor()
+	return file_kollect_fleet_v1_types_proto_enumTypes[4].Descriptor()
 }
 
 func (Role) Type() protoreflect.EnumType {
-	return &file_kollect_fleet_v1_types_proto_enumTypes[3]
+	return &file_kollect_fleet_v1_types_proto_enumTypes[4]
 }
 
 func (x Role) Number() protoreflect.EnumNumber {
@@ -265,7 +328,7 @@ func (x Role) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Role.Descriptor instead.
 func (Role) EnumDescriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{3}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{4}
 }
 
 // LabelSelector selects clusters by their labels, with the semantics of a Kubernetes
@@ -1071,8 +1134,12 @@ type SinkStatus struct {
 	// is when its content last changed. Unset when an inventory has no confirmation yet (or an
 	// agent older than confirmations): readers fall back to last_success_time.
 	LastConfirmTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=last_confirm_time,json=lastConfirmTime,proto3" json:"last_confirm_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// not_found is set when an inventory names this sink and the cluster has no such sink object:
+	// nothing is exported to it. last_error then says which inventories name it, with
+	// error_class TERMINAL (it does not heal until the sink is created or the reference fixed).
+	NotFound      bool `protobuf:"varint,10,opt,name=not_found,json=notFound,proto3" json:"not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SinkStatus) Reset() {
@@ -1166,6 +1233,13 @@ func (x *SinkStatus) GetLastConfirmTime() *timestamppb.Timestamp {
 		return x.LastConfirmTime
 	}
 	return nil
+}
+
+func (x *SinkStatus) GetNotFound() bool {
+	if x != nil {
+		return x.NotFound
+	}
+	return false
 }
 
 // AgentStatus is the heartbeat payload: everything the hub knows about a cluster comes from it.
@@ -1368,8 +1442,14 @@ type Cluster struct {
 	// without one counts with its last_success_time): every sink was confirmed current at least
 	// this recently. Unset while no sink has exported.
 	OldestConfirmTime *timestamppb.Timestamp `protobuf:"bytes,18,opt,name=oldest_confirm_time,json=oldestConfirmTime,proto3" json:"oldest_confirm_time,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// approval says whether the cluster is part of the fleet yet (see ClusterApproval). A
+	// cluster pending approval has no bundles and its config_in_sync and version_skew count in
+	// no fleet total.
+	Approval ClusterApproval `protobuf:"varint,19,opt,name=approval,proto3,enum=kollect.fleet.v1.ClusterApproval" json:"approval,omitempty"`
+	// registration records how the cluster's current registration happened.
+	Registration  *Registration `protobuf:"bytes,20,opt,name=registration,proto3" json:"registration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Cluster) Reset() {
@@ -1528,6 +1608,124 @@ func (x *Cluster) GetOldestConfirmTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Cluster) GetApproval() ClusterApproval {
+	if x != nil {
+		return x.Approval
+	}
+	return ClusterApproval_CLUSTER_APPROVAL_UNSPECIFIED
+}
+
+func (x *Cluster) GetRegistration() *Registration {
+	if x != nil {
+		return x.Registration
+	}
+	return nil
+}
+
+// Registration records how a cluster's current registration happened: when (the cluster's
+// registered_at), with which bootstrap token, from where. Never a secret.
+type Registration struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// bootstrap_token_id is the id of the bootstrap token the cluster registered with (see
+	// ListBootstrapTokens); empty for a cluster registered before the hub recorded it.
+	BootstrapTokenId string `protobuf:"bytes,1,opt,name=bootstrap_token_id,json=bootstrapTokenId,proto3" json:"bootstrap_token_id,omitempty"`
+	// bootstrap_token_description is that token's description when the cluster registered.
+	BootstrapTokenDescription string `protobuf:"bytes,2,opt,name=bootstrap_token_description,json=bootstrapTokenDescription,proto3" json:"bootstrap_token_description,omitempty"`
+	// bootstrap_token_created_by names the API token that created the bootstrap token: who
+	// handed it out ("token:<name>").
+	BootstrapTokenCreatedBy string `protobuf:"bytes,3,opt,name=bootstrap_token_created_by,json=bootstrapTokenCreatedBy,proto3" json:"bootstrap_token_created_by,omitempty"`
+	// peer_address is the address the registration came from as the hub saw it (a load
+	// balancer's or proxy's, when one stands in front of the hub).
+	PeerAddress string `protobuf:"bytes,4,opt,name=peer_address,json=peerAddress,proto3" json:"peer_address,omitempty"`
+	// agent_version is the version the agent gave when it registered.
+	AgentVersion string `protobuf:"bytes,5,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// decided_by names the API token that approved or rejected the registration
+	// ("token:<name>"); empty while it is pending and when no approval was required.
+	DecidedBy     string                 `protobuf:"bytes,6,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Registration) Reset() {
+	*x = Registration{}
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Registration) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Registration) ProtoMessage() {}
+
+func (x *Registration) ProtoReflect() protoreflect.Message {
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Registration.ProtoReflect.Descriptor instead.
+func (*Registration) Descriptor() ([]byte, []int) {
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Registration) GetBootstrapTokenId() string {
+	if x != nil {
+		return x.BootstrapTokenId
+	}
+	return ""
+}
+
+func (x *Registration) GetBootstrapTokenDescription() string {
+	if x != nil {
+		return x.BootstrapTokenDescription
+	}
+	return ""
+}
+
+func (x *Registration) GetBootstrapTokenCreatedBy() string {
+	if x != nil {
+		return x.BootstrapTokenCreatedBy
+	}
+	return ""
+}
+
+func (x *Registration) GetPeerAddress() string {
+	if x != nil {
+		return x.PeerAddress
+	}
+	return ""
+}
+
+func (x *Registration) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
+func (x *Registration) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *Registration) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
 // HeartbeatRecord summarises one heartbeat for a cluster's history (ListHeartbeats).
 type HeartbeatRecord struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1552,7 +1750,7 @@ type HeartbeatRecord struct {
 
 func (x *HeartbeatRecord) Reset() {
 	*x = HeartbeatRecord{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1762,7 @@ func (x *HeartbeatRecord) String() string {
 func (*HeartbeatRecord) ProtoMessage() {}
 
 func (x *HeartbeatRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[14]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1775,7 @@ func (x *HeartbeatRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeartbeatRecord.ProtoReflect.Descriptor instead.
 func (*HeartbeatRecord) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{14}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *HeartbeatRecord) GetTime() *timestamppb.Timestamp {
@@ -1653,13 +1851,16 @@ type SinkFreshness struct {
 	ErrorClass      SinkErrorClass         `protobuf:"varint,8,opt,name=error_class,json=errorClass,proto3,enum=kollect.fleet.v1.SinkErrorClass" json:"error_class,omitempty"`
 	LastError       string                 `protobuf:"bytes,9,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	LastConfirmTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_confirm_time,json=lastConfirmTime,proto3" json:"last_confirm_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// sink_not_found: an inventory of the cluster names this sink and the cluster has no such
+	// sink object (SinkStatus.not_found); last_error says which inventories.
+	SinkNotFound  bool `protobuf:"varint,11,opt,name=sink_not_found,json=sinkNotFound,proto3" json:"sink_not_found,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SinkFreshness) Reset() {
 	*x = SinkFreshness{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1671,7 +1872,7 @@ func (x *SinkFreshness) String() string {
 func (*SinkFreshness) ProtoMessage() {}
 
 func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[15]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1684,7 +1885,7 @@ func (x *SinkFreshness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SinkFreshness.ProtoReflect.Descriptor instead.
 func (*SinkFreshness) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{15}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SinkFreshness) GetCluster() string {
@@ -1757,6 +1958,13 @@ func (x *SinkFreshness) GetLastConfirmTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *SinkFreshness) GetSinkNotFound() bool {
+	if x != nil {
+		return x.SinkNotFound
+	}
+	return false
+}
+
 // BootstrapToken describes a bootstrap token (never its secret).
 type BootstrapToken struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1775,14 +1983,18 @@ type BootstrapToken struct {
 	// cluster_name, when set, is the only cluster name the token registers.
 	ClusterName string `protobuf:"bytes,10,opt,name=cluster_name,json=clusterName,proto3" json:"cluster_name,omitempty"`
 	// labels, when set, are exactly the labels a cluster registered with the token has.
-	Labels        map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Labels map[string]string `protobuf:"bytes,11,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// require_approval: a cluster registered with the token is PENDING approval by an admin
+	// (ClusterApproval) and receives nothing until approved. On a hub started with
+	// --require-approval every token behaves so, whatever this says.
+	RequireApproval bool `protobuf:"varint,12,opt,name=require_approval,json=requireApproval,proto3" json:"require_approval,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BootstrapToken) Reset() {
 	*x = BootstrapToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +2006,7 @@ func (x *BootstrapToken) String() string {
 func (*BootstrapToken) ProtoMessage() {}
 
 func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[16]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +2019,7 @@ func (x *BootstrapToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapToken.ProtoReflect.Descriptor instead.
 func (*BootstrapToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{16}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BootstrapToken) GetId() string {
@@ -1887,6 +2099,13 @@ func (x *BootstrapToken) GetLabels() map[string]string {
 	return nil
 }
 
+func (x *BootstrapToken) GetRequireApproval() bool {
+	if x != nil {
+		return x.RequireApproval
+	}
+	return false
+}
+
 // APIToken describes an API token (never its secret).
 type APIToken struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1904,7 +2123,7 @@ type APIToken struct {
 
 func (x *APIToken) Reset() {
 	*x = APIToken{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1916,7 +2135,7 @@ func (x *APIToken) String() string {
 func (*APIToken) ProtoMessage() {}
 
 func (x *APIToken) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[17]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1929,7 +2148,7 @@ func (x *APIToken) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use APIToken.ProtoReflect.Descriptor instead.
 func (*APIToken) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{17}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *APIToken) GetId() string {
@@ -1999,7 +2218,7 @@ type AuditEvent struct {
 
 func (x *AuditEvent) Reset() {
 	*x = AuditEvent{}
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2011,7 +2230,7 @@ func (x *AuditEvent) String() string {
 func (*AuditEvent) ProtoMessage() {}
 
 func (x *AuditEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_kollect_fleet_v1_types_proto_msgTypes[18]
+	mi := &file_kollect_fleet_v1_types_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2024,7 +2243,7 @@ func (x *AuditEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuditEvent.ProtoReflect.Descriptor instead.
 func (*AuditEvent) Descriptor() ([]byte, []int) {
-	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{18}
+	return file_kollect_fleet_v1_types_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AuditEvent) GetId() int64 {
@@ -2143,7 +2362,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
 	"\x04rows\x18\x03 \x01(\x03R\x04rows\x12+\n" +
 	"\x11extraction_errors\x18\x04 \x01(\x03R\x10extractionErrors\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xa0\x03\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xbd\x03\n" +
 	"\n" +
 	"SinkStatus\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1c\n" +
@@ -2156,7 +2375,9 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"last_error\x18\a \x01(\tR\tlastError\x12A\n" +
 	"\verror_class\x18\b \x01(\x0e2 .kollect.fleet.v1.SinkErrorClassR\n" +
 	"errorClass\x12F\n" +
-	"\x11last_confirm_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xf7\x02\n" +
+	"\x11last_confirm_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\x12\x1b\n" +
+	"\tnot_found\x18\n" +
+	" \x01(\bR\bnotFound\"\xf7\x02\n" +
 	"\vAgentStatus\x12#\n" +
 	"\ragent_version\x18\x01 \x01(\tR\fagentVersion\x12-\n" +
 	"\x12kubernetes_version\x18\x02 \x01(\tR\x11kubernetesVersion\x12#\n" +
@@ -2170,7 +2391,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x06bundle\x18\x01 \x01(\tR\x06bundle\x12)\n" +
 	"\x10desired_revision\x18\x02 \x01(\x03R\x0fdesiredRevision\x12)\n" +
 	"\x10applied_revision\x18\x03 \x01(\x03R\x0fappliedRevision\x12%\n" +
-	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xb0\a\n" +
+	"\x0efailed_objects\x18\x04 \x01(\x03R\rfailedObjects\"\xb3\b\n" +
 	"\aCluster\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12=\n" +
 	"\x06labels\x18\x02 \x03(\v2%.kollect.fleet.v1.Cluster.LabelsEntryR\x06labels\x124\n" +
@@ -2191,10 +2412,22 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x05items\x18\x0f \x01(\x03R\x05items\x12D\n" +
 	"\x10last_export_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x0elastExportTime\x122\n" +
 	"\x15inventories_not_ready\x18\x11 \x01(\x03R\x13inventoriesNotReady\x12J\n" +
-	"\x13oldest_confirm_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x11oldestConfirmTime\x1a9\n" +
+	"\x13oldest_confirm_time\x18\x12 \x01(\v2\x1a.google.protobuf.TimestampR\x11oldestConfirmTime\x12=\n" +
+	"\bapproval\x18\x13 \x01(\x0e2!.kollect.fleet.v1.ClusterApprovalR\bapproval\x12B\n" +
+	"\fregistration\x18\x14 \x01(\v2\x1e.kollect.fleet.v1.RegistrationR\fregistration\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdd\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdb\x02\n" +
+	"\fRegistration\x12,\n" +
+	"\x12bootstrap_token_id\x18\x01 \x01(\tR\x10bootstrapTokenId\x12>\n" +
+	"\x1bbootstrap_token_description\x18\x02 \x01(\tR\x19bootstrapTokenDescription\x12;\n" +
+	"\x1abootstrap_token_created_by\x18\x03 \x01(\tR\x17bootstrapTokenCreatedBy\x12!\n" +
+	"\fpeer_address\x18\x04 \x01(\tR\vpeerAddress\x12#\n" +
+	"\ragent_version\x18\x05 \x01(\tR\fagentVersion\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\x06 \x01(\tR\tdecidedBy\x129\n" +
+	"\n" +
+	"decided_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\"\xdd\x02\n" +
 	"\x0fHeartbeatRecord\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x122\n" +
@@ -2204,7 +2437,7 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x15inventories_not_ready\x18\x06 \x01(\x03R\x13inventoriesNotReady\x12\x1f\n" +
 	"\vsink_errors\x18\a \x01(\x03R\n" +
 	"sinkErrors\x124\n" +
-	"\x05state\x18\b \x01(\x0e2\x1e.kollect.fleet.v1.ClusterStateR\x05state\"\xc6\x03\n" +
+	"\x05state\x18\b \x01(\x0e2\x1e.kollect.fleet.v1.ClusterStateR\x05state\"\xec\x03\n" +
 	"\rSinkFreshness\x12\x18\n" +
 	"\acluster\x18\x01 \x01(\tR\acluster\x12\x1b\n" +
 	"\tsink_kind\x18\x02 \x01(\tR\bsinkKind\x12%\n" +
@@ -2218,7 +2451,8 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\t \x01(\tR\tlastError\x12F\n" +
 	"\x11last_confirm_time\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\"\xe9\x03\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x0flastConfirmTime\x12$\n" +
+	"\x0esink_not_found\x18\v \x01(\bR\fsinkNotFound\"\x94\x04\n" +
 	"\x0eBootstrapToken\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x129\n" +
@@ -2234,7 +2468,8 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12!\n" +
 	"\fcluster_name\x18\n" +
 	" \x01(\tR\vclusterName\x12D\n" +
-	"\x06labels\x18\v \x03(\v2,.kollect.fleet.v1.BootstrapToken.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\v \x03(\v2,.kollect.fleet.v1.BootstrapToken.LabelsEntryR\x06labels\x12)\n" +
+	"\x10require_approval\x18\f \x01(\bR\x0frequireApproval\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x02\n" +
@@ -2275,7 +2510,12 @@ const file_kollect_fleet_v1_types_proto_rawDesc = "" +
 	"\x1cSINK_ERROR_CLASS_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aSINK_ERROR_CLASS_TRANSIENT\x10\x01\x12\x1d\n" +
 	"\x19SINK_ERROR_CLASS_TERMINAL\x10\x02\x12!\n" +
-	"\x1dSINK_ERROR_CLASS_CIRCUIT_OPEN\x10\x03*P\n" +
+	"\x1dSINK_ERROR_CLASS_CIRCUIT_OPEN\x10\x03*\x8f\x01\n" +
+	"\x0fClusterApproval\x12 \n" +
+	"\x1cCLUSTER_APPROVAL_UNSPECIFIED\x10\x00\x12\x1d\n" +
+	"\x19CLUSTER_APPROVAL_APPROVED\x10\x01\x12\x1c\n" +
+	"\x18CLUSTER_APPROVAL_PENDING\x10\x02\x12\x1d\n" +
+	"\x19CLUSTER_APPROVAL_REJECTED\x10\x03*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -2295,86 +2535,91 @@ func file_kollect_fleet_v1_types_proto_rawDescGZIP() []byte {
 	return file_kollect_fleet_v1_types_proto_rawDescData
 }
 
-var file_kollect_fleet_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_kollect_fleet_v1_types_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_kollect_fleet_v1_types_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_kollect_fleet_v1_types_proto_goTypes = []any{
 	(ClusterState)(0),                // 0: kollect.fleet.v1.ClusterState
 	(ApplyResult)(0),                 // 1: kollect.fleet.v1.ApplyResult
 	(SinkErrorClass)(0),              // 2: kollect.fleet.v1.SinkErrorClass
-	(Role)(0),                        // 3: kollect.fleet.v1.Role
-	(*LabelSelector)(nil),            // 4: kollect.fleet.v1.LabelSelector
-	(*LabelSelectorRequirement)(nil), // 5: kollect.fleet.v1.LabelSelectorRequirement
-	(*ObjectRef)(nil),                // 6: kollect.fleet.v1.ObjectRef
-	(*Bundle)(nil),                   // 7: kollect.fleet.v1.Bundle
-	(*BundleRevision)(nil),           // 8: kollect.fleet.v1.BundleRevision
-	(*ObjectResult)(nil),             // 9: kollect.fleet.v1.ObjectResult
-	(*AppliedBundle)(nil),            // 10: kollect.fleet.v1.AppliedBundle
-	(*Condition)(nil),                // 11: kollect.fleet.v1.Condition
-	(*InventoryStatus)(nil),          // 12: kollect.fleet.v1.InventoryStatus
-	(*TargetCoverage)(nil),           // 13: kollect.fleet.v1.TargetCoverage
-	(*SinkStatus)(nil),               // 14: kollect.fleet.v1.SinkStatus
-	(*AgentStatus)(nil),              // 15: kollect.fleet.v1.AgentStatus
-	(*ClusterBundle)(nil),            // 16: kollect.fleet.v1.ClusterBundle
-	(*Cluster)(nil),                  // 17: kollect.fleet.v1.Cluster
-	(*HeartbeatRecord)(nil),          // 18: kollect.fleet.v1.HeartbeatRecord
-	(*SinkFreshness)(nil),            // 19: kollect.fleet.v1.SinkFreshness
-	(*BootstrapToken)(nil),           // 20: kollect.fleet.v1.BootstrapToken
-	(*APIToken)(nil),                 // 21: kollect.fleet.v1.APIToken
-	(*AuditEvent)(nil),               // 22: kollect.fleet.v1.AuditEvent
-	nil,                              // 23: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
-	nil,                              // 24: kollect.fleet.v1.Cluster.LabelsEntry
-	nil,                              // 25: kollect.fleet.v1.BootstrapToken.LabelsEntry
-	(*timestamppb.Timestamp)(nil),    // 26: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 27: google.protobuf.Duration
+	(ClusterApproval)(0),             // 3: kollect.fleet.v1.ClusterApproval
+	(Role)(0),                        // 4: kollect.fleet.v1.Role
+	(*LabelSelector)(nil),            // 5: kollect.fleet.v1.LabelSelector
+	(*LabelSelectorRequirement)(nil), // 6: kollect.fleet.v1.LabelSelectorRequirement
+	(*ObjectRef)(nil),                // 7: kollect.fleet.v1.ObjectRef
+	(*Bundle)(nil),                   // 8: kollect.fleet.v1.Bundle
+	(*BundleRevision)(nil),           // 9: kollect.fleet.v1.BundleRevision
+	(*ObjectResult)(nil),             // 10: kollect.fleet.v1.ObjectResult
+	(*AppliedBundle)(nil),            // 11: kollect.fleet.v1.AppliedBundle
+	(*Condition)(nil),                // 12: kollect.fleet.v1.Condition
+	(*InventoryStatus)(nil),          // 13: kollect.fleet.v1.InventoryStatus
+	(*TargetCoverage)(nil),           // 14: kollect.fleet.v1.TargetCoverage
+	(*SinkStatus)(nil),               // 15: kollect.fleet.v1.SinkStatus
+	(*AgentStatus)(nil),              // 16: kollect.fleet.v1.AgentStatus
+	(*ClusterBundle)(nil),            // 17: kollect.fleet.v1.ClusterBundle
+	(*Cluster)(nil),                  // 18: kollect.fleet.v1.Cluster
+	(*Registration)(nil),             // 19: kollect.fleet.v1.Registration
+	(*HeartbeatRecord)(nil),          // 20: kollect.fleet.v1.HeartbeatRecord
+	(*SinkFreshness)(nil),            // 21: kollect.fleet.v1.SinkFreshness
+	(*BootstrapToken)(nil),           // 22: kollect.fleet.v1.BootstrapToken
+	(*APIToken)(nil),                 // 23: kollect.fleet.v1.APIToken
+	(*AuditEvent)(nil),               // 24: kollect.fleet.v1.AuditEvent
+	nil,                              // 25: kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	nil,                              // 26: kollect.fleet.v1.Cluster.LabelsEntry
+	nil,                              // 27: kollect.fleet.v1.BootstrapToken.LabelsEntry
+	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
 }
 var file_kollect_fleet_v1_types_proto_depIdxs = []int32{
-	23, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
-	5,  // 1: kollect.fleet.v1.LabelSelector.match_expressions:type_name -> kollect.fleet.v1.LabelSelectorRequirement
-	4,  // 2: kollect.fleet.v1.Bundle.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	26, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
-	26, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
-	4,  // 5: kollect.fleet.v1.BundleRevision.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
-	6,  // 6: kollect.fleet.v1.BundleRevision.objects:type_name -> kollect.fleet.v1.ObjectRef
-	26, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 8: kollect.fleet.v1.ObjectResult.object:type_name -> kollect.fleet.v1.ObjectRef
+	25, // 0: kollect.fleet.v1.LabelSelector.match_labels:type_name -> kollect.fleet.v1.LabelSelector.MatchLabelsEntry
+	6,  // 1: kollect.fleet.v1.LabelSelector.match_expressions:type_name -> kollect.fleet.v1.LabelSelectorRequirement
+	5,  // 2: kollect.fleet.v1.Bundle.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	28, // 3: kollect.fleet.v1.Bundle.created_at:type_name -> google.protobuf.Timestamp
+	28, // 4: kollect.fleet.v1.Bundle.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 5: kollect.fleet.v1.BundleRevision.cluster_selector:type_name -> kollect.fleet.v1.LabelSelector
+	7,  // 6: kollect.fleet.v1.BundleRevision.objects:type_name -> kollect.fleet.v1.ObjectRef
+	28, // 7: kollect.fleet.v1.BundleRevision.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 8: kollect.fleet.v1.ObjectResult.object:type_name -> kollect.fleet.v1.ObjectRef
 	1,  // 9: kollect.fleet.v1.ObjectResult.result:type_name -> kollect.fleet.v1.ApplyResult
-	9,  // 10: kollect.fleet.v1.AppliedBundle.objects:type_name -> kollect.fleet.v1.ObjectResult
-	26, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
-	11, // 12: kollect.fleet.v1.InventoryStatus.conditions:type_name -> kollect.fleet.v1.Condition
-	13, // 13: kollect.fleet.v1.InventoryStatus.coverage:type_name -> kollect.fleet.v1.TargetCoverage
-	26, // 14: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
-	26, // 15: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
+	10, // 10: kollect.fleet.v1.AppliedBundle.objects:type_name -> kollect.fleet.v1.ObjectResult
+	28, // 11: kollect.fleet.v1.Condition.last_transition_time:type_name -> google.protobuf.Timestamp
+	12, // 12: kollect.fleet.v1.InventoryStatus.conditions:type_name -> kollect.fleet.v1.Condition
+	14, // 13: kollect.fleet.v1.InventoryStatus.coverage:type_name -> kollect.fleet.v1.TargetCoverage
+	28, // 14: kollect.fleet.v1.SinkStatus.last_success_time:type_name -> google.protobuf.Timestamp
+	28, // 15: kollect.fleet.v1.SinkStatus.last_attempt_time:type_name -> google.protobuf.Timestamp
 	2,  // 16: kollect.fleet.v1.SinkStatus.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	26, // 17: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
-	10, // 18: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
-	12, // 19: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
-	14, // 20: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
-	26, // 21: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
-	24, // 22: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
+	28, // 17: kollect.fleet.v1.SinkStatus.last_confirm_time:type_name -> google.protobuf.Timestamp
+	11, // 18: kollect.fleet.v1.AgentStatus.bundles:type_name -> kollect.fleet.v1.AppliedBundle
+	13, // 19: kollect.fleet.v1.AgentStatus.inventories:type_name -> kollect.fleet.v1.InventoryStatus
+	15, // 20: kollect.fleet.v1.AgentStatus.sinks:type_name -> kollect.fleet.v1.SinkStatus
+	28, // 21: kollect.fleet.v1.AgentStatus.observed_at:type_name -> google.protobuf.Timestamp
+	26, // 22: kollect.fleet.v1.Cluster.labels:type_name -> kollect.fleet.v1.Cluster.LabelsEntry
 	0,  // 23: kollect.fleet.v1.Cluster.state:type_name -> kollect.fleet.v1.ClusterState
-	26, // 24: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
-	26, // 25: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
-	16, // 26: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
-	26, // 27: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
-	26, // 28: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
-	26, // 29: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
-	0,  // 30: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
-	26, // 31: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
-	27, // 32: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
-	2,  // 33: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
-	26, // 34: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
-	26, // 35: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 36: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
-	25, // 37: kollect.fleet.v1.BootstrapToken.labels:type_name -> kollect.fleet.v1.BootstrapToken.LabelsEntry
-	3,  // 38: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
-	26, // 39: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
-	26, // 40: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
-	26, // 41: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
-	42, // [42:42] is the sub-list for method output_type
-	42, // [42:42] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	28, // 24: kollect.fleet.v1.Cluster.registered_at:type_name -> google.protobuf.Timestamp
+	28, // 25: kollect.fleet.v1.Cluster.last_heartbeat:type_name -> google.protobuf.Timestamp
+	17, // 26: kollect.fleet.v1.Cluster.bundles:type_name -> kollect.fleet.v1.ClusterBundle
+	28, // 27: kollect.fleet.v1.Cluster.last_export_time:type_name -> google.protobuf.Timestamp
+	28, // 28: kollect.fleet.v1.Cluster.oldest_confirm_time:type_name -> google.protobuf.Timestamp
+	3,  // 29: kollect.fleet.v1.Cluster.approval:type_name -> kollect.fleet.v1.ClusterApproval
+	19, // 30: kollect.fleet.v1.Cluster.registration:type_name -> kollect.fleet.v1.Registration
+	28, // 31: kollect.fleet.v1.Registration.decided_at:type_name -> google.protobuf.Timestamp
+	28, // 32: kollect.fleet.v1.HeartbeatRecord.time:type_name -> google.protobuf.Timestamp
+	0,  // 33: kollect.fleet.v1.HeartbeatRecord.state:type_name -> kollect.fleet.v1.ClusterState
+	28, // 34: kollect.fleet.v1.SinkFreshness.last_success_time:type_name -> google.protobuf.Timestamp
+	29, // 35: kollect.fleet.v1.SinkFreshness.lag:type_name -> google.protobuf.Duration
+	2,  // 36: kollect.fleet.v1.SinkFreshness.error_class:type_name -> kollect.fleet.v1.SinkErrorClass
+	28, // 37: kollect.fleet.v1.SinkFreshness.last_confirm_time:type_name -> google.protobuf.Timestamp
+	28, // 38: kollect.fleet.v1.BootstrapToken.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 39: kollect.fleet.v1.BootstrapToken.created_at:type_name -> google.protobuf.Timestamp
+	27, // 40: kollect.fleet.v1.BootstrapToken.labels:type_name -> kollect.fleet.v1.BootstrapToken.LabelsEntry
+	4,  // 41: kollect.fleet.v1.APIToken.role:type_name -> kollect.fleet.v1.Role
+	28, // 42: kollect.fleet.v1.APIToken.created_at:type_name -> google.protobuf.Timestamp
+	28, // 43: kollect.fleet.v1.APIToken.expires_at:type_name -> google.protobuf.Timestamp
+	28, // 44: kollect.fleet.v1.AuditEvent.time:type_name -> google.protobuf.Timestamp
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_kollect_fleet_v1_types_proto_init() }
@@ -2387,8 +2632,8 @@ func file_kollect_fleet_v1_types_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kollect_fleet_v1_types_proto_rawDesc), len(file_kollect_fleet_v1_types_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   22,
+			NumEnums:      5,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

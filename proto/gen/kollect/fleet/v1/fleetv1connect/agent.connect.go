@@ -57,6 +57,8 @@ type AgentServiceClient interface {
 	// CodeAlreadyExists when cluster_name is registered to another live agent and replacement
 	// is not allowed (see RegisterRequest.replace_existing); CodeFailedPrecondition when
 	// cluster_name was revoked and an admin has not released it (FleetService.ReleaseCluster);
+	// CodePermissionDenied when the token is bound to another name or labels, or when an admin
+	// rejected a registration of cluster_name with this token (FleetService.RejectCluster);
 	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
 	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
 	// many registrations or failed authentications. Each successful call consumes one use of
@@ -71,6 +73,9 @@ type AgentServiceClient interface {
 	// the complete desired state, so the agent applies what it holds and prunes every
 	// hub-managed object that is not in it. Compare WatchConfigResponse.config_digest with the
 	// last applied digest to skip re-applying unchanged configuration after a reconnect.
+	//
+	// A cluster whose registration is pending approval (RegisterResponse.pending_approval) gets
+	// no message until an admin approves it; then its configuration follows at once.
 	//
 	// The stream has no end; reconnect with backoff when it breaks.
 	WatchConfig(context.Context, *connect.Request[v1.WatchConfigRequest]) (*connect.ServerStreamForClient[v1.WatchConfigResponse], error)
@@ -178,6 +183,8 @@ type AgentServiceHandler interface {
 	// CodeAlreadyExists when cluster_name is registered to another live agent and replacement
 	// is not allowed (see RegisterRequest.replace_existing); CodeFailedPrecondition when
 	// cluster_name was revoked and an admin has not released it (FleetService.ReleaseCluster);
+	// CodePermissionDenied when the token is bound to another name or labels, or when an admin
+	// rejected a registration of cluster_name with this token (FleetService.RejectCluster);
 	// CodeInvalidArgument for a bad name or labels; CodeResourceExhausted, with a
 	// google.rpc.RetryInfo detail and a Retry-After header, when the caller's address made too
 	// many registrations or failed authentications. Each successful call consumes one use of
@@ -192,6 +199,9 @@ type AgentServiceHandler interface {
 	// the complete desired state, so the agent applies what it holds and prunes every
 	// hub-managed object that is not in it. Compare WatchConfigResponse.config_digest with the
 	// last applied digest to skip re-applying unchanged configuration after a reconnect.
+	//
+	// A cluster whose registration is pending approval (RegisterResponse.pending_approval) gets
+	// no message until an admin approves it; then its configuration follows at once.
 	//
 	// The stream has no end; reconnect with backoff when it breaks.
 	WatchConfig(context.Context, *connect.Request[v1.WatchConfigRequest], *connect.ServerStream[v1.WatchConfigResponse]) error

@@ -53,6 +53,12 @@ const (
 	// FleetServiceReleaseClusterProcedure is the fully-qualified name of the FleetService's
 	// ReleaseCluster RPC.
 	FleetServiceReleaseClusterProcedure = "/kollect.fleet.v1.FleetService/ReleaseCluster"
+	// FleetServiceApproveClusterProcedure is the fully-qualified name of the FleetService's
+	// ApproveCluster RPC.
+	FleetServiceApproveClusterProcedure = "/kollect.fleet.v1.FleetService/ApproveCluster"
+	// FleetServiceRejectClusterProcedure is the fully-qualified name of the FleetService's
+	// RejectCluster RPC.
+	FleetServiceRejectClusterProcedure = "/kollect.fleet.v1.FleetService/RejectCluster"
 	// FleetServiceApplyBundleProcedure is the fully-qualified name of the FleetService's ApplyBundle
 	// RPC.
 	FleetServiceApplyBundleProcedure = "/kollect.fleet.v1.FleetService/ApplyBundle"
@@ -152,6 +158,17 @@ type FleetServiceClient interface {
 	// that registers it with a valid bootstrap token (admin; audited). CodeFailedPrecondition
 	// when the cluster is not revoked, CodeNotFound when it is unknown.
 	ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error)
+	// ApproveCluster approves a registration pending approval (admin; audited): the cluster gets
+	// the bundles that select it at once, joins rollouts and counts in the fleet's totals.
+	// CodeFailedPrecondition when the cluster is not pending approval (already approved,
+	// rejected or revoked), CodeNotFound when it is unknown.
+	ApproveCluster(context.Context, *connect.Request[v1.ApproveClusterRequest]) (*connect.Response[v1.ApproveClusterResponse], error)
+	// RejectCluster rejects a cluster's registration (admin; audited), pending or approved: the
+	// agent's credential is revoked as RevokeAgent revokes it, and the registration is marked
+	// rejected so that the name, once released, cannot be registered again with the same
+	// bootstrap token. Revoke the token too (RevokeBootstrapToken) when it leaked.
+	// CodeFailedPrecondition when the cluster is already revoked, CodeNotFound when unknown.
+	RejectCluster(context.Context, *connect.Request[v1.RejectClusterRequest]) (*connect.Response[v1.RejectClusterResponse], error)
 	// ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from
 	// multi-document YAML of kollect.dev objects and a cluster selector (operator). The
 	// manifests are validated against the Kollect CRD schemas (OpenAPI and CEL rules) and every
@@ -276,6 +293,18 @@ func NewFleetServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			httpClient,
 			baseURL+FleetServiceReleaseClusterProcedure,
 			connect.WithSchema(fleetServiceMethods.ByName("ReleaseCluster")),
+			connect.WithClientOptions(opts...),
+		),
+		approveCluster: connect.NewClient[v1.ApproveClusterRequest, v1.ApproveClusterResponse](
+			httpClient,
+			baseURL+FleetServiceApproveClusterProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("ApproveCluster")),
+			connect.WithClientOptions(opts...),
+		),
+		rejectCluster: connect.NewClient[v1.RejectClusterRequest, v1.RejectClusterResponse](
+			httpClient,
+			baseURL+FleetServiceRejectClusterProcedure,
+			connect.WithSchema(fleetServiceMethods.ByName("RejectCluster")),
 			connect.WithClientOptions(opts...),
 		),
 		applyBundle: connect.NewClient[v1.ApplyBundleRequest, v1.ApplyBundleResponse](
@@ -440,6 +469,8 @@ type fleetServiceClient struct {
 	deleteCluster        *connect.Client[v1.DeleteClusterRequest, v1.DeleteClusterResponse]
 	revokeAgent          *connect.Client[v1.RevokeAgentRequest, v1.RevokeAgentResponse]
 	releaseCluster       *connect.Client[v1.ReleaseClusterRequest, v1.ReleaseClusterResponse]
+	approveCluster       *connect.Client[v1.ApproveClusterRequest, v1.ApproveClusterResponse]
+	rejectCluster        *connect.Client[v1.RejectClusterRequest, v1.RejectClusterResponse]
 	applyBundle          *connect.Client[v1.ApplyBundleRequest, v1.ApplyBundleResponse]
 	listBundles          *connect.Client[v1.ListBundlesRequest, v1.ListBundlesResponse]
 	getBundle            *connect.Client[v1.GetBundleRequest, v1.GetBundleResponse]
@@ -500,6 +531,16 @@ func (c *fleetServiceClient) RevokeAgent(ctx context.Context, req *connect.Reque
 // ReleaseCluster calls kollect.fleet.v1.FleetService.ReleaseCluster.
 func (c *fleetServiceClient) ReleaseCluster(ctx context.Context, req *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error) {
 	return c.releaseCluster.CallUnary(ctx, req)
+}
+
+// ApproveCluster calls kollect.fleet.v1.FleetService.ApproveCluster.
+func (c *fleetServiceClient) ApproveCluster(ctx context.Context, req *connect.Request[v1.ApproveClusterRequest]) (*connect.Response[v1.ApproveClusterResponse], error) {
+	return c.approveCluster.CallUnary(ctx, req)
+}
+
+// RejectCluster calls kollect.fleet.v1.FleetService.RejectCluster.
+func (c *fleetServiceClient) RejectCluster(ctx context.Context, req *connect.Request[v1.RejectClusterRequest]) (*connect.Response[v1.RejectClusterResponse], error) {
+	return c.rejectCluster.CallUnary(ctx, req)
 }
 
 // ApplyBundle calls kollect.fleet.v1.FleetService.ApplyBundle.
@@ -654,6 +695,17 @@ type FleetServiceHandler interface {
 	// that registers it with a valid bootstrap token (admin; audited). CodeFailedPrecondition
 	// when the cluster is not revoked, CodeNotFound when it is unknown.
 	ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error)
+	// ApproveCluster approves a registration pending approval (admin; audited): the cluster gets
+	// the bundles that select it at once, joins rollouts and counts in the fleet's totals.
+	// CodeFailedPrecondition when the cluster is not pending approval (already approved,
+	// rejected or revoked), CodeNotFound when it is unknown.
+	ApproveCluster(context.Context, *connect.Request[v1.ApproveClusterRequest]) (*connect.Response[v1.ApproveClusterResponse], error)
+	// RejectCluster rejects a cluster's registration (admin; audited), pending or approved: the
+	// agent's credential is revoked as RevokeAgent revokes it, and the registration is marked
+	// rejected so that the name, once released, cannot be registered again with the same
+	// bootstrap token. Revoke the token too (RevokeBootstrapToken) when it leaked.
+	// CodeFailedPrecondition when the cluster is already revoked, CodeNotFound when unknown.
+	RejectCluster(context.Context, *connect.Request[v1.RejectClusterRequest]) (*connect.Response[v1.RejectClusterResponse], error)
 	// ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from
 	// multi-document YAML of kollect.dev objects and a cluster selector (operator). The
 	// manifests are validated against the Kollect CRD schemas (OpenAPI and CEL rules) and every
@@ -774,6 +826,18 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 		FleetServiceReleaseClusterProcedure,
 		svc.ReleaseCluster,
 		connect.WithSchema(fleetServiceMethods.ByName("ReleaseCluster")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceApproveClusterHandler := connect.NewUnaryHandler(
+		FleetServiceApproveClusterProcedure,
+		svc.ApproveCluster,
+		connect.WithSchema(fleetServiceMethods.ByName("ApproveCluster")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fleetServiceRejectClusterHandler := connect.NewUnaryHandler(
+		FleetServiceRejectClusterProcedure,
+		svc.RejectCluster,
+		connect.WithSchema(fleetServiceMethods.ByName("RejectCluster")),
 		connect.WithHandlerOptions(opts...),
 	)
 	fleetServiceApplyBundleHandler := connect.NewUnaryHandler(
@@ -942,6 +1006,10 @@ func NewFleetServiceHandler(svc FleetServiceHandler, opts ...connect.HandlerOpti
 			fleetServiceRevokeAgentHandler.ServeHTTP(w, r)
 		case FleetServiceReleaseClusterProcedure:
 			fleetServiceReleaseClusterHandler.ServeHTTP(w, r)
+		case FleetServiceApproveClusterProcedure:
+			fleetServiceApproveClusterHandler.ServeHTTP(w, r)
+		case FleetServiceRejectClusterProcedure:
+			fleetServiceRejectClusterHandler.ServeHTTP(w, r)
 		case FleetServiceApplyBundleProcedure:
 			fleetServiceApplyBundleHandler.ServeHTTP(w, r)
 		case FleetServiceListBundlesProcedure:
@@ -1027,6 +1095,14 @@ func (UnimplementedFleetServiceHandler) RevokeAgent(context.Context, *connect.Re
 
 func (UnimplementedFleetServiceHandler) ReleaseCluster(context.Context, *connect.Request[v1.ReleaseClusterRequest]) (*connect.Response[v1.ReleaseClusterResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ReleaseCluster is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) ApproveCluster(context.Context, *connect.Request[v1.ApproveClusterRequest]) (*connect.Response[v1.ApproveClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.ApproveCluster is not implemented"))
+}
+
+func (UnimplementedFleetServiceHandler) RejectCluster(context.Context, *connect.Request[v1.RejectClusterRequest]) (*connect.Response[v1.RejectClusterResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("kollect.fleet.v1.FleetService.RejectCluster is not implemented"))
 }
 
 func (UnimplementedFleetServiceHandler) ApplyBundle(context.Context, *connect.Request[v1.ApplyBundleRequest]) (*connect.Response[v1.ApplyBundleResponse], error) {

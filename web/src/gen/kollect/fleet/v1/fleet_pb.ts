@@ -10,7 +10,7 @@ import type { GetPreviewRequestSchema, GetPreviewResponseSchema, PreviewBundleRe
 import { file_kollect_fleet_v1_preview } from "./preview_pb";
 import type { AbortRolloutRequestSchema, AbortRolloutResponseSchema, GetRolloutRequestSchema, GetRolloutResponseSchema, ListRolloutsRequestSchema, ListRolloutsResponseSchema, PauseRolloutRequestSchema, PauseRolloutResponseSchema, ResumeRolloutRequestSchema, ResumeRolloutResponseSchema, RollbackRolloutRequestSchema, RollbackRolloutResponseSchema, Rollout, StartRolloutRequestSchema, StartRolloutResponseSchema } from "./rollout_pb";
 import { file_kollect_fleet_v1_rollout } from "./rollout_pb";
-import type { AgentStatus, APIToken, AuditEvent, BootstrapToken, Bundle, BundleRevision, Cluster, HeartbeatRecord, LabelSelector, Role, SinkFreshness } from "./types_pb";
+import type { AgentStatus, APIToken, AuditEvent, BootstrapToken, Bundle, BundleRevision, Cluster, HeartbeatRecord, LabelSelector, Registration, Role, SinkFreshness } from "./types_pb";
 import { file_kollect_fleet_v1_types } from "./types_pb";
 import type { Message } from "@bufbuild/protobuf";
 
@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kollect/fleet/v1/fleet.proto.
  */
 export const file_kollect_fleet_v1_fleet: GenFile = /*@__PURE__*/
-  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIjcKFUxpc3RIZWFydGJlYXRzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEg0KBWxpbWl0GAIgASgFIk8KFkxpc3RIZWFydGJlYXRzUmVzcG9uc2USNQoKaGVhcnRiZWF0cxgBIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSGVhcnRiZWF0UmVjb3JkIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIi0KFVJlbGVhc2VDbHVzdGVyUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkiGAoWUmVsZWFzZUNsdXN0ZXJSZXNwb25zZSK1AQoSQXBwbHlCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEQoJbWFuaWZlc3RzGAMgASgJEjkKEGNsdXN0ZXJfc2VsZWN0b3IYBCABKAsyHy5rb2xsZWN0LmZsZWV0LnYxLkxhYmVsU2VsZWN0b3ISDwoHbWVzc2FnZRgFIAEoCRIPCgdkcnlfcnVuGAYgASgIEgwKBGhvbGQYByABKAgidQoTQXBwbHlCdW5kbGVSZXNwb25zZRIyCghyZXZpc2lvbhgBIAEoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24SDwoHY3JlYXRlZBgCIAEoCBIZChFzZWxlY3RlZF9jbHVzdGVycxgDIAMoCSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiQAoTTGlzdEJ1bmRsZXNSZXNwb25zZRIpCgdidW5kbGVzGAEgAygLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUiMgoQR2V0QnVuZGxlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgDInEKEUdldEJ1bmRsZVJlc3BvbnNlEigKBmJ1bmRsZRgBIAEoCzIYLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlEjIKCHJldmlzaW9uGAIgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbiIqChpMaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBIMCgRuYW1lGAEgASgJIlIKG0xpc3RCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIzCglyZXZpc2lvbnMYASADKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIlYKGkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoNZnJvbV9yZXZpc2lvbhgCIAEoAxITCgt0b19yZXZpc2lvbhgDIAEoAyJ5ChtEaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USFQoNZnJvbV9yZXZpc2lvbhgBIAEoAxITCgt0b19yZXZpc2lvbhgCIAEoAxIUCgx1bmlmaWVkX2RpZmYYAyABKAkSGAoQc2VsZWN0b3JfY2hhbmdlZBgEIAEoCCIjChNEZWxldGVCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiFgoURGVsZXRlQnVuZGxlUmVzcG9uc2UikwIKG0NyZWF0ZUJvb3RzdHJhcFRva2VuUmVxdWVzdBITCgtkZXNjcmlwdGlvbhgBIAEoCRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIbWF4X3VzZXMYAyABKAMSFQoNYWxsb3dfcmVwbGFjZRgEIAEoCBIUCgxjbHVzdGVyX25hbWUYBSABKAkSSQoGbGFiZWxzGAYgAygLMjkua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJfChxDcmVhdGVCb290c3RyYXBUb2tlblJlc3BvbnNlEi8KBXRva2VuGAEgASgLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbhIOCgZzZWNyZXQYAiABKAkiHAoaTGlzdEJvb3RzdHJhcFRva2Vuc1JlcXVlc3QiTwobTGlzdEJvb3RzdHJhcFRva2Vuc1Jlc3BvbnNlEjAKBnRva2VucxgBIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuQm9vdHN0cmFwVG9rZW4iKQobUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0EgoKAmlkGAEgASgJIh4KHFJldm9rZUJvb3RzdHJhcFRva2VuUmVzcG9uc2UicwoVQ3JlYXRlQVBJVG9rZW5SZXF1ZXN0EgwKBG5hbWUYASABKAkSJAoEcm9sZRgCIAEoDjIWLmtvbGxlY3QuZmxlZXQudjEuUm9sZRImCgN0dGwYAyABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24iUwoWQ3JlYXRlQVBJVG9rZW5SZXNwb25zZRIpCgV0b2tlbhgBIAEoCzIaLmtvbGxlY3QuZmxlZXQudjEuQVBJVG9rZW4SDgoGc2VjcmV0GAIgASgJIhYKFExpc3RBUElUb2tlbnNSZXF1ZXN0IkMKFUxpc3RBUElUb2tlbnNSZXNwb25zZRIqCgZ0b2tlbnMYASADKAsyGi5rb2xsZWN0LmZsZWV0LnYxLkFQSVRva2VuIiMKFVJldm9rZUFQSVRva2VuUmVxdWVzdBIKCgJpZBgBIAEoCSIYChZSZXZva2VBUElUb2tlblJlc3BvbnNlIg8KDVdob0FtSVJlcXVlc3QiRAoOV2hvQW1JUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIkCgRyb2xlGAIgASgOMhYua29sbGVjdC5mbGVldC52MS5Sb2xlIhcKFUdldEZsZWV0SGVhbHRoUmVxdWVzdCIxCgxWZXJzaW9uQ291bnQSDwoHdmVyc2lvbhgBIAEoCRIQCghjbHVzdGVycxgCIAEoAyKQBAoWR2V0RmxlZXRIZWFsdGhSZXNwb25zZRIWCg5jbHVzdGVyc190b3RhbBgBIAEoAxIXCg9jbHVzdGVyc19vbmxpbmUYAiABKAMSFgoOY2x1c3RlcnNfc3RhbGUYAyABKAMSGAoQY2x1c3RlcnNfb2ZmbGluZRgEIAEoAxIYChBjbHVzdGVyc19wZW5kaW5nGAUgASgDEhgKEGNsdXN0ZXJzX3Jldm9rZWQYBiABKAMSHAoUY2x1c3RlcnNfY29uZmlnX3NrZXcYByABKAMSNgoOYWdlbnRfdmVyc2lvbnMYCCADKAsyHi5rb2xsZWN0LmZsZWV0LnYxLlZlcnNpb25Db3VudBI7ChNrdWJlcm5ldGVzX3ZlcnNpb25zGAkgAygLMh4ua29sbGVjdC5mbGVldC52MS5WZXJzaW9uQ291bnQSOQoQZXhwb3J0X2ZyZXNobmVzcxgKIAMoCzIfLmtvbGxlY3QuZmxlZXQudjEuU2lua0ZyZXNobmVzcxIuCgtzdGFsZV9hZnRlchgLIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIwCg1vZmZsaW5lX2FmdGVyGAwgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi8KC2NvbXB1dGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCITChFXYXRjaEZsZWV0UmVxdWVzdCKEAgoSV2F0Y2hGbGVldFJlc3BvbnNlEiwKB2NsdXN0ZXIYASABKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXJIABIZCg9jbHVzdGVyX3JlbW92ZWQYAiABKAlIABIqCgZidW5kbGUYAyABKAsyGC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZUgAEhgKDmJ1bmRsZV9yZW1vdmVkGAQgASgJSAASLAoHcm9sbG91dBgGIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuUm9sbG91dEgAEigKBHRpbWUYBSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgcKBWV2ZW50IjoKFkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QSDQoFbGltaXQYASABKAUSEQoJYmVmb3JlX2lkGAIgASgDIkcKF0xpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEiwKBmV2ZW50cxgBIAMoCzIcLmtvbGxlY3QuZmxlZXQudjEuQXVkaXRFdmVudDLrGAoMRmxlZXRTZXJ2aWNlEl0KDExpc3RDbHVzdGVycxIlLmtvbGxlY3QuZmxlZXQudjEuTGlzdENsdXN0ZXJzUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuTGlzdENsdXN0ZXJzUmVzcG9uc2USVwoKR2V0Q2x1c3RlchIjLmtvbGxlY3QuZmxlZXQudjEuR2V0Q2x1c3RlclJlcXVlc3QaJC5rb2xsZWN0LmZsZWV0LnYxLkdldENsdXN0ZXJSZXNwb25zZRJjCg5MaXN0SGVhcnRiZWF0cxInLmtvbGxlY3QuZmxlZXQudjEuTGlzdEhlYXJ0YmVhdHNSZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5MaXN0SGVhcnRiZWF0c1Jlc3BvbnNlEmkKEFNldENsdXN0ZXJMYWJlbHMSKS5rb2xsZWN0LmZsZWV0LnYxLlNldENsdXN0ZXJMYWJlbHNSZXF1ZXN0Gioua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVzcG9uc2USYAoNRGVsZXRlQ2x1c3RlchImLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQ2x1c3RlclJlcXVlc3QaJy5rb2xsZWN0LmZsZWV0LnYxLkRlbGV0ZUNsdXN0ZXJSZXNwb25zZRJaCgtSZXZva2VBZ2VudBIkLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQWdlbnRSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5SZXZva2VBZ2VudFJlc3BvbnNlEmMKDlJlbGVhc2VDbHVzdGVyEicua29sbGVjdC5mbGVldC52MS5SZWxlYXNlQ2x1c3RlclJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLlJlbGVhc2VDbHVzdGVyUmVzcG9uc2USWgoLQXBwbHlCdW5kbGUSJC5rb2xsZWN0LmZsZWV0LnYxLkFwcGx5QnVuZGxlUmVxdWVzdBolLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXNwb25zZRJaCgtMaXN0QnVuZGxlcxIkLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZXNSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1Jlc3BvbnNlElQKCUdldEJ1bmRsZRIiLmtvbGxlY3QuZmxlZXQudjEuR2V0QnVuZGxlUmVxdWVzdBojLmtvbGxlY3QuZmxlZXQudjEuR2V0QnVuZGxlUmVzcG9uc2UScgoTTGlzdEJ1bmRsZVJldmlzaW9ucxIsLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1JlcXVlc3QaLS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRJyChNEaWZmQnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuRGlmZkJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEl0KDERlbGV0ZUJ1bmRsZRIlLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQnVuZGxlUmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuRGVsZXRlQnVuZGxlUmVzcG9uc2USYAoNUHJldmlld0J1bmRsZRImLmtvbGxlY3QuZmxlZXQudjEuUHJldmlld0J1bmRsZVJlcXVlc3QaJy5rb2xsZWN0LmZsZWV0LnYxLlByZXZpZXdCdW5kbGVSZXNwb25zZRJXCgpHZXRQcmV2aWV3EiMua29sbGVjdC5mbGVldC52MS5HZXRQcmV2aWV3UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuR2V0UHJldmlld1Jlc3BvbnNlEnUKFENyZWF0ZUJvb3RzdHJhcFRva2VuEi0ua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlcXVlc3QaLi5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUJvb3RzdHJhcFRva2VuUmVzcG9uc2UScgoTTGlzdEJvb3RzdHJhcFRva2VucxIsLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJvb3RzdHJhcFRva2Vuc1JlcXVlc3QaLS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCb290c3RyYXBUb2tlbnNSZXNwb25zZRJ1ChRSZXZva2VCb290c3RyYXBUb2tlbhItLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXF1ZXN0Gi4ua29sbGVjdC5mbGVldC52MS5SZXZva2VCb290c3RyYXBUb2tlblJlc3BvbnNlEmMKDkNyZWF0ZUFQSVRva2VuEicua29sbGVjdC5mbGVldC52MS5DcmVhdGVBUElUb2tlblJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUFQSVRva2VuUmVzcG9uc2USYAoNTGlzdEFQSVRva2VucxImLmtvbGxlY3QuZmxlZXQudjEuTGlzdEFQSVRva2Vuc1JlcXVlc3QaJy5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBUElUb2tlbnNSZXNwb25zZRJjCg5SZXZva2VBUElUb2tlbhInLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQVBJVG9rZW5SZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5SZXZva2VBUElUb2tlblJlc3BvbnNlEksKBldob0FtSRIfLmtvbGxlY3QuZmxlZXQudjEuV2hvQW1JUmVxdWVzdBogLmtvbGxlY3QuZmxlZXQudjEuV2hvQW1JUmVzcG9uc2USYwoOR2V0RmxlZXRIZWFsdGgSJy5rb2xsZWN0LmZsZWV0LnYxLkdldEZsZWV0SGVhbHRoUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuR2V0RmxlZXRIZWFsdGhSZXNwb25zZRJZCgpXYXRjaEZsZWV0EiMua29sbGVjdC5mbGVldC52MS5XYXRjaEZsZWV0UmVxdWVzdBokLmtvbGxlY3QuZmxlZXQudjEuV2F0Y2hGbGVldFJlc3BvbnNlMAESZgoPTGlzdEF1ZGl0RXZlbnRzEigua29sbGVjdC5mbGVldC52MS5MaXN0QXVkaXRFdmVudHNSZXF1ZXN0Gikua29sbGVjdC5mbGVldC52MS5MaXN0QXVkaXRFdmVudHNSZXNwb25zZRJdCgxTdGFydFJvbGxvdXQSJS5rb2xsZWN0LmZsZWV0LnYxLlN0YXJ0Um9sbG91dFJlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLlN0YXJ0Um9sbG91dFJlc3BvbnNlElcKCkdldFJvbGxvdXQSIy5rb2xsZWN0LmZsZWV0LnYxLkdldFJvbGxvdXRSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRSb2xsb3V0UmVzcG9uc2USXQoMTGlzdFJvbGxvdXRzEiUua29sbGVjdC5mbGVldC52MS5MaXN0Um9sbG91dHNSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5MaXN0Um9sbG91dHNSZXNwb25zZRJdCgxQYXVzZVJvbGxvdXQSJS5rb2xsZWN0LmZsZWV0LnYxLlBhdXNlUm9sbG91dFJlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLlBhdXNlUm9sbG91dFJlc3BvbnNlEmAKDVJlc3VtZVJvbGxvdXQSJi5rb2xsZWN0LmZsZWV0LnYxLlJlc3VtZVJvbGxvdXRSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5SZXN1bWVSb2xsb3V0UmVzcG9uc2USXQoMQWJvcnRSb2xsb3V0EiUua29sbGVjdC5mbGVldC52MS5BYm9ydFJvbGxvdXRSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5BYm9ydFJvbGxvdXRSZXNwb25zZRJmCg9Sb2xsYmFja1JvbGxvdXQSKC5rb2xsZWN0LmZsZWV0LnYxLlJvbGxiYWNrUm9sbG91dFJlcXVlc3QaKS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxiYWNrUm9sbG91dFJlc3BvbnNlQjBaLmtvbGxlY3QuZGV2L3Byb3RvL2dlbi9rb2xsZWN0L2ZsZWV0L3YxO2ZsZWV0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_preview, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
+  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL2ZsZWV0LnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxIi0KE0xpc3RDbHVzdGVyc1JlcXVlc3QSFgoObGFiZWxfc2VsZWN0b3IYASABKAkiQwoUTGlzdENsdXN0ZXJzUmVzcG9uc2USKwoIY2x1c3RlcnMYASADKAsyGS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIiIQoRR2V0Q2x1c3RlclJlcXVlc3QSDAoEbmFtZRgBIAEoCSJvChJHZXRDbHVzdGVyUmVzcG9uc2USKgoHY2x1c3RlchgBIAEoCzIZLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlchItCgZzdGF0dXMYAiABKAsyHS5rb2xsZWN0LmZsZWV0LnYxLkFnZW50U3RhdHVzIjcKFUxpc3RIZWFydGJlYXRzUmVxdWVzdBIPCgdjbHVzdGVyGAEgASgJEg0KBWxpbWl0GAIgASgFIk8KFkxpc3RIZWFydGJlYXRzUmVzcG9uc2USNQoKaGVhcnRiZWF0cxgBIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSGVhcnRiZWF0UmVjb3JkIqUBChdTZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkSRQoGbGFiZWxzGAIgAygLMjUua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkYKGFNldENsdXN0ZXJMYWJlbHNSZXNwb25zZRIqCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVyIiwKFERlbGV0ZUNsdXN0ZXJSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIXChVEZWxldGVDbHVzdGVyUmVzcG9uc2UiKgoSUmV2b2tlQWdlbnRSZXF1ZXN0EhQKDGNsdXN0ZXJfbmFtZRgBIAEoCSIVChNSZXZva2VBZ2VudFJlc3BvbnNlIi0KFVJlbGVhc2VDbHVzdGVyUmVxdWVzdBIUCgxjbHVzdGVyX25hbWUYASABKAkiGAoWUmVsZWFzZUNsdXN0ZXJSZXNwb25zZSItChVBcHByb3ZlQ2x1c3RlclJlcXVlc3QSFAoMY2x1c3Rlcl9uYW1lGAEgASgJIhgKFkFwcHJvdmVDbHVzdGVyUmVzcG9uc2UiLAoUUmVqZWN0Q2x1c3RlclJlcXVlc3QSFAoMY2x1c3Rlcl9uYW1lGAEgASgJIk0KFVJlamVjdENsdXN0ZXJSZXNwb25zZRI0CgxyZWdpc3RyYXRpb24YASABKAsyHi5rb2xsZWN0LmZsZWV0LnYxLlJlZ2lzdHJhdGlvbiK1AQoSQXBwbHlCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSEQoJbWFuaWZlc3RzGAMgASgJEjkKEGNsdXN0ZXJfc2VsZWN0b3IYBCABKAsyHy5rb2xsZWN0LmZsZWV0LnYxLkxhYmVsU2VsZWN0b3ISDwoHbWVzc2FnZRgFIAEoCRIPCgdkcnlfcnVuGAYgASgIEgwKBGhvbGQYByABKAgidQoTQXBwbHlCdW5kbGVSZXNwb25zZRIyCghyZXZpc2lvbhgBIAEoCzIgLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlUmV2aXNpb24SDwoHY3JlYXRlZBgCIAEoCBIZChFzZWxlY3RlZF9jbHVzdGVycxgDIAMoCSIUChJMaXN0QnVuZGxlc1JlcXVlc3QiQAoTTGlzdEJ1bmRsZXNSZXNwb25zZRIpCgdidW5kbGVzGAEgAygLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGUiMgoQR2V0QnVuZGxlUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHJldmlzaW9uGAIgASgDInEKEUdldEJ1bmRsZVJlc3BvbnNlEigKBmJ1bmRsZRgBIAEoCzIYLmtvbGxlY3QuZmxlZXQudjEuQnVuZGxlEjIKCHJldmlzaW9uGAIgASgLMiAua29sbGVjdC5mbGVldC52MS5CdW5kbGVSZXZpc2lvbiIqChpMaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBIMCgRuYW1lGAEgASgJIlIKG0xpc3RCdW5kbGVSZXZpc2lvbnNSZXNwb25zZRIzCglyZXZpc2lvbnMYASADKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJ1bmRsZVJldmlzaW9uIlYKGkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0EgwKBG5hbWUYASABKAkSFQoNZnJvbV9yZXZpc2lvbhgCIAEoAxITCgt0b19yZXZpc2lvbhgDIAEoAyJ5ChtEaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USFQoNZnJvbV9yZXZpc2lvbhgBIAEoAxITCgt0b19yZXZpc2lvbhgCIAEoAxIUCgx1bmlmaWVkX2RpZmYYAyABKAkSGAoQc2VsZWN0b3JfY2hhbmdlZBgEIAEoCCIjChNEZWxldGVCdW5kbGVSZXF1ZXN0EgwKBG5hbWUYASABKAkiFgoURGVsZXRlQnVuZGxlUmVzcG9uc2UirQIKG0NyZWF0ZUJvb3RzdHJhcFRva2VuUmVxdWVzdBITCgtkZXNjcmlwdGlvbhgBIAEoCRImCgN0dGwYAiABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SEAoIbWF4X3VzZXMYAyABKAMSFQoNYWxsb3dfcmVwbGFjZRgEIAEoCBIUCgxjbHVzdGVyX25hbWUYBSABKAkSSQoGbGFiZWxzGAYgAygLMjkua29sbGVjdC5mbGVldC52MS5DcmVhdGVCb290c3RyYXBUb2tlblJlcXVlc3QuTGFiZWxzRW50cnkSGAoQcmVxdWlyZV9hcHByb3ZhbBgHIAEoCBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIl8KHENyZWF0ZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USLwoFdG9rZW4YASABKAsyIC5rb2xsZWN0LmZsZWV0LnYxLkJvb3RzdHJhcFRva2VuEg4KBnNlY3JldBgCIAEoCSIcChpMaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdCJPChtMaXN0Qm9vdHN0cmFwVG9rZW5zUmVzcG9uc2USMAoGdG9rZW5zGAEgAygLMiAua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbiIpChtSZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QSCgoCaWQYASABKAkiHgocUmV2b2tlQm9vdHN0cmFwVG9rZW5SZXNwb25zZSJzChVDcmVhdGVBUElUb2tlblJlcXVlc3QSDAoEbmFtZRgBIAEoCRIkCgRyb2xlGAIgASgOMhYua29sbGVjdC5mbGVldC52MS5Sb2xlEiYKA3R0bBgDIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbiJTChZDcmVhdGVBUElUb2tlblJlc3BvbnNlEikKBXRva2VuGAEgASgLMhoua29sbGVjdC5mbGVldC52MS5BUElUb2tlbhIOCgZzZWNyZXQYAiABKAkiFgoUTGlzdEFQSVRva2Vuc1JlcXVlc3QiQwoVTGlzdEFQSVRva2Vuc1Jlc3BvbnNlEioKBnRva2VucxgBIAMoCzIaLmtvbGxlY3QuZmxlZXQudjEuQVBJVG9rZW4iIwoVUmV2b2tlQVBJVG9rZW5SZXF1ZXN0EgoKAmlkGAEgASgJIhgKFlJldm9rZUFQSVRva2VuUmVzcG9uc2UiDwoNV2hvQW1JUmVxdWVzdCJECg5XaG9BbUlSZXNwb25zZRIMCgRuYW1lGAEgASgJEiQKBHJvbGUYAiABKA4yFi5rb2xsZWN0LmZsZWV0LnYxLlJvbGUiFwoVR2V0RmxlZXRIZWFsdGhSZXF1ZXN0IjEKDFZlcnNpb25Db3VudBIPCgd2ZXJzaW9uGAEgASgJEhAKCGNsdXN0ZXJzGAIgASgDIrMEChZHZXRGbGVldEhlYWx0aFJlc3BvbnNlEhYKDmNsdXN0ZXJzX3RvdGFsGAEgASgDEhcKD2NsdXN0ZXJzX29ubGluZRgCIAEoAxIWCg5jbHVzdGVyc19zdGFsZRgDIAEoAxIYChBjbHVzdGVyc19vZmZsaW5lGAQgASgDEhgKEGNsdXN0ZXJzX3BlbmRpbmcYBSABKAMSGAoQY2x1c3RlcnNfcmV2b2tlZBgGIAEoAxIcChRjbHVzdGVyc19jb25maWdfc2tldxgHIAEoAxI2Cg5hZ2VudF92ZXJzaW9ucxgIIAMoCzIeLmtvbGxlY3QuZmxlZXQudjEuVmVyc2lvbkNvdW50EjsKE2t1YmVybmV0ZXNfdmVyc2lvbnMYCSADKAsyHi5rb2xsZWN0LmZsZWV0LnYxLlZlcnNpb25Db3VudBI5ChBleHBvcnRfZnJlc2huZXNzGAogAygLMh8ua29sbGVjdC5mbGVldC52MS5TaW5rRnJlc2huZXNzEi4KC3N0YWxlX2FmdGVyGAsgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjAKDW9mZmxpbmVfYWZ0ZXIYDCABKAsyGS5nb29nbGUucHJvdG9idWYuRHVyYXRpb24SLwoLY29tcHV0ZWRfYXQYDSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEiEKGWNsdXN0ZXJzX3BlbmRpbmdfYXBwcm92YWwYDiABKAMiEwoRV2F0Y2hGbGVldFJlcXVlc3QihAIKEldhdGNoRmxlZXRSZXNwb25zZRIsCgdjbHVzdGVyGAEgASgLMhkua29sbGVjdC5mbGVldC52MS5DbHVzdGVySAASGQoPY2x1c3Rlcl9yZW1vdmVkGAIgASgJSAASKgoGYnVuZGxlGAMgASgLMhgua29sbGVjdC5mbGVldC52MS5CdW5kbGVIABIYCg5idW5kbGVfcmVtb3ZlZBgEIAEoCUgAEiwKB3JvbGxvdXQYBiABKAsyGS5rb2xsZWN0LmZsZWV0LnYxLlJvbGxvdXRIABIoCgR0aW1lGAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVldmVudCI6ChZMaXN0QXVkaXRFdmVudHNSZXF1ZXN0Eg0KBWxpbWl0GAEgASgFEhEKCWJlZm9yZV9pZBgCIAEoAyJHChdMaXN0QXVkaXRFdmVudHNSZXNwb25zZRIsCgZldmVudHMYASADKAsyHC5rb2xsZWN0LmZsZWV0LnYxLkF1ZGl0RXZlbnQyshoKDEZsZWV0U2VydmljZRJdCgxMaXN0Q2x1c3RlcnMSJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RDbHVzdGVyc1Jlc3BvbnNlElcKCkdldENsdXN0ZXISIy5rb2xsZWN0LmZsZWV0LnYxLkdldENsdXN0ZXJSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRDbHVzdGVyUmVzcG9uc2USYwoOTGlzdEhlYXJ0YmVhdHMSJy5rb2xsZWN0LmZsZWV0LnYxLkxpc3RIZWFydGJlYXRzUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuTGlzdEhlYXJ0YmVhdHNSZXNwb25zZRJpChBTZXRDbHVzdGVyTGFiZWxzEikua29sbGVjdC5mbGVldC52MS5TZXRDbHVzdGVyTGFiZWxzUmVxdWVzdBoqLmtvbGxlY3QuZmxlZXQudjEuU2V0Q2x1c3RlckxhYmVsc1Jlc3BvbnNlEmAKDURlbGV0ZUNsdXN0ZXISJi5rb2xsZWN0LmZsZWV0LnYxLkRlbGV0ZUNsdXN0ZXJSZXF1ZXN0Gicua29sbGVjdC5mbGVldC52MS5EZWxldGVDbHVzdGVyUmVzcG9uc2USWgoLUmV2b2tlQWdlbnQSJC5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFnZW50UmVxdWVzdBolLmtvbGxlY3QuZmxlZXQudjEuUmV2b2tlQWdlbnRSZXNwb25zZRJjCg5SZWxlYXNlQ2x1c3RlchInLmtvbGxlY3QuZmxlZXQudjEuUmVsZWFzZUNsdXN0ZXJSZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5SZWxlYXNlQ2x1c3RlclJlc3BvbnNlEmMKDkFwcHJvdmVDbHVzdGVyEicua29sbGVjdC5mbGVldC52MS5BcHByb3ZlQ2x1c3RlclJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLkFwcHJvdmVDbHVzdGVyUmVzcG9uc2USYAoNUmVqZWN0Q2x1c3RlchImLmtvbGxlY3QuZmxlZXQudjEuUmVqZWN0Q2x1c3RlclJlcXVlc3QaJy5rb2xsZWN0LmZsZWV0LnYxLlJlamVjdENsdXN0ZXJSZXNwb25zZRJaCgtBcHBseUJ1bmRsZRIkLmtvbGxlY3QuZmxlZXQudjEuQXBwbHlCdW5kbGVSZXF1ZXN0GiUua29sbGVjdC5mbGVldC52MS5BcHBseUJ1bmRsZVJlc3BvbnNlEloKC0xpc3RCdW5kbGVzEiQua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlc1JlcXVlc3QaJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RCdW5kbGVzUmVzcG9uc2USVAoJR2V0QnVuZGxlEiIua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXF1ZXN0GiMua29sbGVjdC5mbGVldC52MS5HZXRCdW5kbGVSZXNwb25zZRJyChNMaXN0QnVuZGxlUmV2aXNpb25zEiwua29sbGVjdC5mbGVldC52MS5MaXN0QnVuZGxlUmV2aXNpb25zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJ1bmRsZVJldmlzaW9uc1Jlc3BvbnNlEnIKE0RpZmZCdW5kbGVSZXZpc2lvbnMSLC5rb2xsZWN0LmZsZWV0LnYxLkRpZmZCdW5kbGVSZXZpc2lvbnNSZXF1ZXN0Gi0ua29sbGVjdC5mbGVldC52MS5EaWZmQnVuZGxlUmV2aXNpb25zUmVzcG9uc2USXQoMRGVsZXRlQnVuZGxlEiUua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXF1ZXN0GiYua29sbGVjdC5mbGVldC52MS5EZWxldGVCdW5kbGVSZXNwb25zZRJgCg1QcmV2aWV3QnVuZGxlEiYua29sbGVjdC5mbGVldC52MS5QcmV2aWV3QnVuZGxlUmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuUHJldmlld0J1bmRsZVJlc3BvbnNlElcKCkdldFByZXZpZXcSIy5rb2xsZWN0LmZsZWV0LnYxLkdldFByZXZpZXdSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5HZXRQcmV2aWV3UmVzcG9uc2USdQoUQ3JlYXRlQm9vdHN0cmFwVG9rZW4SLS5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUJvb3RzdHJhcFRva2VuUmVxdWVzdBouLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQm9vdHN0cmFwVG9rZW5SZXNwb25zZRJyChNMaXN0Qm9vdHN0cmFwVG9rZW5zEiwua29sbGVjdC5mbGVldC52MS5MaXN0Qm9vdHN0cmFwVG9rZW5zUmVxdWVzdBotLmtvbGxlY3QuZmxlZXQudjEuTGlzdEJvb3RzdHJhcFRva2Vuc1Jlc3BvbnNlEnUKFFJldm9rZUJvb3RzdHJhcFRva2VuEi0ua29sbGVjdC5mbGVldC52MS5SZXZva2VCb290c3RyYXBUb2tlblJlcXVlc3QaLi5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUJvb3RzdHJhcFRva2VuUmVzcG9uc2USYwoOQ3JlYXRlQVBJVG9rZW4SJy5rb2xsZWN0LmZsZWV0LnYxLkNyZWF0ZUFQSVRva2VuUmVxdWVzdBooLmtvbGxlY3QuZmxlZXQudjEuQ3JlYXRlQVBJVG9rZW5SZXNwb25zZRJgCg1MaXN0QVBJVG9rZW5zEiYua29sbGVjdC5mbGVldC52MS5MaXN0QVBJVG9rZW5zUmVxdWVzdBonLmtvbGxlY3QuZmxlZXQudjEuTGlzdEFQSVRva2Vuc1Jlc3BvbnNlEmMKDlJldm9rZUFQSVRva2VuEicua29sbGVjdC5mbGVldC52MS5SZXZva2VBUElUb2tlblJlcXVlc3QaKC5rb2xsZWN0LmZsZWV0LnYxLlJldm9rZUFQSVRva2VuUmVzcG9uc2USSwoGV2hvQW1JEh8ua29sbGVjdC5mbGVldC52MS5XaG9BbUlSZXF1ZXN0GiAua29sbGVjdC5mbGVldC52MS5XaG9BbUlSZXNwb25zZRJjCg5HZXRGbGVldEhlYWx0aBInLmtvbGxlY3QuZmxlZXQudjEuR2V0RmxlZXRIZWFsdGhSZXF1ZXN0Gigua29sbGVjdC5mbGVldC52MS5HZXRGbGVldEhlYWx0aFJlc3BvbnNlElkKCldhdGNoRmxlZXQSIy5rb2xsZWN0LmZsZWV0LnYxLldhdGNoRmxlZXRSZXF1ZXN0GiQua29sbGVjdC5mbGVldC52MS5XYXRjaEZsZWV0UmVzcG9uc2UwARJmCg9MaXN0QXVkaXRFdmVudHMSKC5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBdWRpdEV2ZW50c1JlcXVlc3QaKS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RBdWRpdEV2ZW50c1Jlc3BvbnNlEl0KDFN0YXJ0Um9sbG91dBIlLmtvbGxlY3QuZmxlZXQudjEuU3RhcnRSb2xsb3V0UmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuU3RhcnRSb2xsb3V0UmVzcG9uc2USVwoKR2V0Um9sbG91dBIjLmtvbGxlY3QuZmxlZXQudjEuR2V0Um9sbG91dFJlcXVlc3QaJC5rb2xsZWN0LmZsZWV0LnYxLkdldFJvbGxvdXRSZXNwb25zZRJdCgxMaXN0Um9sbG91dHMSJS5rb2xsZWN0LmZsZWV0LnYxLkxpc3RSb2xsb3V0c1JlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkxpc3RSb2xsb3V0c1Jlc3BvbnNlEl0KDFBhdXNlUm9sbG91dBIlLmtvbGxlY3QuZmxlZXQudjEuUGF1c2VSb2xsb3V0UmVxdWVzdBomLmtvbGxlY3QuZmxlZXQudjEuUGF1c2VSb2xsb3V0UmVzcG9uc2USYAoNUmVzdW1lUm9sbG91dBImLmtvbGxlY3QuZmxlZXQudjEuUmVzdW1lUm9sbG91dFJlcXVlc3QaJy5rb2xsZWN0LmZsZWV0LnYxLlJlc3VtZVJvbGxvdXRSZXNwb25zZRJdCgxBYm9ydFJvbGxvdXQSJS5rb2xsZWN0LmZsZWV0LnYxLkFib3J0Um9sbG91dFJlcXVlc3QaJi5rb2xsZWN0LmZsZWV0LnYxLkFib3J0Um9sbG91dFJlc3BvbnNlEmYKD1JvbGxiYWNrUm9sbG91dBIoLmtvbGxlY3QuZmxlZXQudjEuUm9sbGJhY2tSb2xsb3V0UmVxdWVzdBopLmtvbGxlY3QuZmxlZXQudjEuUm9sbGJhY2tSb2xsb3V0UmVzcG9uc2VCMFoua29sbGVjdC5kZXYvcHJvdG8vZ2VuL2tvbGxlY3QvZmxlZXQvdjE7ZmxlZXR2MWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_timestamp, file_kollect_fleet_v1_preview, file_kollect_fleet_v1_rollout, file_kollect_fleet_v1_types]);
 
 /**
  * ListClustersRequest filters the cluster list.
@@ -294,6 +294,78 @@ export const ReleaseClusterResponseSchema: GenMessage<ReleaseClusterResponse> = 
   messageDesc(file_kollect_fleet_v1_fleet, 13);
 
 /**
+ * ApproveClusterRequest names the cluster whose registration is approved.
+ *
+ * @generated from message kollect.fleet.v1.ApproveClusterRequest
+ */
+export type ApproveClusterRequest = Message<"kollect.fleet.v1.ApproveClusterRequest"> & {
+  /**
+   * @generated from field: string cluster_name = 1;
+   */
+  clusterName: string;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ApproveClusterRequest.
+ * Use `create(ApproveClusterRequestSchema)` to create a new message.
+ */
+export const ApproveClusterRequestSchema: GenMessage<ApproveClusterRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 14);
+
+/**
+ * ApproveClusterResponse is empty.
+ *
+ * @generated from message kollect.fleet.v1.ApproveClusterResponse
+ */
+export type ApproveClusterResponse = Message<"kollect.fleet.v1.ApproveClusterResponse"> & {
+};
+
+/**
+ * Describes the message kollect.fleet.v1.ApproveClusterResponse.
+ * Use `create(ApproveClusterResponseSchema)` to create a new message.
+ */
+export const ApproveClusterResponseSchema: GenMessage<ApproveClusterResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 15);
+
+/**
+ * RejectClusterRequest names the cluster whose registration is rejected.
+ *
+ * @generated from message kollect.fleet.v1.RejectClusterRequest
+ */
+export type RejectClusterRequest = Message<"kollect.fleet.v1.RejectClusterRequest"> & {
+  /**
+   * @generated from field: string cluster_name = 1;
+   */
+  clusterName: string;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.RejectClusterRequest.
+ * Use `create(RejectClusterRequestSchema)` to create a new message.
+ */
+export const RejectClusterRequestSchema: GenMessage<RejectClusterRequest> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 16);
+
+/**
+ * RejectClusterResponse says how the rejected cluster registered, for revoking its token.
+ *
+ * @generated from message kollect.fleet.v1.RejectClusterResponse
+ */
+export type RejectClusterResponse = Message<"kollect.fleet.v1.RejectClusterResponse"> & {
+  /**
+   * @generated from field: kollect.fleet.v1.Registration registration = 1;
+   */
+  registration?: Registration | undefined;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.RejectClusterResponse.
+ * Use `create(RejectClusterResponseSchema)` to create a new message.
+ */
+export const RejectClusterResponseSchema: GenMessage<RejectClusterResponse> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_fleet, 17);
+
+/**
  * ApplyBundleRequest uploads a bundle revision.
  *
  * @generated from message kollect.fleet.v1.ApplyBundleRequest
@@ -349,7 +421,7 @@ export type ApplyBundleRequest = Message<"kollect.fleet.v1.ApplyBundleRequest"> 
  * Use `create(ApplyBundleRequestSchema)` to create a new message.
  */
 export const ApplyBundleRequestSchema: GenMessage<ApplyBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 14);
+  messageDesc(file_kollect_fleet_v1_fleet, 18);
 
 /**
  * ApplyBundleResponse reports the stored (or, with dry_run, the would-be) revision.
@@ -382,7 +454,7 @@ export type ApplyBundleResponse = Message<"kollect.fleet.v1.ApplyBundleResponse"
  * Use `create(ApplyBundleResponseSchema)` to create a new message.
  */
 export const ApplyBundleResponseSchema: GenMessage<ApplyBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 15);
+  messageDesc(file_kollect_fleet_v1_fleet, 19);
 
 /**
  * ListBundlesRequest is empty.
@@ -397,7 +469,7 @@ export type ListBundlesRequest = Message<"kollect.fleet.v1.ListBundlesRequest"> 
  * Use `create(ListBundlesRequestSchema)` to create a new message.
  */
 export const ListBundlesRequestSchema: GenMessage<ListBundlesRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 16);
+  messageDesc(file_kollect_fleet_v1_fleet, 20);
 
 /**
  * ListBundlesResponse holds bundles sorted by name.
@@ -416,7 +488,7 @@ export type ListBundlesResponse = Message<"kollect.fleet.v1.ListBundlesResponse"
  * Use `create(ListBundlesResponseSchema)` to create a new message.
  */
 export const ListBundlesResponseSchema: GenMessage<ListBundlesResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 17);
+  messageDesc(file_kollect_fleet_v1_fleet, 21);
 
 /**
  * GetBundleRequest names a bundle and optionally a revision.
@@ -442,7 +514,7 @@ export type GetBundleRequest = Message<"kollect.fleet.v1.GetBundleRequest"> & {
  * Use `create(GetBundleRequestSchema)` to create a new message.
  */
 export const GetBundleRequestSchema: GenMessage<GetBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 18);
+  messageDesc(file_kollect_fleet_v1_fleet, 22);
 
 /**
  * GetBundleResponse holds the bundle and the revision with manifests.
@@ -466,7 +538,7 @@ export type GetBundleResponse = Message<"kollect.fleet.v1.GetBundleResponse"> & 
  * Use `create(GetBundleResponseSchema)` to create a new message.
  */
 export const GetBundleResponseSchema: GenMessage<GetBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 19);
+  messageDesc(file_kollect_fleet_v1_fleet, 23);
 
 /**
  * ListBundleRevisionsRequest names a bundle.
@@ -485,7 +557,7 @@ export type ListBundleRevisionsRequest = Message<"kollect.fleet.v1.ListBundleRev
  * Use `create(ListBundleRevisionsRequestSchema)` to create a new message.
  */
 export const ListBundleRevisionsRequestSchema: GenMessage<ListBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 20);
+  messageDesc(file_kollect_fleet_v1_fleet, 24);
 
 /**
  * ListBundleRevisionsResponse holds revisions newest first, manifests left empty.
@@ -504,7 +576,7 @@ export type ListBundleRevisionsResponse = Message<"kollect.fleet.v1.ListBundleRe
  * Use `create(ListBundleRevisionsResponseSchema)` to create a new message.
  */
 export const ListBundleRevisionsResponseSchema: GenMessage<ListBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 21);
+  messageDesc(file_kollect_fleet_v1_fleet, 25);
 
 /**
  * DiffBundleRevisionsRequest names two revisions of one bundle.
@@ -537,7 +609,7 @@ export type DiffBundleRevisionsRequest = Message<"kollect.fleet.v1.DiffBundleRev
  * Use `create(DiffBundleRevisionsRequestSchema)` to create a new message.
  */
 export const DiffBundleRevisionsRequestSchema: GenMessage<DiffBundleRevisionsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 22);
+  messageDesc(file_kollect_fleet_v1_fleet, 26);
 
 /**
  * DiffBundleRevisionsResponse holds a unified diff of the manifests (empty when equal) and
@@ -572,7 +644,7 @@ export type DiffBundleRevisionsResponse = Message<"kollect.fleet.v1.DiffBundleRe
  * Use `create(DiffBundleRevisionsResponseSchema)` to create a new message.
  */
 export const DiffBundleRevisionsResponseSchema: GenMessage<DiffBundleRevisionsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 23);
+  messageDesc(file_kollect_fleet_v1_fleet, 27);
 
 /**
  * DeleteBundleRequest names a bundle.
@@ -591,7 +663,7 @@ export type DeleteBundleRequest = Message<"kollect.fleet.v1.DeleteBundleRequest"
  * Use `create(DeleteBundleRequestSchema)` to create a new message.
  */
 export const DeleteBundleRequestSchema: GenMessage<DeleteBundleRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 24);
+  messageDesc(file_kollect_fleet_v1_fleet, 28);
 
 /**
  * DeleteBundleResponse is empty.
@@ -606,7 +678,7 @@ export type DeleteBundleResponse = Message<"kollect.fleet.v1.DeleteBundleRespons
  * Use `create(DeleteBundleResponseSchema)` to create a new message.
  */
 export const DeleteBundleResponseSchema: GenMessage<DeleteBundleResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 25);
+  messageDesc(file_kollect_fleet_v1_fleet, 29);
 
 /**
  * CreateBootstrapTokenRequest describes a new bootstrap token.
@@ -659,6 +731,15 @@ export type CreateBootstrapTokenRequest = Message<"kollect.fleet.v1.CreateBootst
    * @generated from field: map<string, string> labels = 6;
    */
   labels: { [key: string]: string };
+
+  /**
+   * require_approval registers clusters pending approval by an admin: they are visible but
+   * receive nothing until FleetService.ApproveCluster (see ClusterApproval). Meant for a token
+   * handed to many people, where a leaked copy must not be worth the fleet's configuration.
+   *
+   * @generated from field: bool require_approval = 7;
+   */
+  requireApproval: boolean;
 };
 
 /**
@@ -666,7 +747,7 @@ export type CreateBootstrapTokenRequest = Message<"kollect.fleet.v1.CreateBootst
  * Use `create(CreateBootstrapTokenRequestSchema)` to create a new message.
  */
 export const CreateBootstrapTokenRequestSchema: GenMessage<CreateBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 26);
+  messageDesc(file_kollect_fleet_v1_fleet, 30);
 
 /**
  * CreateBootstrapTokenResponse carries the secret, shown once.
@@ -690,7 +771,7 @@ export type CreateBootstrapTokenResponse = Message<"kollect.fleet.v1.CreateBoots
  * Use `create(CreateBootstrapTokenResponseSchema)` to create a new message.
  */
 export const CreateBootstrapTokenResponseSchema: GenMessage<CreateBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 27);
+  messageDesc(file_kollect_fleet_v1_fleet, 31);
 
 /**
  * ListBootstrapTokensRequest is empty.
@@ -705,7 +786,7 @@ export type ListBootstrapTokensRequest = Message<"kollect.fleet.v1.ListBootstrap
  * Use `create(ListBootstrapTokensRequestSchema)` to create a new message.
  */
 export const ListBootstrapTokensRequestSchema: GenMessage<ListBootstrapTokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 28);
+  messageDesc(file_kollect_fleet_v1_fleet, 32);
 
 /**
  * ListBootstrapTokensResponse holds the tokens, newest first.
@@ -724,7 +805,7 @@ export type ListBootstrapTokensResponse = Message<"kollect.fleet.v1.ListBootstra
  * Use `create(ListBootstrapTokensResponseSchema)` to create a new message.
  */
 export const ListBootstrapTokensResponseSchema: GenMessage<ListBootstrapTokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 29);
+  messageDesc(file_kollect_fleet_v1_fleet, 33);
 
 /**
  * RevokeBootstrapTokenRequest names a token by id.
@@ -743,7 +824,7 @@ export type RevokeBootstrapTokenRequest = Message<"kollect.fleet.v1.RevokeBootst
  * Use `create(RevokeBootstrapTokenRequestSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenRequestSchema: GenMessage<RevokeBootstrapTokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 30);
+  messageDesc(file_kollect_fleet_v1_fleet, 34);
 
 /**
  * RevokeBootstrapTokenResponse is empty.
@@ -758,7 +839,7 @@ export type RevokeBootstrapTokenResponse = Message<"kollect.fleet.v1.RevokeBoots
  * Use `create(RevokeBootstrapTokenResponseSchema)` to create a new message.
  */
 export const RevokeBootstrapTokenResponseSchema: GenMessage<RevokeBootstrapTokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 31);
+  messageDesc(file_kollect_fleet_v1_fleet, 35);
 
 /**
  * CreateAPITokenRequest describes a new API token.
@@ -791,7 +872,7 @@ export type CreateAPITokenRequest = Message<"kollect.fleet.v1.CreateAPITokenRequ
  * Use `create(CreateAPITokenRequestSchema)` to create a new message.
  */
 export const CreateAPITokenRequestSchema: GenMessage<CreateAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 32);
+  messageDesc(file_kollect_fleet_v1_fleet, 36);
 
 /**
  * CreateAPITokenResponse carries the secret, shown once.
@@ -815,7 +896,7 @@ export type CreateAPITokenResponse = Message<"kollect.fleet.v1.CreateAPITokenRes
  * Use `create(CreateAPITokenResponseSchema)` to create a new message.
  */
 export const CreateAPITokenResponseSchema: GenMessage<CreateAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 33);
+  messageDesc(file_kollect_fleet_v1_fleet, 37);
 
 /**
  * ListAPITokensRequest is empty.
@@ -830,7 +911,7 @@ export type ListAPITokensRequest = Message<"kollect.fleet.v1.ListAPITokensReques
  * Use `create(ListAPITokensRequestSchema)` to create a new message.
  */
 export const ListAPITokensRequestSchema: GenMessage<ListAPITokensRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 34);
+  messageDesc(file_kollect_fleet_v1_fleet, 38);
 
 /**
  * ListAPITokensResponse holds the tokens, newest first.
@@ -849,7 +930,7 @@ export type ListAPITokensResponse = Message<"kollect.fleet.v1.ListAPITokensRespo
  * Use `create(ListAPITokensResponseSchema)` to create a new message.
  */
 export const ListAPITokensResponseSchema: GenMessage<ListAPITokensResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 35);
+  messageDesc(file_kollect_fleet_v1_fleet, 39);
 
 /**
  * RevokeAPITokenRequest names a token by id.
@@ -868,7 +949,7 @@ export type RevokeAPITokenRequest = Message<"kollect.fleet.v1.RevokeAPITokenRequ
  * Use `create(RevokeAPITokenRequestSchema)` to create a new message.
  */
 export const RevokeAPITokenRequestSchema: GenMessage<RevokeAPITokenRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 36);
+  messageDesc(file_kollect_fleet_v1_fleet, 40);
 
 /**
  * RevokeAPITokenResponse is empty.
@@ -883,7 +964,7 @@ export type RevokeAPITokenResponse = Message<"kollect.fleet.v1.RevokeAPITokenRes
  * Use `create(RevokeAPITokenResponseSchema)` to create a new message.
  */
 export const RevokeAPITokenResponseSchema: GenMessage<RevokeAPITokenResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 37);
+  messageDesc(file_kollect_fleet_v1_fleet, 41);
 
 /**
  * WhoAmIRequest is empty.
@@ -898,7 +979,7 @@ export type WhoAmIRequest = Message<"kollect.fleet.v1.WhoAmIRequest"> & {
  * Use `create(WhoAmIRequestSchema)` to create a new message.
  */
 export const WhoAmIRequestSchema: GenMessage<WhoAmIRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 38);
+  messageDesc(file_kollect_fleet_v1_fleet, 42);
 
 /**
  * WhoAmIResponse describes the calling API token.
@@ -924,7 +1005,7 @@ export type WhoAmIResponse = Message<"kollect.fleet.v1.WhoAmIResponse"> & {
  * Use `create(WhoAmIResponseSchema)` to create a new message.
  */
 export const WhoAmIResponseSchema: GenMessage<WhoAmIResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 39);
+  messageDesc(file_kollect_fleet_v1_fleet, 43);
 
 /**
  * GetFleetHealthRequest is empty.
@@ -939,7 +1020,7 @@ export type GetFleetHealthRequest = Message<"kollect.fleet.v1.GetFleetHealthRequ
  * Use `create(GetFleetHealthRequestSchema)` to create a new message.
  */
 export const GetFleetHealthRequestSchema: GenMessage<GetFleetHealthRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 40);
+  messageDesc(file_kollect_fleet_v1_fleet, 44);
 
 /**
  * VersionCount is how many clusters run one version.
@@ -963,7 +1044,7 @@ export type VersionCount = Message<"kollect.fleet.v1.VersionCount"> & {
  * Use `create(VersionCountSchema)` to create a new message.
  */
 export const VersionCountSchema: GenMessage<VersionCount> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 41);
+  messageDesc(file_kollect_fleet_v1_fleet, 45);
 
 /**
  * GetFleetHealthResponse is the fleet summary.
@@ -1039,6 +1120,15 @@ export type GetFleetHealthResponse = Message<"kollect.fleet.v1.GetFleetHealthRes
    * @generated from field: google.protobuf.Timestamp computed_at = 13;
    */
   computedAt?: Timestamp | undefined;
+
+  /**
+   * clusters_pending_approval counts clusters whose registration waits for an admin
+   * (ClusterApproval PENDING). They are in clusters_total and their state's count, but not in
+   * clusters_config_skew, the version counts or export_freshness.
+   *
+   * @generated from field: int64 clusters_pending_approval = 14;
+   */
+  clustersPendingApproval: bigint;
 };
 
 /**
@@ -1046,7 +1136,7 @@ export type GetFleetHealthResponse = Message<"kollect.fleet.v1.GetFleetHealthRes
  * Use `create(GetFleetHealthResponseSchema)` to create a new message.
  */
 export const GetFleetHealthResponseSchema: GenMessage<GetFleetHealthResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 42);
+  messageDesc(file_kollect_fleet_v1_fleet, 46);
 
 /**
  * WatchFleetRequest is empty.
@@ -1061,7 +1151,7 @@ export type WatchFleetRequest = Message<"kollect.fleet.v1.WatchFleetRequest"> & 
  * Use `create(WatchFleetRequestSchema)` to create a new message.
  */
 export const WatchFleetRequestSchema: GenMessage<WatchFleetRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 43);
+  messageDesc(file_kollect_fleet_v1_fleet, 47);
 
 /**
  * WatchFleetResponse is one change.
@@ -1126,7 +1216,7 @@ export type WatchFleetResponse = Message<"kollect.fleet.v1.WatchFleetResponse"> 
  * Use `create(WatchFleetResponseSchema)` to create a new message.
  */
 export const WatchFleetResponseSchema: GenMessage<WatchFleetResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 44);
+  messageDesc(file_kollect_fleet_v1_fleet, 48);
 
 /**
  * ListAuditEventsRequest pages through the audit log.
@@ -1154,7 +1244,7 @@ export type ListAuditEventsRequest = Message<"kollect.fleet.v1.ListAuditEventsRe
  * Use `create(ListAuditEventsRequestSchema)` to create a new message.
  */
 export const ListAuditEventsRequestSchema: GenMessage<ListAuditEventsRequest> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 45);
+  messageDesc(file_kollect_fleet_v1_fleet, 49);
 
 /**
  * ListAuditEventsResponse holds events, newest first.
@@ -1173,7 +1263,7 @@ export type ListAuditEventsResponse = Message<"kollect.fleet.v1.ListAuditEventsR
  * Use `create(ListAuditEventsResponseSchema)` to create a new message.
  */
 export const ListAuditEventsResponseSchema: GenMessage<ListAuditEventsResponse> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_fleet, 46);
+  messageDesc(file_kollect_fleet_v1_fleet, 50);
 
 /**
  * FleetService is called by people and their tools: the dashboard (connect-web) and the
@@ -1268,6 +1358,33 @@ export const FleetService: GenService<{
     methodKind: "unary";
     input: typeof ReleaseClusterRequestSchema;
     output: typeof ReleaseClusterResponseSchema;
+  },
+  /**
+   * ApproveCluster approves a registration pending approval (admin; audited): the cluster gets
+   * the bundles that select it at once, joins rollouts and counts in the fleet's totals.
+   * CodeFailedPrecondition when the cluster is not pending approval (already approved,
+   * rejected or revoked), CodeNotFound when it is unknown.
+   *
+   * @generated from rpc kollect.fleet.v1.FleetService.ApproveCluster
+   */
+  approveCluster: {
+    methodKind: "unary";
+    input: typeof ApproveClusterRequestSchema;
+    output: typeof ApproveClusterResponseSchema;
+  },
+  /**
+   * RejectCluster rejects a cluster's registration (admin; audited), pending or approved: the
+   * agent's credential is revoked as RevokeAgent revokes it, and the registration is marked
+   * rejected so that the name, once released, cannot be registered again with the same
+   * bootstrap token. Revoke the token too (RevokeBootstrapToken) when it leaked.
+   * CodeFailedPrecondition when the cluster is already revoked, CodeNotFound when unknown.
+   *
+   * @generated from rpc kollect.fleet.v1.FleetService.RejectCluster
+   */
+  rejectCluster: {
+    methodKind: "unary";
+    input: typeof RejectClusterRequestSchema;
+    output: typeof RejectClusterResponseSchema;
   },
   /**
    * ApplyBundle creates a new revision of a bundle (creating the bundle on first use) from

@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file kollect/fleet/v1/types.proto.
  */
 export const file_kollect_fleet_v1_types: GenFile = /*@__PURE__*/
-  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL3R5cGVzLnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxItIBCg1MYWJlbFNlbGVjdG9yEkYKDG1hdGNoX2xhYmVscxgBIAMoCzIwLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3Rvci5NYXRjaExhYmVsc0VudHJ5EkUKEW1hdGNoX2V4cHJlc3Npb25zGAIgAygLMioua29sbGVjdC5mbGVldC52MS5MYWJlbFNlbGVjdG9yUmVxdWlyZW1lbnQaMgoQTWF0Y2hMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkkKGExhYmVsU2VsZWN0b3JSZXF1aXJlbWVudBILCgNrZXkYASABKAkSEAoIb3BlcmF0b3IYAiABKAkSDgoGdmFsdWVzGAMgAygJIk8KCU9iamVjdFJlZhITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIMCgRuYW1lGAQgASgJIq4CCgZCdW5kbGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9sYXRlc3RfcmV2aXNpb24YAyABKAMSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZChFzZWxlY3RlZF9jbHVzdGVycxgHIAEoAxIXCg9zdGFibGVfcmV2aXNpb24YCCABKAMSGQoRYWN0aXZlX3JvbGxvdXRfaWQYCSABKAMikwIKDkJ1bmRsZVJldmlzaW9uEg4KBmJ1bmRsZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAxIRCgltYW5pZmVzdHMYAyABKAkSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIOCgZkaWdlc3QYBSABKAkSLAoHb2JqZWN0cxgGIAMoCzIbLmtvbGxlY3QuZmxlZXQudjEuT2JqZWN0UmVmEhIKCmNyZWF0ZWRfYnkYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHbWVzc2FnZRgJIAEoCSJ7CgxPYmplY3RSZXN1bHQSKwoGb2JqZWN0GAEgASgLMhsua29sbGVjdC5mbGVldC52MS5PYmplY3RSZWYSLQoGcmVzdWx0GAIgASgOMh0ua29sbGVjdC5mbGVldC52MS5BcHBseVJlc3VsdBIPCgdtZXNzYWdlGAMgASgJInIKDUFwcGxpZWRCdW5kbGUSDgoGYnVuZGxlGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEg4KBmRpZ2VzdBgDIAEoCRIvCgdvYmplY3RzGAQgAygLMh4ua29sbGVjdC5mbGVldC52MS5PYmplY3RSZXN1bHQihAEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqwEKD0ludmVudG9yeVN0YXR1cxIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRISCgppdGVtX2NvdW50GAMgASgDEi8KCmNvbmRpdGlvbnMYBCADKAsyGy5rb2xsZWN0LmZsZWV0LnYxLkNvbmRpdGlvbhIyCghjb3ZlcmFnZRgFIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuVGFyZ2V0Q292ZXJhZ2UiaAoOVGFyZ2V0Q292ZXJhZ2USDgoGdGFyZ2V0GAEgASgJEg0KBXN0YXRlGAIgASgJEgwKBHJvd3MYAyABKAMSGQoRZXh0cmFjdGlvbl9lcnJvcnMYBCABKAMSDgoGcmVhc29uGAUgASgJIrkCCgpTaW5rU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEgwKBG5hbWUYAyABKAkSDAoEdHlwZRgEIAEoCRI1ChFsYXN0X3N1Y2Nlc3NfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbGFzdF9hdHRlbXB0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYByABKAkSNQoLZXJyb3JfY2xhc3MYCCABKA4yIC5rb2xsZWN0LmZsZWV0LnYxLlNpbmtFcnJvckNsYXNzEjUKEWxhc3RfY29uZmlybV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCKfAgoLQWdlbnRTdGF0dXMSFQoNYWdlbnRfdmVyc2lvbhgBIAEoCRIaChJrdWJlcm5ldGVzX3ZlcnNpb24YAiABKAkSFQoNY29uZmlnX2RpZ2VzdBgDIAEoCRIwCgdidW5kbGVzGAQgAygLMh8ua29sbGVjdC5mbGVldC52MS5BcHBsaWVkQnVuZGxlEjYKC2ludmVudG9yaWVzGAUgAygLMiEua29sbGVjdC5mbGVldC52MS5JbnZlbnRvcnlTdGF0dXMSKwoFc2lua3MYBiADKAsyHC5rb2xsZWN0LmZsZWV0LnYxLlNpbmtTdGF0dXMSLwoLb2JzZXJ2ZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wImsKDUNsdXN0ZXJCdW5kbGUSDgoGYnVuZGxlGAEgASgJEhgKEGRlc2lyZWRfcmV2aXNpb24YAiABKAMSGAoQYXBwbGllZF9yZXZpc2lvbhgDIAEoAxIWCg5mYWlsZWRfb2JqZWN0cxgEIAEoAyKrBQoHQ2x1c3RlchIMCgRuYW1lGAEgASgJEjUKBmxhYmVscxgCIAMoCzIlLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3Rlci5MYWJlbHNFbnRyeRItCgVzdGF0ZRgDIAEoDjIeLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlclN0YXRlEhUKDWFnZW50X3ZlcnNpb24YBCABKAkSGgoSa3ViZXJuZXRlc192ZXJzaW9uGAUgASgJEjEKDXJlZ2lzdGVyZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjIKDmxhc3RfaGVhcnRiZWF0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIwCgdidW5kbGVzGAggAygLMh8ua29sbGVjdC5mbGVldC52MS5DbHVzdGVyQnVuZGxlEhYKDmNvbmZpZ19pbl9zeW5jGAkgASgIEhQKDHZlcnNpb25fc2tldxgKIAEoCBITCgtzaW5rX2Vycm9ycxgLIAEoAxIdChVkZXNpcmVkX2NvbmZpZ19kaWdlc3QYDCABKAkSHQoVYXBwbGllZF9jb25maWdfZGlnZXN0GA0gASgJEhMKC2ludmVudG9yaWVzGA4gASgDEg0KBWl0ZW1zGA8gASgDEjQKEGxhc3RfZXhwb3J0X3RpbWUYECABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEh0KFWludmVudG9yaWVzX25vdF9yZWFkeRgRIAEoAxI3ChNvbGRlc3RfY29uZmlybV90aW1lGBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvgBCg9IZWFydGJlYXRSZWNvcmQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIdChVhcHBsaWVkX2NvbmZpZ19kaWdlc3QYAyABKAkSEwoLaW52ZW50b3JpZXMYBCABKAMSDQoFaXRlbXMYBSABKAMSHQoVaW52ZW50b3JpZXNfbm90X3JlYWR5GAYgASgDEhMKC3NpbmtfZXJyb3JzGAcgASgDEi0KBXN0YXRlGAggASgOMh4ua29sbGVjdC5mbGVldC52MS5DbHVzdGVyU3RhdGUi0gIKDVNpbmtGcmVzaG5lc3MSDwoHY2x1c3RlchgBIAEoCRIRCglzaW5rX2tpbmQYAiABKAkSFgoOc2lua19uYW1lc3BhY2UYAyABKAkSEQoJc2lua19uYW1lGAQgASgJEhEKCXNpbmtfdHlwZRgFIAEoCRI1ChFsYXN0X3N1Y2Nlc3NfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoDbGFnGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKC2Vycm9yX2NsYXNzGAggASgOMiAua29sbGVjdC5mbGVldC52MS5TaW5rRXJyb3JDbGFzcxISCgpsYXN0X2Vycm9yGAkgASgJEjUKEWxhc3RfY29uZmlybV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCLwAgoOQm9vdHN0cmFwVG9rZW4SCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbWF4X3VzZXMYBCABKAMSDAoEdXNlcxgFIAEoAxIPCgdyZXZva2VkGAYgASgIEhUKDWFsbG93X3JlcGxhY2UYByABKAgSEgoKY3JlYXRlZF9ieRgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxjbHVzdGVyX25hbWUYCiABKAkSPAoGbGFiZWxzGAsgAygLMiwua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbi5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIs8BCghBUElUb2tlbhIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEiQKBHJvbGUYAyABKA4yFi5rb2xsZWN0LmZsZWV0LnYxLlJvbGUSDwoHcmV2b2tlZBgEIAEoCBISCgpjcmVhdGVkX2J5GAUgASgJEi4KCmNyZWF0ZWRfYXQYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIoEBCgpBdWRpdEV2ZW50EgoKAmlkGAEgASgDEigKBHRpbWUYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFjdG9yGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIOCgZ0YXJnZXQYBSABKAkSDgoGZGV0YWlsGAYgASgJKrEBCgxDbHVzdGVyU3RhdGUSHQoZQ0xVU1RFUl9TVEFURV9VTlNQRUNJRklFRBAAEhkKFUNMVVNURVJfU1RBVEVfUEVORElORxABEhgKFENMVVNURVJfU1RBVEVfT05MSU5FEAISFwoTQ0xVU1RFUl9TVEFURV9TVEFMRRADEhkKFUNMVVNURVJfU1RBVEVfT0ZGTElORRAEEhkKFUNMVVNURVJfU1RBVEVfUkVWT0tFRBAFKrIBCgtBcHBseVJlc3VsdBIcChhBUFBMWV9SRVNVTFRfVU5TUEVDSUZJRUQQABIYChRBUFBMWV9SRVNVTFRfQVBQTElFRBABEhcKE0FQUExZX1JFU1VMVF9GQUlMRUQQAhIYChRBUFBMWV9SRVNVTFRfUkVGVVNFRBADEhcKE0FQUExZX1JFU1VMVF9QUlVORUQQBBIfChtBUFBMWV9SRVNVTFRfRFJJRlRfUkVWRVJURUQQBSqUAQoOU2lua0Vycm9yQ2xhc3MSIAocU0lOS19FUlJPUl9DTEFTU19VTlNQRUNJRklFRBAAEh4KGlNJTktfRVJST1JfQ0xBU1NfVFJBTlNJRU5UEAESHQoZU0lOS19FUlJPUl9DTEFTU19URVJNSU5BTBACEiEKHVNJTktfRVJST1JfQ0xBU1NfQ0lSQ1VJVF9PUEVOEAMqUAoEUm9sZRIUChBST0xFX1VOU1BFQ0lGSUVEEAASDwoLUk9MRV9WSUVXRVIQARIRCg1ST0xFX09QRVJBVE9SEAISDgoKUk9MRV9BRE1JThADQjBaLmtvbGxlY3QuZGV2L3Byb3RvL2dlbi9rb2xsZWN0L2ZsZWV0L3YxO2ZsZWV0djFiBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
+  fileDesc("Chxrb2xsZWN0L2ZsZWV0L3YxL3R5cGVzLnByb3RvEhBrb2xsZWN0LmZsZWV0LnYxItIBCg1MYWJlbFNlbGVjdG9yEkYKDG1hdGNoX2xhYmVscxgBIAMoCzIwLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3Rvci5NYXRjaExhYmVsc0VudHJ5EkUKEW1hdGNoX2V4cHJlc3Npb25zGAIgAygLMioua29sbGVjdC5mbGVldC52MS5MYWJlbFNlbGVjdG9yUmVxdWlyZW1lbnQaMgoQTWF0Y2hMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkkKGExhYmVsU2VsZWN0b3JSZXF1aXJlbWVudBILCgNrZXkYASABKAkSEAoIb3BlcmF0b3IYAiABKAkSDgoGdmFsdWVzGAMgAygJIk8KCU9iamVjdFJlZhITCgthcGlfdmVyc2lvbhgBIAEoCRIMCgRraW5kGAIgASgJEhEKCW5hbWVzcGFjZRgDIAEoCRIMCgRuYW1lGAQgASgJIq4CCgZCdW5kbGUSDAoEbmFtZRgBIAEoCRITCgtkZXNjcmlwdGlvbhgCIAEoCRIXCg9sYXRlc3RfcmV2aXNpb24YAyABKAMSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZChFzZWxlY3RlZF9jbHVzdGVycxgHIAEoAxIXCg9zdGFibGVfcmV2aXNpb24YCCABKAMSGQoRYWN0aXZlX3JvbGxvdXRfaWQYCSABKAMikwIKDkJ1bmRsZVJldmlzaW9uEg4KBmJ1bmRsZRgBIAEoCRIQCghyZXZpc2lvbhgCIAEoAxIRCgltYW5pZmVzdHMYAyABKAkSOQoQY2x1c3Rlcl9zZWxlY3RvchgEIAEoCzIfLmtvbGxlY3QuZmxlZXQudjEuTGFiZWxTZWxlY3RvchIOCgZkaWdlc3QYBSABKAkSLAoHb2JqZWN0cxgGIAMoCzIbLmtvbGxlY3QuZmxlZXQudjEuT2JqZWN0UmVmEhIKCmNyZWF0ZWRfYnkYByABKAkSLgoKY3JlYXRlZF9hdBgIIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDwoHbWVzc2FnZRgJIAEoCSJ7CgxPYmplY3RSZXN1bHQSKwoGb2JqZWN0GAEgASgLMhsua29sbGVjdC5mbGVldC52MS5PYmplY3RSZWYSLQoGcmVzdWx0GAIgASgOMh0ua29sbGVjdC5mbGVldC52MS5BcHBseVJlc3VsdBIPCgdtZXNzYWdlGAMgASgJInIKDUFwcGxpZWRCdW5kbGUSDgoGYnVuZGxlGAEgASgJEhAKCHJldmlzaW9uGAIgASgDEg4KBmRpZ2VzdBgDIAEoCRIvCgdvYmplY3RzGAQgAygLMh4ua29sbGVjdC5mbGVldC52MS5PYmplY3RSZXN1bHQihAEKCUNvbmRpdGlvbhIMCgR0eXBlGAEgASgJEg4KBnN0YXR1cxgCIAEoCRIOCgZyZWFzb24YAyABKAkSDwoHbWVzc2FnZRgEIAEoCRI4ChRsYXN0X3RyYW5zaXRpb25fdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiqwEKD0ludmVudG9yeVN0YXR1cxIRCgluYW1lc3BhY2UYASABKAkSDAoEbmFtZRgCIAEoCRISCgppdGVtX2NvdW50GAMgASgDEi8KCmNvbmRpdGlvbnMYBCADKAsyGy5rb2xsZWN0LmZsZWV0LnYxLkNvbmRpdGlvbhIyCghjb3ZlcmFnZRgFIAMoCzIgLmtvbGxlY3QuZmxlZXQudjEuVGFyZ2V0Q292ZXJhZ2UiaAoOVGFyZ2V0Q292ZXJhZ2USDgoGdGFyZ2V0GAEgASgJEg0KBXN0YXRlGAIgASgJEgwKBHJvd3MYAyABKAMSGQoRZXh0cmFjdGlvbl9lcnJvcnMYBCABKAMSDgoGcmVhc29uGAUgASgJIswCCgpTaW5rU3RhdHVzEgwKBGtpbmQYASABKAkSEQoJbmFtZXNwYWNlGAIgASgJEgwKBG5hbWUYAyABKAkSDAoEdHlwZRgEIAEoCRI1ChFsYXN0X3N1Y2Nlc3NfdGltZRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASNQoRbGFzdF9hdHRlbXB0X3RpbWUYBiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhIKCmxhc3RfZXJyb3IYByABKAkSNQoLZXJyb3JfY2xhc3MYCCABKA4yIC5rb2xsZWN0LmZsZWV0LnYxLlNpbmtFcnJvckNsYXNzEjUKEWxhc3RfY29uZmlybV90aW1lGAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCglub3RfZm91bmQYCiABKAginwIKC0FnZW50U3RhdHVzEhUKDWFnZW50X3ZlcnNpb24YASABKAkSGgoSa3ViZXJuZXRlc192ZXJzaW9uGAIgASgJEhUKDWNvbmZpZ19kaWdlc3QYAyABKAkSMAoHYnVuZGxlcxgEIAMoCzIfLmtvbGxlY3QuZmxlZXQudjEuQXBwbGllZEJ1bmRsZRI2CgtpbnZlbnRvcmllcxgFIAMoCzIhLmtvbGxlY3QuZmxlZXQudjEuSW52ZW50b3J5U3RhdHVzEisKBXNpbmtzGAYgAygLMhwua29sbGVjdC5mbGVldC52MS5TaW5rU3RhdHVzEi8KC29ic2VydmVkX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJrCg1DbHVzdGVyQnVuZGxlEg4KBmJ1bmRsZRgBIAEoCRIYChBkZXNpcmVkX3JldmlzaW9uGAIgASgDEhgKEGFwcGxpZWRfcmV2aXNpb24YAyABKAMSFgoOZmFpbGVkX29iamVjdHMYBCABKAMilgYKB0NsdXN0ZXISDAoEbmFtZRgBIAEoCRI1CgZsYWJlbHMYAiADKAsyJS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXIuTGFiZWxzRW50cnkSLQoFc3RhdGUYAyABKA4yHi5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXJTdGF0ZRIVCg1hZ2VudF92ZXJzaW9uGAQgASgJEhoKEmt1YmVybmV0ZXNfdmVyc2lvbhgFIAEoCRIxCg1yZWdpc3RlcmVkX2F0GAYgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIyCg5sYXN0X2hlYXJ0YmVhdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMAoHYnVuZGxlcxgIIAMoCzIfLmtvbGxlY3QuZmxlZXQudjEuQ2x1c3RlckJ1bmRsZRIWCg5jb25maWdfaW5fc3luYxgJIAEoCBIUCgx2ZXJzaW9uX3NrZXcYCiABKAgSEwoLc2lua19lcnJvcnMYCyABKAMSHQoVZGVzaXJlZF9jb25maWdfZGlnZXN0GAwgASgJEh0KFWFwcGxpZWRfY29uZmlnX2RpZ2VzdBgNIAEoCRITCgtpbnZlbnRvcmllcxgOIAEoAxINCgVpdGVtcxgPIAEoAxI0ChBsYXN0X2V4cG9ydF90aW1lGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIdChVpbnZlbnRvcmllc19ub3RfcmVhZHkYESABKAMSNwoTb2xkZXN0X2NvbmZpcm1fdGltZRgSIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASMwoIYXBwcm92YWwYEyABKA4yIS5rb2xsZWN0LmZsZWV0LnYxLkNsdXN0ZXJBcHByb3ZhbBI0CgxyZWdpc3RyYXRpb24YFCABKAsyHi5rb2xsZWN0LmZsZWV0LnYxLlJlZ2lzdHJhdGlvbhotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIuQBCgxSZWdpc3RyYXRpb24SGgoSYm9vdHN0cmFwX3Rva2VuX2lkGAEgASgJEiMKG2Jvb3RzdHJhcF90b2tlbl9kZXNjcmlwdGlvbhgCIAEoCRIiChpib290c3RyYXBfdG9rZW5fY3JlYXRlZF9ieRgDIAEoCRIUCgxwZWVyX2FkZHJlc3MYBCABKAkSFQoNYWdlbnRfdmVyc2lvbhgFIAEoCRISCgpkZWNpZGVkX2J5GAYgASgJEi4KCmRlY2lkZWRfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIvgBCg9IZWFydGJlYXRSZWNvcmQSKAoEdGltZRgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASFQoNYWdlbnRfdmVyc2lvbhgCIAEoCRIdChVhcHBsaWVkX2NvbmZpZ19kaWdlc3QYAyABKAkSEwoLaW52ZW50b3JpZXMYBCABKAMSDQoFaXRlbXMYBSABKAMSHQoVaW52ZW50b3JpZXNfbm90X3JlYWR5GAYgASgDEhMKC3NpbmtfZXJyb3JzGAcgASgDEi0KBXN0YXRlGAggASgOMh4ua29sbGVjdC5mbGVldC52MS5DbHVzdGVyU3RhdGUi6gIKDVNpbmtGcmVzaG5lc3MSDwoHY2x1c3RlchgBIAEoCRIRCglzaW5rX2tpbmQYAiABKAkSFgoOc2lua19uYW1lc3BhY2UYAyABKAkSEQoJc2lua19uYW1lGAQgASgJEhEKCXNpbmtfdHlwZRgFIAEoCRI1ChFsYXN0X3N1Y2Nlc3NfdGltZRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASJgoDbGFnGAcgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEjUKC2Vycm9yX2NsYXNzGAggASgOMiAua29sbGVjdC5mbGVldC52MS5TaW5rRXJyb3JDbGFzcxISCgpsYXN0X2Vycm9yGAkgASgJEjUKEWxhc3RfY29uZmlybV90aW1lGAogASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIWCg5zaW5rX25vdF9mb3VuZBgLIAEoCCKKAwoOQm9vdHN0cmFwVG9rZW4SCgoCaWQYASABKAkSEwoLZGVzY3JpcHRpb24YAiABKAkSLgoKZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEAoIbWF4X3VzZXMYBCABKAMSDAoEdXNlcxgFIAEoAxIPCgdyZXZva2VkGAYgASgIEhUKDWFsbG93X3JlcGxhY2UYByABKAgSEgoKY3JlYXRlZF9ieRgIIAEoCRIuCgpjcmVhdGVkX2F0GAkgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIUCgxjbHVzdGVyX25hbWUYCiABKAkSPAoGbGFiZWxzGAsgAygLMiwua29sbGVjdC5mbGVldC52MS5Cb290c3RyYXBUb2tlbi5MYWJlbHNFbnRyeRIYChByZXF1aXJlX2FwcHJvdmFsGAwgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEizwEKCEFQSVRva2VuEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSJAoEcm9sZRgDIAEoDjIWLmtvbGxlY3QuZmxlZXQudjEuUm9sZRIPCgdyZXZva2VkGAQgASgIEhIKCmNyZWF0ZWRfYnkYBSABKAkSLgoKY3JlYXRlZF9hdBgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKZXhwaXJlc19hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAigQEKCkF1ZGl0RXZlbnQSCgoCaWQYASABKAMSKAoEdGltZRgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWN0b3IYAyABKAkSDgoGYWN0aW9uGAQgASgJEg4KBnRhcmdldBgFIAEoCRIOCgZkZXRhaWwYBiABKAkqsQEKDENsdXN0ZXJTdGF0ZRIdChlDTFVTVEVSX1NUQVRFX1VOU1BFQ0lGSUVEEAASGQoVQ0xVU1RFUl9TVEFURV9QRU5ESU5HEAESGAoUQ0xVU1RFUl9TVEFURV9PTkxJTkUQAhIXChNDTFVTVEVSX1NUQVRFX1NUQUxFEAMSGQoVQ0xVU1RFUl9TVEFURV9PRkZMSU5FEAQSGQoVQ0xVU1RFUl9TVEFURV9SRVZPS0VEEAUqsgEKC0FwcGx5UmVzdWx0EhwKGEFQUExZX1JFU1VMVF9VTlNQRUNJRklFRBAAEhgKFEFQUExZX1JFU1VMVF9BUFBMSUVEEAESFwoTQVBQTFlfUkVTVUxUX0ZBSUxFRBACEhgKFEFQUExZX1JFU1VMVF9SRUZVU0VEEAMSFwoTQVBQTFlfUkVTVUxUX1BSVU5FRBAEEh8KG0FQUExZX1JFU1VMVF9EUklGVF9SRVZFUlRFRBAFKpQBCg5TaW5rRXJyb3JDbGFzcxIgChxTSU5LX0VSUk9SX0NMQVNTX1VOU1BFQ0lGSUVEEAASHgoaU0lOS19FUlJPUl9DTEFTU19UUkFOU0lFTlQQARIdChlTSU5LX0VSUk9SX0NMQVNTX1RFUk1JTkFMEAISIQodU0lOS19FUlJPUl9DTEFTU19DSVJDVUlUX09QRU4QAyqPAQoPQ2x1c3RlckFwcHJvdmFsEiAKHENMVVNURVJfQVBQUk9WQUxfVU5TUEVDSUZJRUQQABIdChlDTFVTVEVSX0FQUFJPVkFMX0FQUFJPVkVEEAESHAoYQ0xVU1RFUl9BUFBST1ZBTF9QRU5ESU5HEAISHQoZQ0xVU1RFUl9BUFBST1ZBTF9SRUpFQ1RFRBADKlAKBFJvbGUSFAoQUk9MRV9VTlNQRUNJRklFRBAAEg8KC1JPTEVfVklFV0VSEAESEQoNUk9MRV9PUEVSQVRPUhACEg4KClJPTEVfQURNSU4QA0IwWi5rb2xsZWN0LmRldi9wcm90by9nZW4va29sbGVjdC9mbGVldC92MTtmbGVldHYxYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_timestamp]);
 
 /**
  * LabelSelector selects clusters by their labels, with the semantics of a Kubernetes
@@ -500,6 +500,15 @@ export type SinkStatus = Message<"kollect.fleet.v1.SinkStatus"> & {
    * @generated from field: google.protobuf.Timestamp last_confirm_time = 9;
    */
   lastConfirmTime?: Timestamp | undefined;
+
+  /**
+   * not_found is set when an inventory names this sink and the cluster has no such sink object:
+   * nothing is exported to it. last_error then says which inventories name it, with
+   * error_class TERMINAL (it does not heal until the sink is created or the reference fixed).
+   *
+   * @generated from field: bool not_found = 10;
+   */
+  notFound: boolean;
 };
 
 /**
@@ -716,6 +725,22 @@ export type Cluster = Message<"kollect.fleet.v1.Cluster"> & {
    * @generated from field: google.protobuf.Timestamp oldest_confirm_time = 18;
    */
   oldestConfirmTime?: Timestamp | undefined;
+
+  /**
+   * approval says whether the cluster is part of the fleet yet (see ClusterApproval). A
+   * cluster pending approval has no bundles and its config_in_sync and version_skew count in
+   * no fleet total.
+   *
+   * @generated from field: kollect.fleet.v1.ClusterApproval approval = 19;
+   */
+  approval: ClusterApproval;
+
+  /**
+   * registration records how the cluster's current registration happened.
+   *
+   * @generated from field: kollect.fleet.v1.Registration registration = 20;
+   */
+  registration?: Registration | undefined;
 };
 
 /**
@@ -724,6 +749,72 @@ export type Cluster = Message<"kollect.fleet.v1.Cluster"> & {
  */
 export const ClusterSchema: GenMessage<Cluster> = /*@__PURE__*/
   messageDesc(file_kollect_fleet_v1_types, 13);
+
+/**
+ * Registration records how a cluster's current registration happened: when (the cluster's
+ * registered_at), with which bootstrap token, from where. Never a secret.
+ *
+ * @generated from message kollect.fleet.v1.Registration
+ */
+export type Registration = Message<"kollect.fleet.v1.Registration"> & {
+  /**
+   * bootstrap_token_id is the id of the bootstrap token the cluster registered with (see
+   * ListBootstrapTokens); empty for a cluster registered before the hub recorded it.
+   *
+   * @generated from field: string bootstrap_token_id = 1;
+   */
+  bootstrapTokenId: string;
+
+  /**
+   * bootstrap_token_description is that token's description when the cluster registered.
+   *
+   * @generated from field: string bootstrap_token_description = 2;
+   */
+  bootstrapTokenDescription: string;
+
+  /**
+   * bootstrap_token_created_by names the API token that created the bootstrap token: who
+   * handed it out ("token:<name>").
+   *
+   * @generated from field: string bootstrap_token_created_by = 3;
+   */
+  bootstrapTokenCreatedBy: string;
+
+  /**
+   * peer_address is the address the registration came from as the hub saw it (a load
+   * balancer's or proxy's, when one stands in front of the hub).
+   *
+   * @generated from field: string peer_address = 4;
+   */
+  peerAddress: string;
+
+  /**
+   * agent_version is the version the agent gave when it registered.
+   *
+   * @generated from field: string agent_version = 5;
+   */
+  agentVersion: string;
+
+  /**
+   * decided_by names the API token that approved or rejected the registration
+   * ("token:<name>"); empty while it is pending and when no approval was required.
+   *
+   * @generated from field: string decided_by = 6;
+   */
+  decidedBy: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp decided_at = 7;
+   */
+  decidedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message kollect.fleet.v1.Registration.
+ * Use `create(RegistrationSchema)` to create a new message.
+ */
+export const RegistrationSchema: GenMessage<Registration> = /*@__PURE__*/
+  messageDesc(file_kollect_fleet_v1_types, 14);
 
 /**
  * HeartbeatRecord summarises one heartbeat for a cluster's history (ListHeartbeats).
@@ -788,7 +879,7 @@ export type HeartbeatRecord = Message<"kollect.fleet.v1.HeartbeatRecord"> & {
  * Use `create(HeartbeatRecordSchema)` to create a new message.
  */
 export const HeartbeatRecordSchema: GenMessage<HeartbeatRecord> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_types, 14);
+  messageDesc(file_kollect_fleet_v1_types, 15);
 
 /**
  * SinkFreshness is one cell of the export-freshness matrix (cluster × sink).
@@ -851,6 +942,14 @@ export type SinkFreshness = Message<"kollect.fleet.v1.SinkFreshness"> & {
    * @generated from field: google.protobuf.Timestamp last_confirm_time = 10;
    */
   lastConfirmTime?: Timestamp | undefined;
+
+  /**
+   * sink_not_found: an inventory of the cluster names this sink and the cluster has no such
+   * sink object (SinkStatus.not_found); last_error says which inventories.
+   *
+   * @generated from field: bool sink_not_found = 11;
+   */
+  sinkNotFound: boolean;
 };
 
 /**
@@ -858,7 +957,7 @@ export type SinkFreshness = Message<"kollect.fleet.v1.SinkFreshness"> & {
  * Use `create(SinkFreshnessSchema)` to create a new message.
  */
 export const SinkFreshnessSchema: GenMessage<SinkFreshness> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_types, 15);
+  messageDesc(file_kollect_fleet_v1_types, 16);
 
 /**
  * BootstrapToken describes a bootstrap token (never its secret).
@@ -929,6 +1028,15 @@ export type BootstrapToken = Message<"kollect.fleet.v1.BootstrapToken"> & {
    * @generated from field: map<string, string> labels = 11;
    */
   labels: { [key: string]: string };
+
+  /**
+   * require_approval: a cluster registered with the token is PENDING approval by an admin
+   * (ClusterApproval) and receives nothing until approved. On a hub started with
+   * --require-approval every token behaves so, whatever this says.
+   *
+   * @generated from field: bool require_approval = 12;
+   */
+  requireApproval: boolean;
 };
 
 /**
@@ -936,7 +1044,7 @@ export type BootstrapToken = Message<"kollect.fleet.v1.BootstrapToken"> & {
  * Use `create(BootstrapTokenSchema)` to create a new message.
  */
 export const BootstrapTokenSchema: GenMessage<BootstrapToken> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_types, 16);
+  messageDesc(file_kollect_fleet_v1_types, 17);
 
 /**
  * APIToken describes an API token (never its secret).
@@ -987,7 +1095,7 @@ export type APIToken = Message<"kollect.fleet.v1.APIToken"> & {
  * Use `create(APITokenSchema)` to create a new message.
  */
 export const APITokenSchema: GenMessage<APIToken> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_types, 17);
+  messageDesc(file_kollect_fleet_v1_types, 18);
 
 /**
  * AuditEvent is one recorded mutation.
@@ -1037,7 +1145,7 @@ export type AuditEvent = Message<"kollect.fleet.v1.AuditEvent"> & {
  * Use `create(AuditEventSchema)` to create a new message.
  */
 export const AuditEventSchema: GenMessage<AuditEvent> = /*@__PURE__*/
-  messageDesc(file_kollect_fleet_v1_types, 18);
+  messageDesc(file_kollect_fleet_v1_types, 19);
 
 /**
  * ClusterState is the hub's view of a cluster's liveness, derived from heartbeat age.
@@ -1187,6 +1295,52 @@ export const SinkErrorClassSchema: GenEnum<SinkErrorClass> = /*@__PURE__*/
   enumDesc(file_kollect_fleet_v1_types, 2);
 
 /**
+ * ClusterApproval says whether a registered cluster is part of the fleet yet. A bootstrap
+ * token created with require_approval (or any token of a hub started with --require-approval)
+ * registers clusters PENDING; every other registration is APPROVED at once.
+ *
+ * @generated from enum kollect.fleet.v1.ClusterApproval
+ */
+export enum ClusterApproval {
+  /**
+   * @generated from enum value: CLUSTER_APPROVAL_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * CLUSTER_APPROVAL_APPROVED: the cluster receives the bundles that select it.
+   *
+   * @generated from enum value: CLUSTER_APPROVAL_APPROVED = 1;
+   */
+  APPROVED = 1,
+
+  /**
+   * CLUSTER_APPROVAL_PENDING: registered and heartbeating, so it is visible, but it receives
+   * no bundle and no preview, takes part in no rollout, and counts in no fleet total except
+   * clusters_total, its state's count and clusters_pending_approval, until an admin approves
+   * it (FleetService.ApproveCluster) or rejects it (FleetService.RejectCluster).
+   *
+   * @generated from enum value: CLUSTER_APPROVAL_PENDING = 2;
+   */
+  PENDING = 2,
+
+  /**
+   * CLUSTER_APPROVAL_REJECTED: an admin rejected the registration: the agent's credential is
+   * revoked, and once the name is released it can be registered again, but not with the
+   * bootstrap token the rejected registration used.
+   *
+   * @generated from enum value: CLUSTER_APPROVAL_REJECTED = 3;
+   */
+  REJECTED = 3,
+}
+
+/**
+ * Describes the enum kollect.fleet.v1.ClusterApproval.
+ */
+export const ClusterApprovalSchema: GenEnum<ClusterApproval> = /*@__PURE__*/
+  enumDesc(file_kollect_fleet_v1_types, 3);
+
+/**
  * Role orders what an API token may do: viewer < operator < admin.
  *
  * @generated from enum kollect.fleet.v1.Role
@@ -1223,5 +1377,5 @@ export enum Role {
  * Describes the enum kollect.fleet.v1.Role.
  */
 export const RoleSchema: GenEnum<Role> = /*@__PURE__*/
-  enumDesc(file_kollect_fleet_v1_types, 3);
+  enumDesc(file_kollect_fleet_v1_types, 4);
 
