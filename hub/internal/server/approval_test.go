@@ -93,6 +93,7 @@ func fleetHealth(t *testing.T, h *testHub) *fleetv1.GetFleetHealthResponse {
 // and of previews. Once approved, the same stream's first message is the bundle's current
 // revision, released while it waited, and it counts in the skew until it applies it.
 func TestApprovalPendingClusterReceivesNothingUntilApproved(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	if _, err := h.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "base", Manifests: goodBundle,
@@ -233,6 +234,7 @@ func TestApprovalPendingClusterReceivesNothingUntilApproved(t *testing.T) {
 // the token that registered it from registering the name again, before and after an admin
 // releases the name, while another token may; the rejection and the refusals are audited.
 func TestApprovalRejectRevokesAndBlocksTheToken(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	gated := h.gatedToken(t)
@@ -316,6 +318,7 @@ func TestApprovalRejectRevokesAndBlocksTheToken(t *testing.T) {
 // RejectCluster with PermissionDenied and the cluster stays pending; the admin's approval of
 // the same cluster then goes through.
 func TestApprovalIsAdminOnly(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	h.register(t, h.gatedToken(t).GetSecret(), "waiting", nil)
@@ -344,6 +347,7 @@ func TestApprovalIsAdminOnly(t *testing.T) {
 // not ask for approval registers clusters pending all the same; the token keeps saying what
 // it was created with.
 func TestApprovalRequiredByTheHub(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.RequireApproval = true })
 	tok := h.bootstrapToken(t, time.Hour, 1, false)
 	if tok.GetToken().GetRequireApproval() {
@@ -366,6 +370,7 @@ func TestApprovalRequiredByTheHub(t *testing.T) {
 // selected labels waits for approval leaves it out, where the approved cluster of the same
 // labels is in it (the control); once approved, the same plan includes it.
 func TestApprovalPendingClusterStaysOutOfRollouts(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	for i, manifests := range []string{goodBundle, strings.Replace(goodBundle, "replicas > 0", "replicas > 1", 1)} {
@@ -407,6 +412,7 @@ func TestApprovalPendingClusterStaysOutOfRollouts(t *testing.T) {
 // snapshot (a change of configuration just before keeps the dispatcher from building one for a
 // moment). Its labels select another bundle: after the approval, its first message is that one.
 func TestApprovalReplacementGetsNothingOfItsPredecessor(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	if _, err := h.admin.ApplyBundle(ctx, connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "base", Manifests: goodBundle,

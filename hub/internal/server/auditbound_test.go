@@ -18,6 +18,7 @@ import (
 // once, the rest of the window as one row that counts them. Every call is still refused and
 // counted (kollect_hub_refused_calls_total).
 func TestRefusedCallsAreAuditedOncePerKindAndWindow(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "") // the per-address failure limit is off: every call reaches the guard
 	ctx := context.Background()
 	bad := h.fleet("kat_looping_attacker")

@@ -17,6 +17,7 @@ import (
 // not env=prod to receive production's bundles — with PermissionDenied saying what the token
 // allows. A binding that no registration could satisfy is refused when the token is created.
 func TestBootstrapTokenBoundToClusterAndLabels(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok, err := h.admin.CreateBootstrapToken(ctx, connect.NewRequest(&fleetv1.CreateBootstrapTokenRequest{

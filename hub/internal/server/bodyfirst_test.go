@@ -57,6 +57,7 @@ func rawCall(t *testing.T, h *testHub, procedure, token string, declared, sent i
 // 15 MB, sends 1 KiB and waits); an authenticated call's body must arrive within
 // RequestReadTimeout; an open configuration stream outlives that timeout.
 func TestRefusedBeforeTheBody(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.RequestReadTimeout = 300 * time.Millisecond })
 	ctx := context.Background()
 	agent, _ := h.register(t, h.bootstrapToken(t, time.Hour, 1, false).GetSecret(), "alpha", nil)

@@ -41,6 +41,7 @@ func prodOnly() *fleetv1.LabelSelector {
 }
 
 func TestBadCELBundleRefusedWithObjectName(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	bad := strings.Replace(goodBundle, "c.image)", "c.image", 1)
 	_, err := h.admin.ApplyBundle(context.Background(), connect.NewRequest(&fleetv1.ApplyBundleRequest{Name: "base", Manifests: bad}))
@@ -58,6 +59,7 @@ func TestBadCELBundleRefusedWithObjectName(t *testing.T) {
 }
 
 func TestWatchConfigFollowsBundles(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
@@ -155,6 +157,7 @@ func TestWatchConfigFollowsBundles(t *testing.T) {
 }
 
 func TestRelabelAndDeleteCluster(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false)

@@ -57,6 +57,7 @@ func beat(t *testing.T, agent fleetv1connect.AgentServiceClient) error {
 // put while kollect_hub_credential_lookups_total grows), until a registration changes anywhere
 // in the fleet; a revocation is still refused at the very next call.
 func TestCredentialChecksAnswerFromMemory(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
 	agent, _ := h.register(t, tok.GetSecret(), "edge-1", nil)
@@ -107,6 +108,7 @@ func TestCredentialChecksAnswerFromMemory(t *testing.T) {
 // the shared cluster epoch, or a heartbeat's write, which reads no epoch and finds the
 // credential b cached gone from the cluster's row.
 func TestReplicasRevocationAtNextCall(t *testing.T) {
+	t.Parallel()
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_revoke")
 	if err != nil {
 		t.Fatal(err)

@@ -29,6 +29,7 @@ func heartbeat(t *testing.T, a fleetv1connect.AgentServiceClient) (*fleetv1.Repo
 // connection, the old one keeps working for the grace period (an open stream keeps receiving
 // configuration), and after that, and after the new one's own expiry, they are refused.
 func TestCredentialRotation(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) {
 		c.AgentCredentialTTL, c.AgentCredentialGrace = time.Hour, 10*time.Minute
 		c.CredentialRecheck = 50 * time.Millisecond
@@ -109,6 +110,7 @@ func TestCredentialRotation(t *testing.T) {
 // first deadline (a failing agent cannot extend it), the lost one stops working. Once the
 // current credential is used, the previous one can no longer rotate.
 func TestRotationWithThePreviousCredential(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.AgentCredentialTTL, c.AgentCredentialGrace = time.Hour, 10*time.Minute })
 	ctx := context.Background()
 	old, _ := h.register(t, h.bootstrapToken(t, time.Hour, 1, false).GetSecret(), "alpha", nil)
@@ -149,6 +151,7 @@ func TestRotationWithThePreviousCredential(t *testing.T) {
 // TestAPITokenExpiry: an API token created with a TTL works until then and is refused after,
 // on FleetService and /metrics; one without works on.
 func TestAPITokenExpiry(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	resp, err := h.admin.CreateAPIToken(ctx, connect.NewRequest(&fleetv1.CreateAPITokenRequest{Name: "ci", Role: fleetv1.Role_ROLE_VIEWER,

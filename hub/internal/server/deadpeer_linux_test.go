@@ -15,6 +15,7 @@ import (
 // probes after 30 s of quiet, three of them 10 s apart, and the same minute for data left
 // unacknowledged.
 func TestAgentConnectionsDetectDeadPeers(t *testing.T) {
+	t.Parallel()
 	cert, pool := selfSigned(t)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -41,6 +41,7 @@ func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
 // clients behind it nor stays connected past the handshake timeout; Accept hands out only
 // connections whose handshake is done, and fails with net.ErrClosed once the listener closed.
 func TestHandshakeListener(t *testing.T) {
+	t.Parallel()
 	cert, pool := selfSigned(t)
 	raw, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

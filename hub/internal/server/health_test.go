@@ -15,6 +15,7 @@ import (
 )
 
 func TestHeartbeatUpdatesHealth(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
@@ -165,6 +166,7 @@ func scrapeWith(t *testing.T, h *testHub, token string) string {
 }
 
 func TestCACertificateServed(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	resp, err := h.httpClient().Get(h.url + "/ca.crt")
 	if err != nil {

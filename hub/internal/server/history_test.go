@@ -16,6 +16,7 @@ import (
 // (inventories, items, not ready, last export) in ListClusters and WatchFleet — sent again
 // when it changes, not for a heartbeat that changes nothing — and the heartbeat history.
 func TestClusterSummaryAndHeartbeatHistory(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
@@ -145,6 +146,7 @@ func TestClusterSummaryAndHeartbeatHistory(t *testing.T) {
 
 // TestWhoAmI: every token learns its own name and role, and asking leaves no audit trace.
 func TestWhoAmI(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	for _, tc := range []struct {

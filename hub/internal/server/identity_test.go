@@ -25,6 +25,7 @@ func register(h *testHub, token, name string, replace bool) error {
 }
 
 func TestBootstrapTokenRules(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	once := h.bootstrapToken(t, time.Hour, 1, false)
 	h.register(t, once.GetSecret(), "alpha", map[string]string{"env": "prod"})
@@ -70,6 +71,7 @@ func TestBootstrapTokenRules(t *testing.T) {
 }
 
 func TestDuplicateClusterAndReplacement(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	plain := h.bootstrapToken(t, time.Hour, 0, false)
 	first, _ := h.register(t, plain.GetSecret(), "alpha", nil)
@@ -94,6 +96,7 @@ func TestDuplicateClusterAndReplacement(t *testing.T) {
 }
 
 func TestRevokedAgentRefusedOnNextCall(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
 	agent, _ := h.register(t, tok.GetSecret(), "alpha", nil)
@@ -155,6 +158,7 @@ func TestRevokedAgentRefusedOnNextCall(t *testing.T) {
 }
 
 func TestRolesAreEnforced(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	viewer := h.apiToken(t, "dashboard", fleetv1.Role_ROLE_VIEWER)
@@ -218,6 +222,7 @@ func TestRolesAreEnforced(t *testing.T) {
 // TestRestartKeepsIdentity restarts a hub on its data directory: same CA, same admin token,
 // and no second admin token.
 func TestRestartKeepsIdentity(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first := startHub(t, dir)
 	fp, admin := first.srv.Identity().Fingerprint, first.srv.AdminToken
@@ -243,6 +248,7 @@ func TestRestartKeepsIdentity(t *testing.T) {
 
 // TestProtocols calls the hub with each of Connect's three wire protocols.
 func TestProtocols(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	for name, opt := range map[string][]connect.ClientOption{
 		"connect":  nil,
@@ -266,6 +272,7 @@ func TestProtocols(t *testing.T) {
 // TestBringYourOwnCertificate serves a certificate chain the operator brings; agents pin the
 // last certificate of the chain (its CA).
 func TestBringYourOwnCertificate(t *testing.T) {
+	t.Parallel()
 	ca, err := pki.LoadOrCreate(t.TempDir(), []string{"127.0.0.1"}, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -304,6 +311,7 @@ func TestBringYourOwnCertificate(t *testing.T) {
 // closed (0700), and the first admin token is written 0600 even over a world-readable file
 // left behind.
 func TestDataDirectoryIsPrivate(t *testing.T) {
+	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data")
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -331,6 +339,7 @@ func TestDataDirectoryIsPrivate(t *testing.T) {
 // names, when the agent holding it runs as beta — on heartbeats and on the configuration
 // stream — and nothing of the call is recorded; its own name and no name (older agents) pass.
 func TestClusterNameMustMatchCredential(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	tok := h.bootstrapToken(t, time.Hour, 0, false)
 	alpha, _ := h.register(t, tok.GetSecret(), "alpha", nil)

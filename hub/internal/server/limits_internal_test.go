@@ -11,6 +11,7 @@ import (
 // Every limit names a real procedure (a renamed RPC would silently fall back to the default),
 // and no procedure may read more than the largest limit.
 func TestRequestLimitsNameRealProcedures(t *testing.T) {
+	t.Parallel()
 	known := map[string]bool{}
 	for _, svc := range []struct{ file, name string }{{"agent", "AgentService"}, {"fleet", "FleetService"}} {
 		fd := fleetv1.File_kollect_fleet_v1_agent_proto

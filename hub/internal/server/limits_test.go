@@ -21,6 +21,7 @@ import (
 // registration or a listing far smaller than a heartbeat, a heartbeat smaller than a bundle —
 // and a larger request is refused with ResourceExhausted before it is decoded.
 func TestRequestSizeLimitsPerProcedure(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	big := func(n int) string { return strings.Repeat("x", n) }
@@ -47,6 +48,7 @@ func TestRequestSizeLimitsPerProcedure(t *testing.T) {
 // TestConnectionTimeouts: a client that never finishes its request headers, and a connection
 // left idle after its request, are closed by the hub.
 func TestConnectionTimeouts(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) {
 		c.ReadHeaderTimeout, c.IdleTimeout = 200*time.Millisecond, 200*time.Millisecond
 	})
@@ -93,6 +95,7 @@ func TestConnectionTimeouts(t *testing.T) {
 // TestStreamCapPerAgent: one cluster's agent may hold MaxStreamsPerAgent configuration
 // streams; one more is refused with ResourceExhausted until one of them ends.
 func TestStreamCapPerAgent(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.MaxStreamsPerAgent = 2 })
 	agent, _ := h.register(t, h.bootstrapToken(t, time.Hour, 1, false).GetSecret(), "alpha", nil)
 	first := watch(t, agent)

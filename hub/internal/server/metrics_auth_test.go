@@ -13,6 +13,7 @@ import (
 // TestMetricsNeedAViewerToken: /metrics, on the API port, answers 401 to a request without a
 // token (never the series, which name every cluster and sink) and 200 to a viewer's token.
 func TestMetricsNeedAViewerToken(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	req, err := http.NewRequest(http.MethodGet, h.url+"/metrics", nil)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 // sink_not_found, its error and a terminal class, and counts as the cluster's sink error,
 // beside the cell of the sink that exports (the control).
 func TestFreshnessShowsASinkThatDoesNotExist(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	agent, _ := h.register(t, h.bootstrapToken(t, time.Hour, 1, false).GetSecret(), "alpha", nil)

@@ -21,6 +21,7 @@ import (
 // names the database and the server's address); callers get an id, which the hub's log holds
 // with the cause.
 func TestInternalErrorsReachCallersAsAnID(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, err := pg.CreateDatabase(ctx, "hub_opaque")
 	if err != nil {

@@ -45,6 +45,7 @@ func metric(t *testing.T, h *testHub, token, sample string) float64 {
 // answer; PreviewBundle returns their answers sorted, the silent agent as pending and the
 // cluster without a heartbeat as not connected; GetPreview later shows the late answer.
 func TestPreviewAnswered(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
@@ -162,6 +163,7 @@ func TestPreviewAnswered(t *testing.T) {
 // TestPreviewRefusals: bad requests, the viewer role, answers to unknown previews, from
 // clusters not asked or too large, and expiry.
 func TestPreviewRefusals(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
@@ -256,6 +258,7 @@ func TestPreviewRefusals(t *testing.T) {
 // it (a reconnect, a failover) gets the preview again on its next stream, after its
 // configuration, and its answer ends the wait.
 func TestPreviewReachesAReconnectedStream(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()

@@ -39,6 +39,7 @@ func wantExhausted(t *testing.T, err error, want time.Duration, what string) {
 // token, are refused with ResourceExhausted and a retry hint before any lookup, until the
 // budget refills. Every failure is audited with the address and the reason, never the secret.
 func TestFailedAuthenticationsAreLimitedAndAudited(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) {
 		c.AuthFailureLimit = ratelimit.Limit{Burst: 4, Interval: time.Minute}
 	})
@@ -123,6 +124,7 @@ func TestFailedAuthenticationsAreLimitedAndAudited(t *testing.T) {
 // TestRegistrationsAreLimitedPerAddress: past its burst an address's registrations are refused
 // with ResourceExhausted before the handler reads the token, so the token keeps its uses.
 func TestRegistrationsAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.RegisterLimit = ratelimit.Limit{Burst: 2, Interval: time.Minute} })
 	tok := h.bootstrapToken(t, time.Hour, 5, false)
 	h.register(t, tok.GetSecret(), "one", nil)
@@ -173,6 +175,7 @@ func (h *testHub) from(t *testing.T, ip, token string) fleetv1connect.FleetServi
 // used up its: then it is refused as exhausted from every address, while another bad
 // credential and the admin's good token from a fresh address are still decided as usual.
 func TestFailedAuthenticationsAreLimitedPerCredential(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) {
 		c.AuthFailureLimit = ratelimit.Limit{Burst: 4, Interval: time.Minute}
 	})

@@ -28,6 +28,7 @@ import (
 // hub has stopped and its backends have exited too. A registration refused for its name in
 // the window is the positive control: it rolls back, and the count must show it.
 func TestBadTokenRegistrationsTakeNoLock(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, err := pg.CreateDatabase(ctx, "hub_bad_tokens")
 	if err != nil {
@@ -123,6 +124,7 @@ func (b *syncBuffer) String() string {
 // procedure, a bad agent credential and a bad bootstrap token each leave a warning naming the
 // procedure and the caller's address, and none of the presented secrets.
 func TestRefusedCallsAreLoggedWithoutTheirSecret(t *testing.T) {
+	t.Parallel()
 	logs := &syncBuffer{}
 	h := startHub(t, "", func(c *server.Config) { c.Log = slog.New(slog.NewTextHandler(logs, nil)) })
 	ctx := context.Background()

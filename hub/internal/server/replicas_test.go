@@ -32,6 +32,7 @@ func TestMain(m *testing.M) {
 // TestReplicasShareState runs two hubs on one PostgreSQL database: what is changed through one
 // reaches agents connected to the other.
 func TestReplicasShareState(t *testing.T) {
+	t.Parallel()
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas")
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +83,7 @@ func TestReplicasShareState(t *testing.T) {
 // streaming from the other through PostgreSQL's LISTEN/NOTIFY, not the poll. Both replicas
 // poll once an hour, so only the notification can deliver it within the test's wait.
 func TestReplicasPushConfigChanges(t *testing.T) {
+	t.Parallel()
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_push")
 	if err != nil {
 		t.Fatal(err)
@@ -118,6 +120,7 @@ func TestReplicasPushConfigChanges(t *testing.T) {
 // replica b (PostgreSQL's NOTIFY; both poll once an hour), the agent answers to b, and a's
 // PreviewBundle returns that answer.
 func TestReplicasRelayPreviews(t *testing.T) {
+	t.Parallel()
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_replicas_preview")
 	if err != nil {
 		t.Fatal(err)

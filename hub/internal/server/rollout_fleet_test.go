@@ -17,6 +17,7 @@ import (
 // TestRolloutResumesAfterHubRestart: a hub stopped mid-rollout and started again on the same
 // data directory carries on from the stored state; no wave runs twice.
 func TestRolloutResumesAfterHubRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := startHub(t, dir)
 	addr := strings.TrimPrefix(h.url, "https://")
@@ -56,6 +57,7 @@ func TestRolloutResumesAfterHubRestart(t *testing.T) {
 // TestRolloutOfflineCluster: an offline cluster holds its wave (gate offline) until it
 // returns; one that does not return fails at the wave's deadline, which pauses the rollout.
 func TestRolloutOfflineCluster(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
 	var agents []*simAgent
@@ -107,6 +109,7 @@ func TestRolloutOfflineCluster(t *testing.T) {
 // then join it: in the canary wave when the canary selector matches (moved at once, that wave
 // already ran), in the last wave otherwise (moved when it runs).
 func TestRolloutJoiners(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
@@ -142,6 +145,7 @@ func TestRolloutJoiners(t *testing.T) {
 // TestRolloutAcrossReplicas: two hubs on one PostgreSQL database both run the engine; the
 // compare-and-swap makes every transition happen (and be audited) exactly once.
 func TestRolloutAcrossReplicas(t *testing.T) {
+	t.Parallel()
 	dsn, err := pg.CreateDatabase(context.Background(), "hub_rollout_replicas")
 	if err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ func brokenAtTwo(rev int64) ([]*fleetv1.InventoryStatus, []*fleetv1.SinkStatus) 
 // fails it, the rollout pauses naming the cluster and the gate, the other clusters never move,
 // and a rollback restores the previous revision everywhere.
 func TestRolloutFailingCanaryPausesAndRollsBack(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
@@ -104,6 +105,7 @@ func TestRolloutFailingCanaryPausesAndRollsBack(t *testing.T) {
 
 // TestRolloutItemCountGate: a revision that halves an inventory pauses a rollout gated at 20%.
 func TestRolloutItemCountGate(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
 	halves := func(rev int64) ([]*fleetv1.InventoryStatus, []*fleetv1.SinkStatus) {
@@ -131,6 +133,7 @@ func TestRolloutItemCountGate(t *testing.T) {
 
 // TestRolloutRequireApproval: after each wave the rollout waits for ResumeRollout.
 func TestRolloutRequireApproval(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()
@@ -166,6 +169,7 @@ func TestRolloutRequireApproval(t *testing.T) {
 // TestRolloutPauseResumeAbort: a user pause stops further moves until resumed; an abort ends
 // the rollout with the moved clusters on the new revision and the rest on the old.
 func TestRolloutPauseResumeAbort(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()

@@ -83,6 +83,7 @@ func (re *rolloutEvents) of(id int64) []*fleetv1.WatchFleetResponse {
 // clusters in flight; a release without hold is refused meanwhile; at the end the revision is
 // stable, every transition is audited and WatchFleet followed the rollout.
 func TestRolloutCanaryThenWaves(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "")
 	ctx := context.Background()
 	tok := h.bootstrapToken(t, time.Hour, 0, false).GetSecret()

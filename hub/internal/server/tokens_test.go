@@ -18,6 +18,7 @@ import (
 // registration within 24 h; a token asking for more than the hub's ceilings is refused with a
 // message naming the flag that sets them.
 func TestBootstrapTokenDefaults(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.BootstrapMaxTTL, c.BootstrapMaxUses = 48*time.Hour, 5 })
 	ctx := context.Background()
 	before := h.clock.Now()
@@ -60,6 +61,7 @@ func TestBootstrapTokenDefaults(t *testing.T) {
 // key or with another (another holder of the token), once the credential was used, or after
 // the retry window, the same retry is refused.
 func TestRegistrationRetryCompletes(t *testing.T) {
+	t.Parallel()
 	h := startHub(t, "", func(c *server.Config) { c.RegisterRetryWindow = 10 * time.Minute })
 	ctx := context.Background()
 	once := h.bootstrapToken(t, time.Hour, 1, false).GetSecret()
