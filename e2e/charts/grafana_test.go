@@ -174,7 +174,16 @@ func TestGrafanaDashboardConfigMaps(t *testing.T) {
 		if cms := find(decode(t, out), "ConfigMap", ""); len(cms) != 0 {
 			t.Errorf("%s chart: default values render %d ConfigMap(s), want none (dashboards are off by default)", chart, len(cms))
 		}
+		// helm upgrade --reuse-values from a release older than the grafana values renders
+		// with no grafana key at all: off, not a failed upgrade.
 		c := caseNamed(t, chart+"-default")
+		c.values += "grafana: null\n"
+		if out, err := render(t, c); err != nil {
+			t.Errorf("%s chart: values without the grafana key (an upgrade reusing an older release's values): %v", chart, err)
+		} else if cms := find(decode(t, out), "ConfigMap", ""); len(cms) != 0 {
+			t.Errorf("%s chart: values without the grafana key render %d ConfigMap(s), want none", chart, len(cms))
+		}
+		c = caseNamed(t, chart+"-default")
 		c.values += "grafana: {dashboards: {enabled: true, namespace: monitoring, labels: {team: platform}, annotations: {grafana_folder: Fleet}}}\n"
 		out, err = render(t, c)
 		if err != nil {
