@@ -5,8 +5,9 @@
 #            independent read-back clients of the sinks e2e: s3cmd (S3) and python3-pymongo
 #            (MongoDB, run by Debian's /usr/bin/python3), Prometheus (the documented alerts
 #            are evaluated by a real one), and jq and curl (the snapshot sinks' tests run the
-#            documented coverage reads), and npm (Azurite, the Azure Storage emulator, is an
-#            npm package)
+#            documented coverage reads), npm (Azurite, the Azure Storage emulator, is an
+#            npm package), and PgBouncer (the PostgreSQL sink's contract runs through it, in
+#            transaction and session pooling; testenv.StartPgBouncer runs /usr/sbin/pgbouncer)
 #   tools    shellcheck (the chart tests lint e2e/kind-fleet/run.sh)
 #   browser  chromium and a font (the dashboard's browser e2e)
 #   demo     what `make demo` runs beside its own binaries: PostgreSQL 15 (server and psql) and git
@@ -30,7 +31,8 @@ for group in "$@"; do
       command -v curl >/dev/null || need+=(curl)
       command -v npm >/dev/null || need+=(npm)
       /usr/bin/python3 -c 'import pymongo' 2>/dev/null || need+=(python3-pymongo)
-      [ -x /usr/bin/prometheus ] || need+=(prometheus) ;;
+      [ -x /usr/bin/prometheus ] || need+=(prometheus)
+      [ -x /usr/sbin/pgbouncer ] || need+=(pgbouncer) ;;
     demo)
       [ -x /usr/lib/postgresql/15/bin/initdb ] || need+=(postgresql-15)
       [ -x /usr/lib/postgresql/15/bin/psql ] || need+=(postgresql-client-15) # /usr/bin/psql alone is a wrapper

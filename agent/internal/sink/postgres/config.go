@@ -6,9 +6,9 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/url"
-	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"kollect.dev/agent/internal/sink"
@@ -22,14 +22,22 @@ const (
 	defaultTable            = "rows"
 	defaultSSLMode          = "verify-full"
 	defaultStatementTimeout = 30 * time.Second
-	defaultMaxConnections   = 4
-	statementCacheCapacity  = 64
+	// defaultMaxConnections is the pool size per sink object: what a fleet's database can
+	// give every agent (see docs/sinks/postgres.md, "For a fleet"). The CRD defaults
+	// maxConnections to the same.
+	defaultMaxConnections = 4
+	// descriptionCacheCapacity bounds the statement descriptions a connection caches (see
+	// pooling.go): a sink runs a few dozen distinct statements, and pgx's default of 512 per
+	// connection is allocated with it, in a pool per sink (per tenant).
+	descriptionCacheCapacity = 64
 )
 
 // settings is the resolved configuration of one sink.
 type settings struct {
 	schema, table string
 	poolConfig    *pgxpool.Config
+	// begin starts every transaction of the sink, with its statement timeout.
+	begin pgx.TxOptions
 	// destination names the target without credentials, for previews and errors.
 	destination string
 }
@@ -73,22 +81,20 @@ func resolve(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.En
 	if timeout <= 0 {
 		timeout = defaultStatementTimeout
 	}
-	cfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(timeout.Milliseconds(), 10)
+	// Not a startup parameter: PgBouncer refuses the connection for it (see pooling.go).
+	s.begin = beginWithTimeout(timeout)
 	cfg.MaxConns = spec.MaxConnections
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = defaultMaxConnections
 	}
 	cfg.MinConns = 0
-	// A sink runs a few dozen distinct statements; pgx's default caches of 512 per connection
-	// are allocated with the connection, and an agent holds a pool per sink (per tenant).
-	cfg.ConnConfig.StatementCacheCapacity = statementCacheCapacity
-	cfg.ConnConfig.DescriptionCacheCapacity = statementCacheCapacity
+	tuneForPoolers(cfg)
+	cfg.ConnConfig.DescriptionCacheCapacity = descriptionCacheCapacity
 	guard := env.Guard()
 	if err := guard.CheckHost(spec.Host); err != nil {
 		return nil, sink.TerminalError(err)
 	}
 	cfg.ConnConfig.DialFunc = guard.DialContext
-	cfg.MaxConnIdleTime = 5 * time.Minute
 	if err := applyTLS(ctx, cfg, spec, env); err != nil {
 		return nil, err
 	}

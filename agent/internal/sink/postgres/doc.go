@@ -32,6 +32,12 @@
 // so agents starting together migrate once. Views answer the common fleet questions; see
 // docs/sinks/postgres.md.
 //
+// The sink keeps no state in a session and prepares no named statement: the statement timeout
+// is SET LOCAL in every transaction's BEGIN, and pgx runs in cache_describe mode, so it works
+// alike connected directly and behind PgBouncer in transaction or session pooling (pooling.go,
+// TestContractThroughPgBouncer). Its pools are small and close idle connections after a
+// minute: a fleet shares one database (docs/sinks/postgres.md, "For a fleet").
+//
 // On a shared database, PostgreSQL itself can hold each cluster to its own rows: RowSecuritySQL
 // (rls.go, printed by kollect sinks postgres-rls) maps one role per cluster and enables
 // row-level security on every table with a cluster column. No statement of the agent reads

@@ -53,9 +53,18 @@ func newDatabase(tb testing.TB) string {
 	return name
 }
 
+// bouncer, when set, is the PgBouncer in front of server that the sinks tests build connect
+// through (TestContractThroughPgBouncer runs the package's tests so); assertions keep
+// reading the server directly (connect).
+var bouncer *testenv.PgBouncer
+
 func spec(db string) *v1alpha1.PostgresSinkConfig {
+	port := server.Port
+	if bouncer != nil {
+		port = bouncer.Port
+	}
 	return &v1alpha1.PostgresSinkConfig{
-		Host: "127.0.0.1", Port: int32(server.Port), Database: db, SSLMode: "disable",
+		Host: "127.0.0.1", Port: int32(port), Database: db, SSLMode: "disable",
 		SecretRef: v1alpha1.SecretReference{Name: "pg"},
 	}
 }

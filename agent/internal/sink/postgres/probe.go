@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"kollect.dev/agent/internal/export"
@@ -24,25 +25,28 @@ import (
 // ledger and SELECT, INSERT, UPDATE and DELETE on each table an export writes; and TEMP on
 // the database, for the staging table. A probe that passes where an export would be refused
 // would tell the delivery worker the sink is fine when it is not (see checkAccess).
+//
+// The reads run in one transaction, begun as every transaction of the sink is (pooling.go):
+// the statement timeout bounds them too, and behind a transaction-pooling PgBouncer they see
+// one server connection's snapshot.
 func (s *Sink) Probe(ctx context.Context) error {
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return s.stepError("connecting", err)
-	}
-	defer conn.Release()
-	a, err := readAccess(ctx, conn, s.names)
-	if err != nil {
-		return s.stepError("checking privileges", err)
-	}
 	all, err := migrations(s.names)
 	if err != nil {
 		return sink.TerminalError(fmt.Errorf("postgres sink %s: %w", s.dest, err))
 	}
+	var a *access
 	done := map[int]bool{}
-	if t, ok := a.tables["schema_migrations"]; ok && a.usage && t.selectOK {
-		if done, err = appliedVersions(ctx, conn, s.names); err != nil {
-			return s.stepError("checking privileges", err)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if a, err = readAccess(ctx, tx, s.names); err != nil {
+			return err
 		}
+		if t, ok := a.tables["schema_migrations"]; ok && a.usage && t.selectOK {
+			done, err = appliedVersions(ctx, tx, s.names)
+		}
+		return err
+	})
+	if err != nil {
+		return s.stepError("checking privileges", err)
 	}
 	var pending []migration
 	for _, m := range all {

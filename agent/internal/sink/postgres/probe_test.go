@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"kollect.dev/agent/internal/sink"
@@ -193,9 +194,25 @@ func TestResolveSettings(t *testing.T) {
 	if cc.User != "u" || cc.Password != "p@ss word" || cc.Port != 5432 || cc.Database != "inv" {
 		t.Fatalf("connection settings %s %s %d %s", cc.User, cc.Password, cc.Port, cc.Database)
 	}
-	if cc.RuntimeParams["statement_timeout"] != "5000" || st.poolConfig.MaxConns != 7 {
-		t.Fatalf("timeout %q max %d", cc.RuntimeParams["statement_timeout"], st.poolConfig.MaxConns)
+	if st.begin.BeginQuery != "BEGIN; SET LOCAL statement_timeout = 5000" || st.poolConfig.MaxConns != 7 {
+		t.Fatalf("begin %q max %d", st.begin.BeginQuery, st.poolConfig.MaxConns)
 	}
+	// Nothing a pooler in transaction mode would refuse or carry to another client: no startup
+	// parameter but application_name, no named prepared statement (pooling.go).
+	for param := range cc.RuntimeParams {
+		if param != "application_name" {
+			t.Errorf("startup parameter %s=%s", param, cc.RuntimeParams[param])
+		}
+	}
+	if cc.DefaultQueryExecMode != pgx.QueryExecModeCacheDescribe || cc.StatementCacheCapacity != 0 ||
+		st.poolConfig.MaxConnIdleTime != time.Minute {
+		t.Fatalf("exec mode %s, statement cache %d, idle time %s", cc.DefaultQueryExecMode, cc.StatementCacheCapacity, st.poolConfig.MaxConnIdleTime)
+	}
+	sp.MaxConnections = 0
+	if st, err := resolve(ctx, sp, env); err != nil || st.poolConfig.MaxConns != defaultMaxConnections {
+		t.Fatalf("default pool size: %v", err)
+	}
+	sp.MaxConnections = 7
 	if cc.TLSConfig == nil || cc.TLSConfig.RootCAs == nil || cc.TLSConfig.ServerName != "pg.internal" {
 		t.Fatalf("TLS config %+v", cc.TLSConfig)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,6 +33,11 @@ func OpenURL(ctx context.Context, url, schema, table string) (*Sink, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set {
 		cfg.ConnConfig.RuntimeParams["application_name"] = "kollect"
 	}
+	// The operator's URL may well point at the fleet's PgBouncer: no named prepared statements
+	// (pooling.go), unless the URL chooses pgx's default_query_exec_mode itself.
+	if !strings.Contains(url, "default_query_exec_mode") {
+		cfg.ConnConfig.DefaultQueryExecMode = queryExecMode
+	}
 	cfg.MaxConns = 2
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
@@ -42,7 +48,7 @@ func OpenURL(ctx context.Context, url, schema, table string) (*Sink, error) {
 		return nil, fmt.Errorf("connecting to PostgreSQL: %w", err)
 	}
 	dest := fmt.Sprintf("postgres://%s:%d/%s %s.%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database, schema, table)
-	return &Sink{names: n, dest: dest, user: cfg.ConnConfig.User, pool: pool, release: pool.Close}, nil
+	return &Sink{names: n, dest: dest, user: cfg.ConnConfig.User, pool: txPool{Pool: pool}, release: pool.Close}, nil
 }
 
 // holdingsSelect reads what four sources hold, one result row per (source, inventory) for
@@ -125,12 +131,18 @@ func holdings(ctx context.Context, q queryer, n names, cluster, inventory string
 	return collectHoldings(rows)
 }
 
-// Holdings reports what the sink holds of the cluster: one query, no lock, no write.
+// Holdings reports what the sink holds of the cluster: one query, no lock, no write, in a
+// transaction begun as the sink's others are (its statement timeout; pooling.go).
 func (s *Sink) Holdings(ctx context.Context, cluster, inventory string) ([]sink.Holding, error) {
 	if cluster == "" {
 		return nil, sink.Terminalf("postgres sink %s: holdings of no cluster", s.dest)
 	}
-	out, err := holdings(ctx, s.pool, s.names, cluster, inventory)
+	var out []sink.Holding
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		out, err = holdings(ctx, tx, s.names, cluster, inventory)
+		return err
+	})
 	if err != nil {
 		return nil, s.stepError(fmt.Sprintf("reading what %s holds of cluster %s", s.names.Rows(), cluster), err)
 	}

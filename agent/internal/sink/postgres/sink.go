@@ -24,7 +24,8 @@ type Sink struct {
 	dest  string
 	// user is the role the sink logs in as, for the message of a row-level security refusal.
 	user string
-	pool *pgxpool.Pool
+	// pool begins every transaction with the sink's statement timeout (pooling.go).
+	pool txPool
 	// release gives the pool back (Close).
 	release func()
 
@@ -93,8 +94,8 @@ func open(ctx context.Context, spec *v1alpha1.PostgresSinkConfig, env sink.Env, 
 	if err != nil {
 		return nil, sink.Terminalf("postgres sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
-	return &Sink{env: env, names: n, dest: s.destination, user: s.poolConfig.ConnConfig.User, pool: pool, release: release,
-		history: spec.History, seeded: map[string]bool{}}, nil
+	return &Sink{env: env, names: n, dest: s.destination, user: s.poolConfig.ConnConfig.User, pool: txPool{Pool: pool, begin: s.begin},
+		release: release, history: spec.History, seeded: map[string]bool{}}, nil
 }
 
 // Close releases the pool (shared with the sink object's other consumers, see pools.go).

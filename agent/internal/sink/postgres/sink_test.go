@@ -243,9 +243,14 @@ func TestInterruptedExportConverges(t *testing.T) {
 			return func(context.Context, *pgx.Conn) { cancel() }
 		}},
 		{"connection killed during COPY", func(t *testing.T, _ context.CancelFunc, admin *pgxpool.Pool) func(context.Context, *pgx.Conn) {
-			return func(_ context.Context, conn *pgx.Conn) {
-				if _, err := admin.Exec(context.Background(), "SELECT pg_terminate_backend($1)", conn.PgConn().PID()); err != nil {
-					t.Error(err)
+			return func(context.Context, *pgx.Conn) {
+				// The server process of the export's transaction, the only one of the database
+				// inside a transaction: not the connection's PID, which behind PgBouncer is
+				// PgBouncer's (its cancel key), not a backend's.
+				var killed int
+				if err := admin.QueryRow(context.Background(), `SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))
+  FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'`).Scan(&killed); err != nil || killed != 1 {
+					t.Errorf("terminating the export's backend: %d terminated, %v", killed, err)
 				}
 			}
 		}},
