@@ -29,7 +29,9 @@
 // modify, a delete and an add propagate and nothing else changes (documents of other
 // namespaces, other rows, other keys keep their server-side write markers); (c) static data
 // over a full debounce + resync period writes nothing; (d) restarting the agent with unchanged
-// data writes nothing. "Nothing written" is server-side evidence over a known window: git
+// data writes nothing; (d2) changes made while the agent is stopped reach every sink when it
+// is back, and the event sinks (kafka, nats) write exactly the changed and deleted rows' keys.
+// "Nothing written" is server-side evidence over a known window: git
 // commit counts and blob ids, S3 ETags and Last-Modified, GCS generations, Azure Blob ETags
 // and Last-Modified, PostgreSQL n_tup_ins/upd/del and row xmin, MongoDB and BigQuery write
 // timestamps and BigQuery table lastModifiedTime, Kafka end offsets, NATS stream and KV

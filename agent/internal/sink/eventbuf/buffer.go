@@ -27,8 +27,8 @@ type Event struct {
 	Row *export.Row
 	// Key is Row.Key().String(), computed once.
 	Key string
-	// Resync marks upserts of a full re-send (restart with an unknown baseline, buffer
-	// overflow): consumers may see rows they already hold.
+	// Resync marks upserts of a full re-send (a buffer overflow, a batch whose relation to
+	// what consumers hold is unknown): consumers may see rows they already hold.
 	Resync bool
 	// ObservedAt is the export time of the batch that produced the event; it is part of the
 	// message, so a retried event is byte-identical.
@@ -51,8 +51,9 @@ type Stats struct {
 	Pending int
 	// Overflows counts the times pending events were dropped for a resync (counter).
 	Overflows uint64
-	// Resyncs counts full re-sends staged (full batches after a restart, overflows, batches
-	// whose relation to what consumers hold is unknown) (counter).
+	// Resyncs counts full re-sends staged (overflows, batches whose relation to what consumers
+	// hold is unknown; a sink turns a batch without a baseline into the change from what its
+	// broker holds, see Reconcile) (counter).
 	Resyncs uint64
 	// Delivered counts events acknowledged by the broker (counter).
 	Delivered uint64
@@ -156,6 +157,33 @@ func (b *Buffer) Export(ctx context.Context, batch *sink.Batch, send SendFunc) e
 	return nil
 }
 
+// Delivered reports what the buffer knows of an inventory in this process: the checksum
+// consumers hold entirely and how many events are still owed on top of it. known is false when
+// nothing was staged for the inventory since the process started (or since Forget): then only
+// the broker can tell. A sink must not confirm a checksum the buffer knows to be another, nor
+// one events are owed on: the broker may hold part of a newer snapshot.
+func (b *Buffer) Delivered(cluster, inventory string) (checksum string, owed int, known bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := b.invs[invKey{cluster, inventory}]
+	if st == nil {
+		return "", 0, false
+	}
+	return st.base, len(st.pending), true
+}
+
+// Forget drops what the buffer knows of an inventory, owed events included: the sink read
+// back what consumers hold, and diffs the next batch against that instead.
+func (b *Buffer) Forget(cluster, inventory string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	k := invKey{cluster, inventory}
+	if st := b.invs[k]; st != nil {
+		b.pending.Add(-int64(len(st.pending)))
+		delete(b.invs, k)
+	}
+}
+
 // delivered records that consumers hold head. touched is reallocated rather than cleared:
 // after a resync it held every key, and a cleared map keeps its buckets.
 func (st *state) delivered() {
@@ -252,7 +280,10 @@ func (o *owed) repeat(e *Event) *Event {
 	if o == nil {
 		return e
 	}
-	if i, ok := o.index[e.Key]; ok {
+	// An incremental merge shares its index with the staging (stage), which may have put the
+	// key at a position past what was owed before: a key twice in one diff (a row whose
+	// namespace changed, which the diff reads as a delete and an add).
+	if i, ok := o.index[e.Key]; ok && i < len(o.pending) {
 		if prev := &o.pending[i]; sameContent(prev, e) {
 			return prev
 		}

@@ -10,6 +10,11 @@
 // the newest snapshot as an upsert, plus deletes for keys it touched that are gone): memory
 // stays bounded and consumers still converge. ErrBufferFull tells the agent to report it.
 //
+// A batch without a baseline (Diff.Full: after an agent restart) is never re-sent in full:
+// the sink reads back from its broker what consumers hold (Held), and Reconcile turns the batch
+// into the exact change from it, deletes included, so a restart with unchanged data sends
+// nothing.
+//
 // Snapshot mode does not buffer (the newest envelope supersedes older ones); Chunks splits an
 // envelope into numbered JSON documents under a broker's message size limit. Metrics exports
 // the buffers of live sinks to Prometheus.

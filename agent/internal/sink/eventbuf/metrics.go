@@ -27,7 +27,7 @@ func NewMetrics() *Metrics {
 	return &Metrics{sinks: map[*reportingSink]string{},
 		pending: prometheus.NewDesc("kollect_event_buffer_pending", "Change events owed to an event sink's broker.", l, nil),
 		over:    prometheus.NewDesc("kollect_event_buffer_overflows_total", "Times a full event buffer dropped its events for a resync.", l, nil),
-		resyncs: prometheus.NewDesc("kollect_event_resyncs_total", "Full re-sends staged by an event sink (restarts, overflows, resync intervals).", l, nil),
+		resyncs: prometheus.NewDesc("kollect_event_resyncs_total", "Full re-sends staged by an event sink (buffer overflows, batches whose relation to what consumers hold is unknown).", l, nil),
 		sent:    prometheus.NewDesc("kollect_events_delivered_total", "Change events acknowledged by an event sink's broker.", l, nil),
 	}
 }

@@ -32,10 +32,16 @@ type heldState struct {
 	rec       stateRecord
 	partition int32
 	offset    int64
+	// at is the record's timestamp (when it was produced): records of the inventory
+	// produced after it are of an export that never finished (see quietSince).
+	at time.Time
 	// readAt is when the sink last knew it to be the latest state record: it read the
 	// partition up to its end, or produced it.
 	readAt time.Time
 }
+
+// maxStateRecords bounds the records of its partition the sink reads for a state record.
+const maxStateRecords = 5_000_000
 
 // statePartitioner computes the partition of a state key the way the producer's default
 // partitioner does for keyed records (murmur2 of the key, as Kafka's Java client).
@@ -86,11 +92,11 @@ func (s *Sink) recordState(ctx context.Context, env *export.Envelope, held *held
 // rows, so only the state record is produced (or nothing, when it says the same already) and
 // no row's record. It reports false when the state names another checksum or none (the
 // topic was recreated, another agent wrote there): the batch is then exported as any other.
-// After a restart the batch is full (the agent lost the rows it diffs against), and
-// re-sending every row would tell consumers nothing new.
+// A batch without a baseline (after a restart) is left to baseline, which also makes sure
+// nothing of the inventory was produced after the state record; its outcome is the same.
 func (s *Sink) coverageOnly(ctx context.Context, b *sink.Batch) (bool, error) {
 	env := &b.Envelope
-	if b.Resync || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
+	if b.Resync || b.Diff.Full || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
 		return false, nil
 	}
 	s.mu.Lock()
@@ -129,8 +135,9 @@ func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
 	f := newFlight(nil, nil, 1)
 	var partition int32
 	var offset int64
+	var at time.Time
 	s.client.Produce(ctx, r, func(r *kgo.Record, err error) {
-		partition, offset = r.Partition, r.Offset
+		partition, offset, at = r.Partition, r.Offset, r.Timestamp
 		f.finish(err)
 	})
 	if err := s.wait(ctx, []*flight{f}); err != nil {
@@ -140,7 +147,7 @@ func (s *Sink) writeState(ctx context.Context, rec stateRecord) error {
 		return err
 	}
 	s.mu.Lock()
-	s.states[rec.Cluster+"/"+rec.Inventory] = &heldState{rec: rec, partition: partition, offset: offset, readAt: time.Now()}
+	s.states[rec.Cluster+"/"+rec.Inventory] = &heldState{rec: rec, partition: partition, offset: offset, at: at, readAt: time.Now()}
 	s.mu.Unlock()
 	return nil
 }
@@ -177,6 +184,21 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		return fmt.Errorf("kafka sink: the state record of %s/%s in %s names %s, not checksum %s: %w", c.Cluster, c.Inventory,
 			s.topic, names, export.ShortChecksum(c.Checksum), sink.ErrNotHeld)
 	}
+	notHeld := func(why string) error {
+		return fmt.Errorf("kafka sink: the state record of %s/%s in %s names checksum %s, but %s: %w", c.Cluster, c.Inventory,
+			s.topic, export.ShortChecksum(c.Checksum), why, sink.ErrNotHeld)
+	}
+	// Events produced since the state record (owed by this process, or of an export that
+	// never finished) make the topic hold more than the checksum: the agent exports again,
+	// which sends what consumers lack.
+	if sum, owed, known := s.buf.Delivered(c.Cluster, c.Inventory); owed > 0 || known && sum != c.Checksum {
+		return notHeld(fmt.Sprintf("this process owes %d events after %s", owed, export.ShortChecksum(sum)))
+	}
+	if quiet, err := s.quietSince(ctx, c.Cluster, c.Inventory, held); err != nil {
+		return err
+	} else if !quiet {
+		return notHeld("records of an export that did not finish follow it")
+	}
 	// The record read back, coverage included, is rewritten with only confirmedAt and the
 	// writer changed: the coverage is what was exported with this checksum, and the
 	// confirmation states nothing about it (c.Coverage equals it whenever the agent confirms,
@@ -192,8 +214,9 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 }
 
 // readState returns the latest state record of the cluster's inventory in the topic, nil when
-// there is none. It reads at most the last maxReconcileRecords records of the partition: a
-// state record further back (a huge topic, after a restart) is not found, and reads as none.
+// there is none. It reads at most the last maxStateRecords records of the partition: a
+// state record further back (a huge topic, after a restart) is not found, and reads as none
+// (an export without a baseline then reads the topic back, see baseline).
 func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldState, error) {
 	inv := cluster + "/" + inventory
 	key := stateKey(cluster, inventory)
@@ -234,10 +257,10 @@ func (s *Sink) readState(ctx context.Context, cluster, inventory string) (*heldS
 			from = held.offset + 1
 		}
 	}
-	if end-from > maxReconcileRecords {
+	if end-from > maxStateRecords {
 		s.log.Info("reading only the newest records of the state record's partition", "topic", s.topic, "partition", p,
-			"records", end-from, "limit", maxReconcileRecords, "cluster", cluster, "inventory", inventory)
-		from, held = end-maxReconcileRecords, nil
+			"records", end-from, "limit", maxStateRecords, "cluster", cluster, "inventory", inventory)
+		from, held = end-maxStateRecords, nil
 	}
 	if from < end {
 		read, found, err := s.scanState(ctx, key, p, from, end)
@@ -299,10 +322,10 @@ func decodeState(r *kgo.Record) *heldState {
 	if len(r.Value) == 0 || json.Unmarshal(r.Value, &rec) != nil || rec.Checksum == "" {
 		return nil
 	}
-	return &heldState{rec: rec, partition: r.Partition, offset: r.Offset, readAt: time.Now()}
+	return &heldState{rec: rec, partition: r.Partition, offset: r.Offset, at: r.Timestamp, readAt: time.Now()}
 }
 
-// noteState remembers a state record staleRows met while reading the topic back.
+// noteState remembers a state record readBack met while reading the topic back.
 func (s *Sink) noteState(inv string, r *kgo.Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -25,6 +25,10 @@ var _ sink.Purger = (*Sink)(nil)
 // evPurge is the kollect-event header of the tombstones a purge produces.
 const evPurge = "purge"
 
+// maxPurgeRecords bounds the topic a purge reads: beyond it (a large topic shared by many
+// clusters) a purge is refused, terminal, rather than reading for minutes.
+const maxPurgeRecords = 5_000_000
+
 // keyHeld is the latest record of one key of the cluster in the topic.
 type keyHeld struct {
 	inventory string
@@ -36,53 +40,28 @@ type keyHeld struct {
 // readCluster reads the whole topic, from each partition's start to the end offset listed
 // when it began, and returns the latest record of every key whose kollect-cluster header
 // names cluster (and whose kollect-inventory header names inventory, unless ""): the headers,
-// not the key, because cluster and inventory names may hold the key's separator '/'. It is
-// bounded like the read-back after a restart: a topic holding more than maxReconcileRecords
-// records between its start and end offsets is refused, since what it holds of the cluster
-// cannot be told without reading all of it.
+// not the key, because cluster and inventory names may hold the key's separator '/'. A topic
+// holding more than maxPurgeRecords records between its start and end offsets is refused,
+// since what it holds of the cluster cannot be told without reading all of it.
 func (s *Sink) readCluster(ctx context.Context, cluster, inventory string) (map[string]*keyHeld, error) {
 	from, until, total, err := s.topicRange(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]*keyHeld{}
-	if total == 0 {
-		return out, nil
-	}
-	if total > maxReconcileRecords {
+	if total > maxPurgeRecords {
 		return nil, sink.Terminalf("topic %s holds %d records, more than the %d a purge reads: compact it or purge with a consumer of your own",
-			s.topic, total, maxReconcileRecords)
+			s.topic, total, maxPurgeRecords)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt(nil), s.opts...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.topic: from}))...)
-	if err != nil {
-		return nil, sink.TerminalError(fmt.Errorf("consumer for %s: %w", s.topic, err))
-	}
-	defer cl.Close()
-	for len(until) > 0 {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			return nil, sink.TransientError(fmt.Errorf("reading %s: %w", s.topic, err))
-		}
-		var fetchErr error
-		fetches.EachError(func(_ string, _ int32, err error) { fetchErr = err })
-		if fetchErr != nil {
-			return nil, classify(fmt.Errorf("reading %s: %w", s.topic, fetchErr))
-		}
-		fetches.EachRecord(func(r *kgo.Record) {
-			end, ok := until[r.Partition]
-			if !ok || r.Offset >= end {
-				return // produced after the read began
-			}
-			if r.Offset+1 >= end {
-				delete(until, r.Partition)
-			}
-			c, inv, ev := header(r, hCluster), header(r, hInventory), header(r, hEvent)
-			if c != cluster || (inventory != "" && inv != inventory) {
-				return
-			}
+	err = s.scan(ctx, from, until, func(r *kgo.Record) bool {
+		c, inv, ev := header(r, hCluster), header(r, hInventory), header(r, hEvent)
+		if c == cluster && (inventory == "" || inv == inventory) {
 			out[string(r.Key)] = &keyHeld{inventory: inv, partition: r.Partition, event: ev, value: r.Value}
-		})
+		}
+		return true
+	})
+	if err != nil {
+		return nil, classify(fmt.Errorf("reading %s: %w", s.topic, err))
 	}
 	return out, nil
 }
@@ -205,7 +184,8 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 	s.mu.Lock()
 	for _, h := range held {
 		delete(s.states, cluster+"/"+h.Inventory)
-		delete(s.reconciled, cluster+"/"+h.Inventory)
+		delete(s.held, cluster+"/"+h.Inventory)
+		delete(s.verified, cluster+"/"+h.Inventory)
 		delete(s.sent, cluster+"/"+h.Inventory)
 	}
 	s.mu.Unlock()
@@ -255,8 +235,8 @@ func OpenBrokers(ctx context.Context, brokers []string, topic string, auth Auth,
 		return nil, fmt.Errorf("topic %s on %s: %w", topic, strings.Join(brokers, ","), err)
 	}
 	return &Sink{topic: topic, brokers: brokers, opts: opts, client: client, admin: admin, buf: eventbuf.New(0),
-		log: logr.Discard(), sent: map[string]string{}, reconciled: map[string]string{}, states: map[string]*heldState{},
-		flights: map[string]*flight{}}, nil
+		log: logr.Discard(), sent: map[string]string{}, held: map[string]*readBack{}, verified: map[string]bool{},
+		states: map[string]*heldState{}, flights: map[string]*flight{}}, nil
 }
 
 // loginMechanism maps an operator's Auth onto franz-go, as saslMechanism does a Secret.

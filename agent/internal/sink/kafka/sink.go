@@ -50,9 +50,12 @@ type Sink struct {
 	// unanswered is set when an export gave up waiting for acknowledgements: the next one
 	// hands franz-go no record before a broker answers (see reachable).
 	unanswered atomic.Bool
-	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
-	// back, so a retry of it does not read the topic again (its deletes are owed already).
-	reconciled map[string]string
+	// held is, per inventory, the read-back of what consumers hold for batches without a
+	// baseline, kept until an export succeeds (see baseline).
+	held map[string]*readBack
+	// verified is, per inventory, set once the sink knows that no record of it was produced
+	// after its latest state record by another process (see quietSince).
+	verified map[string]bool
 	// states is, per inventory, the state record the sink last wrote or read in the topic
 	// (see Confirm).
 	states map[string]*heldState
@@ -100,7 +103,8 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 		topic: topic, partitions: partitions, create: cfg.CreateTopic,
 		snapshot: spec.Mode == v1alpha1.EventModeSnapshot, brokers: cfg.Brokers, cluster: env.Cluster,
 		opts: opts, client: client, admin: kadm.NewClient(client), buf: eventbuf.New(int(spec.BufferSize)),
-		log: env.Log, sent: map[string]string{}, reconciled: map[string]string{}, states: map[string]*heldState{}, flights: map[string]*flight{},
+		log: env.Log, sent: map[string]string{}, held: map[string]*readBack{}, verified: map[string]bool{}, states: map[string]*heldState{},
+		flights:    map[string]*flight{},
 		closedHint: closedHint(cfg),
 	}, nil
 }
@@ -224,24 +228,22 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 		}
 		return s.recordExport(ctx, b)
 	}
-	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.reconciled[inv] != b.Envelope.Checksum {
-		// No baseline: the topic tells which rows consumers hold; those gone get a delete
-		// event and a tombstone like any other delete.
-		stale, err := s.staleRows(ctx, b)
-		if err != nil {
+	if b.Diff.Full {
+		// No baseline: the topic tells what consumers hold, and the batch becomes the
+		// change from it (rows deleted meanwhile get a delete event and a tombstone).
+		var err error
+		if b, err = s.baseline(ctx, b); err != nil {
 			return err
 		}
-		if len(stale) > 0 {
-			withDeletes := *b
-			withDeletes.Diff.Deleted = append(append([]export.Row(nil), b.Diff.Deleted...), stale...)
-			b = &withDeletes
-		}
-		s.reconciled[inv] = b.Envelope.Checksum
 	}
 	if err := s.buf.Export(ctx, b, s.send); err != nil {
 		return err
 	}
-	return s.recordExport(ctx, b)
+	if err := s.recordExport(ctx, b); err != nil {
+		return err
+	}
+	s.settle(b.Envelope.Cluster, b.Envelope.Inventory)
+	return nil
 }
 
 // BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
@@ -319,8 +321,8 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 	return p, nil
 }
 
-// Close flushes nothing (owed events are re-sent by the next process as a resync) and closes
-// the connections.
+// Close flushes nothing (the next process reads back what the topic holds and sends what
+// consumers lack) and closes the connections.
 func (s *Sink) Close() error {
 	s.client.Close()
 	return nil

@@ -112,12 +112,12 @@ func (s *Sink) recordState(ctx context.Context, subject string, env *export.Enve
 // rows, so only the state message is published (or nothing, when it says the same already),
 // no event and no bucket entry. It reports false when the state names another checksum or
 // none, or the template leaves no state subject: the batch is then exported as any other.
-// After a restart the batch is full (the agent lost the rows it diffs against), and
-// re-sending every row would tell consumers nothing new.
+// A batch without a baseline (after a restart) is left to baseline, which also makes sure
+// nothing of the inventory was published after the state; its outcome is the same.
 func (s *Sink) coverageOnly(ctx context.Context, b *sink.Batch) (bool, error) {
 	env := &b.Envelope
 	subject := s.stateSubject(env.Cluster, env.Inventory)
-	if subject == "" || b.Resync || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
+	if subject == "" || b.Resync || b.Diff.Full || b.PreviousChecksum == "" || b.PreviousChecksum != env.Checksum {
 		return false, nil
 	}
 	s.mu.Lock()
@@ -256,6 +256,21 @@ func (s *Sink) confirm(ctx context.Context, c sink.Confirmation) error {
 	s.noteTakeover(check)
 	if rec.Checksum != c.Checksum {
 		return notHeld(export.ShortChecksum(rec.Checksum))
+	}
+	// Events published since the state (owed by this process, or of an export that never
+	// finished) make the stream hold more than the checksum: the agent exports again, which
+	// sends what consumers lack.
+	notHeldBut := func(why string) error {
+		return fmt.Errorf("nats sink: the state of %s/%s on %s names checksum %s, but %s: %w", c.Cluster, c.Inventory,
+			subject, export.ShortChecksum(c.Checksum), why, sink.ErrNotHeld)
+	}
+	if sum, owed, known := s.buf.Delivered(c.Cluster, c.Inventory); owed > 0 || known && sum != c.Checksum {
+		return notHeldBut(fmt.Sprintf("this process owes %d events after %s", owed, export.ShortChecksum(sum)))
+	}
+	if after, err := s.lastOfInventory(ctx, c.Cluster, c.Inventory); err != nil {
+		return classify(fmt.Errorf("nats sink: reading the state of %s/%s from stream %s: %w", c.Cluster, c.Inventory, s.stream, err))
+	} else if after != nil && after.Subject != subject {
+		return notHeldBut(fmt.Sprintf("events of an export that did not finish follow it (message %d on %s)", after.Sequence, after.Subject))
 	}
 	// The message read back, coverage included, is published again with only confirmedAt and
 	// the writer changed: the coverage is what was exported with this checksum, and the

@@ -207,7 +207,8 @@ func TestPermissionsOneWriterPerCluster(t *testing.T) {
 	defer cancel()
 
 	// Each cluster's agent with its own user: probe, export, a restarted agent's full export
-	// (reads the bucket back: a consumer on its keys, direct gets), holdings and a confirmation.
+	// (the inventory's last message, a direct get; the bucket read back, a consumer on its
+	// keys), holdings and a confirmation.
 	exporters := map[string]*sinktest.Exporter{}
 	for _, cl := range []string{"east", "west"} {
 		sk := userSink(t, srv.URL, cl, cl)
@@ -272,15 +273,20 @@ func TestPermissionsOneWriterPerCluster(t *testing.T) {
 	err = wrong.Confirm(ctx, sink.Confirmation{Cluster: "west", Inventory: "pods", Checksum: exporters["west"].Accepted.Checksum,
 		Writer: export.Writer{Version: "v0.1.0", Instance: "kollect@east-uid"}, At: time.Unix(1_800_000_200, 0), ConflictWindow: time.Hour})
 	terminalViolation("confirmation of pods", err, "$JS.API.DIRECT.GET.KOLLECT.kollect.west.pods._state")
-	// Past the reads (a template without {kind} keeps no state, hence no writer check, and no
-	// bucket is read back), the events themselves are refused: the batch's first publish.
+	// Past the reads (a template without {kind} keeps no state, hence no writer check; a
+	// batch with a baseline reads nothing back), the events themselves are refused: the
+	// batch's first publish.
 	sp, secret := recipeSpec(srv.URL, "east")
 	sp.NATS.SubjectTemplate, sp.NATS.KVBucket = "kollect.{cluster}.{inventory}.rows", ""
 	blind := newSink(t, sp, sink.Env{Cluster: "west", Namespace: "kollect", Name: "events",
 		Secrets: sinktest.Secrets(map[string]map[string][]byte{"east": secret})})
 	start := time.Now()
-	err = (&sinktest.Exporter{Cluster: "west", Inventory: "apps"}).Export(ctx, blind, export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
+	err = (&sinktest.Exporter{Cluster: "west", Inventory: "apps", Accepted: export.NewSnapshot(nil)}).Export(ctx, blind,
+		export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
 	terminalViolation("export without reads", err, "kollect.west.apps.rows")
+	// Without a baseline the sink reads back what the stream holds of west first: refused.
+	err = (&sinktest.Exporter{Cluster: "west", Inventory: "apps"}).Export(ctx, blind, export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
+	terminalViolation("read-back", err, "$JS.API.DIRECT.GET.KOLLECT.kollect.west.apps.rows")
 	t.Logf("events refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
 	if _, err := wrong.Purge(ctx, "west", "", time.Time{}); !errors.Is(err, nats.ErrPermissionViolation) || sink.ClassOf(err) != sink.Terminal {
 		t.Fatalf("purge of west with east's credentials: %v, want a terminal permissions violation", err)

@@ -4,8 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -214,47 +212,6 @@ func (s *Sink) send(ctx context.Context, events []eventbuf.Event) ([]bool, error
 		}
 	}
 	return result(nil)
-}
-
-// staleRows returns the rows of this cluster and inventory the bucket holds that are not in
-// the batch's snapshot, decoded from their last value.
-func (s *Sink) staleRows(ctx context.Context, b *sink.Batch) ([]export.Row, error) {
-	kv, err := s.js.KeyValue(ctx, s.bucket)
-	if err != nil {
-		return nil, classify(fmt.Errorf("opening key-value bucket %s: %w", s.bucket, err))
-	}
-	prefix := kvToken(b.Envelope.Cluster) + "." + kvToken(b.Envelope.Inventory) + ".>"
-	lister, err := kv.ListKeysFiltered(ctx, prefix)
-	if err != nil {
-		return nil, classify(fmt.Errorf("listing keys of bucket %s: %w", s.bucket, err))
-	}
-	present := make(map[string]struct{}, len(b.Envelope.Rows))
-	for i := range b.Envelope.Rows {
-		present[kvKey(b.Envelope.Rows[i].Key())] = struct{}{}
-	}
-	var staleKeys []string
-	for key := range lister.Keys() {
-		if _, ok := present[key]; !ok {
-			staleKeys = append(staleKeys, key)
-		}
-	}
-	// The lister stops itself once it delivered every key; Stop is only for an early exit.
-	_ = lister.Stop()
-	var rows []export.Row
-	for _, key := range staleKeys {
-		entry, err := kv.Get(ctx, key)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
-		} else if err != nil {
-			return nil, classify(fmt.Errorf("reading %s from bucket %s: %w", key, s.bucket, err))
-		}
-		var r export.Row
-		if err := json.Unmarshal(entry.Value(), &r); err != nil {
-			return nil, sink.TerminalError(fmt.Errorf("bucket %s key %s does not hold a row: %w", s.bucket, key, err))
-		}
-		rows = append(rows, r)
-	}
-	return rows, nil
 }
 
 // exportSnapshot publishes the envelope as numbered chunks under the server's payload limit,

@@ -329,7 +329,7 @@ func (s *Sink) purge(ctx context.Context, cluster, inventory string, cutoff time
 	s.mu.Lock()
 	for _, h := range all {
 		delete(s.states, cluster+"/"+h.Inventory)
-		delete(s.reconciled, cluster+"/"+h.Inventory)
+		delete(s.held, cluster+"/"+h.Inventory)
 		delete(s.sent, cluster+"/"+h.Inventory)
 	}
 	s.mu.Unlock()
@@ -375,6 +375,6 @@ func OpenServers(ctx context.Context, servers, stream, bucket, template string, 
 		template = DefaultSubjectTemplate
 	}
 	return &Sink{servers: servers, stream: stream, template: template, bucket: bucket, timeout: time.Minute, nc: nc, js: js,
-		dial: &lastError{}, denied: denied, buf: eventbuf.New(0), sent: map[string]string{}, reconciled: map[string]string{},
+		dial: &lastError{}, denied: denied, buf: eventbuf.New(0), sent: map[string]string{}, held: map[string]*readBack{},
 		states: map[string]heldState{}}, nil
 }

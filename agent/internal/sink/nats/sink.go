@@ -50,9 +50,9 @@ type Sink struct {
 	mu    sync.Mutex
 	ready bool              // stream (and bucket) exist
 	sent  map[string]string // snapshot mode: inventory → checksum delivered
-	// reconciled is, per inventory, the checksum of the full batch whose stale rows were read
-	// from the bucket, so a retry of it does not list the bucket again (its deletes are owed).
-	reconciled map[string]string
+	// held is, per inventory, the read-back of what consumers hold for batches without a
+	// baseline, kept until an export succeeds (see baseline).
+	held map[string]*readBack
 	// states is, per inventory, the state message this sink last published or read (see
 	// Confirm and writers.go).
 	states map[string]heldState
@@ -105,7 +105,7 @@ func open(ctx context.Context, spec *v1alpha1.KollectEventSinkSpec, env sink.Env
 	s := &Sink{servers: servers, stream: cfg.Stream, template: cfg.SubjectTemplate, bucket: cfg.KVBucket, cluster: env.Cluster,
 		create: cfg.CreateStream, snapshot: spec.Mode == v1alpha1.EventModeSnapshot, timeout: timeout,
 		nc: nc, js: js, dial: dial, denied: denied, buf: eventbuf.New(int(spec.BufferSize)), log: env.Log, sent: map[string]string{},
-		reconciled: map[string]string{}, states: map[string]heldState{}}
+		held: map[string]*readBack{}, states: map[string]heldState{}}
 	if s.stream == "" {
 		s.stream = "KOLLECT"
 	}
@@ -225,24 +225,22 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) error {
 		}
 		return s.recordExport(ctx, b)
 	}
-	if inv := b.Envelope.Cluster + "/" + b.Envelope.Inventory; b.Diff.Full && s.bucket != "" && s.reconciled[inv] != b.Envelope.Checksum {
-		// The baseline is unknown, but the bucket knows which rows consumers hold: rows gone
-		// since then get delete events instead of lingering.
-		stale, err := s.staleRows(ctx, b)
-		if err != nil {
+	if b.Diff.Full {
+		// No baseline: the stream (or the bucket) tells what consumers hold, and the batch
+		// becomes the change from it (rows deleted meanwhile get a delete event).
+		var err error
+		if b, err = s.baseline(ctx, b); err != nil {
 			return err
 		}
-		if len(stale) > 0 {
-			withDeletes := *b
-			withDeletes.Diff.Deleted = append(append([]export.Row(nil), b.Diff.Deleted...), stale...)
-			b = &withDeletes
-		}
-		s.reconciled[inv] = b.Envelope.Checksum
 	}
 	if err := s.buf.Export(ctx, b, s.send); err != nil {
 		return err
 	}
-	return s.recordExport(ctx, b)
+	if err := s.recordExport(ctx, b); err != nil {
+		return err
+	}
+	s.settle(b.Envelope.Cluster, b.Envelope.Inventory)
+	return nil
 }
 
 // BufferStats returns the pending-event metrics (gauge Pending, counters Overflows, Resyncs,
@@ -370,8 +368,8 @@ func (s *Sink) Preview(_ context.Context, cluster, inventory string) (sink.Previ
 	return p, nil
 }
 
-// Close drains nothing (owed events are re-sent by the next process as a resync) and closes
-// the connection.
+// Close drains nothing (the next process reads back what the stream or the bucket holds and
+// sends what consumers lack) and closes the connection.
 func (s *Sink) Close() error {
 	s.nc.Close()
 	return nil
