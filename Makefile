@@ -14,7 +14,10 @@ PKGS    := $(foreach m,$(MODULES),./$(m)/...)
 # ones fill in around them, instead of one long package running alone at the end. Order from
 # the test report's slowest-package table; go test lists each package once.
 SLOW_PKGS := ./agent/internal/agent ./e2e/fleet ./e2e/sinks ./e2e/node ./hub/internal/server ./e2e/apiserver ./e2e/charts
-GOTEST_FLAGS ?= -count=1 -timeout 30m
+# -p 3 on two cores: most packages wait on servers, control planes and timers more than they
+# compute, and a third package at a time fills those waits (the slowest-package table of the
+# test report shows each package's own time).
+GOTEST_FLAGS ?= -count=1 -timeout 30m -p 3
 # The version every binary is stamped with (kollect-agent --version, kollect version, the hub's
 # version-skew view); see hack/version.sh.
 VERSION ?= $(shell hack/version.sh)
@@ -40,8 +43,10 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git an
 	@hack/demo.sh
 
 .PHONY: test
-test: verify-build-scripts deps verify-generated lint web images ## Run every test of every module against real servers.
-	cd web && npm run --silent test
+# After the generated files are checked, the independent checks overlap (vet, the images, the
+# dashboard's unit tests after its build); each one's output is printed whole when it ends.
+test: verify-build-scripts deps verify-generated ## Run every test of every module against real servers.
+	@$(MAKE) --no-print-directory -j3 --output-sync=target lint images web-test
 	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
 	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; node="$$(hack/ensure-node.sh)"; \
 	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_NODE="$$node" KOLLECT_IMAGES="$(IMAGES)"; \
@@ -52,6 +57,10 @@ test: verify-build-scripts deps verify-generated lint web images ## Run every te
 
 # IMAGES: where `make images` writes the OCI layout, the archives and images.txt.
 IMAGES ?= $(BIN)/images
+
+.PHONY: web-test
+web-test: web ## Run the dashboard's unit tests (vitest).
+	cd web && npm run --silent test
 
 .PHONY: images
 images: web ## Build the agent and hub images (OCI, linux/amd64+arm64, SBOMs) into bin/images, no Docker needed.
