@@ -43,10 +43,11 @@ demo: ## A local fleet: a hub, two clusters with agents, rows exported to git an
 	@hack/demo.sh
 
 .PHONY: test
-# After the generated files are checked, the independent checks overlap (vet, the images, the
-# dashboard's unit tests after its build); each one's output is printed whole when it ends.
-test: verify-build-scripts deps verify-generated ## Run every test of every module against real servers.
-	@$(MAKE) --no-print-directory -j3 --output-sync=target lint images web-test
+# After the generated files are checked, the independent checks overlap (the build scripts'
+# dry run, vet, the images, the dashboard's unit tests after its build); each one's output is
+# printed whole when it ends.
+test: deps verify-generated ## Run every test of every module against real servers.
+	@$(MAKE) --no-print-directory -j3 --output-sync=target verify-build-scripts lint images web-test
 	@mkdir -p $(BIN) && cd hack/testreport && GOWORK=off go build -o $(BIN)/testreport .
 	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; tools="$$(hack/ensure-tools.sh)"; node="$$(hack/ensure-node.sh)"; \
 	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers" KOLLECT_TOOLS="$$tools" KOLLECT_NODE="$$node" KOLLECT_IMAGES="$(IMAGES)"; \

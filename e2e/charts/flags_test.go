@@ -1,6 +1,7 @@
 package charts
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,5 +101,29 @@ func TestFlagTablesMatchBinaries(t *testing.T) {
 				t.Errorf("%s does not document --%s of %s", page, f.Name, command)
 			}
 		}
+	}
+}
+
+// TestAgentRefusesANonPositiveBreakerCooldown: --sink-breaker-cooldown, documented in
+// docs/operations.md, is read by the shipped agent: a cooldown of zero or less would retry an
+// open breaker's sink without pause, so the agent refuses it at start, naming the flag, before
+// it connects to anything; a positive value gets past that check (it then fails on the missing
+// kubeconfig, which shows the flag was accepted).
+func TestAgentRefusesANonPositiveBreakerCooldown(t *testing.T) {
+	agent := binary(t, "kollect-agent")
+	for _, v := range []string{"0s", "-1m"} {
+		cmd := exec.Command(agent, "--cluster-name=c", "--sink-breaker-cooldown="+v)
+		cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--sink-breaker-cooldown must be positive") {
+			t.Errorf("--sink-breaker-cooldown=%s: %v, want exit 2 naming the flag:\n%s", v, err, out)
+		}
+	}
+	cmd := exec.Command(agent, "--cluster-name=c", "--sink-breaker-cooldown=15s", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	cmd.Env = append(os.Environ(), "KUBECONFIG=/nonexistent")
+	out, _ := cmd.CombinedOutput()
+	if strings.Contains(string(out), "--sink-breaker-cooldown") {
+		t.Errorf("--sink-breaker-cooldown=15s was refused:\n%s", out)
 	}
 }
