@@ -200,13 +200,7 @@ func TestProfileOverItsBudgetIsQuarantined(t *testing.T) {
 	scopeCondition(t, cheap, func() []metav1.Condition { return cheap.Status.Conditions }, kollectv1.ConditionSynced, metav1.ConditionTrue, kollectv1.ReasonExported)
 
 	// A new generation starts with a full budget.
-	if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(prof), prof); err != nil {
-		t.Fatal(err)
-	}
-	prof.Spec.Attributes[0].CEL = "has(object.data) && has(object.data.blob)"
-	if err := cp.Client.Update(context.Background(), prof); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, prof, func() { prof.Spec.Attributes[0].CEL = "has(object.data) && has(object.data.blob)" })
 	scopeCondition(t, prof, func() []metav1.Condition { return prof.Status.Conditions }, kollectv1.ConditionReady, metav1.ConditionTrue, kollectv1.ReasonCompiled)
 	waitRowCount(t, recs, ns+"/rec-heavy", 10)
 	scopeCondition(t, inv, conds, kollectv1.ConditionDegraded, metav1.ConditionFalse, kollectv1.ReasonNoProblems)

@@ -116,7 +116,6 @@ func TestConditionsMissingSinkIsNotSynced(t *testing.T) {
 func TestConditionsMatchFailingEverywhereDegradesTheInventory(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "cond-match")
-	ctx := context.Background()
 	objs := configMapInventory(ns, 100*time.Millisecond, time.Second)
 	target := objs[1].(*kollectv1.KollectTarget)
 	target.Spec.Match = "object.metadata.lables.tier == 'web'"
@@ -133,13 +132,7 @@ func TestConditionsMatchFailingEverywhereDegradesTheInventory(t *testing.T) {
 		t.Fatalf("the inventory's Degraded does not name the target and its failure: %+v", c)
 	}
 
-	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(target), target); err != nil {
-		t.Fatal(err)
-	}
-	target.Spec.Match = "object.metadata.?labels.?tier.orValue('') == ''"
-	if err := cp.Client.Update(ctx, target); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, target, func() { target.Spec.Match = "object.metadata.?labels.?tier.orValue('') == ''" })
 	if !recs.get(ns+"/rec").WaitFor(30*time.Second, func(b []*sink.Batch) bool { return rowNames(b[len(b)-1].Envelope.Rows) == "a,b" }) {
 		t.Fatal("the fixed match did not select a and b")
 	}

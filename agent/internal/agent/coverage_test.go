@@ -242,13 +242,9 @@ func TestProfileRetargetedToUnservedKindTakesInventoryOutOfReady(t *testing.T) {
 	})
 
 	profile := &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "cms"}}
-	if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(profile), profile); err != nil {
-		t.Fatal(err)
-	}
-	profile.Spec.Target = kollectv1.GroupVersionKind{Group: "nowhere.kollect.test", Version: "v1", Kind: "Gadget"}
-	if err := cp.Client.Update(context.Background(), profile); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, profile, func() {
+		profile.Spec.Target = kollectv1.GroupVersionKind{Group: "nowhere.kollect.test", Version: "v1", Kind: "Gadget"}
+	})
 	eventually(t, 30*time.Second, "inventory not Ready after the retarget", func() (bool, string) {
 		c := ready()
 		return c != nil && c.Status == metav1.ConditionFalse, fmt.Sprint(c)

@@ -69,14 +69,8 @@ func TestCoverageTellsUnknownFromDeleted(t *testing.T) {
 
 	// The gizmos' profile now names a kind the cluster does not serve: their row stays, the
 	// coverage says why, and the sink gets the new coverage with the same checksum.
-	p := &kollectv1.KollectProfile{}
-	if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gizmos"}, p); err != nil {
-		t.Fatal(err)
-	}
-	p.Spec.Target.Kind = "Doohickey"
-	if err := cp.Client.Update(ctx, p); err != nil {
-		t.Fatal(err)
-	}
+	p := &kollectv1.KollectProfile{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gizmos"}}
+	updateObject(t, p, func() { p.Spec.Target.Kind = "Doohickey" })
 	unserved := fmt.Sprintf("%s/cms=complete/1/1 %s/gizmos=kindNotServed/1/0 ", ns, ns)
 	if !rec.WaitFor(30*time.Second, func(b []*sink.Batch) bool { return coverageOf(b[len(b)-1]) == unserved }) {
 		t.Fatalf("coverage once the kind is not served: want %q, got %s", unserved, describeCoverage(rec.Batches()))

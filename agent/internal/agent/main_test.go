@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -145,4 +146,19 @@ func eventually(t *testing.T, timeout time.Duration, what string, cond func() (b
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("timed out waiting for %s: %s", what, last)
+}
+
+// updateObject reads obj again, applies change and updates it, and does so again on a
+// conflict: the agent writes the status of the objects it reconciles meanwhile.
+func updateObject(t *testing.T, obj client.Object, change func()) {
+	t.Helper()
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := cp.Client.Get(context.Background(), client.ObjectKeyFromObject(obj), obj); err != nil {
+			return err
+		}
+		change()
+		return cp.Client.Update(context.Background(), obj)
+	}); err != nil {
+		t.Fatalf("updating %T %s: %v", obj, obj.GetName(), err)
+	}
 }

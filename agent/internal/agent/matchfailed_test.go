@@ -1,12 +1,10 @@
 package agent
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/sink"
 	kollectv1 "kollect.dev/api/v1alpha1"
@@ -19,7 +17,6 @@ import (
 func TestMatchThatFailsIsAConditionNotAnEmptySelection(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "matchfailed")
-	ctx := context.Background()
 	objs := configMapInventory(ns, 200*time.Millisecond, time.Second)
 	target := objs[1].(*kollectv1.KollectTarget)
 	target.Spec.Match = "object.metadata.lables.tier == 'web'"
@@ -35,14 +32,8 @@ func TestMatchThatFailsIsAConditionNotAnEmptySelection(t *testing.T) {
 	scopeCondition(t, got, conds, kollectv1.ConditionDegraded, metav1.ConditionTrue, kollectv1.ReasonMatchFailed,
 		`match "object.metadata.lables.tier == 'web'" failed on 2 objects`, ns+"/a: ", "no such key: lables")
 
-	if err := cp.Client.Get(ctx, client.ObjectKeyFromObject(got), got); err != nil {
-		t.Fatal(err)
-	}
 	// b has no tier label: the optional form makes that "not selected" rather than an error.
-	got.Spec.Match = "object.metadata.labels.?tier.orValue('') == 'web'"
-	if err := cp.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	updateObject(t, got, func() { got.Spec.Match = "object.metadata.labels.?tier.orValue('') == 'web'" })
 	scopeCondition(t, got, conds, kollectv1.ConditionDegraded, metav1.ConditionFalse, kollectv1.ReasonNoProblems)
 	if c := condition(t, got, conds, kollectv1.ConditionDegraded); c.ObservedGeneration != got.Generation {
 		t.Fatalf("Degraded cleared at generation %d, the fix is %d", c.ObservedGeneration, got.Generation)

@@ -69,14 +69,8 @@ func TestMissingTargetKeepsItsRows(t *testing.T) {
 	// A typo in a new reference: TargetNotFound names it, nothing is lost.
 	edit := func(change func(*kollectv1.KollectInventory)) {
 		t.Helper()
-		cur := &kollectv1.KollectInventory{}
-		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "inv"}, cur); err != nil {
-			t.Fatal(err)
-		}
-		change(cur)
-		if err := cp.Client.Update(ctx, cur); err != nil {
-			t.Fatal(err)
-		}
+		cur := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+		updateObject(t, cur, func() { change(cur) })
 	}
 	edit(func(i *kollectv1.KollectInventory) {
 		i.Spec.Targets = append(i.Spec.Targets, kollectv1.LocalObjectReference{Name: "othr"})

@@ -1,8 +1,9 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"kollect.dev/agent/internal/sink/backends"
 	"kollect.dev/agent/internal/sink/snapshot"
@@ -30,7 +30,6 @@ import (
 func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	t.Parallel()
 	ns := namespace(t, "renamed-ref")
-	ctx := context.Background()
 	repo, err := testenv.InitBareRepo(filepath.Join(t.TempDir(), "inv.git"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,21 +72,47 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 		slices.Sort(n)
 		return strings.Join(n, ",")
 	}
-	coverage := func(rev string) map[string]kollectv1.TargetCoverage {
+	// coverage reads the coverage files of rev. A read can fail while the agent writes to the
+	// repository (the listing and the file are read by separate git commands); that is an
+	// error to wait out, not a coverage: callers poll.
+	coverage := func(rev string) (map[string]kollectv1.TargetCoverage, error) {
 		out := map[string]kollectv1.TargetCoverage{}
-		for path := range strings.SplitSeq(gitOut(t, repo, "ls-tree", "-r", "--name-only", rev), "\n") {
+		// One commit for the listing and the reads: the agent may push between them, and a
+		// file listed at one main may be gone from the next.
+		commit := gitOut(t, repo, "rev-parse", rev)
+		if commit == "" {
+			return nil, fmt.Errorf("git rev-parse %s failed", rev)
+		}
+		for path := range strings.SplitSeq(gitOut(t, repo, "ls-tree", "-r", "--name-only", commit), "\n") {
 			if !strings.HasSuffix(path, ".coverage.json") {
 				continue
 			}
+			raw, err := exec.Command("git", "--git-dir", repo, "show", commit+":"+path).Output()
+			if err != nil {
+				return nil, fmt.Errorf("git show %s:%s: %w", commit, path, err)
+			}
 			var doc snapshot.CoverageDocument
-			if err := json.Unmarshal([]byte(gitOut(t, repo, "show", rev+":"+path)), &doc); err != nil {
-				t.Fatalf("coverage file %s: %v", path, err)
+			if err := json.Unmarshal(raw, &doc); err != nil {
+				// Not a read to wait out: the commit holds a file that is not a coverage
+				// document.
+				t.Fatalf("coverage file %s at %s: %v: %q", path, commit, err, raw)
 			}
 			for _, c := range doc.Coverage {
 				out[c.Target] = c
 			}
 		}
-		return out
+		return out, nil
+	}
+	// coverageOf waits until rev's coverage files can be read.
+	coverageOf := func(rev string) map[string]kollectv1.TargetCoverage {
+		t.Helper()
+		var cov map[string]kollectv1.TargetCoverage
+		eventually(t, 10*time.Second, "the coverage files of "+rev, func() (bool, string) {
+			var err error
+			cov, err = coverage(rev)
+			return err == nil, fmt.Sprint(err)
+		})
+		return cov
 	}
 	head := func() string { return gitOut(t, repo, "rev-parse", "main") }
 	eventually(t, 60*time.Second, "a, b and o1 in the repository", func() (bool, string) { return names("main") == "a,b,o1", names("main") })
@@ -95,14 +120,8 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	rowsOfCM := blobs(base)
 	edit := func(change func(*kollectv1.KollectInventory)) {
 		t.Helper()
-		cur := &kollectv1.KollectInventory{}
-		if err := cp.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "inv"}, cur); err != nil {
-			t.Fatal(err)
-		}
-		change(cur)
-		if err := cp.Client.Update(ctx, cur); err != nil {
-			t.Fatal(err)
-		}
+		cur := &kollectv1.KollectInventory{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "inv"}}
+		updateObject(t, cur, func() { change(cur) })
 	}
 	conditionIs := func(typ string, status metav1.ConditionStatus, reason string, want ...string) {
 		t.Helper()
@@ -139,7 +158,7 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	})
 	held := head()
 	sameRows(base, held, "after the rename")
-	cov := coverage(held)
+	cov := coverageOf(held)
 	if c := cov[ns+"/cm"]; c.State != kollectv1.CoverageFailed || c.Rows != 2 || !strings.Contains(c.Reason, ns+"/cm-typo") {
 		t.Fatalf("coverage of the renamed target %s/cm: %+v, want failed with its 2 rows naming %s/cm-typo", ns, c, ns)
 	}
@@ -165,8 +184,8 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	// file changes).
 	edit(func(i *kollectv1.KollectInventory) { i.Spec.Targets[0].Name = "cm" })
 	eventually(t, 30*time.Second, "cm complete again in the repository", func() (bool, string) {
-		c := coverage("main")
-		return c[ns+"/cm"].State == kollectv1.CoverageComplete && len(c) == 2, gitOut(t, repo, "log", "--oneline", "main")
+		c, err := coverage("main")
+		return err == nil && c[ns+"/cm"].State == kollectv1.CoverageComplete && len(c) == 2, fmt.Sprint(err, gitOut(t, repo, "log", "--oneline", "main"))
 	})
 	conditionIs(kollectv1.ConditionReady, metav1.ConditionTrue, kollectv1.ReasonSnapshotReady)
 	fixed := head()
@@ -183,7 +202,7 @@ func TestRenamedReferenceKeepsTheTargetsRows(t *testing.T) {
 	})
 	eventually(t, 30*time.Second, "a and b deleted", func() (bool, string) { return names("main") == "o1,o2", names("main") })
 	conditionIs(kollectv1.ConditionReady, metav1.ConditionTrue, kollectv1.ReasonSnapshotReady)
-	if c := coverage("main"); len(c) != 1 || c[ns+"/other"].State != kollectv1.CoverageComplete {
+	if c := coverageOf("main"); len(c) != 1 || c[ns+"/other"].State != kollectv1.CoverageComplete {
 		t.Fatalf("coverage after the removal: %+v", c)
 	}
 }
