@@ -25,16 +25,13 @@ func (s *Store) WatchConfig(ctx context.Context, changed func(), onError func(er
 }
 
 // listenLoop listens on channel until ctx ends, calling notified with each notification's
-// payload, and reconnects with backoff when the session fails; catchUp, when not nil, is
-// called once each later session listens, for what the sessions in between missed.
+// payload, and reconnects with backoff when the session fails; catchUp is called once each
+// session listens, the first too: what was committed before it listened (since the replica
+// started, or while it reconnected) sent notifications no session heard.
 func (s *Store) listenLoop(ctx context.Context, channel string, catchUp func(), notified func(payload string), onError func(error)) {
 	delay := 100 * time.Millisecond
-	for first := true; ctx.Err() == nil; first = false {
-		var again func()
-		if !first {
-			again = catchUp
-		}
-		err := s.listen(ctx, channel, again, notified)
+	for ctx.Err() == nil {
+		err := s.listen(ctx, channel, catchUp, notified)
 		if ctx.Err() != nil {
 			return
 		}
@@ -48,8 +45,8 @@ func (s *Store) listenLoop(ctx context.Context, channel string, catchUp func(), 
 	}
 }
 
-// listen holds one LISTEN session until it fails or ctx ends; catchUp, when not nil, is
-// called once the session listens.
+// listen holds one LISTEN session until it fails or ctx ends; catchUp is called once the
+// session listens.
 func (s *Store) listen(ctx context.Context, channel string, catchUp func(), notified func(string)) error {
 	conn, err := pgx.Connect(ctx, s.dsn)
 	if err != nil {
@@ -59,9 +56,7 @@ func (s *Store) listen(ctx context.Context, channel string, catchUp func(), noti
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return fmt.Errorf("listening on %s: %w", channel, err)
 	}
-	if catchUp != nil {
-		catchUp()
-	}
+	catchUp()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {

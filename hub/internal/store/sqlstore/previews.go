@@ -158,13 +158,13 @@ func (s *Store) DeleteExpiredPreviews(ctx context.Context, now time.Time) (int64
 // WatchPreviews implements store.PreviewWatcher: on PostgreSQL it listens on previewChannel
 // with a connection of its own, reconnecting with backoff. Events sent meanwhile are lost: a
 // requester's reads still find its answers (a PreviewAnswered with no ID follows each
-// reconnection), and a preview created then reaches only the streams of the replica that
+// session's start), and a preview created then reaches only the streams of the replica that
 // created it. On SQLite it returns at once.
 func (s *Store) WatchPreviews(ctx context.Context, event func(store.PreviewEvent, string), onError func(error)) {
 	if s.dsn == "" {
 		return
 	}
-	// After a reconnection, waiting requesters read again at once for the answers missed.
+	// Once a session listens, waiting requesters read again at once for the answers missed.
 	s.listenLoop(ctx, previewChannel, func() { event(store.PreviewAnswered, "") }, func(payload string) {
 		if len(payload) < 2 {
 			return
