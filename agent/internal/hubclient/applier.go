@@ -209,7 +209,8 @@ func (a *Applier) apply(ctx context.Context, u *unstructured.Unstructured) error
 	return nil
 }
 
-// prune deletes hub-managed objects that the desired configuration does not hold.
+// prune deletes hub-managed objects that the desired configuration does not hold, where the
+// agent's bundles may place objects (Allowlist.Holds).
 func (a *Applier) prune(ctx context.Context, desired map[objectKey]*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var pruned []*unstructured.Unstructured
 	var errs []error
@@ -223,7 +224,7 @@ func (a *Applier) prune(ctx context.Context, desired map[objectKey]*unstructured
 		}
 		for i := range list.Items {
 			u := &list.Items[i]
-			if _, ok := desired[keyOf(u)]; ok {
+			if _, ok := desired[keyOf(u)]; ok || !a.allow.Holds(u) {
 				continue
 			}
 			if err := a.c.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) {

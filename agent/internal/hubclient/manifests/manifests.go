@@ -51,6 +51,19 @@ type Allowlist struct {
 	Guardrails bool
 }
 
+// Holds reports whether an existing object lies where this agent's bundles may place
+// objects: cluster-scoped, or in an admitted namespace other than Own. The applier prunes only
+// such objects: a hub-managed object in another namespace belongs to another agent sharing
+// the cluster (one per team namespace, say), or to a namespace its admin has since taken
+// back from the fleet, and is not this agent's to delete.
+func (a Allowlist) Holds(u *unstructured.Unstructured) bool {
+	ns := u.GetNamespace()
+	if ns == "" {
+		return true
+	}
+	return ns != a.Own && (slices.Contains(a.Namespaces, AllNamespaces) || slices.Contains(a.Namespaces, ns))
+}
+
 // Refuse explains why an object is outside the allowlist, or returns "". An admitted
 // namespaced object that names no namespace is given the default one.
 func (a Allowlist) Refuse(u *unstructured.Unstructured) string {
