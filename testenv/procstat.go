@@ -155,3 +155,65 @@ func CPUByCommand(names ...string) (map[string]time.Duration, error) {
 	}
 	return out, nil
 }
+
+// GroupCPU is the CPU time (user and system) of every process in process group pgid, plus that
+// of their children that have ended and been waited for. A server the harness starts leads a
+// group of its own (Process.PID), so this is the whole server: PostgreSQL's session processes,
+// the CGI processes of a git HTTP server. Benchmarks and fleet tests read it around a phase.
+func GroupCPU(pgid int) (time.Duration, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("listing processes: %w", err)
+	}
+	var total time.Duration
+	found := false
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue // ended since the listing
+		}
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+		if len(f) < 15 || f[2] != strconv.Itoa(pgid) {
+			continue
+		}
+		found = true
+		for i := 11; i <= 14; i++ { // utime, stime, cutime, cstime
+			v, err := strconv.ParseInt(f[i], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("process %d: unexpected /proc stat line %q", pid, raw)
+			}
+			total += time.Duration(v) * time.Second / 100 // USER_HZ is 100 on Linux
+		}
+	}
+	if !found {
+		return 0, fmt.Errorf("no process in group %d", pgid)
+	}
+	return total, nil
+}
+
+// EstablishedConns counts the established TCP connections whose local port is port (the
+// server's side of each client connection), from /proc/net/tcp and tcp6.
+func EstablishedConns(port int) (int, error) {
+	n := 0
+	for _, file := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		raw, err := os.ReadFile(file)
+		if err != nil {
+			return 0, fmt.Errorf("reading %s: %w", file, err)
+		}
+		for _, line := range strings.Split(string(raw), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 4 || f[3] != "01" { // 01: TCP_ESTABLISHED
+				continue
+			}
+			i := strings.LastIndexByte(f[1], ':')
+			if p, err := strconv.ParseUint(f[1][i+1:], 16, 16); err == nil && int(p) == port {
+				n++
+			}
+		}
+	}
+	return n, nil
+}

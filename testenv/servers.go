@@ -162,6 +162,15 @@ func (p *Process) run() error {
 	}
 }
 
+// PID is the process ID of the server's current run, which leads its own process group (see
+// GroupCPU); 0 when it is not running.
+func (p *Process) PID() int {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // Log returns the server's output so far, for failure messages.
 func (p *Process) Log() string {
 	raw, _ := os.ReadFile(filepath.Join(p.Dir, "server.log"))

@@ -18,8 +18,10 @@ import (
 
 // agentProc is the kollect-agent process; stop and start keep its cache directory.
 type agentProc struct {
-	t                *testing.T
-	cp               *testenv.ControlPlane
+	t  *testing.T
+	cp *testenv.ControlPlane
+	// name is the --cluster-name; the package's cluster when empty.
+	name             string
 	cacheDir, log    string
 	metrics, healthz string
 	// args are flags beyond the ones every run gets (the hub's, for instance).
@@ -39,7 +41,7 @@ func newAgent(t *testing.T, cp *testenv.ControlPlane) *agentProc {
 	t.Cleanup(func() {
 		if t.Failed() {
 			raw, _ := os.ReadFile(a.log)
-			keep := filepath.Join(os.TempDir(), "kollect-sinks-"+t.Name()+"-agent.log")
+			keep := filepath.Join(os.TempDir(), "kollect-sinks-"+t.Name()+"-"+a.name+"-agent.log")
 			_ = os.WriteFile(keep, raw, 0o644)
 			lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 			if len(lines) > 40 {
@@ -54,10 +56,22 @@ func newAgent(t *testing.T, cp *testenv.ControlPlane) *agentProc {
 
 func (a *agentProc) start() {
 	a.t.Helper()
+	must(a.t, a.launch())
+	must(a.t, a.waitReady(30*time.Second))
+}
+
+// launch starts the process, appending to its log, without waiting for it to be ready.
+func (a *agentProc) launch() error {
 	logFile, err := os.OpenFile(a.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	must(a.t, err)
+	if err != nil {
+		return err
+	}
 	defer logFile.Close()
-	a.cmd = exec.Command(agentBin, "--cluster-name", cluster, "--metrics-bind-address", a.metrics,
+	name := a.name
+	if name == "" {
+		name = cluster
+	}
+	a.cmd = exec.Command(agentBin, "--cluster-name", name, "--metrics-bind-address", a.metrics,
 		"--health-probe-bind-address", a.healthz, "--cache-dir", a.cacheDir, "--allow-local-sinks")
 	a.cmd.Args = append(a.cmd.Args, a.args...)
 	env := a.env
@@ -67,18 +81,22 @@ func (a *agentProc) start() {
 	a.cmd.Env = append(env, "KUBECONFIG="+a.cp.Kubeconfig)
 	a.cmd.Stdout, a.cmd.Stderr = logFile, logFile
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	must(a.t, a.cmd.Start())
-	deadline := time.Now().Add(30 * time.Second)
+	return a.cmd.Start()
+}
+
+// waitReady waits until the agent's /readyz answers OK.
+func (a *agentProc) waitReady(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
 		resp, err := http.Get("http://" + a.healthz + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return
+				return nil
 			}
 		}
 		if time.Now().After(deadline) {
-			a.t.Fatalf("kollect-agent /readyz not OK after 30s: %v", err)
+			return fmt.Errorf("kollect-agent %s: /readyz not OK after %s: %v", a.name, timeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -13,7 +13,7 @@
 //	s3                s3cmd (Debian) against versitygw
 //	gcs               net/http with hand-written JSON on fake-gcs-server's JSON API
 //	azureblob         curl on Azurite's Blob REST API with an account shared access signature
-//	postgres          psql (Debian postgresql-client), with pg_stat_user_tables and xmin
+//	postgres          psql (Debian postgresql-client), with a write-counting trigger and xmin
 //	mongodb           python3-pymongo (Debian) run by /usr/bin/python3, against FerretDB
 //	bigquery          net/http with hand-written JSON on goccy/bigquery-emulator's REST API
 //	kafka             kcat (Debian, librdkafka) against kfake

@@ -38,8 +38,9 @@ type hubProc struct {
 	logPath, dataPath string
 }
 
-// startHub starts kollect-hub on a free port, telling agents to heartbeat every second.
-func startHub(t *testing.T) (*hubProc, error) {
+// startHub starts kollect-hub on a free port, telling agents to heartbeat every second; args
+// are more flags.
+func startHub(t *testing.T, args ...string) (*hubProc, error) {
 	port, err := testenv.FreePort()
 	if err != nil {
 		return nil, err
@@ -54,6 +55,7 @@ func startHub(t *testing.T) (*hubProc, error) {
 	defer logFile.Close()
 	h.cmd = exec.Command(hubBin, "--listen", h.addr, "--data-dir", h.dataPath, "--heartbeat-interval", "1s",
 		"--stale-after", "5s", "--offline-after", "20s", "--poll-interval", "500ms")
+	h.cmd.Args = append(h.cmd.Args, args...)
 	h.cmd.Stdout, h.cmd.Stderr = logFile, logFile
 	h.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := h.cmd.Start(); err != nil {

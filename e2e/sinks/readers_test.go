@@ -389,17 +389,48 @@ func ndjsonOf(out string) (rowSet, error) {
 }
 
 // marks: every row's and state row's xmin and ctid (any write makes a new tuple), and the
-// insert, update and delete counts of every table of the schema (pg_stat_user_tables).
+// insert, update and delete counts of every table of the schema, counted by a row trigger the
+// reader installs (countWrites): unlike pg_stat_user_tables, which an idle backend publishes
+// up to 10 s late, the counts commit with the writes they count, so a read after the agent's
+// export is exact.
 func (p *pgReader) marks(ctx context.Context) (map[string]string, error) {
+	if _, err := p.psql(ctx, countWrites); err != nil {
+		return nil, fmt.Errorf("installing the write-counting triggers: %w", err)
+	}
 	out, err := p.psql(ctx, `SELECT 'uid:' || uid, xmin::text || ' ' || ctid::text FROM kollect.rows
 		UNION ALL SELECT 'meta:state ' || cluster || '/' || inventory, xmin::text || ' ' || ctid::text || ' ' || checksum FROM kollect.rows_state
-		UNION ALL SELECT 'counter:pg_stat ' || relname, 'ins ' || n_tup_ins || ' upd ' || n_tup_upd || ' del ' || n_tup_del
-		  FROM pg_stat_user_tables WHERE schemaname = 'kollect'`)
+		UNION ALL SELECT 'counter:writes ' || relname, 'ins ' || count(*) FILTER (WHERE op = 'INSERT') ||
+		  ' upd ' || count(*) FILTER (WHERE op = 'UPDATE') || ' del ' || count(*) FILTER (WHERE op = 'DELETE')
+		  FROM e2e_counters.writes GROUP BY relname`)
 	if err != nil {
 		return nil, err
 	}
 	return tabMarks(out)
 }
+
+// countWrites makes every table of the sink's schema log each row it inserts, updates or
+// deletes into e2e_counters.writes, idempotently: a table the agent created since the last
+// read gets its trigger then. The log is append-only (one row per write, no shared counter
+// row) so that the agent's concurrent transactions never wait on, or deadlock over, the
+// test's bookkeeping.
+const countWrites = `
+CREATE SCHEMA IF NOT EXISTS e2e_counters;
+CREATE TABLE IF NOT EXISTS e2e_counters.writes (relname text NOT NULL, op text NOT NULL);
+CREATE OR REPLACE FUNCTION e2e_counters.count_write() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO e2e_counters.writes VALUES (TG_TABLE_NAME, TG_OP);
+  RETURN NULL;
+END $$;
+DO $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'kollect' AND c.relkind IN ('r', 'p')
+      AND NOT EXISTS (SELECT 1 FROM pg_trigger g WHERE g.tgrelid = c.oid AND g.tgname = 'e2e_count_writes')
+  LOOP
+    EXECUTE format('CREATE TRIGGER e2e_count_writes AFTER INSERT OR UPDATE OR DELETE ON kollect.%I FOR EACH ROW EXECUTE FUNCTION e2e_counters.count_write()', r.relname);
+  END LOOP;
+END $$;`
 
 func tabMarks(out string) (map[string]string, error) {
 	m := map[string]string{}
