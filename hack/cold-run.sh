@@ -34,8 +34,14 @@ done
 say "phase make-demo-to-dashboard: $((SECONDS - start)) s"
 kill -INT -- "-$demo"
 wait "$demo" || true
-sleep 1
-left=$(pgrep -f -- "$KOLLECT_CACHE|kollect-agent|kollect-hub|kollect-demo" || true)
+# The demo's children end on their own after the signal; a loaded machine may take a few
+# seconds. Whatever is still there after 20 s survived the Ctrl-C.
+for _ in $(seq 40); do
+  left=$(pgrep -f -- "$KOLLECT_CACHE|kollect-agent|kollect-hub|kollect-demo" || true)
+  [ -z "$left" ] && break
+  sleep 0.5
+done
+if [ -n "$left" ]; then left="$left ($(ps -o args= -p "${left//$'\n'/,}" 2>/dev/null | cut -c1-120 | tr '\n' ';'))"; fi
 say "after Ctrl-C: processes left: ${left:-none}; temp dirs left: $(ls -d /tmp/kollect-demo-* /tmp/kollect-cp-demo-* 2>/dev/null | wc -l)"
 
 start=$SECONDS
