@@ -567,43 +567,12 @@ func (s *s3Files) marks(context.Context) (map[string]string, error) {
 	return m, err
 }
 
-// converge waits until every sink's read-back equals want, polling each sink on its own, and
-// returns how long after since each one first did.
+// converge waits until every sink's read-back equals want and returns how long after since
+// each one first did.
 func (f *fleet) converge(t *testing.T, ctx context.Context, want rowSet, since time.Time, what string) map[string]time.Duration {
 	t.Helper()
-	var (
-		mu       sync.Mutex
-		wg       sync.WaitGroup
-		took     = map[string]time.Duration{}
-		failures []string
-	)
-	for _, s := range f.sinks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := ""
-			for time.Since(since) < converge {
-				got, err := s.rows(ctx)
-				if err == nil {
-					if last = diffRows(want, got); last == "" {
-						mu.Lock()
-						took[s.name] = time.Since(since)
-						mu.Unlock()
-						return
-					}
-				} else {
-					last = err.Error()
-				}
-				time.Sleep(500 * time.Millisecond)
-			}
-			mu.Lock()
-			failures = append(failures, fmt.Sprintf("%s (%s, read with %s):\n  %s", s.name, s.typ, s.client, last))
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	took, failures := pollRows(ctx, f.sinks, want, since)
 	if len(failures) > 0 {
-		sort.Strings(failures)
 		t.Fatalf("after %s, waiting for %s, these sinks do not hold the fleet's rows:\n%s", converge, what, strings.Join(failures, "\n"))
 	}
 	return took

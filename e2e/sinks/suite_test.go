@@ -427,19 +427,33 @@ func readMarks(t *testing.T, ctx context.Context, sinks []*sinkUnderTest) map[st
 // waitRows waits until every sink's read-back equals want, polling the sinks in parallel.
 func waitRows(t *testing.T, ctx context.Context, sinks []*sinkUnderTest, want rowSet, what string) {
 	t.Helper()
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var failures []string
+	if _, failures := pollRows(ctx, sinks, want, time.Now()); len(failures) > 0 {
+		t.Fatalf("(a/b) after %s, waiting for %s, these sinks do not hold the cluster's rows:\n%s", converge, what, strings.Join(failures, "\n"))
+	}
+}
+
+// pollRows polls every sink on its own until its read-back equals want or converge has passed
+// since since. It returns how long after since each sink first held want, and a sorted
+// description of each sink that never did.
+func pollRows(ctx context.Context, sinks []*sinkUnderTest, want rowSet, since time.Time) (map[string]time.Duration, []string) {
+	var (
+		mu       sync.Mutex
+		wg       sync.WaitGroup
+		took     = map[string]time.Duration{}
+		failures []string
+	)
 	for _, s := range sinks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			deadline := time.Now().Add(converge)
 			last := ""
-			for time.Now().Before(deadline) {
+			for time.Since(since) < converge {
 				got, err := s.rows(ctx)
 				if err == nil {
 					if last = diffRows(want, got); last == "" {
+						mu.Lock()
+						took[s.name] = time.Since(since)
+						mu.Unlock()
 						return
 					}
 				} else {
@@ -453,10 +467,8 @@ func waitRows(t *testing.T, ctx context.Context, sinks []*sinkUnderTest, want ro
 		}()
 	}
 	wg.Wait()
-	if len(failures) > 0 {
-		sort.Strings(failures)
-		t.Fatalf("(a/b) after %s, waiting for %s, these sinks do not hold the cluster's rows:\n%s", converge, what, strings.Join(failures, "\n"))
-	}
+	sort.Strings(failures)
+	return took, failures
 }
 
 // checkRows asserts once that every sink holds want.
