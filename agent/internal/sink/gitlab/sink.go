@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -123,7 +124,10 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	source := MergeRequestBranch(b.Envelope.Cluster, b.Envelope.Inventory)
 	target := s.git.Branch()
 	res, err := s.git.Publish(ctx, b, source, target)
-	if err != nil {
+	// A contended export succeeded (the branch holds the batch): keep the merge request
+	// current, then report the other agent.
+	contended := err
+	if err != nil && !errors.Is(err, sink.ErrContended) {
 		return err
 	}
 	mr, err := s.api.OpenMergeRequest(ctx, source, target)
@@ -146,7 +150,7 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 			return err
 		}
 	}
-	return nil
+	return contended
 }
 
 // coverageNote tells a reviewer which targets' rows are not complete (kept from earlier, or

@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -59,27 +60,45 @@ type exporter struct {
 	writer export.Writer
 	// coverage goes into every envelope: changing it alone makes a coverage-only batch.
 	coverage []export.Coverage
+	// at is the batch's exportedAt (zero: now) and window its conflict window (zero: the
+	// default), for writer tests that step a clock instead of waiting.
+	at     time.Time
+	window time.Duration
 }
 
 func (e *exporter) export(t testing.TB, ctx context.Context, rows ...export.Row) Result {
 	t.Helper()
+	res, err := e.try(ctx, rows...)
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	return res
+}
+
+// try exports like the delivery worker: the snapshot counts as accepted after a success or a
+// contended success.
+func (e *exporter) try(ctx context.Context, rows ...export.Row) (Result, error) {
 	snap := export.NewSnapshot(append([]export.Row(nil), rows...))
 	e.gen++
+	at := e.at
+	if at.IsZero() {
+		at = time.Now()
+	}
 	b := &sink.Batch{
 		Envelope: export.Envelope{SchemaVersion: export.SchemaVersion, Cluster: e.sink.env.Cluster, Inventory: "workloads",
-			Generation: e.gen, ExportedAt: time.Now(), ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
+			Generation: e.gen, ExportedAt: at, ItemCount: snap.Len(), Checksum: snap.Checksum, Rows: snap.Rows,
 			Writer: e.writer, Coverage: e.coverage},
-		Diff: export.Compute(e.prev, snap),
+		Diff:           export.Compute(e.prev, snap),
+		ConflictWindow: e.window,
 	}
 	if e.prev != nil {
 		b.PreviousChecksum = e.prev.Checksum
 	}
 	res, err := e.sink.Publish(ctx, b, e.sink.Branch(), "")
-	if err != nil {
-		t.Fatalf("export: %v", err)
+	if err == nil || errors.Is(err, sink.ErrContended) {
+		e.prev = snap
 	}
-	e.prev = snap
-	return res
+	return res, err
 }
 
 func newSink(t testing.TB, cluster, url string, mode v1alpha1.LayoutMode, secret map[string][]byte) *Sink {

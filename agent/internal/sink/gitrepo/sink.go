@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/object"
-	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	"kollect.dev/agent/internal/export"
@@ -21,10 +20,6 @@ import (
 	"kollect.dev/agent/internal/sink/snapshot"
 	v1alpha1 "kollect.dev/api/v1alpha1"
 )
-
-// maxAttempts bounds fetch-rebuild-push rounds within one export; past it the export fails
-// transiently and the delivery worker retries later with backoff.
-const maxAttempts = 10
 
 // Sink commits snapshot documents to a git branch.
 type Sink struct {
@@ -112,65 +107,134 @@ func (s *Sink) Publish(ctx context.Context, b *sink.Batch, branch, base string) 
 	ctx = egress.NewContext(ctx, s.env.Guard())
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
-	key := branch + "\x00" + b.Envelope.Cluster + "\x00" + b.Envelope.Inventory
-	want := held{b.Envelope.Checksum, export.CoverageDigest(b.Envelope.Coverage)}
-	if !b.Resync && s.published[key] == want {
-		return Result{Subject: subject}, nil
+	e := &b.Envelope
+	p := &publication{b: b, branch: branch, base: base,
+		key:     branch + "\x00" + e.Cluster + "\x00" + e.Inventory,
+		want:    held{e.Checksum, export.CoverageDigest(e.Coverage)},
+		subject: Subject(s.cfg.CommitMessage, e.Cluster, e.Inventory, strconv.Itoa(e.ItemCount), export.ShortChecksum(e.Checksum)),
+		writer:  writerPath(s.opts, e.Cluster, e.Inventory)}
+	if !b.Resync && s.published[p.key] == p.want {
+		return Result{Subject: p.subject}, nil
 	}
 	// The diff applies when the branch holds its starting point, whatever coverage it holds:
 	// a coverage-only batch has an empty diff and renders no document.
-	incremental := !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.published[key].checksum == b.PreviousChecksum
-	ch, err := s.change(b, incremental)
+	p.incremental = !b.Resync && !b.Diff.Full && b.PreviousChecksum != "" && s.published[p.key].checksum == b.PreviousChecksum
+	if ref, ok := markRef(e.Cluster, e.Inventory); ok && e.Writer.Instance != "" {
+		p.mark = ref // a writer without an instance never conflicts: no mark to read
+	}
+	var r rounds
+	for {
+		r.begin()
+		res, err := s.round(ctx, p, &r)
+		res.Attempts = r.n
+		if !errors.Is(err, errConflict) {
+			return res, err
+		}
+		s.env.Log.V(1).Info("push rejected, re-applying on the new tip", "branch", branch, "attempt", r.n, "reason", err.Error())
+		if stop := r.retry(ctx, err); stop != nil {
+			return res, sink.TransientError(fmt.Errorf("pushing to %s %s: %w: %w", redact(s.cfg.URL), branch, stop, err))
+		}
+	}
+}
+
+// publication is one export's state across its rounds.
+type publication struct {
+	b            *sink.Batch
+	branch, base string
+	key          string
+	want         held
+	subject      string
+	writer       string                 // the inventory's writer file
+	mark         plumbing.ReferenceName // its contender mark, "" for a writer without an instance
+	incremental  bool
+	// ch is the rendered export. A round drops it once its documents are packed (a full
+	// render of 100k rows is tens of megabytes, and the push that follows needs memory of
+	// its own); a lost round renders again.
+	ch *change
+}
+
+// round is one fetch-check-rebuild-push round; errConflict means another agent pushed first.
+func (s *Sink) round(ctx context.Context, p *publication, r *rounds) (Result, error) {
+	refs := []plumbing.ReferenceName{plumbing.NewBranchReferenceName(p.branch)}
+	if p.base != "" && p.base != p.branch {
+		refs = append(refs, plumbing.NewBranchReferenceName(p.base))
+	}
+	if p.mark != "" {
+		refs = append(refs, p.mark)
+	}
+	tips, err := s.mirror.fetch(ctx, refs...)
 	if err != nil {
 		return Result{}, err
 	}
-	stored := map[plumbing.Hash]bool{}
-	for attempt := 1; ; attempt++ {
-		branches := []string{branch}
-		if base != "" && base != branch {
-			branches = append(branches, base)
-		}
-		tips, err := s.mirror.fetch(ctx, branches...)
-		if err != nil {
+	parent, exists := tips[refs[0]]
+	if !exists && p.base != "" {
+		parent = tips[plumbing.NewBranchReferenceName(p.base)]
+	}
+	check, err := s.writerCheck(p.b, parent, tips[p.mark], p.writer)
+	if err != nil {
+		return Result{}, err
+	}
+	if refusal := check.Refusal(); refusal != nil {
+		s.markContender(ctx, check, p.mark, tips[p.mark])
+		return Result{Subject: p.subject}, refusal
+	}
+	if err := r.on(parent); err != nil {
+		return Result{}, sink.TransientError(fmt.Errorf("pushing to %s %s: %w", redact(s.cfg.URL), p.branch, err))
+	}
+	if !exists && p.incremental {
+		// The branch is gone (a merged merge-request branch, deleted): what we put there
+		// is not known to be on the base, so render everything.
+		p.incremental, p.ch = false, nil
+	}
+	if p.ch == nil {
+		if p.ch, err = s.change(p.b, p.incremental); err != nil {
 			return Result{}, err
-		}
-		parent, ok := tips[branch]
-		if !ok && base != "" {
-			parent = tips[base]
-		}
-		if !ok && ch.prune == nil {
-			// The branch is gone (a merged merge-request branch, deleted): what we put
-			// there is not known to be on the base, so render everything.
-			if ch, err = s.change(b, false); err != nil {
-				return Result{}, err
-			}
-		}
-		commit, subject, err := s.commit(b, ch, stored, parent)
-		if err != nil {
-			return Result{}, err
-		}
-		if commit.IsZero() {
-			s.published[key] = want
-			return Result{Subject: subject, Attempts: attempt}, nil
-		}
-		err = s.mirror.push(ctx, branch, commit)
-		if err == nil {
-			s.published[key] = want
-			s.env.Log.V(1).Info("pushed", "branch", branch, "commit", commit.String(), "attempts", attempt)
-			return Result{Commit: commit, Subject: subject, Attempts: attempt}, nil
-		}
-		if !errors.Is(err, errConflict) {
-			return Result{}, err
-		}
-		if attempt == maxAttempts {
-			return Result{}, sink.TransientError(fmt.Errorf("pushing to %s %s: still rejected after %d attempts: %w", redact(s.cfg.URL), branch, attempt, err))
-		}
-		s.env.Log.V(1).Info("push rejected, re-applying on the new tip", "branch", branch, "attempt", attempt, "reason", err.Error())
-		if err := backoff(ctx, attempt); err != nil {
-			return Result{}, sink.TransientError(err)
 		}
 	}
+	commit, staging, subject, err := s.commit(p.b, p.ch, parent)
+	if err != nil {
+		return Result{}, err
+	}
+	if commit.IsZero() {
+		s.published[p.key] = p.want
+		return Result{Subject: subject}, check.Contention()
+	}
+	pack, err := writePack(filepath.Dir(s.mirror.dir), staging)
+	if err != nil {
+		return Result{}, err
+	}
+	defer os.Remove(pack)
+	p.ch = nil // the documents are in the pack now
+	old := parent
+	if !exists {
+		old = plumbing.ZeroHash // a new branch, started from base
+	}
+	if err := s.mirror.push(ctx, p.branch, old, commit, pack); err != nil {
+		return Result{}, err
+	}
+	s.published[p.key] = p.want
+	s.noteTakeover(check)
+	s.env.Log.V(1).Info("pushed", "branch", p.branch, "commit", commit.String(), "attempts", r.n)
+	return Result{Commit: commit, Subject: subject}, check.Contention()
+}
+
+// writerCheck reads the holder the parent's writer file names and the contender mark at
+// markTip (zero: none), for the batch's writer.
+func (s *Sink) writerCheck(b *sink.Batch, parent, markTip plumbing.Hash, path string) (sink.WriterCheck, error) {
+	if b.Envelope.Writer.Instance == "" {
+		return sink.WriterCheck{Self: b.Envelope.Writer}, nil // never conflicts: nothing to read
+	}
+	holder, err := readWriter(s.mirror.repo.Storer, parent, path)
+	if err != nil {
+		return sink.WriterCheck{}, err
+	}
+	var mark *contenderMark
+	if !markTip.IsZero() {
+		if mark, err = s.mirror.readMark(markTip, b.Envelope.Cluster, b.Envelope.Inventory); err != nil {
+			return sink.WriterCheck{}, err
+		}
+	}
+	return writerCheck(b, holder, mark), nil
 }
 
 // change is what an export writes: documents (with their blob hashes), and either the
@@ -186,6 +250,13 @@ type change struct {
 	coveragePath string
 	coverage     *snapshot.File
 	coverageBlob plumbing.Hash
+
+	// writerPath is the inventory's writer file, writer its new content (nil when the batch
+	// names no writer instance); empty tells that the export leaves the inventory no
+	// document and no coverage, which removes the file.
+	writerPath string
+	writer     *snapshot.File
+	empty      bool
 }
 
 // change renders the batch: only the documents its diff touches when incremental (the branch
@@ -208,33 +279,41 @@ func (s *Sink) change(b *sink.Batch, incremental bool) (*change, error) {
 	}
 	ch.blobs = make([]plumbing.Hash, len(ch.files))
 	ch.coveragePath = s.opts.CoveragePath(b.Envelope.Cluster, b.Envelope.Inventory)
+	ch.writerPath = writerPath(s.opts, b.Envelope.Cluster, b.Envelope.Inventory)
 	for i, f := range ch.files {
+		// Only a template that spells the coverage or writer file's name gets here.
 		if f.Path == ch.coveragePath {
-			// Only a template that spells the coverage file's name gets here.
 			return nil, sink.Terminalf("layout pathTemplate %q puts a document at %s, the inventory's coverage file", s.opts.Template, f.Path)
+		}
+		if f.Path == ch.writerPath {
+			return nil, sink.Terminalf("layout pathTemplate %q puts a document at %s, the inventory's writer file", s.opts.Template, f.Path)
 		}
 		ch.blobs[i] = plumbing.ComputeHash(plumbing.BlobObject, f.Data)
 	}
 	if f, ok := s.opts.CoverageFile(&b.Envelope); ok {
 		ch.coverage, ch.coverageBlob = &f, plumbing.ComputeHash(plumbing.BlobObject, f.Data)
 	}
+	if f, ok := writerFile(s.opts, &b.Envelope); ok {
+		ch.writer = &f
+	}
+	ch.empty = len(b.Envelope.Rows) == 0 && ch.coverage == nil
 	return ch, nil
 }
 
-// commit applies the rendered documents to parent's tree and stores a commit when the tree
-// changed; it returns the zero hash when parent already holds the export.
-func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, parent plumbing.Hash) (plumbing.Hash, string, error) {
+// commit applies the rendered documents to parent's tree and stages a commit, with the objects
+// new to the remote, when the tree changed; it returns the zero hash when parent already holds
+// the export. Nothing is stored in the mirror: push does, once the remote took the commit.
+func (s *Sink) commit(b *sink.Batch, ch *change, parent plumbing.Hash) (plumbing.Hash, *memory.Storage, string, error) {
 	store := s.mirror.repo.Storer
 	var baseTree plumbing.Hash
 	if !parent.IsZero() {
 		c, err := object.GetCommit(store, parent)
 		if err != nil {
-			return plumbing.ZeroHash, "", fmt.Errorf("reading commit %s: %w", parent, err)
+			return plumbing.ZeroHash, nil, "", fmt.Errorf("reading commit %s: %w", parent, err)
 		}
 		baseTree = c.TreeHash
 	}
-	// New objects are staged in memory and stored as one packfile once the commit exists:
-	// 100k loose objects would cost 100k temporary files, and the push reads packs faster.
+	// New objects are staged in memory (documents by reference, pack.go) and packed once.
 	staging := memory.NewStorage()
 	ed := newTreeEditor(store, staging, baseTree)
 	var err error
@@ -245,11 +324,11 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 		keep[f.Path] = true
 		_, existed, err := ed.Get(f.Path)
 		if err != nil {
-			return plumbing.ZeroHash, "", err
+			return plumbing.ZeroHash, nil, "", err
 		}
 		changed, err := ed.Put(f.Path, blobs[i])
 		if err != nil {
-			return plumbing.ZeroHash, "", err
+			return plumbing.ZeroHash, nil, "", err
 		}
 		if !changed {
 			continue
@@ -259,46 +338,48 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 		} else {
 			docs.added = append(docs.added, f.Path)
 		}
-		if !stored[blobs[i]] {
-			if err := stageBlob(staging, f); err != nil {
-				return plumbing.ZeroHash, "", err
-			}
+		if err := stageBlob(staging, blobs[i], f.Data); err != nil {
+			return plumbing.ZeroHash, nil, "", err
 		}
 	}
-	if docs.coverage, err = putCoverage(ed, staging, ch, stored); err != nil {
-		return plumbing.ZeroHash, "", err
+	if docs.coverage, err = putCoverage(ed, staging, ch); err != nil {
+		return plumbing.ZeroHash, nil, "", err
 	}
 	if m := ch.prune; m != nil {
 		// Prune: documents of this cluster and inventory that the export no longer holds.
 		err := ed.Walk(m.Prefix, func(path string, _ plumbing.Hash) {
-			if !keep[path] && m.Match(path) {
+			if !keep[path] && path != ch.writerPath && m.Match(path) {
 				docs.removed = append(docs.removed, path)
 			}
 		})
 		if err != nil {
-			return plumbing.ZeroHash, "", err
+			return plumbing.ZeroHash, nil, "", err
 		}
 	}
 	for _, p := range ch.remove {
 		if _, ok, err := ed.Get(p); err != nil {
-			return plumbing.ZeroHash, "", err
+			return plumbing.ZeroHash, nil, "", err
 		} else if ok {
 			docs.removed = append(docs.removed, p)
 		}
 	}
 	for _, p := range docs.removed {
 		if err := ed.Delete(p); err != nil {
-			return plumbing.ZeroHash, "", err
+			return plumbing.ZeroHash, nil, "", err
 		}
+	}
+	changed := parent.IsZero() || docs.coverage || len(docs.added)+len(docs.changed)+len(docs.removed) > 0
+	if err := putWriter(ed, staging, ch, changed); err != nil {
+		return plumbing.ZeroHash, nil, "", err
 	}
 	tree, err := ed.Write()
 	if err != nil {
-		return plumbing.ZeroHash, "", err
+		return plumbing.ZeroHash, nil, "", err
 	}
 	msg := Message(s.cfg.CommitMessage, b, docs)
 	subject := Subject(s.cfg.CommitMessage, b.Envelope.Cluster, b.Envelope.Inventory, strconv.Itoa(b.Envelope.ItemCount), export.ShortChecksum(b.Envelope.Checksum))
 	if tree == baseTree && !parent.IsZero() {
-		return plumbing.ZeroHash, subject, nil
+		return plumbing.ZeroHash, nil, subject, nil
 	}
 	when := time.Now()
 	sig := object.Signature{Name: s.cfg.AuthorName, Email: s.cfg.AuthorEmail, When: when}
@@ -308,24 +389,18 @@ func (s *Sink) commit(b *sink.Batch, ch *change, stored map[plumbing.Hash]bool, 
 	}
 	obj := staging.NewEncodedObject()
 	if err := c.Encode(obj); err != nil {
-		return plumbing.ZeroHash, "", fmt.Errorf("encoding commit: %w", err)
+		return plumbing.ZeroHash, nil, "", fmt.Errorf("encoding commit: %w", err)
 	}
 	h, err := staging.SetEncodedObject(obj)
 	if err != nil {
-		return plumbing.ZeroHash, "", fmt.Errorf("storing commit: %w", err)
+		return plumbing.ZeroHash, nil, "", fmt.Errorf("storing commit: %w", err)
 	}
-	if err := storePack(store, staging); err != nil {
-		return plumbing.ZeroHash, "", err
-	}
-	for bh := range staging.Blobs {
-		stored[bh] = true // a retry on a newer tip reuses them
-	}
-	return h, subject, nil
+	return h, staging, subject, nil
 }
 
 // putCoverage brings the coverage file to the batch's coverage (removing it when the batch
 // carries none) and reports whether that changed the tree.
-func putCoverage(ed *treeEditor, staging *memory.Storage, ch *change, stored map[plumbing.Hash]bool) (bool, error) {
+func putCoverage(ed *treeEditor, staging *memory.Storage, ch *change) (bool, error) {
 	if ch.coverage == nil {
 		_, ok, err := ed.Get(ch.coveragePath)
 		if err != nil || !ok {
@@ -334,60 +409,10 @@ func putCoverage(ed *treeEditor, staging *memory.Storage, ch *change, stored map
 		return true, ed.Delete(ch.coveragePath)
 	}
 	changed, err := ed.Put(ch.coveragePath, ch.coverageBlob)
-	if err != nil || !changed || stored[ch.coverageBlob] {
+	if err != nil || !changed {
 		return changed, err
 	}
-	return true, stageBlob(staging, *ch.coverage)
-}
-
-// stageBlob stores f's bytes as a blob in the staging storage.
-func stageBlob(staging *memory.Storage, f snapshot.File) error {
-	obj := staging.NewEncodedObject()
-	obj.SetType(plumbing.BlobObject)
-	w, err := obj.Writer()
-	if err != nil {
-		return fmt.Errorf("storing %s: %w", f.Path, err)
-	}
-	if _, err := w.Write(f.Data); err != nil {
-		return fmt.Errorf("storing %s: %w", f.Path, err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("storing %s: %w", f.Path, err)
-	}
-	if _, err := staging.SetEncodedObject(obj); err != nil {
-		return fmt.Errorf("storing %s: %w", f.Path, err)
-	}
-	return nil
-}
-
-// storePack moves the staged objects into the mirror as one packfile (loose objects when the
-// storage cannot take packs).
-func storePack(store storer.EncodedObjectStorer, staging *memory.Storage) error {
-	hashes := make([]plumbing.Hash, 0, len(staging.Objects))
-	for h := range staging.Objects {
-		hashes = append(hashes, h)
-	}
-	pw, ok := store.(storer.PackfileWriter)
-	if !ok {
-		for _, o := range staging.Objects {
-			if _, err := store.SetEncodedObject(o); err != nil {
-				return fmt.Errorf("storing objects: %w", err)
-			}
-		}
-		return nil
-	}
-	w, err := pw.PackfileWriter()
-	if err != nil {
-		return fmt.Errorf("opening a pack in the git cache: %w", err)
-	}
-	if _, err := packfile.NewEncoder(w, staging, false).Encode(hashes, 0); err != nil {
-		_ = w.Close()
-		return fmt.Errorf("packing %d objects: %w", len(hashes), err)
-	}
-	if err := w.Close(); err != nil {
-		return fmt.Errorf("storing a pack in the git cache: %w", err)
-	}
-	return nil
+	return true, stageBlob(staging, ch.coverageBlob, ch.coverage.Data)
 }
 
 // Probe lists the remote's branches with the sink's credentials: unreachable remotes are
