@@ -62,14 +62,12 @@ func (s *Sink) Confirm(ctx context.Context, c sink.Confirmation) error {
 		}
 		return classify(fmt.Errorf("bigquery sink %s: confirming %s/%s: %w", s.dest, c.Cluster, c.Inventory, err))
 	}
-	job, err := q.Run(ctx)
-	if err != nil {
-		return fail(err)
-	}
-	status, err := job.Wait(ctx)
-	if err == nil {
-		err = status.Err()
-	}
+	var status *bq.JobStatus
+	err = s.mutate(ctx, "confirming", func(ctx context.Context) error {
+		var err error
+		status, err = runJob(ctx, q)
+		return err
+	})
 	if err != nil {
 		return fail(err)
 	}

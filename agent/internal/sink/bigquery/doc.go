@@ -11,6 +11,11 @@
 // inventory costs one query of the state table and no write; a periodic resync of one reads
 // its rows back too (drift.go) and reconciles only when they drifted.
 //
+// A fleet shares the tables, and BigQuery runs one transaction that changes a table at a time,
+// cancelling the others (conflict.go): staging runs in parallel, the transactions take turns.
+// A sink runs its own mutating jobs one at a time, and one that lost to another agent's runs
+// again after a jittered wait within the call's deadline; such conflicts are transient.
+//
 // The transaction avoids MERGE, UPDATE with joins and correlated subqueries in DML, which the
 // BigQuery emulator the tests run against cannot execute (see script in write.go).
 //

@@ -70,7 +70,8 @@ type recorder struct {
 	fail    map[string]int // kind → injected failures left
 	status  int
 	reason  string
-	rejectN bool // answer everything 401, as for revoked credentials
+	message string // the injected error's message; "injected <reason>" when empty
+	rejectN bool   // answer everything 401, as for revoked credentials
 }
 
 func newRecorder() *recorder { return &recorder{calls: map[string]int{}, fail: map[string]int{}} }
@@ -127,30 +128,42 @@ func (rec *recorder) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	rec.mu.Lock()
 	rec.calls[k]++
-	status, reason := 0, ""
+	status, reason, message := 0, "", ""
 	switch {
 	case rec.rejectN:
 		status, reason = http.StatusUnauthorized, "unauthorized"
 	case rec.fail[k] > 0:
 		rec.fail[k]--
-		status, reason = rec.status, rec.reason
+		status, reason, message = rec.status, rec.reason, rec.message
 	}
 	rec.mu.Unlock()
 	if status != 0 {
-		// The documented error body, which googleapi.CheckResponse parses.
-		body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": status, "message": "injected " + reason,
-			"errors": []map[string]any{{"reason": reason, "message": "injected " + reason, "domain": "global"}}}})
-		return &http.Response{StatusCode: status, Status: http.StatusText(status), Request: r, ProtoMajor: 1, ProtoMinor: 1,
-			Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body))}, nil
+		if message == "" {
+			message = "injected " + reason
+		}
+		return errorResponse(r, status, reason, message), nil
 	}
 	return rec.base.RoundTrip(r)
 }
 
+// errorResponse is the service's documented error body, which googleapi.CheckResponse parses.
+func errorResponse(r *http.Request, status int, reason, message string) *http.Response {
+	body, _ := json.Marshal(map[string]any{"error": map[string]any{"code": status, "message": message,
+		"errors": []map[string]any{{"reason": reason, "message": message, "domain": "global"}}}})
+	return &http.Response{StatusCode: status, Status: http.StatusText(status), Request: r, ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(body))}
+}
+
 // Fail makes the next n requests of kind fail with status and reason.
 func (rec *recorder) Fail(kind string, n, status int, reason string) {
+	rec.FailWith(kind, n, status, reason, "")
+}
+
+// FailWith makes the next n requests of kind fail with status, reason and message.
+func (rec *recorder) FailWith(kind string, n, status int, reason, message string) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.fail[kind], rec.status, rec.reason = n, status, reason
+	rec.fail[kind], rec.status, rec.reason, rec.message = n, status, reason, message
 }
 
 // RejectAuth answers every request with 401 while on.

@@ -168,7 +168,7 @@ func (s *Sink) Purge(ctx context.Context, cluster, inventory string, cutoff time
 	if guard {
 		q.Parameters = append(q.Parameters, bq.QueryParameter{Name: "cutoff", Value: cutoff.UTC().Truncate(time.Microsecond)})
 	}
-	if _, err := q.Read(ctx); err != nil {
+	if err := s.mutate(ctx, "purging", readQuery(q)); err != nil {
 		return nil, classify(fmt.Errorf("bigquery sink %s: purging cluster %s: %w", s.dest, cluster, err))
 	}
 	if !guard {

@@ -103,7 +103,11 @@ func (s *Sink) provision(ctx context.Context) error {
 		}
 		if err := ds.Create(ctx, &bq.DatasetMetadata{Location: s.cfg.location,
 			Description: "Kollect inventory rows"}); err != nil && !isStatus(err, http.StatusConflict) {
-			return fmt.Errorf("creating dataset %s: %w", s.cfg.dataset, err)
+			// Another agent may have created it meanwhile: BigQuery then answers 409, the
+			// emulator 500 ("already created"). Either way the dataset is there to use.
+			if _, merr := ds.Metadata(ctx); merr != nil {
+				return fmt.Errorf("creating dataset %s: %w", s.cfg.dataset, err)
+			}
 		}
 	}
 	// The view reads the state's later columns: it is created only over a state table that

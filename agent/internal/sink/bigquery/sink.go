@@ -28,6 +28,10 @@ type Sink struct {
 
 	mu          sync.Mutex
 	provisioned bool
+
+	// turns runs the sink's mutating jobs one at a time and retries those that lost to
+	// another agent's (conflict.go).
+	turns *turns
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -71,7 +75,7 @@ func open(ctx context.Context, spec *v1alpha1.BigQuerySinkConfig, env sink.Env, 
 		return nil, sink.Terminalf("bigquery sink %s/%s: %w", env.Namespace, env.Name, err)
 	}
 	client.Location = cfg.location
-	return &Sink{env: env, cfg: cfg, client: client,
+	return &Sink{env: env, cfg: cfg, client: client, turns: newTurns(),
 		dest: fmt.Sprintf("bigquery://%s/%s.%s", cfg.project, cfg.dataset, cfg.table)}, nil
 }
 
@@ -194,11 +198,15 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 }
 
 // classify marks errors retrying cannot fix as terminal: invalid credentials or requests,
-// missing permissions. Rate limits, quota, conflicts (concurrent transactions), server errors
-// and network errors stay transient.
+// missing permissions. Rate limits, quota, conflicts with other agents' writes (conflict.go),
+// server errors and network errors stay transient.
 func classify(err error) error {
 	if err == nil || sink.ClassOf(err) == sink.Terminal {
 		return err
+	}
+	if isConflict(err) {
+		// A 400 like an invalid query's, but the next attempt may well win.
+		return sink.TransientError(err)
 	}
 	var g *googleapi.Error
 	if errors.As(err, &g) {

@@ -161,7 +161,7 @@ func (s *Sink) export(ctx context.Context, b *sink.Batch) (outcome, err error) {
 		{Name: "now", Value: time.Now().UTC().Truncate(time.Microsecond)},
 	}
 	q.Parameters = append(q.Parameters, covParams...)
-	if _, err := q.Read(ctx); err != nil {
+	if err := s.mutate(ctx, "applying the staged rows", readQuery(q)); err != nil {
 		return nil, fmt.Errorf("applying the staged rows: %w", err)
 	}
 	return outcome, nil
@@ -191,10 +191,31 @@ func (s *Sink) exportCoverage(ctx context.Context, env *export.Envelope, covSQL 
 		"WHERE cluster = @cluster AND inventory = @inventory AND checksum = @checksum;\n" +
 		"COMMIT TRANSACTION;")
 	q.Parameters = append(params, covParams...)
-	if _, err := q.Read(ctx); err != nil {
+	if err := s.mutate(ctx, "writing the coverage", readQuery(q)); err != nil {
 		return fmt.Errorf("writing the coverage: %w", err)
 	}
 	return nil
+}
+
+// readQuery runs q to its end, as a mutating job for Sink.mutate.
+func readQuery(q *bq.Query) func(context.Context) error {
+	return func(ctx context.Context) error {
+		_, err := q.Read(ctx)
+		return err
+	}
+}
+
+// runJob runs q as a job and waits for it; status is the finished job's.
+func runJob(ctx context.Context, q *bq.Query) (*bq.JobStatus, error) {
+	job, err := q.Run(ctx)
+	if err != nil {
+		return nil, err
+	}
+	status, err := job.Wait(ctx)
+	if err == nil {
+		err = status.Err()
+	}
+	return status, err
 }
 
 // script is the transaction that applies a staged export: the new version of changed rows
@@ -208,6 +229,10 @@ func (s *Sink) exportCoverage(ctx context.Context, env *export.Envelope, covSQL 
 // run alike. Rows are matched on target || '/' || uid, which is unambiguous because a
 // Kubernetes UID never holds a '/'. CAST of the parameters is a no-op on BigQuery, where
 // they are typed; the emulator needs it to type parameters in a SELECT list.
+//
+// It is idempotent, which retrying it after a conflict (conflict.go) or an ambiguous failure
+// relies on: run again with the same parameters after it committed, steps 1 and 2 find every
+// row equal or present, step 3 nothing older than @now, and the state its checksum.
 func (s *Sink) script(stage string, full bool, coverage string, complete bool) string {
 	rows := s.ref(s.cfg.table)
 	scope := "cluster = @cluster AND inventory = @inventory"

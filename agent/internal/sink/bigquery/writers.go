@@ -44,14 +44,10 @@ func (s *Sink) markContender(ctx context.Context, cluster, inventory string, who
 	q.Parameters = []bq.QueryParameter{{Name: "cluster", Value: cluster}, {Name: "inventory", Value: inventory},
 		{Name: "contender_version", Value: who.Version}, {Name: "contender_instance", Value: who.Instance},
 		{Name: "contended_at", Value: at.UTC().Truncate(time.Microsecond)}}
-	job, err := q.Run(ctx)
-	if err != nil {
-		return fmt.Errorf("recording the refused writer in the state: %w", err)
-	}
-	status, err := job.Wait(ctx)
-	if err == nil {
-		err = status.Err()
-	}
+	err := s.mutate(ctx, "recording the refused writer", func(ctx context.Context) error {
+		_, err := runJob(ctx, q)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("recording the refused writer in the state: %w", err)
 	}

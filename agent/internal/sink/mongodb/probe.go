@@ -43,16 +43,25 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 		p.Statements = append(p.Statements, fmt.Sprintf("db.getSiblingDB(%q).%s.createIndex(%s, {name: %q%s})",
 			db, s.rows.Name(), keys, ix.name, unique))
 	}
+	for _, name := range legacyIndexes {
+		p.Statements = append(p.Statements, fmt.Sprintf("db.getSiblingDB(%q).%s.dropIndex(%q)  // only where an earlier version made it",
+			db, s.rows.Name(), name))
+	}
 	id := stateID(cluster, inventory)
+	scope := fmt.Sprintf("cluster: %q, inventory: %q", cluster, inventory)
 	p.Statements = append(p.Statements,
 		fmt.Sprintf("db.%s.findOne({_id: %q})", s.state.Name(), id),
-		fmt.Sprintf("db.%s.find({cluster: %q, inventory: %q})", s.coverage.Name(), cluster, inventory),
+		fmt.Sprintf("db.%s.find({%s})", s.coverage.Name(), scope),
 		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {pending: <checksum>}}, {upsert: true})", s.state.Name(), id),
-		fmt.Sprintf("db.%s.bulkWrite([updateOne({_id: \"%s/<target>/<uid>\"}, {$set: …, $setOnInsert: {first_seen}}, {upsert: true}), deleteMany({_id: {$in: [removed keys]}, cluster: %q, inventory: %q}), …], {ordered: false})",
-			s.rows.Name(), id, cluster, inventory),
-		fmt.Sprintf("db.%s.bulkWrite([replaceOne({_id: \"%s/<target>\"}, {…, state, rows, extraction_errors, reason, updated_at}, {upsert: true}), deleteMany({_id: {$in: [targets no longer covered]}, cluster: %q, inventory: %q})], {ordered: false})  // only when the coverage changed",
-			s.coverage.Name(), id, cluster, inventory),
-		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {checksum, item_count, exported_at}, $unset: {pending: \"\"}})", s.state.Name(), id),
+		fmt.Sprintf("db.%s.find({%s, gen_end: {$exists: false}, uid: {$in: [the diff's uids]}}, {_id: 1, target: 1, uid: 1, digest: 1, first_seen: 1})  // the whole inventory on a full reconcile",
+			s.rows.Name(), scope),
+		fmt.Sprintf("db.%s.bulkWrite([insertOne({_id: \"%s/<target>/<uid>@<generation>\", …, gen: <generation>, first_seen, updated_at}), …, updateMany({_id: {$in: [ended versions]}, %s}, {$set: {gen_end: <generation>}})], {ordered: false})",
+			s.rows.Name(), id, scope),
+		fmt.Sprintf("db.%s.bulkWrite([replaceOne({_id: \"%s/<target>\"}, {…, state, rows, extraction_errors, reason, updated_at}, {upsert: true}), deleteMany({_id: {$in: [targets no longer covered]}, %s})], {ordered: false})  // only when the coverage changed",
+			s.coverage.Name(), id, scope),
+		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$set: {generation: <generation>, checksum, item_count, exported_at, dirty: true}, $unset: {pending: \"\"}})  // the switch", s.state.Name(), id),
+		fmt.Sprintf("db.%s.deleteMany({%s, gen_end: {$lte: <generation>}})", s.rows.Name(), scope),
+		fmt.Sprintf("db.%s.updateOne({_id: %q}, {$unset: {dirty: \"\"}})", s.state.Name(), id),
 	)
 	var st stateDoc
 	switch err := s.state.FindOne(ctx, bson.D{{Key: "_id", Value: id}}).Decode(&st); {
@@ -61,7 +70,7 @@ func (s *Sink) Preview(ctx context.Context, cluster, inventory string) (sink.Pre
 	case err != nil:
 		p.Message = fmt.Sprintf("database unreachable (%v): showing every command", err)
 	case st.Pending != "":
-		p.Message = fmt.Sprintf("an export of %s/%s was interrupted: the next export is a full reconcile", cluster, inventory)
+		p.Message = fmt.Sprintf("an export of %s/%s was interrupted: the next export removes what it wrote first", cluster, inventory)
 	default:
 		p.Message = fmt.Sprintf("%s/%s holds %d rows at checksum %s: the next export applies a diff or nothing",
 			cluster, inventory, st.ItemCount, export.ShortChecksum(st.Checksum))

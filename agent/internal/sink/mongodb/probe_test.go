@@ -71,8 +71,9 @@ func TestPreview(t *testing.T) {
 		t.Fatal(err)
 	}
 	joined := strings.Join(p.Statements, "\n")
-	for _, want := range []string{`createIndex({"cluster":1,"inventory":1,"target":1,"uid":1}, {name: "kollect_identity", unique: true})`,
-		`deleteMany({_id: {$in: [removed keys]}, cluster: "east", inventory: "apps"})`, `$unset: {pending: ""}`} {
+	for _, want := range []string{`createIndex({"cluster":1,"inventory":1,"target":1,"uid":1,"gen":1}, {name: "kollect_identity_gen", unique: true})`,
+		`updateMany({_id: {$in: [ended versions]}, cluster: "east", inventory: "apps"}, {$set: {gen_end: <generation>}})`,
+		`$unset: {pending: ""}`, `deleteMany({cluster: "east", inventory: "apps", gen_end: {$lte: <generation>}})`} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("preview lacks %s:\n%s", want, joined)
 		}

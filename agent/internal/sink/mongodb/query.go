@@ -37,9 +37,61 @@ func filterDoc(f sink.RowFilter) bson.D {
 	return d
 }
 
-// Query reads rows of coll matching f, ordered by cluster, kind, namespace and name. It is
-// what `kollect query` runs against a MongoDB sink.
+// queryRounds bounds how often Query reads again because an export switched generation
+// while it read.
+const queryRounds = 5
+
+// Query reads the rows of coll matching f that complete exports hold, ordered by cluster,
+// kind, namespace and name: the documents of the generation each (cluster, inventory)
+// committed, as the state collection <coll>_state says (generation.go). It reads the
+// generations, then the rows, then the generations again, and reads again if one moved
+// meanwhile: the versions a switch ends are deleted right after it. It is what
+// `kollect query` runs against a MongoDB sink.
 func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sink.StoredRow, error) {
+	state := coll.Database().Collection(coll.Name() + "_state")
+	gens, err := Generations(ctx, state, f.Cluster, f.Inventory)
+	if err != nil {
+		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
+	}
+	for range queryRounds {
+		rows, err := queryAt(ctx, coll, f, gens)
+		if err != nil {
+			return nil, err
+		}
+		after, err := Generations(ctx, state, f.Cluster, f.Inventory)
+		if err != nil {
+			return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
+		}
+		if sameGenerations(gens, after) {
+			return rows, nil
+		}
+		gens = after
+	}
+	return nil, fmt.Errorf("querying %s: exports switched generation during each of %d reads; try again", coll.Name(), queryRounds)
+}
+
+// sameGenerations reports whether a and b name the same generation of the same inventories.
+func sameGenerations(a, b []Generation) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := make(map[string]int64, len(a))
+	for _, g := range a {
+		seen[g.Cluster+"/"+g.Inventory] = g.Generation
+	}
+	for _, g := range b {
+		if gen, ok := seen[g.Cluster+"/"+g.Inventory]; !ok || gen != g.Generation {
+			return false
+		}
+	}
+	return true
+}
+
+// queryAt reads the rows of coll matching f that the generations gens show.
+func queryAt(ctx context.Context, coll *mongo.Collection, f sink.RowFilter, gens []Generation) ([]sink.StoredRow, error) {
+	if len(gens) == 0 {
+		return nil, nil
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 1000
@@ -47,7 +99,7 @@ func Query(ctx context.Context, coll *mongo.Collection, f sink.RowFilter) ([]sin
 	opts := options.Find().SetLimit(int64(limit)).SetSort(bson.D{
 		{Key: "cluster", Value: 1}, {Key: "kind", Value: 1}, {Key: "namespace", Value: 1}, {Key: "name", Value: 1},
 		{Key: "inventory", Value: 1}, {Key: "target", Value: 1}, {Key: "uid", Value: 1}})
-	cur, err := coll.Find(ctx, filterDoc(f), opts)
+	cur, err := coll.Find(ctx, append(filterDoc(f), CompleteFilter(gens)...), opts)
 	if err != nil {
 		return nil, fmt.Errorf("querying %s: %w", coll.Name(), err)
 	}

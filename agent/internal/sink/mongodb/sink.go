@@ -89,12 +89,18 @@ type indexSpec struct {
 	unique bool
 }
 
-// indexes are the identity (unique, including the cluster) and the one the fleet questions
-// filter by.
+// indexes are the identity of a row's version (unique, including the cluster and the
+// generation that wrote it: generation.go) and the one the fleet questions filter by.
 var indexes = []indexSpec{
-	{"kollect_identity", bson.D{{Key: "cluster", Value: 1}, {Key: "inventory", Value: 1}, {Key: "target", Value: 1}, {Key: "uid", Value: 1}}, true},
+	{"kollect_identity_gen", bson.D{{Key: "cluster", Value: 1}, {Key: "inventory", Value: 1}, {Key: "target", Value: 1}, {Key: "uid", Value: 1},
+		{Key: "gen", Value: 1}}, true},
 	{"kollect_kind", bson.D{{Key: "kind", Value: 1}, {Key: "cluster", Value: 1}, {Key: "namespace", Value: 1}, {Key: "name", Value: 1}}, false},
 }
+
+// legacyIndexes are indexes of earlier versions that generations cannot live with:
+// kollect_identity, unique on the identity alone, refuses a row's second version. They are
+// dropped once their replacement exists.
+var legacyIndexes = []string{"kollect_identity"}
 
 func indexModels() []mongo.IndexModel {
 	out := make([]mongo.IndexModel, len(indexes))
@@ -118,45 +124,69 @@ func (s *Sink) ensureIndexes(ctx context.Context) error {
 	if s.indexed {
 		return nil
 	}
-	missing, err := s.missingIndexes(ctx)
+	missing, legacy, err := s.indexChanges(ctx)
 	if err != nil {
 		return classify(fmt.Errorf("mongodb sink %s: listing indexes: %w", s.dest, err))
 	}
 	if len(missing) > 0 {
 		if _, err := s.rows.Indexes().CreateMany(ctx, missing); err != nil {
-			return classify(fmt.Errorf("mongodb sink %s: creating indexes: %w", s.dest, err))
+			// Another agent may have created them meanwhile: MongoDB takes that in its stride,
+			// FerretDB v1 panics and drops the connection. Either way they exist now.
+			if still, _, lerr := s.indexChanges(ctx); lerr != nil || len(still) > 0 {
+				return classify(fmt.Errorf("mongodb sink %s: creating indexes: %w", s.dest, err))
+			}
 		}
+	}
+	for _, name := range legacy {
+		// An agent of an earlier version may create it again when it starts (a rolling
+		// upgrade); the export it then refuses resets s.indexed, and this drops it again.
+		if err := s.rows.Indexes().DropOne(ctx, name); err != nil && !isNamespaceNotFound(err) {
+			return classify(fmt.Errorf("mongodb sink %s: dropping index %s of an earlier version: %w", s.dest, name, err))
+		}
+		s.env.Log.Info("dropped an index of an earlier version that refuses a row's second version", "index", name)
 	}
 	s.indexed = true
 	return nil
 }
 
-// missingIndexes lists the index models the collection lacks (all of them when it does not
-// exist yet).
-func (s *Sink) missingIndexes(ctx context.Context) ([]mongo.IndexModel, error) {
+// indexChanges lists the index models the collection lacks (all of them when it does not
+// exist yet) and the legacy indexes it has.
+func (s *Sink) indexChanges(ctx context.Context) ([]mongo.IndexModel, []string, error) {
 	specs, err := s.rows.Indexes().ListSpecifications(ctx)
-	var cmdErr mongo.CommandError
-	if errors.As(err, &cmdErr) && cmdErr.Code == 26 { // NamespaceNotFound: no collection yet
+	if isNamespaceNotFound(err) { // no collection yet
 		specs, err = nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	have := map[string]bool{}
 	for _, sp := range specs {
 		have[sp.Name] = true
 	}
-	var out []mongo.IndexModel
+	var missing []mongo.IndexModel
 	for i, m := range indexModels() {
 		if !have[indexes[i].name] {
-			out = append(out, m)
+			missing = append(missing, m)
 		}
 	}
-	return out, nil
+	var legacy []string
+	for _, name := range legacyIndexes {
+		if have[name] {
+			legacy = append(legacy, name)
+		}
+	}
+	return missing, legacy, nil
 }
 
-// Export writes the batch; see the package documentation for the write order that makes an
-// interrupted export converge.
+// isNamespaceNotFound reports a command on a collection that does not exist (code 26) or an
+// index that does not (27, IndexNotFound: dropped meanwhile by another agent).
+func isNamespaceNotFound(err error) bool {
+	var cmdErr mongo.CommandError
+	return errors.As(err, &cmdErr) && (cmdErr.Code == 26 || cmdErr.Code == 27)
+}
+
+// Export writes the batch; see the package documentation for the write order that readers
+// see all or nothing of.
 func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	if err := checkBatch(s.env.Cluster, b); err != nil {
 		return err
@@ -166,6 +196,13 @@ func (s *Sink) Export(ctx context.Context, b *sink.Batch) error {
 	}
 	w := &writer{rows: s.rows, state: s.state, coverage: s.coverage, cluster: b.Envelope.Cluster, inventory: b.Envelope.Inventory, log: s.env.Log}
 	if err := w.export(ctx, b); err != nil {
+		if onlyDuplicateKeys(err) {
+			// A version's _id names its generation, so only an index of an earlier version
+			// can refuse it: check the indexes again before the retry.
+			s.mu.Lock()
+			s.indexed = false
+			s.mu.Unlock()
+		}
 		return classify(fmt.Errorf("mongodb sink %s: exporting %s/%s: %w", s.dest, b.Envelope.Cluster, b.Envelope.Inventory, err))
 	}
 	if w.outcome != nil {

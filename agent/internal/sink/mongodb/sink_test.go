@@ -67,7 +67,7 @@ func TestTwoClustersShareOneDatabase(t *testing.T) {
 	}
 	var found bool
 	for _, s := range specs {
-		if s.Name == "kollect_identity" && s.Unique != nil && *s.Unique && strings.Contains(string(s.KeysDocument), "cluster") {
+		if s.Name == "kollect_identity_gen" && s.Unique != nil && *s.Unique && strings.Contains(string(s.KeysDocument), "cluster") {
 			found = true
 		}
 	}
@@ -153,8 +153,8 @@ func TestMismatchedStateTriggersFullReconcile(t *testing.T) {
 		{Key: "attributes", Value: bson.D{}}}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := coll.DeleteOne(ctx, bson.D{{Key: "_id", Value: "east/apps/deployments/east-uid-00001"}}); err != nil {
-		t.Fatal(err)
+	if res, err := coll.DeleteOne(ctx, bson.D{{Key: "cluster", Value: "east"}, {Key: "uid", Value: "east-uid-00001"}}); err != nil || res.DeletedCount != 1 {
+		t.Fatalf("deleting a row behind the sink's back: %v, %v", res, err)
 	}
 	if _, err := state.UpdateOne(ctx, bson.D{{Key: "_id", Value: "east/apps"}}, bson.D{{Key: "$set", Value: bson.D{{Key: "checksum", Value: "sha256:drifted"}}}}); err != nil {
 		t.Fatal(err)

@@ -31,8 +31,14 @@ type writer struct {
 type stateDoc struct {
 	Checksum  string `bson:"checksum"`
 	ItemCount int64  `bson:"item_count"`
-	// Pending is the checksum of an export that started writing rows and has not finished.
-	Pending    string        `bson:"pending,omitempty"`
+	// Generation is the committed generation: the export readers see (generation.go); 0 in
+	// states written before generations and until the first export commits.
+	Generation int64 `bson:"generation,omitempty"`
+	// Pending is the checksum of an export that started writing rows and has not switched the
+	// generation: its versions are rolled back by the next export.
+	Pending string `bson:"pending,omitempty"`
+	// Dirty says that versions the committed generation ended may be left to delete.
+	Dirty      bool          `bson:"dirty,omitempty"`
 	ExportedAt bson.DateTime `bson:"exported_at"`
 	// ConfirmedAt is when the agent last confirmed Checksum is still the cluster's current
 	// snapshot (an export confirms too); absent in states written before confirmations.
@@ -57,9 +63,11 @@ const (
 	modeFull
 )
 
+// decide picks the export's path from a state whose interrupted export, if any, was rolled
+// back: the rows are then exactly the state's checksum.
 func decide(st *stateDoc, b *sink.Batch) mode {
 	switch {
-	case st == nil || st.Pending != "" || b.Resync:
+	case st == nil || b.Resync:
 		return modeFull
 	case st.Checksum == b.Envelope.Checksum:
 		return modeUnchanged
@@ -71,7 +79,6 @@ func decide(st *stateDoc, b *sink.Batch) mode {
 }
 
 func (w *writer) export(ctx context.Context, b *sink.Batch) error {
-	id := stateID(w.cluster, w.inventory)
 	st, err := w.readState(ctx)
 	if err != nil {
 		return err
@@ -87,90 +94,159 @@ func (w *writer) export(ctx context.Context, b *sink.Batch) error {
 	}
 	takeover := w.takeover(check, st)
 	w.outcome = check.Contention()
+	// A pending mark without a generation may be an interrupted export of an earlier version,
+	// which wrote rows in place: no rollback restores them, a full reconcile does.
+	unrestorable := st != nil && st.Pending != "" && st.Generation == 0
+	if err := w.tidy(ctx, st); err != nil {
+		return err
+	}
 	storedCov, err := w.readCoverage(ctx)
 	if err != nil {
 		return err
 	}
 	cov := batchCoverage(&b.Envelope)
-	covChanged := !slices.Equal(storedCov, cov)
 	now := bson.NewDateTimeFromTime(time.Now())
 	m := decide(st, b)
 	if m == modeUnchanged {
-		if !covChanged {
-			if takeover {
-				// The same rows (two empty inventories), another writer: the state says so.
-				return w.touchState(ctx, &b.Envelope, export.Complete(cov))
-			}
-			return nil
-		}
-		// Only the coverage changed (a target turned forbidden, its rows kept): no row is
-		// written. Coverage documents are idempotent, so no pending mark is needed either.
-		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
-			return err
-		}
-		return w.touchState(ctx, &b.Envelope, export.Complete(cov))
+		return w.unchanged(ctx, &b.Envelope, storedCov, cov, takeover, now)
 	}
-	var models []mongo.WriteModel
+	if unrestorable {
+		m = modeFull
+	}
+	gen, err := w.nextGeneration(ctx, st)
+	if err != nil {
+		return err
+	}
+	var p *plan
 	if m == modeDiff {
-		models, err = w.diffModels(b, now)
+		p, err = w.diffPlan(ctx, b, gen, now)
 	} else {
-		models, err = w.reconcileModels(ctx, b.Envelope.Rows, now)
+		p, err = w.fullPlan(ctx, b.Envelope.Rows, gen, now)
 	}
 	if err != nil {
 		return err
 	}
-	if len(models) == 0 && st != nil && st.Pending == "" && st.Checksum == b.Envelope.Checksum {
+	if p.empty() && st != nil && st.Checksum == b.Envelope.Checksum {
 		// A resync that found no row to repair.
-		if !covChanged {
-			return nil
-		}
-		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
+		return w.unchanged(ctx, &b.Envelope, storedCov, cov, takeover, now)
+	}
+	return w.write(ctx, b, p, gen, at, storedCov, cov, now)
+}
+
+// generation is the state's committed generation, 0 without a state.
+func (st *stateDoc) generation() int64 {
+	if st == nil {
+		return 0
+	}
+	return st.Generation
+}
+
+// nextGeneration is the generation this export writes: the committed one's successor, and,
+// while none is committed, one above every version of the inventory: a state that was lost
+// or deleted (an operator, an interrupted purge) may have left versions whose _ids the new
+// ones must not take.
+func (w *writer) nextGeneration(ctx context.Context, st *stateDoc) (int64, error) {
+	if g := st.generation(); g > 0 {
+		return g + 1, nil
+	}
+	var d struct {
+		Gen int64 `bson:"gen"`
+	}
+	err := w.rows.FindOne(ctx, w.scoped(bson.E{Key: "gen", Value: bson.D{{Key: "$exists", Value: true}}}),
+		options.FindOne().SetSort(bson.D{{Key: "gen", Value: -1}}).SetProjection(bson.D{{Key: "gen", Value: 1}})).Decode(&d)
+	switch {
+	case errors.Is(err, mongo.ErrNoDocuments):
+		return 1, nil
+	case err != nil:
+		return 0, fmt.Errorf("reading the highest generation: %w", err)
+	}
+	return d.Gen + 1, nil
+}
+
+// tidy undoes an interrupted export (a pending mark) and deletes versions a committed export
+// ended but could not delete, before anything else is read or written; st is updated.
+func (w *writer) tidy(ctx context.Context, st *stateDoc) error {
+	if st == nil {
+		return nil
+	}
+	if st.Pending != "" {
+		if err := w.rollback(ctx, st.Generation); err != nil {
 			return err
 		}
-		return w.touchState(ctx, &b.Envelope, export.Complete(cov))
+		st.Pending = ""
 	}
-	// 1. Mark the export pending before touching rows.
+	if st.Dirty {
+		if err := w.cleanup(ctx, st.Generation); err != nil {
+			return err
+		}
+		st.Dirty = false
+	}
+	return nil
+}
+
+// unchanged finishes an export whose rows the state holds: nothing, or only the coverage that
+// changed (a target turned forbidden, its rows kept) and the state's writer. Coverage
+// documents are idempotent, so no pending mark is needed either.
+func (w *writer) unchanged(ctx context.Context, env *export.Envelope, storedCov, cov []export.Coverage, takeover bool, now bson.DateTime) error {
+	if slices.Equal(storedCov, cov) {
+		if takeover {
+			// The same rows (two empty inventories), another writer: the state says so.
+			return w.touchState(ctx, env, export.Complete(cov))
+		}
+		return nil
+	}
+	if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
+		return err
+	}
+	return w.touchState(ctx, env, export.Complete(cov))
+}
+
+// write applies a plan as generation gen: pending mark, new versions, ended versions,
+// coverage, the switch of the state's generation, and the deletion of the ended versions.
+// Until the switch, readers of the committed generation see none of it.
+func (w *writer) write(ctx context.Context, b *sink.Batch, p *plan, gen int64, at time.Time, storedCov, cov []export.Coverage, now bson.DateTime) error {
+	id := stateID(w.cluster, w.inventory)
+	// 1. Mark the export pending before touching rows: an interruption is rolled back.
 	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}},
 		bson.D{{Key: "$set", Value: bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory},
 			{Key: "pending", Value: b.Envelope.Checksum}}}},
 		options.UpdateOne().SetUpsert(true)); err != nil {
 		return fmt.Errorf("marking the export pending: %w", err)
 	}
-	// 2. Rows.
-	if err := w.bulk(ctx, models); err != nil {
-		if m != modeDiff || !onlyDuplicateKeys(err) {
-			return err
-		}
-		// The diff's idea of the stored rows was wrong (an added key existed): the unordered
-		// bulk applied everything else, and a full reconcile repairs the rest.
-		if models, err = w.reconcileModels(ctx, b.Envelope.Rows, now); err != nil {
-			return err
-		}
-		if err := w.bulk(ctx, models); err != nil {
-			return err
-		}
+	// 2. New versions, then the end of the old ones: neither shows in the committed generation.
+	if err := w.bulk(ctx, p.inserts); err != nil {
+		return err
 	}
-	// 3. The coverage, beside the rows: an interruption before step 4 leaves the pending mark,
-	// and the next export compares the coverage again.
-	if covChanged {
+	if err := w.bulk(ctx, w.endModels(p.ended, gen)); err != nil {
+		return err
+	}
+	// 3. The coverage, beside the rows (not part of the generation).
+	if !slices.Equal(storedCov, cov) {
 		if err := w.saveCoverage(ctx, storedCov, cov, now); err != nil {
 			return err
 		}
 	}
-	// 4. The new state, last.
-	set := bson.D{{Key: "checksum", Value: b.Envelope.Checksum},
+	// 4. The switch: one update of one document, which readers see whole or not at all.
+	set := bson.D{{Key: "generation", Value: gen}, {Key: "checksum", Value: b.Envelope.Checksum},
 		{Key: "item_count", Value: int64(len(b.Envelope.Rows))}, {Key: "exported_at", Value: bson.NewDateTimeFromTime(at)},
 		{Key: "agent_version", Value: b.Envelope.Writer.Version}, {Key: "agent_instance", Value: b.Envelope.Writer.Instance}}
-	confirm := bson.E{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)}
-	update := bson.D{{Key: "$set", Value: append(set, confirm)}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}
-	if !export.Complete(cov) {
-		// Kept rows of a target the agent cannot see are not confirmed current: confirmed_at
-		// stays as it was (absent from a state never confirmed), as the delivery worker's
-		// confirmation does.
-		update = bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}
+	if export.Complete(cov) {
+		set = append(set, bson.E{Key: "confirmed_at", Value: bson.NewDateTimeFromTime(at)})
 	}
+	// Otherwise kept rows of a target the agent cannot see are not confirmed current:
+	// confirmed_at stays as it was (absent from a state never confirmed), as the delivery
+	// worker's confirmation does.
+	if len(p.ended) > 0 {
+		set = append(set, bson.E{Key: "dirty", Value: true})
+	}
+	update := bson.D{{Key: "$set", Value: set}, {Key: "$unset", Value: bson.D{{Key: "pending", Value: ""}}}}
 	if _, err := w.state.UpdateOne(ctx, bson.D{{Key: "_id", Value: id}}, update); err != nil {
 		return fmt.Errorf("saving state: %w", err)
+	}
+	// 5. The ended versions, which no reader of the new generation sees. A failure leaves the
+	// dirty mark: the next export, even an unchanged one, deletes them first.
+	if len(p.ended) > 0 {
+		return w.cleanup(ctx, gen)
 	}
 	return nil
 }
@@ -246,126 +322,95 @@ func onlyDuplicateKeys(err error) bool {
 	return len(causes) > 0
 }
 
-// upsertModel writes a row by _id, keeping first_seen of an existing document.
-func upsertModel(r *export.Row, now bson.DateTime) (mongo.WriteModel, error) {
+// plan is what an export writes to the rows collection: the new versions of rows, and the
+// current versions they, or deletions, end.
+type plan struct {
+	inserts []mongo.WriteModel
+	ended   []string
+}
+
+func (p *plan) empty() bool { return len(p.inserts) == 0 && len(p.ended) == 0 }
+
+// replace writes r's version of generation gen in place of its current versions old, keeping
+// the first one's first_seen.
+func (p *plan) replace(r *export.Row, old []version, gen int64, now bson.DateTime) error {
+	first := now
+	if len(old) > 0 && old[0].FirstSeen != 0 {
+		first = old[0].FirstSeen
+	}
+	for _, v := range old {
+		p.ended = append(p.ended, v.ID)
+	}
 	fields, err := rowFields(r)
+	if err != nil {
+		return err
+	}
+	doc := append(bson.D{{Key: "_id", Value: versionID(r, gen)}}, fields...)
+	doc = append(doc, bson.E{Key: "gen", Value: gen}, bson.E{Key: "first_seen", Value: first}, bson.E{Key: "updated_at", Value: now})
+	p.inserts = append(p.inserts, mongo.NewInsertOneModel().SetDocument(doc))
+	return nil
+}
+
+// rowKey is a row's identity within its cluster and inventory, as currentVersions keys it.
+func rowKey(r *export.Row) string { return r.Target + "/" + r.UID }
+
+// diffPlan writes a new version of every added and changed row and ends the current versions
+// of those and of deleted rows, whatever they are: the rows outside the diff are the state's
+// checksum's. Inserts never look documents up (on FerretDB an update by _id scans the
+// collection; an insert does not), and one read finds the versions to end.
+func (w *writer) diffPlan(ctx context.Context, b *sink.Batch, gen int64, now bson.DateTime) (*plan, error) {
+	upserts := b.Diff.Upserts()
+	uids := make([]string, 0, len(upserts)+len(b.Diff.Deleted))
+	for _, rows := range [][]export.Row{upserts, b.Diff.Deleted} {
+		for i := range rows {
+			uids = append(uids, rows[i].UID)
+		}
+	}
+	cur, err := w.currentVersions(ctx, uids)
 	if err != nil {
 		return nil, err
 	}
-	fields = append(fields, bson.E{Key: "updated_at", Value: now})
-	return mongo.NewUpdateOneModel().SetFilter(bson.D{{Key: "_id", Value: rowID(r)}}).SetUpsert(true).
-		SetUpdate(bson.D{{Key: "$set", Value: fields}, {Key: "$setOnInsert", Value: bson.D{{Key: "first_seen", Value: now}}}}), nil
-}
-
-// insertModel writes a row known to be new.
-func insertModel(r *export.Row, now bson.DateTime) (mongo.WriteModel, error) {
-	fields, err := rowFields(r)
-	if err != nil {
-		return nil, err
-	}
-	doc := append(bson.D{{Key: "_id", Value: rowID(r)}}, fields...)
-	doc = append(doc, bson.E{Key: "first_seen", Value: now}, bson.E{Key: "updated_at", Value: now})
-	return mongo.NewInsertOneModel().SetDocument(doc), nil
-}
-
-// deleteChunk bounds the _id list of one deleteMany.
-const deleteChunk = 1000
-
-// deleteModels removes rows by _id with one deleteMany per chunk: MongoDB serves an _id $in
-// from the primary key, and FerretDB scans the collection once per delete command instead of
-// once per key (measured: 100 deleteOne take ~6x longer than one deleteMany of 100 on 5k
-// documents). The filter repeats cluster and inventory so that no _id can ever reach another
-// cluster's document.
-func (w *writer) deleteModels(ids []string) []mongo.WriteModel {
-	var out []mongo.WriteModel
-	for start := 0; start < len(ids); start += deleteChunk {
-		chunk := ids[start:min(start+deleteChunk, len(ids))]
-		in := make(bson.A, len(chunk))
-		for i, id := range chunk {
-			in[i] = id
-		}
-		out = append(out, mongo.NewDeleteManyModel().SetFilter(bson.D{
-			{Key: "_id", Value: bson.D{{Key: "$in", Value: in}}},
-			{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory}}))
-	}
-	return out
-}
-
-// diffModels inserts added rows (an upsert of a missing key costs FerretDB a collection scan;
-// a plain insert does not) and upserts changed ones. An added key that exists after all fails
-// with a duplicate key error, which Export answers with a full reconcile.
-func (w *writer) diffModels(b *sink.Batch, now bson.DateTime) ([]mongo.WriteModel, error) {
-	models := make([]mongo.WriteModel, 0, len(b.Diff.Added)+len(b.Diff.Changed)+1)
-	for i := range b.Diff.Added {
-		m, err := insertModel(&b.Diff.Added[i], now)
-		if err != nil {
+	p := &plan{}
+	for i := range upserts {
+		if err := p.replace(&upserts[i], cur[rowKey(&upserts[i])], gen, now); err != nil {
 			return nil, err
 		}
-		models = append(models, m)
 	}
-	for i := range b.Diff.Changed {
-		m, err := upsertModel(&b.Diff.Changed[i], now)
-		if err != nil {
-			return nil, err
-		}
-		models = append(models, m)
-	}
-	ids := make([]string, len(b.Diff.Deleted))
 	for i := range b.Diff.Deleted {
-		ids[i] = rowID(&b.Diff.Deleted[i])
+		for _, v := range cur[rowKey(&b.Diff.Deleted[i])] {
+			p.ended = append(p.ended, v.ID)
+		}
 	}
-	return append(models, w.deleteModels(ids)...), nil
+	return p, nil
 }
 
-// reconcileModels compares the snapshot with the stored _id and digest of this cluster and
-// inventory and returns only the writes that differ: inserts, updates of changed rows and
-// deletes of rows the snapshot no longer holds.
-func (w *writer) reconcileModels(ctx context.Context, rows []export.Row, now bson.DateTime) ([]mongo.WriteModel, error) {
-	cur, err := w.rows.Find(ctx, bson.D{{Key: "cluster", Value: w.cluster}, {Key: "inventory", Value: w.inventory}},
-		options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}, {Key: "digest", Value: 1}}))
+// fullPlan compares the snapshot with the current versions of this cluster and inventory
+// (their _id and digest) and writes only what differs: new versions of new and changed rows,
+// the end of changed, duplicated and removed ones.
+func (w *writer) fullPlan(ctx context.Context, rows []export.Row, gen int64, now bson.DateTime) (*plan, error) {
+	cur, err := w.currentVersions(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("reading stored rows: %w", err)
+		return nil, err
 	}
-	stored := map[string]string{}
-	for cur.Next(ctx) {
-		var d struct {
-			ID     string `bson:"_id"`
-			Digest string `bson:"digest"`
-		}
-		if err := cur.Decode(&d); err != nil {
-			_ = cur.Close(ctx)
-			return nil, fmt.Errorf("reading stored rows: %w", err)
-		}
-		stored[d.ID] = d.Digest
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("reading stored rows: %w", err)
-	}
-	_ = cur.Close(ctx)
-	var models []mongo.WriteModel
+	p := &plan{}
 	for i := range rows {
 		r := &rows[i]
-		id := rowID(r)
-		old, ok := stored[id]
-		delete(stored, id)
-		var m mongo.WriteModel
-		switch {
-		case !ok:
-			m, err = insertModel(r, now)
-		case old != digest(r):
-			m, err = upsertModel(r, now)
-		default:
+		old := cur[rowKey(r)]
+		delete(cur, rowKey(r))
+		if len(old) == 1 && old[0].Digest == digest(r) {
 			continue
 		}
-		if err != nil {
+		if err := p.replace(r, old, gen, now); err != nil {
 			return nil, err
 		}
-		models = append(models, m)
 	}
-	stale := make([]string, 0, len(stored))
-	for id := range stored {
-		stale = append(stale, id)
+	stale := make([]string, 0, len(cur))
+	for _, vs := range cur {
+		for _, v := range vs {
+			stale = append(stale, v.ID)
+		}
 	}
 	slices.Sort(stale)
-	return append(models, w.deleteModels(stale)...), nil
+	p.ended = append(p.ended, stale...)
+	return p, nil
 }
