@@ -332,27 +332,50 @@ func (f *fleet) truth(t *testing.T, ctx context.Context, version int) rowSet {
 }
 
 // waitSynced waits until every cluster's inventory shows every sink holding its checksum,
-// so that no export is in flight when a window opens.
+// so that no export is in flight when a window opens. One list of every namespace's
+// inventories per second: fifty reads four times a second would load the API server the
+// agents share.
 func (f *fleet) waitSynced(t *testing.T, ctx context.Context) {
 	t.Helper()
-	eventuallyT(t, converge, "every inventory synced to every sink", func() (bool, string) {
-		var behind []string
-		for i := 1; i <= fleetSize; i++ {
-			var inv kollectv1.KollectInventory
-			if err := f.cp.Client.Get(ctx, client.ObjectKey{Namespace: fleetName(i), Name: "fleet"}, &inv); err != nil {
-				return false, err.Error()
-			}
-			ok := inv.Status.Checksum != "" && len(inv.Status.Sinks) == len(f.sinks) &&
+	everySecond(t, converge, "every inventory synced to every sink", func() (bool, string) {
+		var list kollectv1.KollectInventoryList
+		if err := f.cp.Client.List(ctx, &list); err != nil {
+			return false, err.Error()
+		}
+		synced := map[string]bool{}
+		for _, inv := range list.Items {
+			ok := inv.Name == "fleet" && inv.Status.Checksum != "" && len(inv.Status.Sinks) == len(f.sinks) &&
 				apimeta.IsStatusConditionTrue(inv.Status.Conditions, kollectv1.ConditionSynced)
 			for _, s := range inv.Status.Sinks {
 				ok = ok && s.Checksum == inv.Status.Checksum && s.LastError == ""
 			}
-			if !ok {
+			synced[inv.Namespace] = ok
+		}
+		var behind []string
+		for i := 1; i <= fleetSize; i++ {
+			if !synced[fleetName(i)] {
 				behind = append(behind, fleetName(i))
 			}
 		}
 		return len(behind) == 0, "not synced: " + strings.Join(behind, ", ")
 	})
+}
+
+// everySecond is eventuallyT polling once a second, for conditions that read fifty agents
+// or inventories.
+func everySecond(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s: %s", what, detail)
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // rollingRestart restarts the fleet's agents fleetWave at a time, as a rolling update of
@@ -391,18 +414,25 @@ func (f *fleet) restart(t *testing.T, agents []*agentProc, whileDown func(i int)
 // first build and first resync have then been offered to the sinks.
 func (f *fleet) waitCalledEverySink(t *testing.T, ctx context.Context) {
 	t.Helper()
-	eventuallyT(t, resync+converge, "every restarted agent calling every sink", func() (bool, string) {
+	done := map[*agentProc]bool{} // a process's counts only grow: scrape each until it is done
+	everySecond(t, resync+converge, "every restarted agent calling every sink", func() (bool, string) {
 		var missing []string
 		for _, a := range f.agents {
+			if done[a] {
+				continue
+			}
 			calls, err := a.scrapeBySink("kollect_export_duration_seconds_count")
 			if err != nil {
 				return false, err.Error()
 			}
+			all := true
 			for _, s := range f.sinks {
 				if calls[s.name] == 0 {
 					missing = append(missing, a.name+"→"+s.name)
+					all = false
 				}
 			}
+			done[a] = all
 		}
 		return len(missing) == 0, fmt.Sprintf("%d calls missing, e.g. %v", len(missing), missing[:min(len(missing), 5)])
 	})

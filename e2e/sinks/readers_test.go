@@ -125,20 +125,60 @@ func (g *gitReader) rows(ctx context.Context) (rowSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	got := rowSet{}
+	var paths, blobs []string
 	for path, blob := range files {
-		if !isDoc(path) {
-			continue
+		if isDoc(path) {
+			paths, blobs = append(paths, path), append(blobs, blob)
 		}
-		doc, err := run(ctx, "git", "--git-dir", g.dir, "cat-file", "blob", blob)
-		if err != nil {
-			return nil, err
-		}
+	}
+	docs, err := g.catFiles(ctx, blobs)
+	if err != nil {
+		return nil, err
+	}
+	got := rowSet{}
+	for i, doc := range docs {
 		if err := ndjsonRows(doc, got); err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
+			return nil, fmt.Errorf("%s: %w", paths[i], err)
 		}
 	}
 	return got, nil
+}
+
+// catFiles reads blobs with one `git cat-file --batch`, in order.
+func (g *gitReader) catFiles(ctx context.Context, blobs []string) ([]string, error) {
+	if len(blobs) == 0 {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "git", "--git-dir", g.dir, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(strings.Join(blobs, "\n") + "\n")
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("git cat-file --batch: %w", err)
+	}
+	r := bufio.NewReader(bytes.NewReader(out))
+	docs := make([]string, 0, len(blobs))
+	for range blobs {
+		header, err := r.ReadString('\n')
+		if err != nil {
+			return nil, fmt.Errorf("git cat-file --batch: %w", err)
+		}
+		f := strings.Fields(header) // <oid> blob <size>
+		if len(f) != 3 {
+			return nil, fmt.Errorf("git cat-file --batch: unexpected header %q", header)
+		}
+		size, err := strconv.Atoi(f[2])
+		if err != nil {
+			return nil, fmt.Errorf("git cat-file --batch: header %q: %w", header, err)
+		}
+		buf := make([]byte, size+1) // the content and its newline
+		if _, err := io.ReadFull(r, buf); err != nil {
+			return nil, fmt.Errorf("git cat-file --batch: %w", err)
+		}
+		docs = append(docs, string(buf[:size]))
+	}
+	return docs, nil
 }
 
 func (g *gitReader) marks(ctx context.Context) (map[string]string, error) {
@@ -448,18 +488,35 @@ func tabMarks(out string) (map[string]string, error) {
 
 type mongoReader struct{ uri string }
 
-// mongoScript prints the rows collection and the state collection as JSON, with pymongo.
+// mongoScript prints, with pymongo, the rows a reader sees with the query of
+// docs/sinks/mongodb.md ("Reading complete exports": the state documents' generations, the row
+// documents they show, the generations again, read again while one moved), the state
+// collection, and every row document as it is (for the write markers).
 const mongoScript = `
 import json, sys
 import pymongo
 c = pymongo.MongoClient(sys.argv[1], serverSelectionTimeoutMS=10000)
 db = c[sys.argv[2]]
-out = {"rows": list(db["rows"].find({})), "state": list(db["rows_state"].find({}))}
+def generations():
+    return {str(s["_id"]): s.get("generation") or 0 for s in db["rows_state"].find({})}
+for attempt in range(5):
+    states = list(db["rows_state"].find({}))
+    gens = {str(s["_id"]): s.get("generation") or 0 for s in states}
+    complete = [{"cluster": s["cluster"], "inventory": s["inventory"],
+                 "gen": {"$not": {"$gt": s.get("generation") or 0}},
+                 "gen_end": {"$not": {"$lte": s.get("generation") or 0}}} for s in states]
+    rows = list(db["rows"].find({"$or": complete})) if complete else []
+    if generations() == gens:
+        break
+else:
+    sys.exit("the generations kept moving over 5 reads")
+out = {"rows": rows, "state": states, "documents": list(db["rows"].find({}))}
 print(json.dumps(out, default=str, sort_keys=True))
 `
 
 type mongoDump struct {
-	Rows []struct {
+	// Rows are what a reader of complete exports sees; Documents every row document.
+	Rows, Documents []struct {
 		ID                                                         string `json:"_id"`
 		Cluster, Inventory, Target, Version, Kind, Namespace, Name string
 		UID                                                        string          `json:"uid"`
@@ -497,24 +554,29 @@ func (m *mongoReader) rows(ctx context.Context) (rowSet, error) {
 		if err != nil {
 			return nil, err
 		}
-		if want := row.Cluster + "/" + row.Inventory + "/" + row.Target + "/" + row.UID; r.ID != want {
+		// A version's _id is the identity, and "@<generation>" for versions written by an
+		// export with generations.
+		if want := row.Cluster + "/" + row.Inventory + "/" + row.Target + "/" + row.UID; r.ID != want && !strings.HasPrefix(r.ID, want+"@") {
 			return nil, fmt.Errorf("document _id %q, want the identity %q", r.ID, want)
+		}
+		if _, dup := got[row.key()]; dup {
+			return nil, fmt.Errorf("the complete read shows row %s twice", row.key())
 		}
 		got[row.key()] = row
 	}
 	return got, nil
 }
 
-// marks: every document's updated_at, first_seen and digest, and the state documents (their
-// exported_at moves on every write).
+// marks: every row document's _id, updated_at, first_seen and digest (a changed row is a new
+// version, a new _id), and the state documents (their exported_at moves on every write).
 func (m *mongoReader) marks(ctx context.Context) (map[string]string, error) {
 	d, err := m.dump(ctx)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, r := range d.Rows {
-		out["uid:"+r.UID] = r.UpdatedAt + " " + r.FirstSeen + " " + r.Digest
+	for _, r := range d.Documents {
+		out["uid:"+r.UID] += r.ID + " " + r.UpdatedAt + " " + r.FirstSeen + " " + r.Digest + " "
 	}
 	for _, s := range d.State {
 		raw, _ := json.Marshal(s)

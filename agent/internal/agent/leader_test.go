@@ -160,13 +160,13 @@ func TestLostLeaseStepsDownInProcess(t *testing.T) {
 			}
 			before := batches()
 
-			// The theft: a valid lease of someone else's, 4 s long.
-			lease.Spec.HolderIdentity = ptr("thief")
-			lease.Spec.LeaseDurationSeconds = ptr(int32(4))
-			lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-			if err := cp.Client.Update(context.Background(), lease); err != nil {
-				t.Fatal(err)
-			}
+			// The theft: a valid lease of someone else's, 4 s long (written again on a
+			// conflict: the leader renews every second meanwhile).
+			updateObject(t, lease, func() {
+				lease.Spec.HolderIdentity = ptr("thief")
+				lease.Spec.LeaseDurationSeconds = ptr(int32(4))
+				lease.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			})
 			stolen := time.Now()
 			eventually(t, 30*time.Second, "a replica leading again", func() (bool, string) {
 				h, _ := holder(t, ns)
