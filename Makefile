@@ -54,6 +54,12 @@ test: deps verify-generated ## Run every test of every module against real serve
 	KOLLECT_BUILD_CACHE="$$(mktemp -d "$${TMPDIR:-/tmp}/kollect-build.XXXXXX")"; export KOLLECT_BUILD_CACHE; trap 'rm -rf "$$KOLLECT_BUILD_CACHE"' EXIT; \
 		go test -json $(GOTEST_FLAGS) $(SLOW_PKGS) $(PKGS) | $(BIN)/testreport
 
+.PHONY: test-fleet
+test-fleet: deps ## Run the 50-agent fleet on shared sinks (e2e/sinks, build tag fleet; about 4 minutes).
+	k8s="$$(hack/ensure-k8s.sh)"; servers="$$(hack/ensure-servers.sh)"; \
+	export KUBEBUILDER_ASSETS="$$k8s" KOLLECT_SERVERS="$$servers"; \
+		go test -tags fleet -count=1 -timeout 20m -v ./e2e/sinks/ -run TestFleetOfFiftyAgents
+
 ##@ Development
 
 # IMAGES: where `make images` writes the OCI layout, the archives and images.txt.

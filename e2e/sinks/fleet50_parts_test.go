@@ -1,3 +1,5 @@
+//go:build fleet
+
 package sinks
 
 import (
@@ -82,6 +84,11 @@ func startFleet(t *testing.T, ctx context.Context) *fleet {
 	bouncer, err := testenv.StartPgBouncer(pg, testenv.PgBouncerOptions{PoolMode: "transaction", PoolSize: 10, Config: "max_client_conn = 400"})
 	must(t, err)
 	t.Cleanup(bouncer.Stop)
+	t.Cleanup(func() {
+		if t.Failed() { // before Stop removes its directory: why the pooler went, if it did
+			t.Logf("pgbouncer (pid %d) log:\n%s", bouncer.PID(), lastLines(bouncer.Log(), 30))
+		}
+	})
 	pgURL, err := pg.CreateDatabase(ctx, "fleet")
 	must(t, err)
 	repo, err := gh.InitBareRepo("fleet.git")

@@ -2,6 +2,7 @@ package hubclient
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -28,9 +29,9 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 	unconfirmed := map[string]bool{} // an inventory of the sink has no confirmation yet
 	missing := newMissingSinks(c)
 	var out []*fleetv1.InventoryStatus
-	add := func(ns, name string, st kollectv1.KollectInventoryStatus, named []sinkRef) {
-		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount, Conditions: conditions(st.Conditions),
-			Coverage: coverage(st.Coverage)})
+	add := func(ns, name string, generation int64, st kollectv1.KollectInventoryStatus, named []sinkRef) {
+		out = append(out, &fleetv1.InventoryStatus{Namespace: ns, Name: name, ItemCount: st.ItemCount,
+			Conditions: current(conditions(st.Conditions), generation, st.ObservedGeneration), Coverage: coverage(st.Coverage)})
 		reported := map[string]bool{}
 		for _, s := range st.Sinks {
 			sns := s.Namespace
@@ -70,10 +71,10 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 		missing.check(ctx, id, named, reported)
 	}
 	for _, i := range invs.Items {
-		add(i.Namespace, i.Name, i.Status, namedSinks(i.Namespace, i.Spec.Sinks))
+		add(i.Namespace, i.Name, i.Generation, i.Status, namedSinks(i.Namespace, i.Spec.Sinks))
 	}
 	for _, i := range cinvs.Items {
-		add("", i.Name, i.Status, clusterNamedSinks(i.Spec.Sinks))
+		add("", i.Name, i.Generation, i.Status, clusterNamedSinks(i.Spec.Sinks))
 	}
 	missing.add(sinks)
 	sinkList := make([]*fleetv1.SinkStatus, 0, len(sinks))
@@ -92,6 +93,24 @@ func collectStatus(ctx context.Context, c client.Reader) ([]*fleetv1.InventorySt
 func ptrTime(ts *timestamppb.Timestamp) *metav1.Time {
 	t := metav1.NewTime(ts.AsTime())
 	return &t
+}
+
+// current reports an inventory whose status describes an older generation than its spec (just
+// edited, by a bundle for instance, and not reconciled yet) as Ready and Synced Unknown: its
+// conditions and coverage are the previous spec's, and a reader judging the new one, such as
+// a rollout gate waiting out a canary's minimum healthy time, must wait rather than pass it on
+// the old spec's health.
+func current(conds []*fleetv1.Condition, generation, observed int64) []*fleetv1.Condition {
+	if observed >= generation {
+		return conds
+	}
+	for _, c := range conds {
+		if c.Type == kollectv1.ConditionReady || c.Type == kollectv1.ConditionSynced {
+			c.Status, c.Reason = string(metav1.ConditionUnknown), kollectv1.ReasonSyncing
+			c.Message = fmt.Sprintf("the status describes generation %d; generation %d is not reconciled yet", observed, generation)
+		}
+	}
+	return conds
 }
 
 func conditions(in []metav1.Condition) []*fleetv1.Condition {
