@@ -1,12 +1,12 @@
 // Command testreport reads `go test -json` on stdin and prints what a plain `go test` would —
 // one line per package, and the full output of every test or package that failed — followed by
-// the slowest packages, the total wall time and a closing "N passed, N failed" line, so that a
+// the slowest packages and top-level tests, the total wall time and a closing "N passed, N failed" line, so that a
 // regression in test time shows in every CI log. Just before that closing line it repeats, per
 // failed test, the last lines the test wrote with t.Log or t.Error (not the log dumps of its
 // cleanups), so a log that keeps only its tail still says what failed. It exits 1 when
 // anything failed.
 //
-// Usage: go test -json ./... | testreport [-slowest N]
+// Usage: go test -json ./... | testreport [-slowest N] [-slowest-tests N]
 package main
 
 import (
@@ -17,6 +17,7 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -54,10 +55,19 @@ type report struct {
 	malformed int
 	// digests holds, per failed test, the last lines it wrote itself (see digest).
 	digests []string
+	// tests holds every top-level test that passed or failed, for the slowest-tests table:
+	// a package's time is often one test's.
+	tests []testResult
+}
+
+type testResult struct {
+	pkg, name string
+	elapsed   time.Duration
 }
 
 func main() {
 	slowest := flag.Int("slowest", 10, "how many of the slowest packages to list")
+	slowestTests := flag.Int("slowest-tests", 10, "how many of the slowest top-level tests to list")
 	flag.Parse()
 	r := &report{out: os.Stdout, outputs: map[string][]string{}, packages: map[string]*packageResult{}}
 	start := time.Now()
@@ -65,7 +75,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "testreport:", err)
 		os.Exit(2)
 	}
-	r.summary(*slowest, time.Since(start))
+	r.summary(*slowest, *slowestTests, time.Since(start))
 	if r.failed > 0 || r.malformed > 0 || r.anyPackageFailed() {
 		os.Exit(1)
 	}
@@ -110,6 +120,9 @@ func (r *report) handle(e event) {
 		return
 	}
 	if e.Test != "" {
+		if e.Action != "skip" && !strings.Contains(e.Test, "/") {
+			r.tests = append(r.tests, testResult{pkg: e.Package, name: e.Test, elapsed: time.Duration(e.Elapsed * float64(time.Second))})
+		}
 		switch e.Action {
 		case "pass":
 			r.passed++
@@ -157,7 +170,7 @@ func (r *report) anyPackageFailed() bool {
 	return false
 }
 
-func (r *report) summary(n int, wall time.Duration) {
+func (r *report) summary(n, nTests int, wall time.Duration) {
 	var ran []*packageResult
 	var busy time.Duration
 	for _, name := range r.order {
@@ -176,6 +189,7 @@ func (r *report) summary(n int, wall time.Duration) {
 		fmt.Fprintf(tw, "%.1f s\t%s\t%s\t\n", p.elapsed.Seconds(), p.status, p.name)
 	}
 	_ = tw.Flush()
+	r.slowestTests(nTests)
 	fmt.Fprintf(r.out, "wall time %s, package time %s (%d packages)\n",
 		wall.Round(time.Second), busy.Round(time.Second), len(ran))
 	if len(r.digests) > 0 {
@@ -186,6 +200,22 @@ func (r *report) summary(n int, wall time.Duration) {
 		fmt.Fprintf(r.out, "\nwhat the failed tests said last (%d of %d):\n%s", len(shown), len(r.digests), strings.Join(shown, ""))
 	}
 	fmt.Fprintf(r.out, "\n%d passed, %d failed, %d skipped\n", r.passed, r.failed, r.skipped)
+}
+
+// slowestTests lists the n slowest top-level tests, with their package's last element.
+func (r *report) slowestTests(n int) {
+	if n <= 0 || len(r.tests) == 0 {
+		return
+	}
+	tests := slices.Clone(r.tests)
+	sort.SliceStable(tests, func(i, j int) bool { return tests[i].elapsed > tests[j].elapsed })
+	n = min(n, len(tests))
+	fmt.Fprintf(r.out, "slowest tests (%d of %d):\n", n, len(tests))
+	tw := tabwriter.NewWriter(r.out, 0, 4, 2, ' ', tabwriter.AlignRight)
+	for _, t := range tests[:n] {
+		fmt.Fprintf(tw, "%.1f s\t%s\t%s\t\n", t.elapsed.Seconds(), t.pkg[strings.LastIndex(t.pkg, "/")+1:], t.name)
+	}
+	_ = tw.Flush()
 }
 
 const (
