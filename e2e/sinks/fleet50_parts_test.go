@@ -1,5 +1,3 @@
-//go:build fleet
-
 package sinks
 
 import (
