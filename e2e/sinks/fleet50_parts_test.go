@@ -128,7 +128,9 @@ func startFleet(t *testing.T, ctx context.Context) *fleet {
 			"--pod-namespace", fleetSystem(i), "--hub-namespaces", fleetName(i), "--cluster-labels", "fleet=fifty"}
 		f.agents[i-1] = a
 	}
-	f.restart(t, f.agents, nil)
+	// In waves, as the rolling restarts do: fifty agents starting at once are a burst of
+	// list/watch calls that stalls everything else on a 2-core machine for no finding.
+	f.rollingRestart(t, ctx, nil)
 	eventuallyT(t, converge, "the hub lists every cluster", func() (bool, string) {
 		var out struct{ Clusters []struct{ Name string } }
 		if err := hub.call(ctx, "ListClusters", map[string]any{}, &out); err != nil {
