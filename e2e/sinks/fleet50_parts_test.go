@@ -1,3 +1,5 @@
+//go:build fleet
+
 package sinks
 
 import (

@@ -1,3 +1,5 @@
+//go:build fleet
+
 package sinks
 
 import (
@@ -32,8 +34,11 @@ const (
 // offsets, the S3 server's files, the repository's commits); a rolling restart with five
 // changes in one cluster made while its agent was down writes exactly those five rows.
 //
-// Part of `make test`; `make test-fleet` runs it alone (about 3 minutes of a 2-core machine,
-// 260 CPU-seconds, most of them the agents' 150 starts and the API server serving them).
+// Build tag fleet: `make test-fleet` runs it (about 3 minutes of a 2-core machine, 260
+// CPU-seconds, most of them the agents' 150 starts and the API server serving them). It is
+// not in `make test` yet: inside it the run grows to about 16 minutes, and Debian 12's
+// PgBouncer (1.18) exits now and then with "FATAL ... disconnect_client(): bad client state"
+// when an agent stopped mid-query sends its cancel request (docs/sinks/postgres.md).
 func TestFleetOfFiftyAgents(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
