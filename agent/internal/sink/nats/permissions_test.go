@@ -285,7 +285,11 @@ func TestPermissionsOneWriterPerCluster(t *testing.T) {
 		export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
 	terminalViolation("export without reads", err, "kollect.west.apps.rows")
 	// Without a baseline the sink reads back what the stream holds of west first: refused.
-	err = (&sinktest.Exporter{Cluster: "west", Inventory: "apps"}).Export(ctx, blind, export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
+	// A sink of its own: the server reports a refused publish asynchronously, and on the
+	// previous step's connection that report can arrive during this step's read.
+	rereader := newSink(t, sp, sink.Env{Cluster: "west", Namespace: "kollect", Name: "events",
+		Secrets: sinktest.Secrets(map[string]map[string][]byte{"east": secret})})
+	err = (&sinktest.Exporter{Cluster: "west", Inventory: "apps"}).Export(ctx, rereader, export.NewSnapshot(sinktest.Deployments("west", "apps", 2, 2)))
 	terminalViolation("read-back", err, "$JS.API.DIRECT.GET.KOLLECT.kollect.west.apps.rows")
 	t.Logf("events refused in %s: %v", time.Since(start).Round(time.Millisecond), err)
 	if _, err := wrong.Purge(ctx, "west", "", time.Time{}); !errors.Is(err, nats.ErrPermissionViolation) || sink.ClassOf(err) != sink.Terminal {
