@@ -95,9 +95,13 @@ func TestFleetScenario(t *testing.T) {
 	// A change in one cluster reaches both sinks, labelled with that cluster only.
 	f.members[1].configMap(t, "green")
 	f.waitExports(ctx, t, map[string]int{"kollect-1": 2, "kollect-2": 3, "kollect-3": 2})
-	if doc := f.git(t, "show", "main:kollect-2/fleet.yaml"); !strings.Contains(doc, "color: green") {
-		t.Fatalf("kollect-2/fleet.yaml lacks the green ConfigMap:\n%s", doc)
-	}
+	// PostgreSQL and git are separate sinks: the commit can follow the rows by a push.
+	eventually(ctx, t, "kollect-2's green ConfigMap in git", func() error {
+		if doc := f.git(t, "show", "main:kollect-2/fleet.yaml"); !strings.Contains(doc, "color: green") {
+			return fmt.Errorf("kollect-2/fleet.yaml lacks the green ConfigMap:\n%s", doc)
+		}
+		return nil
+	})
 	for _, c := range []string{"kollect-1", "kollect-3"} {
 		if doc := f.git(t, "show", "main:"+c+"/fleet.yaml"); strings.Contains(doc, "green") {
 			t.Fatalf("%s/fleet.yaml has kollect-2's ConfigMap:\n%s", c, doc)
